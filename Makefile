@@ -1,0 +1,47 @@
+# Herald: build, run and test from a fresh Debian/Ubuntu machine with Rust installed.
+#
+#   make run    install what is missing (libclang), build, start a node on 127.0.0.1:8080
+#   make test   run every test (unit, storage suite, black-box tests against the real binary)
+
+# Builds are cached outside the clone, so a fresh checkout reuses the compiled RocksDB.
+CARGO_TARGET_DIR ?= /var/tmp/herald-target
+export CARGO_TARGET_DIR
+
+CARGO ?= cargo
+# Extra arguments for `make run`, e.g. make run ARGS='--data-dir /tmp/herald'
+ARGS ?=
+
+.PHONY: all deps build run test lint bench-build clean
+
+all: build
+
+# rocksdb's bindings are generated with bindgen, which needs libclang and a C/C++ compiler.
+deps:
+	@if dpkg -s libclang-dev >/dev/null 2>&1 && command -v clang >/dev/null 2>&1; then \
+		echo "deps: libclang-dev and clang are installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y libclang-dev clang; \
+	else \
+		echo "deps: libclang-dev/clang are missing; run as root: apt-get install -y libclang-dev clang"; \
+		exit 1; \
+	fi
+
+build: deps
+	$(CARGO) build --release
+
+run: deps
+	$(CARGO) run --release -- serve $(ARGS)
+
+test: deps
+	$(CARGO) test --all-targets
+
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+bench-build: deps
+	$(CARGO) build --release --bin herald
+	@echo "load generator: $(CARGO_TARGET_DIR)/release/herald bench --help (see benches/README.md)"
+
+clean:
+	$(CARGO) clean

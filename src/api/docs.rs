@@ -1,0 +1,14 @@
+//! `/openapi.json` and `/docs`: the OpenAPI document and a Swagger UI served from the binary (no
+//! CDN), so the docs work offline. `/docs` redirects to `/docs/`.
+
+use axum::Router;
+use utoipa::openapi::OpenApi;
+use utoipa_swagger_ui::SwaggerUi;
+
+/// The path of the document; the UI loads it from there.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+pub const DOCS_PATH: &str = "/docs";
+
+pub fn router<S: Clone + Send + Sync + 'static>(openapi: OpenApi) -> Router<S> {
+    SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi).into()
+}

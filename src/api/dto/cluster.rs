@@ -1,0 +1,139 @@
+//! Cluster and health DTOs: `GET /v1/cluster`, `/healthz`, `/readyz`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::broker::{ClusterInfo, NodeInfo, Readiness};
+
+/// One node of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Node)]
+pub struct NodeDto {
+    pub id: u64,
+    pub http_addr: String,
+    pub raft_addr: String,
+    /// `up` or `down`.
+    pub status: String,
+    /// How many partitions this node leads.
+    pub leader_of: u32,
+}
+
+/// `GET /v1/cluster`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "cluster_id": "herald-7f3a",
+    "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up", "leader_of": 3}],
+    "metadata_leader": 1
+}))]
+#[schema(as = Cluster)]
+pub struct ClusterDto {
+    pub cluster_id: String,
+    pub nodes: Vec<NodeDto>,
+    /// The node leading the metadata group, `null` while none is known.
+    pub metadata_leader: Option<u64>,
+}
+
+impl From<NodeInfo> for NodeDto {
+    fn from(node: NodeInfo) -> Self {
+        NodeDto {
+            id: node.id,
+            http_addr: node.http_addr,
+            raft_addr: node.raft_addr,
+            status: node.status,
+            leader_of: node.leader_of,
+        }
+    }
+}
+
+impl From<ClusterInfo> for ClusterDto {
+    fn from(info: ClusterInfo) -> Self {
+        ClusterDto {
+            cluster_id: info.cluster_id,
+            nodes: info.nodes.into_iter().map(NodeDto::from).collect(),
+            metadata_leader: info.metadata_leader,
+        }
+    }
+}
+
+/// `GET /healthz`: the process is alive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"status": "ok"}))]
+#[schema(as = Health)]
+pub struct HealthDto {
+    /// Always `ok`.
+    pub status: String,
+}
+
+/// `GET /readyz`: `ready`, or `not_ready` with the reasons.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"status": "not_ready", "reasons": ["partition orders/0 has no leader"]}))]
+#[schema(as = Readiness)]
+pub struct ReadinessDto {
+    /// `ready` or `not_ready`.
+    pub status: String,
+    /// Why not, when not ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+impl From<Readiness> for ReadinessDto {
+    fn from(readiness: Readiness) -> Self {
+        let status = if readiness.ready {
+            "ready"
+        } else {
+            "not_ready"
+        };
+        ReadinessDto {
+            status: status.to_string(),
+            reasons: readiness.reasons,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_wire_form() {
+        let ready = ReadinessDto::from(Readiness {
+            ready: true,
+            reasons: Vec::new(),
+        });
+        assert_eq!(
+            serde_json::to_value(ready).expect("json"),
+            serde_json::json!({"status": "ready"})
+        );
+        let not_ready = ReadinessDto::from(Readiness {
+            ready: false,
+            reasons: vec!["storage closed".into()],
+        });
+        assert_eq!(
+            serde_json::to_value(not_ready).expect("json"),
+            serde_json::json!({"status": "not_ready", "reasons": ["storage closed"]})
+        );
+    }
+
+    #[test]
+    fn cluster_wire_form() {
+        let info = ClusterInfo {
+            cluster_id: "c1".into(),
+            nodes: vec![NodeInfo {
+                id: 1,
+                http_addr: "127.0.0.1:8080".into(),
+                raft_addr: "127.0.0.1:8081".into(),
+                status: "up".into(),
+                leader_of: 2,
+            }],
+            metadata_leader: None,
+        };
+        assert_eq!(
+            serde_json::to_value(ClusterDto::from(info)).expect("json"),
+            serde_json::json!({
+                "cluster_id": "c1",
+                "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up", "leader_of": 2}],
+                "metadata_leader": null
+            })
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! The wire types of the HTTP API (with OpenAPI schemas), apart from the domain types they
+//! convert to and from, so the contract and the model can change independently.
+
+pub mod cluster;
+pub mod consume;
+pub mod headers;
+pub mod produce;
+pub mod topic;

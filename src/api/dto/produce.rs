@@ -1,0 +1,390 @@
+//! Produce DTOs: `POST /v1/topics/{topic}/messages` in its JSON and octet-stream forms, and
+//! their decoding into the broker's `ProduceMessage`s.
+//!
+//! A JSON `value` is kept as the exact text the client sent (a `RawValue`), never re-encoded.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
+
+use super::headers::{deserialize_headers, deserialize_present_raw};
+use crate::api::extract::{json_from_bytes, ContentType};
+use crate::api::problem::ApiError;
+use crate::broker::{Acks, ProduceMessage, ProducedOffset};
+use crate::domain::{RecordKey, RecordValue};
+
+/// How durable a produce must be before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = Acks)]
+pub enum AcksDto {
+    /// After a quorum of replicas has the batch durable.
+    #[default]
+    All,
+    /// After the leader has the batch durable.
+    Leader,
+    /// At once; offsets are `null`.
+    None,
+}
+
+impl From<AcksDto> for Acks {
+    fn from(dto: AcksDto) -> Self {
+        match dto {
+            AcksDto::All => Acks::All,
+            AcksDto::Leader => Acks::Leader,
+            AcksDto::None => Acks::None,
+        }
+    }
+}
+
+/// Query of `POST /v1/topics/{topic}/messages`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ProduceQuery {
+    /// `all` (default), `leader` or `none`.
+    #[serde(default)]
+    #[param(inline)]
+    pub acks: Option<AcksDto>,
+    /// `application/octet-stream` only: the message key (text).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// `application/octet-stream` only: the partition to write to.
+    #[serde(default)]
+    pub partition: Option<u32>,
+}
+
+/// One message to produce. Exactly one of `value` / `value_b64`; at most one of `key` / `key_b64`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"key": "user-42", "value": {"any": "json"}, "headers": {"trace": "abc"}}))]
+#[schema(as = ProduceMessage)]
+pub struct ProduceMessageDto {
+    /// A text key; keyed messages without `partition` go to `hash(key) % partitions`.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// A binary key, base64 (standard alphabet, padded).
+    #[serde(default)]
+    pub key_b64: Option<String>,
+    /// Any JSON value, stored as the exact text sent (`null` included).
+    #[serde(default, deserialize_with = "deserialize_present_raw")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub value: Option<Box<RawValue>>,
+    /// Raw bytes, base64 (standard alphabet, padded).
+    #[serde(default)]
+    pub value_b64: Option<String>,
+    /// String header values.
+    #[serde(default, deserialize_with = "deserialize_headers")]
+    #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
+    pub headers: Vec<(String, String)>,
+    /// An explicit partition; otherwise by key hash, or round-robin without a key.
+    #[serde(default)]
+    #[schema(value_type = Option<u32>, minimum = 0)]
+    pub partition: Option<i64>,
+    /// Milliseconds since the Unix epoch; the broker's clock when absent.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 0)]
+    pub timestamp: Option<i64>,
+}
+
+/// `application/json` body of `POST /v1/topics/{topic}/messages`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"messages": [{"key": "user-42", "value": {"any": "json"}, "headers": {"trace": "abc"}}]}))]
+pub struct ProduceRequest {
+    /// At least one message.
+    pub messages: Vec<ProduceMessageDto>,
+}
+
+/// `application/octet-stream` body of `POST /v1/topics/{topic}/messages`: one message's value,
+/// as raw bytes. Only documents the body; the handler reads it as bytes.
+pub struct RawValueBody;
+
+impl utoipa::PartialSchema for RawValueBody {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .description(Some("One message's value, raw bytes"))
+            .into()
+    }
+}
+
+impl ToSchema for RawValueBody {}
+
+/// Where one produced message landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = ProducedOffset)]
+pub struct ProducedOffsetDto {
+    pub partition: u32,
+    /// `null` with `acks=none`.
+    pub offset: Option<u64>,
+}
+
+/// Answer of `POST /v1/topics/{topic}/messages`: one offset per message, in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"offsets": [{"partition": 0, "offset": 17}]}))]
+pub struct ProduceResponse {
+    pub offsets: Vec<ProducedOffsetDto>,
+}
+
+impl From<Vec<ProducedOffset>> for ProduceResponse {
+    fn from(offsets: Vec<ProducedOffset>) -> Self {
+        ProduceResponse {
+            offsets: offsets
+                .into_iter()
+                .map(|produced| ProducedOffsetDto {
+                    partition: produced.partition,
+                    offset: produced.offset,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn decode_b64(field: &str, index: usize, text: &str) -> Result<Bytes, ApiError> {
+    BASE64.decode(text).map(Bytes::from).map_err(|error| {
+        ApiError::invalid_request(format!(
+            "messages[{index}].{field} is not valid base64: {error}"
+        ))
+    })
+}
+
+impl ProduceMessageDto {
+    /// Checks and decodes one message; `index` names it in error details.
+    pub fn into_domain(self, index: usize) -> Result<ProduceMessage, ApiError> {
+        let key = match (self.key, self.key_b64) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid_request(format!(
+                    "messages[{index}] has both key and key_b64; send at most one"
+                )))
+            }
+            (Some(text), None) => Some(RecordKey::Text(text)),
+            (None, Some(b64)) => Some(RecordKey::Bytes(decode_b64("key_b64", index, &b64)?)),
+            (None, None) => None,
+        };
+        let value = match (self.value, self.value_b64) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid_request(format!(
+                    "messages[{index}] has both value and value_b64; send exactly one"
+                )))
+            }
+            (Some(raw), None) => RecordValue::Json(Bytes::copy_from_slice(raw.get().as_bytes())),
+            (None, Some(b64)) => RecordValue::Bytes(decode_b64("value_b64", index, &b64)?),
+            (None, None) => {
+                return Err(ApiError::invalid_request(format!(
+                    "messages[{index}] has neither value nor value_b64; send exactly one"
+                )))
+            }
+        };
+        let partition = match self.partition {
+            None => None,
+            Some(partition) => Some(u32::try_from(partition).map_err(|_| {
+                ApiError::invalid_request(format!(
+                    "messages[{index}].partition must be a non-negative integer, got {partition}"
+                ))
+            })?),
+        };
+        if let Some(timestamp) = self.timestamp {
+            if timestamp < 0 {
+                return Err(ApiError::invalid_request(format!(
+                    "messages[{index}].timestamp must be milliseconds since the epoch (>= 0), got {timestamp}"
+                )));
+            }
+        }
+        Ok(ProduceMessage {
+            key,
+            value,
+            headers: self.headers,
+            partition,
+            timestamp: self.timestamp,
+        })
+    }
+}
+
+impl ProduceRequest {
+    pub fn into_domain(self) -> Result<Vec<ProduceMessage>, ApiError> {
+        if self.messages.is_empty() {
+            return Err(ApiError::invalid_request(
+                "messages must hold at least one message",
+            ));
+        }
+        self.messages
+            .into_iter()
+            .enumerate()
+            .map(|(index, message)| message.into_domain(index))
+            .collect()
+    }
+}
+
+/// Decodes a produce body by its content type: a JSON batch, or one message's raw bytes.
+pub fn decode_produce(
+    content_type: &ContentType,
+    query: &ProduceQuery,
+    body: Bytes,
+) -> Result<Vec<ProduceMessage>, ApiError> {
+    if content_type.is_json() {
+        if query.key.is_some() || query.partition.is_some() {
+            return Err(ApiError::invalid_request(
+                "the key and partition query parameters apply to application/octet-stream bodies; \
+                 put them in each JSON message instead",
+            ));
+        }
+        json_from_bytes::<ProduceRequest>(&body)?.into_domain()
+    } else if content_type.is_octet_stream() {
+        Ok(vec![ProduceMessage {
+            key: query.key.clone().map(RecordKey::Text),
+            value: RecordValue::Bytes(body),
+            headers: Vec::new(),
+            partition: query.partition,
+            timestamp: None,
+        }])
+    } else {
+        Err(ApiError::unsupported_media_type(format!(
+            "expected Content-Type application/json or application/octet-stream, got {}",
+            content_type.0.as_deref().unwrap_or("none")
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json() -> ContentType {
+        ContentType(Some("application/json".into()))
+    }
+
+    fn decode(body: &str) -> Result<Vec<ProduceMessage>, ApiError> {
+        decode_produce(
+            &json(),
+            &ProduceQuery::default(),
+            Bytes::copy_from_slice(body.as_bytes()),
+        )
+    }
+
+    #[test]
+    fn json_value_is_kept_byte_exact() {
+        let messages = decode(r#"{"messages":[{"value":{"b":1,  "a":[1,2]}}]}"#).expect("valid");
+        assert_eq!(
+            messages[0].value,
+            RecordValue::Json(Bytes::from_static(br#"{"b":1,  "a":[1,2]}"#))
+        );
+        let messages = decode(r#"{"messages":[{"value": 1.50e3 }]}"#).expect("valid");
+        assert_eq!(
+            messages[0].value,
+            RecordValue::Json(Bytes::from_static(b"1.50e3"))
+        );
+    }
+
+    #[test]
+    fn explicit_null_value_is_the_json_text_null() {
+        let messages = decode(r#"{"messages":[{"value":null}]}"#).expect("valid");
+        assert_eq!(
+            messages[0].value,
+            RecordValue::Json(Bytes::from_static(b"null"))
+        );
+    }
+
+    #[test]
+    fn keys_headers_partition_timestamp() {
+        let messages = decode(
+            r#"{"messages":[{"key":"user-42","value":"x","headers":{"z":"1","a":"2"},"partition":2,"timestamp":5},
+                            {"key_b64":"AP8=","value_b64":"aGk="}]}"#,
+        )
+        .expect("valid");
+        assert_eq!(messages[0].key, Some(RecordKey::Text("user-42".into())));
+        assert_eq!(
+            messages[0].headers,
+            vec![("z".into(), "1".into()), ("a".into(), "2".into())]
+        );
+        assert_eq!(messages[0].partition, Some(2));
+        assert_eq!(messages[0].timestamp, Some(5));
+        assert_eq!(
+            messages[1].key,
+            Some(RecordKey::Bytes(Bytes::from_static(&[0, 255])))
+        );
+        assert_eq!(
+            messages[1].value,
+            RecordValue::Bytes(Bytes::from_static(b"hi"))
+        );
+    }
+
+    #[test]
+    fn bad_messages_are_400() {
+        for body in [
+            r#"{"messages":[]}"#,
+            r#"{"messages":[{}]}"#,
+            r#"{"messages":[{"value":1,"value_b64":"AA=="}]}"#,
+            r#"{"messages":[{"key":"a","key_b64":"AA==","value":1}]}"#,
+            r#"{"messages":[{"value_b64":"not base64!"}]}"#,
+            r#"{"messages":[{"key_b64":"***","value":1}]}"#,
+            r#"{"messages":[{"value":1,"headers":{"a":1}}]}"#,
+            r#"{"messages":[{"value":1,"partition":-1}]}"#,
+            r#"{"messages":[{"value":1,"partition":1.5}]}"#,
+            r#"{"messages":[{"value":1,"timestamp":-5}]}"#,
+            r#"{"messages":[{"value":1,"vlaue":2}]}"#,
+            r#"{"messages":[{"value":1}"#,
+            r#"{"messages":{}}"#,
+            r#"[]"#,
+        ] {
+            let error = decode(body).expect_err(body);
+            assert_eq!(error.status.as_u16(), 400, "{body}: {}", error.detail);
+            assert_eq!(error.code, "invalid_request", "{body}");
+        }
+    }
+
+    #[test]
+    fn octet_stream_is_one_message() {
+        let query = ProduceQuery {
+            acks: None,
+            key: Some("k".into()),
+            partition: Some(3),
+        };
+        let content_type = ContentType(Some("application/octet-stream".into()));
+        let messages =
+            decode_produce(&content_type, &query, Bytes::from_static(&[1, 2, 3])).expect("valid");
+        assert_eq!(messages.len(), 1);
+        assert_eq!(messages[0].key, Some(RecordKey::Text("k".into())));
+        assert_eq!(
+            messages[0].value,
+            RecordValue::Bytes(Bytes::from_static(&[1, 2, 3]))
+        );
+        assert_eq!(messages[0].partition, Some(3));
+    }
+
+    #[test]
+    fn other_content_types_are_415() {
+        let error = decode_produce(
+            &ContentType(Some("text/plain".into())),
+            &ProduceQuery::default(),
+            Bytes::new(),
+        )
+        .expect_err("text/plain");
+        assert_eq!(error.status.as_u16(), 415);
+        let error = decode_produce(&ContentType(None), &ProduceQuery::default(), Bytes::new())
+            .expect_err("none");
+        assert_eq!(error.code, "unsupported_media_type");
+    }
+
+    #[test]
+    fn offsets_answer_keeps_null() {
+        let answer = ProduceResponse::from(vec![
+            ProducedOffset {
+                partition: 1,
+                offset: Some(7),
+            },
+            ProducedOffset {
+                partition: 0,
+                offset: None,
+            },
+        ]);
+        assert_eq!(
+            serde_json::to_value(answer).expect("json"),
+            serde_json::json!({"offsets": [{"partition": 1, "offset": 7}, {"partition": 0, "offset": null}]})
+        );
+    }
+}

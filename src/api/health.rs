@@ -1,0 +1,68 @@
+//! `/healthz` (the process is alive), `/readyz` (it can serve), `/metrics` (Prometheus text).
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use metrics_exporter_prometheus::PrometheusHandle;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::cluster::{HealthDto, ReadinessDto};
+use super::AppState;
+use crate::broker::Broker;
+
+/// The Prometheus text exposition format.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+}
+
+/// Liveness: answers as long as the process serves HTTP.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    responses((status = 200, description = "Alive", body = HealthDto))
+)]
+pub(crate) async fn healthz() -> Json<HealthDto> {
+    Json(HealthDto {
+        status: "ok".to_string(),
+    })
+}
+
+/// Readiness: storage is open and every local partition has a known leader.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "health",
+    responses(
+        (status = 200, description = "Ready", body = ReadinessDto, example = json!({"status": "ready"})),
+        (status = 503, description = "Not ready, with the reasons", body = ReadinessDto,
+         example = json!({"status": "not_ready", "reasons": ["partition orders/0 has no leader"]})),
+    )
+)]
+async fn readyz(State(broker): State<Broker>) -> (StatusCode, Json<ReadinessDto>) {
+    let readiness = broker.readiness().await;
+    let status = if readiness.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(readiness.into()))
+}
+
+/// Metrics in the Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "health",
+    responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain"))
+)]
+async fn metrics(State(handle): State<PrometheusHandle>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], handle.render())
+}

@@ -1,0 +1,114 @@
+//! The HTTP transport: axum routers, DTOs, problem+json errors and the OpenAPI document.
+//!
+//! Handlers are thin: extract, validate, make one call on [`Broker`], map the answer to a DTO.
+//! Each resource has its own router (`topics`, `messages`, `offsets`, `cluster`, `health`); they
+//! are merged here with the docs, the fallbacks and the cross-cutting layers (body limit, metrics,
+//! tracing, panic catching).
+
+pub mod cluster;
+pub mod docs;
+pub mod dto;
+pub mod extract;
+pub mod health;
+pub mod messages;
+pub mod metrics_layer;
+pub mod offsets;
+pub mod openapi_doc;
+pub mod problem;
+pub mod topics;
+
+use std::any::Any;
+
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::response::{IntoResponse, Response};
+use axum::{middleware, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::broker::Broker;
+use problem::ApiError;
+
+/// What the HTTP layer needs besides the broker.
+pub struct ApiConfig {
+    /// The largest request body accepted; larger ones get 413 `payload_too_large`.
+    pub max_body_bytes: usize,
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
+}
+
+/// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
+#[derive(Clone)]
+pub struct AppState {
+    pub broker: Broker,
+    pub metrics: PrometheusHandle,
+}
+
+impl FromRef<AppState> for Broker {
+    fn from_ref(state: &AppState) -> Self {
+        state.broker.clone()
+    }
+}
+
+impl FromRef<AppState> for PrometheusHandle {
+    fn from_ref(state: &AppState) -> Self {
+        state.metrics.clone()
+    }
+}
+
+/// Every documented route, with its OpenAPI operations.
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi_doc::base())
+        .merge(topics::router())
+        .merge(messages::router())
+        .merge(offsets::router())
+        .merge(cluster::router())
+        .merge(health::router())
+}
+
+/// The full OpenAPI document of the HTTP API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().split_for_parts().1
+}
+
+/// The complete HTTP application: API routes, `/openapi.json`, `/docs`, fallbacks and layers.
+pub fn router(broker: Broker, config: ApiConfig) -> Router {
+    let (routes, document) = api_routes().split_for_parts();
+    let routes = routes.merge(docs::router(document)).with_state(AppState {
+        broker,
+        metrics: config.metrics,
+    });
+    with_layers(routes, config.max_body_bytes)
+}
+
+/// Wraps routes with what every request goes through. Separate from [`router`] so tests can
+/// check fallbacks and limits on routes that need no broker.
+pub(crate) fn with_layers(routes: Router, max_body_bytes: usize) -> Router {
+    routes
+        .method_not_allowed_fallback(problem::method_not_allowed_fallback)
+        .route_layer(CatchPanicLayer::custom(panic_response))
+        .route_layer(middleware::from_fn(metrics_layer::remember_route))
+        .fallback(problem::not_found_fallback)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(metrics_layer::track))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+        )
+}
+
+/// A handler panicked: answer a bare 500 and keep the node serving.
+fn panic_response(payload: Box<dyn Any + Send + 'static>) -> Response {
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    ApiError::internal(format!("handler panicked: {message}")).into_response()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,89 @@
+//! The OpenAPI document's fixed parts (info, tags), and the test that keeps the committed copy,
+//! `openapi/herald.json`, equal to what the code generates.
+
+use utoipa::OpenApi;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Herald",
+        version = "1",
+        description = "A replicated message log over HTTP. Errors are RFC 9457 `application/problem+json` with a stable `code`."
+    ),
+    tags(
+        (name = "topics", description = "Create, list, describe, update and delete topics"),
+        (name = "messages", description = "Produce to a topic and read a partition"),
+        (name = "cluster", description = "Nodes and leadership"),
+        (name = "health", description = "Liveness, readiness and metrics"),
+    )
+)]
+struct HeraldApi;
+
+/// The document before the routes add their operations.
+pub(crate) fn base() -> utoipa::openapi::OpenApi {
+    HeraldApi::openapi()
+}
+
+/// Where the committed document lives, relative to the crate root.
+pub const COMMITTED_PATH: &str = "openapi/herald.json";
+
+/// The document as committed: pretty JSON with a trailing newline.
+pub fn render() -> Result<String, serde_json::Error> {
+    let document = super::openapi();
+    Ok(format!("{}\n", serde_json::to_string_pretty(&document)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn committed_openapi_document_is_current() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(COMMITTED_PATH);
+        let generated = render().expect("the OpenAPI document serializes");
+        if std::env::var_os("HERALD_UPDATE_OPENAPI").is_some_and(|value| value == "1") {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).expect("create openapi/");
+            }
+            std::fs::write(&path, &generated).expect("write openapi/herald.json");
+            return;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{COMMITTED_PATH} differs from the API the code serves. If the change is intended, \
+             refresh it with `HERALD_UPDATE_OPENAPI=1 cargo test --lib committed_openapi_document_is_current` \
+             and commit the result."
+        );
+    }
+
+    #[test]
+    fn document_has_info_and_every_route() {
+        let document = crate::api::openapi();
+        assert_eq!(document.info.title, "Herald");
+        assert_eq!(document.info.version, "1");
+        for path in [
+            "/v1/topics",
+            "/v1/topics/{topic}",
+            "/v1/topics/{topic}/messages",
+            "/v1/topics/{topic}/partitions/{partition}/messages",
+            "/v1/topics/{topic}/partitions/{partition}/offsets",
+            "/v1/cluster",
+            "/healthz",
+            "/readyz",
+            "/metrics",
+        ] {
+            assert!(document.paths.paths.contains_key(path), "missing {path}");
+        }
+        let schemas = document
+            .components
+            .as_ref()
+            .map(|components| &components.schemas);
+        assert!(
+            schemas.is_some_and(|schemas| schemas.contains_key("Problem")),
+            "Problem schema missing"
+        );
+    }
+}

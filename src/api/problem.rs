@@ -1,0 +1,366 @@
+//! The one place errors become HTTP: RFC 9457 `application/problem+json` bodies with a stable,
+//! machine-readable `code`.
+//!
+//! Handlers return [`ApiError`]; a [`BrokerError`] converts into one with `?`, and so do the
+//! rejections of the extractors in [`super::extract`]. Each code maps to exactly one status, so
+//! clients can branch on `code` without parsing `detail`.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::broker::BrokerError;
+
+/// The media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 9457 problem details body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "type": "urn:herald:problem:topic_not_found",
+    "title": "Topic not found",
+    "status": 404,
+    "detail": "topic 'orders' does not exist",
+    "code": "topic_not_found"
+}))]
+pub struct Problem {
+    /// A URI naming the problem type: `urn:herald:problem:<code>`.
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    /// A short, human-readable summary of the problem type.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request, for humans.
+    pub detail: String,
+    /// A stable snake_case code, for programs.
+    pub code: String,
+    /// With `offset_out_of_range`: the first offset still in the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_start_offset: Option<u64>,
+    /// With `offset_out_of_range`: the offset after the last readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_watermark: Option<u64>,
+}
+
+/// An error answer of the HTTP API: status, stable code and detail, rendered as a [`Problem`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub title: &'static str,
+    pub detail: String,
+    /// `(log_start_offset, high_watermark)` for `offset_out_of_range`.
+    pub bounds: Option<(u64, u64)>,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after: Option<u32>,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(
+        status: StatusCode,
+        code: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        ApiError {
+            status,
+            code,
+            title,
+            detail: detail.into(),
+            bounds: None,
+            retry_after: None,
+        }
+    }
+
+    /// 400 `invalid_request`: the request is malformed or a value is out of range.
+    pub fn invalid_request(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "Invalid request",
+            detail,
+        )
+    }
+
+    /// 404 `not_found`: no such route.
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "Not found", detail)
+    }
+
+    /// 405 `method_not_allowed`.
+    pub fn method_not_allowed(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "Method not allowed",
+            detail,
+        )
+    }
+
+    /// 413 `payload_too_large`: the request body is over the server's limit.
+    pub fn payload_too_large(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "Payload too large",
+            detail,
+        )
+    }
+
+    /// 415 `unsupported_media_type`: a `Content-Type` the endpoint does not take.
+    pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "Unsupported media type",
+            detail,
+        )
+    }
+
+    /// 500 `internal_error`: logs `cause` and answers a generic detail, so nothing internal leaks.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error while serving a request");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "Internal error",
+            "the server failed to handle the request; the error has been logged",
+        )
+    }
+
+    /// The problem body this error answers.
+    pub fn problem(&self) -> Problem {
+        Problem {
+            problem_type: format!("urn:herald:problem:{}", self.code),
+            title: self.title.to_string(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            code: self.code.to_string(),
+            log_start_offset: self.bounds.map(|(start, _)| start),
+            high_watermark: self.bounds.map(|(_, end)| end),
+        }
+    }
+}
+
+impl From<BrokerError> for ApiError {
+    fn from(error: BrokerError) -> Self {
+        let detail = error.to_string();
+        match error {
+            BrokerError::InvalidRequest(_) => ApiError::invalid_request(detail),
+            BrokerError::TopicNotFound(_) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "topic_not_found",
+                "Topic not found",
+                detail,
+            ),
+            BrokerError::PartitionNotFound { .. } => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "partition_not_found",
+                "Partition not found",
+                detail,
+            ),
+            BrokerError::TopicExists(_) => ApiError::new(
+                StatusCode::CONFLICT,
+                "topic_exists",
+                "Topic already exists",
+                detail,
+            ),
+            BrokerError::MessageTooLarge { .. } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "message_too_large",
+                "Message too large",
+                detail,
+            ),
+            BrokerError::OffsetOutOfRange {
+                log_start_offset,
+                high_watermark,
+                ..
+            } => ApiError {
+                bounds: Some((log_start_offset, high_watermark)),
+                ..ApiError::new(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    "offset_out_of_range",
+                    "Offset out of range",
+                    detail,
+                )
+            },
+            BrokerError::NoLeader(_) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no_leader",
+                    "No leader",
+                    detail,
+                )
+            },
+            BrokerError::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Service unavailable",
+                detail,
+            ),
+            BrokerError::Timeout(_) => {
+                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", "Timed out", detail)
+            }
+            BrokerError::Internal(cause) => ApiError::internal(cause),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = match serde_json::to_vec(&self.problem()) {
+            Ok(body) => body,
+            Err(error) => {
+                tracing::error!(%error, "failed to encode a problem body");
+                b"{\"type\":\"urn:herald:problem:internal_error\",\"title\":\"Internal error\",\"status\":500,\"detail\":\"failed to encode the error\",\"code\":\"internal_error\"}".to_vec()
+            }
+        };
+        let mut response = (self.status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// The answer to any path no route matches.
+pub async fn not_found_fallback(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {}", uri.path()))
+}
+
+/// The answer to a known path called with a method it does not serve.
+pub async fn method_not_allowed_fallback(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> ApiError {
+    ApiError::method_not_allowed(format!("{method} is not allowed on {}", uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_json(response: Response) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        serde_json::from_slice(&bytes).expect("json body")
+    }
+
+    fn status_and_code(error: BrokerError) -> (u16, &'static str) {
+        let api = ApiError::from(error);
+        (api.status.as_u16(), api.code)
+    }
+
+    #[test]
+    fn broker_errors_map_to_status_and_code() {
+        let topic = || "orders".to_string();
+        assert_eq!(
+            status_and_code(BrokerError::InvalidRequest("x".into())),
+            (400, "invalid_request")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::TopicNotFound(topic())),
+            (404, "topic_not_found")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::PartitionNotFound {
+                topic: topic(),
+                partition: 3
+            }),
+            (404, "partition_not_found")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::TopicExists(topic())),
+            (409, "topic_exists")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::MessageTooLarge { size: 10, max: 5 }),
+            (413, "message_too_large")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::OffsetOutOfRange {
+                offset: 1,
+                log_start_offset: 5,
+                high_watermark: 9
+            }),
+            (416, "offset_out_of_range")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::NoLeader(topic())),
+            (503, "no_leader")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::Unavailable("x".into())),
+            (503, "unavailable")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::Timeout("x".into())),
+            (504, "timeout")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::Internal("disk on fire".into())),
+            (500, "internal_error")
+        );
+    }
+
+    #[tokio::test]
+    async fn problem_body_is_rfc9457() {
+        let response = ApiError::from(BrokerError::TopicNotFound("orders".into())).into_response();
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], PROBLEM_JSON);
+        let body = body_json(response).await;
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "type": "urn:herald:problem:topic_not_found",
+                "title": "Topic not found",
+                "status": 404,
+                "detail": "topic 'orders' does not exist",
+                "code": "topic_not_found"
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn offset_out_of_range_carries_both_bounds() {
+        let error = BrokerError::OffsetOutOfRange {
+            offset: 2,
+            log_start_offset: 10,
+            high_watermark: 42,
+        };
+        let body = body_json(ApiError::from(error).into_response()).await;
+        assert_eq!(body["code"], "offset_out_of_range");
+        assert_eq!(body["status"], 416);
+        assert_eq!(body["log_start_offset"], 10);
+        assert_eq!(body["high_watermark"], 42);
+    }
+
+    #[tokio::test]
+    async fn no_leader_asks_to_retry() {
+        let response = ApiError::from(BrokerError::NoLeader("orders/0".into())).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+    }
+
+    #[tokio::test]
+    async fn internal_errors_do_not_leak_their_cause() {
+        let response = ApiError::from(BrokerError::Internal(
+            "rocksdb: /secret/path corrupt".into(),
+        ))
+        .into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = body_json(response).await;
+        assert_eq!(body["code"], "internal_error");
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(!detail.contains("secret"), "{detail}");
+        assert!(!detail.contains("rocksdb"), "{detail}");
+    }
+}

@@ -1,0 +1,268 @@
+//! `herald bench consume`: how fast a topic can be read back from the beginning.
+//!
+//! Partitions are spread over the workers (one each by default), and each worker reads its
+//! partitions from `earliest`, following `next_offset`, until they reach their high watermark or
+//! the run has read `--messages`. Answers are parsed with borrowed, mostly-skipped fields so the
+//! reader's own cost stays small next to the server's.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::budget::Budget;
+use super::produce::warm_up;
+use super::stats::{Report, WorkerStats};
+use crate::cli::client::{Api, OffsetSpec, ProblemError};
+
+/// A partition is given up after this many failed reads in a row.
+const MAX_CONSECUTIVE_ERRORS: u32 = 3;
+
+/// Options of `herald bench consume`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchConsumeArgs {
+    /// Topic to read.
+    #[arg(long, default_value = "bench")]
+    pub topic: String,
+    /// Concurrent workers (default: one per partition; never more than the partitions).
+    #[arg(long)]
+    pub connections: Option<usize>,
+    /// Messages per read request.
+    #[arg(long, default_value_t = 1000)]
+    pub max_messages: u32,
+    /// Stop after reading this many messages (or at the end of the topic, if sooner).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub messages: u64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The parts of a read answer the benchmark needs; everything else is skipped.
+#[derive(Debug, Deserialize)]
+struct Fetched<'a> {
+    #[serde(borrow)]
+    messages: Vec<FetchedMessage<'a>>,
+    next_offset: u64,
+    #[serde(default)]
+    high_watermark: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct FetchedMessage<'a> {
+    #[serde(borrow, default)]
+    value: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    value_b64: Option<Cow<'a, str>>,
+}
+
+impl FetchedMessage<'_> {
+    /// The value's size in bytes: the text of a JSON string (so it matches what `bench produce`
+    /// counts for its string values), the JSON text of other values, the decoded size of base64.
+    fn value_bytes(&self) -> u64 {
+        if let Some(encoded) = &self.value_b64 {
+            return base64_decoded_len(encoded);
+        }
+        match self.value.map(RawValue::get) {
+            Some(text) if text.starts_with('"') && text.len() >= 2 => (text.len() - 2) as u64,
+            Some(text) => text.len() as u64,
+            None => 0,
+        }
+    }
+}
+
+/// The number of bytes a padded base64 string decodes to.
+pub fn base64_decoded_len(encoded: &str) -> u64 {
+    let trimmed = encoded.trim_end_matches('=');
+    (trimmed.len() as u64 * 3) / 4
+}
+
+/// One partition a worker reads.
+struct PartitionCursor {
+    partition: u32,
+    offset: OffsetSpec,
+    errors_in_a_row: u32,
+    done: bool,
+}
+
+/// One worker: reads its partitions in turn until they are all at their end or the budget is
+/// spent.
+async fn worker(
+    api: Api,
+    topic: Arc<str>,
+    partitions: Vec<u32>,
+    max_messages: u32,
+    budget: Arc<Budget>,
+) -> WorkerStats {
+    let mut stats = WorkerStats::new();
+    let mut cursors: Vec<PartitionCursor> = partitions
+        .into_iter()
+        .map(|partition| PartitionCursor {
+            partition,
+            offset: OffsetSpec::Earliest,
+            errors_in_a_row: 0,
+            done: false,
+        })
+        .collect();
+    while cursors.iter().any(|c| !c.done) {
+        for cursor in cursors.iter_mut().filter(|c| !c.done) {
+            let want = budget.take(u64::from(max_messages));
+            if want == 0 {
+                return stats;
+            }
+            let url = api.fetch_url(&topic, cursor.partition, cursor.offset, want as u32, 0);
+            let started = Instant::now();
+            let outcome = match api.http().get(url.clone()).send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    match response.bytes().await {
+                        Ok(body) if status.is_success() => Ok((body, started.elapsed())),
+                        Ok(body) => Err(ProblemError::from_parts(
+                            Method::GET,
+                            url.path().to_string(),
+                            status,
+                            &String::from_utf8_lossy(&body),
+                        )
+                        .to_string()),
+                        Err(error) => {
+                            Err(format!("GET {}: reading the answer: {error}", url.path()))
+                        }
+                    }
+                }
+                Err(error) => Err(format!("GET {}: {error}", url.path())),
+            };
+            let (body, latency) = match outcome {
+                Ok(answer) => answer,
+                Err(message) => {
+                    budget.give_back(want);
+                    stats.record_error(message);
+                    cursor.errors_in_a_row += 1;
+                    cursor.done = cursor.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS;
+                    continue;
+                }
+            };
+            let fetched: Fetched<'_> = match serde_json::from_slice(&body) {
+                Ok(fetched) => fetched,
+                Err(error) => {
+                    budget.give_back(want);
+                    stats.record_error(format!("GET {}: unexpected answer: {error}", url.path()));
+                    cursor.errors_in_a_row += 1;
+                    cursor.done = cursor.errors_in_a_row >= MAX_CONSECUTIVE_ERRORS;
+                    continue;
+                }
+            };
+            cursor.errors_in_a_row = 0;
+            let count = fetched.messages.len() as u64;
+            let bytes: u64 = fetched
+                .messages
+                .iter()
+                .map(FetchedMessage::value_bytes)
+                .sum();
+            budget.give_back(want.saturating_sub(count));
+            stats.record_success(count, bytes, latency);
+            let moved = cursor.offset != OffsetSpec::At(fetched.next_offset);
+            cursor.offset = OffsetSpec::At(fetched.next_offset);
+            cursor.done = fetched.next_offset >= fetched.high_watermark || (count == 0 && !moved);
+        }
+    }
+    stats
+}
+
+/// Deals partitions to `workers` workers round-robin.
+pub fn assign(partitions: &[u32], workers: usize) -> Vec<Vec<u32>> {
+    let workers = workers.clamp(1, partitions.len().max(1));
+    let mut assignment = vec![Vec::new(); workers];
+    for (i, partition) in partitions.iter().enumerate() {
+        assignment[i % workers].push(*partition);
+    }
+    assignment
+}
+
+/// Runs `herald bench consume`.
+pub async fn run(server: &str, args: BenchConsumeArgs) -> anyhow::Result<Report> {
+    anyhow::ensure!(args.max_messages > 0, "--max-messages must be at least 1");
+    let admin = Api::new(server)?;
+    let topic = admin.get_topic(&args.topic).await?;
+    let partitions: Vec<u32> = topic.partitions.iter().map(|p| p.partition).collect();
+    anyhow::ensure!(
+        !partitions.is_empty(),
+        "topic `{}` has no partitions",
+        args.topic
+    );
+    let assignment = assign(&partitions, args.connections.unwrap_or(partitions.len()));
+    let mut apis = Vec::with_capacity(assignment.len());
+    for _ in 0..assignment.len() {
+        apis.push(Api::new(server)?);
+    }
+    futures::future::join_all(apis.iter().map(warm_up)).await;
+    let params = json!({
+        "topic": args.topic,
+        "partitions": partitions.len(),
+        "connections": assignment.len(),
+        "max_messages": args.max_messages,
+    });
+
+    let budget = Arc::new(Budget::new(args.messages));
+    let topic_name: Arc<str> = Arc::from(args.topic.as_str());
+    let started = Instant::now();
+    let handles: Vec<_> = apis
+        .into_iter()
+        .zip(assignment)
+        .map(|(api, mine)| {
+            tokio::spawn(worker(
+                api,
+                Arc::clone(&topic_name),
+                mine,
+                args.max_messages,
+                Arc::clone(&budget),
+            ))
+        })
+        .collect();
+    let mut total = WorkerStats::new();
+    for handle in handles {
+        let stats = handle
+            .await
+            .map_err(|error| anyhow::anyhow!("a bench worker failed: {error}"))?;
+        total.merge(&stats)?;
+    }
+    Ok(Report::new("consume", params, &total, started.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_dealt_round_robin() {
+        assert_eq!(assign(&[0, 1, 2, 3, 4], 2), vec![vec![0, 2, 4], vec![1, 3]]);
+        assert_eq!(assign(&[0, 1], 8), vec![vec![0], vec![1]]);
+        assert_eq!(assign(&[0, 1], 0), vec![vec![0, 1]]);
+    }
+
+    #[test]
+    fn value_sizes_are_counted() {
+        let body = br#"{"messages":[{"offset":0,"value":"abcd","headers":{"h":"x"}},
+            {"value":{"a":1}},{"value_b64":"aGVsbG8="},{"key":"tombstone"}],
+            "next_offset":4,"high_watermark":9,"log_start_offset":0}"#;
+        let fetched: Fetched<'_> = serde_json::from_slice(body).unwrap();
+        let sizes: Vec<u64> = fetched
+            .messages
+            .iter()
+            .map(FetchedMessage::value_bytes)
+            .collect();
+        assert_eq!(sizes, vec![4, 7, 5, 0]);
+        assert_eq!((fetched.next_offset, fetched.high_watermark), (4, 9));
+    }
+
+    #[test]
+    fn base64_lengths() {
+        assert_eq!(base64_decoded_len(""), 0);
+        assert_eq!(base64_decoded_len("aGk="), 2);
+        assert_eq!(base64_decoded_len("aGVsbG8="), 5);
+        assert_eq!(base64_decoded_len("aGVsbG8h"), 6);
+    }
+}

@@ -1,0 +1,108 @@
+//! `herald bench`: load generators that measure a running Herald server over its HTTP API.
+//!
+//! They report throughput (messages/s, MB/s of values, requests/s) and request latency
+//! percentiles; see `benches/README.md` for how to run them and how results are recorded. Each
+//! concept has its own file: the produce and consume generators, the shared message budget, the
+//! `--rate` pacer, and the statistics/report.
+
+pub mod budget;
+pub mod consume;
+pub mod pacer;
+pub mod produce;
+pub mod stats;
+
+pub use consume::BenchConsumeArgs;
+pub use produce::BenchProduceArgs;
+
+/// `herald bench ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Produce messages as fast as possible (or at --rate) and report throughput and latency.
+    Produce(BenchProduceArgs),
+    /// Read a topic from the beginning and report throughput and latency.
+    Consume(BenchConsumeArgs),
+}
+
+/// Runs one benchmark against `server` and prints its report on stdout (text, or one JSON object
+/// with `--json`).
+pub async fn run_bench(server: &str, command: BenchCommand) -> anyhow::Result<()> {
+    let (report, as_json) = match command {
+        BenchCommand::Produce(args) => {
+            let as_json = args.json;
+            (produce::run(server, args).await?, as_json)
+        }
+        BenchCommand::Consume(args) => {
+            let as_json = args.json;
+            (consume::run(server, args).await?, as_json)
+        }
+    };
+    if as_json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    if report.messages == 0 && report.errors > 0 {
+        anyhow::bail!("every request failed ({} errors)", report.errors);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        command: BenchCommand,
+    }
+
+    #[test]
+    fn produce_defaults_match_the_documentation() {
+        let cli = Cli::try_parse_from(["bench", "produce"]).unwrap();
+        let BenchCommand::Produce(args) = cli.command else {
+            panic!("not produce")
+        };
+        assert_eq!(args.topic, "bench");
+        assert_eq!(
+            (args.partitions, args.message_size, args.batch_size),
+            (4, 100, 1000)
+        );
+        assert_eq!((args.connections, args.messages), (8, 1_000_000));
+        assert_eq!(args.acks, crate::cli::client::Acks::All);
+        assert!(!args.raw && !args.bytes && !args.json && args.rate.is_none());
+    }
+
+    #[test]
+    fn produce_options_parse() {
+        let cli = Cli::try_parse_from([
+            "bench",
+            "produce",
+            "--raw",
+            "--connections",
+            "64",
+            "--rate",
+            "2500",
+            "--acks",
+            "leader",
+        ])
+        .unwrap();
+        let BenchCommand::Produce(args) = cli.command else {
+            panic!("not produce")
+        };
+        assert!(args.raw);
+        assert_eq!(args.connections, 64);
+        assert_eq!(args.rate, Some(2500.0));
+    }
+
+    #[test]
+    fn consume_defaults() {
+        let cli = Cli::try_parse_from(["bench", "consume", "--json"]).unwrap();
+        let BenchCommand::Consume(args) = cli.command else {
+            panic!("not consume")
+        };
+        assert_eq!((args.max_messages, args.messages), (1000, 1_000_000));
+        assert!(args.json && args.connections.is_none());
+    }
+}

@@ -1,0 +1,31 @@
+//! The broker layer's error: what a client did wrong, or why the service could not do it.
+//! `api::problem` maps each variant to one HTTP status and one stable `code`.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum BrokerError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("topic '{0}' does not exist")]
+    TopicNotFound(String),
+    #[error("topic '{0}' already exists")]
+    TopicExists(String),
+    #[error("topic '{topic}' has no partition {partition}")]
+    PartitionNotFound { topic: String, partition: u32 },
+    #[error("message of {size} bytes exceeds the topic's max_message_bytes of {max}")]
+    MessageTooLarge { size: usize, max: u32 },
+    #[error("offset {offset} is outside the log [{log_start_offset}, {high_watermark}]")]
+    OffsetOutOfRange { offset: u64, log_start_offset: u64, high_watermark: u64 },
+    #[error("no leader is available for {0}; retry shortly")]
+    NoLeader(String),
+    #[error("the request timed out: {0}")]
+    Timeout(String),
+    #[error("service unavailable: {0}")]
+    Unavailable(String),
+    /// A fault of ours (storage, raft): logged in full, answered as a bare 500.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type BrokerResult<T> = Result<T, BrokerError>;

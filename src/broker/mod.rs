@@ -1,0 +1,98 @@
+//! The service layer every transport calls: topics, produce, fetch, cluster state.
+//!
+//! Handlers translate a request into exactly one call on [`Broker`] and map its answer to a
+//! DTO; everything that orchestrates (placement, partition choice, waiting for replicas,
+//! long polls) happens here or below.
+
+mod cluster_info;
+pub mod error;
+mod fetch;
+mod produce;
+mod topics;
+pub mod types;
+
+pub use error::{BrokerError, BrokerResult};
+pub use types::*;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster::{Cluster, ClusterError};
+use crate::domain::metadata::{PartitionAssignment, TopicMeta};
+use crate::raft::{PartitionReplica, RaftLayerError};
+
+/// Limits and waits of the broker, from the node configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerOptions {
+    /// The most bytes of stored batches one fetch gathers.
+    pub fetch_max_bytes: usize,
+    /// How long a request waits for a partition's replica or leader before giving up.
+    pub leader_wait: Duration,
+}
+
+impl Default for BrokerOptions {
+    fn default() -> Self {
+        BrokerOptions { fetch_max_bytes: 16 << 20, leader_wait: Duration::from_secs(10) }
+    }
+}
+
+/// The broker service. Cheap to clone; all state is shared.
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<BrokerInner>,
+}
+
+struct BrokerInner {
+    cluster: Arc<Cluster>,
+    options: BrokerOptions,
+    /// Spreads unkeyed messages over partitions.
+    round_robin: AtomicU64,
+}
+
+impl Broker {
+    pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
+        Broker { inner: Arc::new(BrokerInner { cluster, options, round_robin: AtomicU64::new(0) }) }
+    }
+
+    fn cluster(&self) -> &Cluster {
+        &self.inner.cluster
+    }
+
+    fn topic(&self, name: &str) -> BrokerResult<TopicMeta> {
+        self.cluster().metadata().topics.get(name).cloned().ok_or_else(|| BrokerError::TopicNotFound(name.to_string()))
+    }
+
+    fn assignment<'t>(&self, topic: &'t TopicMeta, partition: u32) -> BrokerResult<&'t PartitionAssignment> {
+        topic
+            .partitions
+            .get(partition as usize)
+            .ok_or_else(|| BrokerError::PartitionNotFound { topic: topic.name.clone(), partition })
+    }
+
+    /// The local replica of a partition, waiting a bounded time for it to start.
+    async fn replica(&self, assignment: &PartitionAssignment) -> BrokerResult<Arc<PartitionReplica>> {
+        Ok(self.cluster().replica(assignment.group_id, self.inner.options.leader_wait).await?)
+    }
+}
+
+impl From<ClusterError> for BrokerError {
+    fn from(error: ClusterError) -> Self {
+        match error {
+            ClusterError::Raft(raft) => raft.into(),
+            ClusterError::GroupUnavailable(group) => BrokerError::NoLeader(format!("partition group {group}")),
+            ClusterError::Timeout(what) => BrokerError::Timeout(what),
+        }
+    }
+}
+
+impl From<RaftLayerError> for BrokerError {
+    fn from(error: RaftLayerError) -> Self {
+        match error {
+            RaftLayerError::NotLeader { group, .. } | RaftLayerError::NoLeader { group } => {
+                BrokerError::NoLeader(format!("partition group {group}"))
+            }
+            other => BrokerError::Internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Topic administration: create, describe, grow, reconfigure, delete.
+
+use super::{Broker, BrokerError, BrokerResult, CreateTopic, PartitionInfo, TopicInfo, UpdateTopic};
+use crate::cluster::placement::place_partitions;
+use crate::domain::metadata::{MetadataCommand, MetadataOutcome, TopicMeta};
+use crate::domain::names::{is_internal, validate_name};
+use crate::domain::topic::MAX_PARTITIONS;
+use crate::domain::TopicConfig;
+
+fn check_partitions(partitions: u32) -> BrokerResult<()> {
+    if partitions == 0 || partitions > MAX_PARTITIONS {
+        return Err(BrokerError::InvalidRequest(format!("partitions must be between 1 and {MAX_PARTITIONS}")));
+    }
+    Ok(())
+}
+
+fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
+    match outcome {
+        MetadataOutcome::Done => Ok(()),
+        MetadataOutcome::TopicExists => Err(BrokerError::TopicExists(name.to_string())),
+        MetadataOutcome::TopicNotFound => Err(BrokerError::TopicNotFound(name.to_string())),
+        MetadataOutcome::Invalid(message) => Err(BrokerError::InvalidRequest(message)),
+    }
+}
+
+impl Broker {
+    fn node_ids(&self) -> Vec<u64> {
+        self.cluster().metadata().nodes.keys().copied().collect()
+    }
+
+    pub async fn create_topic(&self, request: CreateTopic) -> BrokerResult<TopicInfo> {
+        validate_name("topic", &request.name).map_err(BrokerError::InvalidRequest)?;
+        if is_internal(&request.name) {
+            return Err(BrokerError::InvalidRequest(format!(
+                "topic name '{}' is reserved: names starting with '__' are internal",
+                request.name
+            )));
+        }
+        check_partitions(request.partitions)?;
+        let config = TopicConfig::default().patched(&request.config).map_err(BrokerError::InvalidRequest)?;
+        let replicas = place_partitions(&self.node_ids(), 0, request.partitions, request.replication_factor)
+            .map_err(BrokerError::InvalidRequest)?;
+        let command = MetadataCommand::CreateTopic {
+            name: request.name.clone(),
+            replication_factor: request.replication_factor,
+            config,
+            replicas,
+            created_at_ms: now_ms(),
+        };
+        outcome(&request.name, self.cluster().propose(command).await?)?;
+        self.wait_for_partitions(&request.name).await?;
+        self.describe_topic(&request.name).await
+    }
+
+    pub async fn list_topics(&self) -> BrokerResult<Vec<TopicInfo>> {
+        let metadata = self.cluster().metadata();
+        Ok(metadata.topics.values().filter(|topic| !is_internal(&topic.name)).map(|topic| self.topic_info(topic)).collect())
+    }
+
+    pub async fn describe_topic(&self, name: &str) -> BrokerResult<TopicInfo> {
+        Ok(self.topic_info(&self.topic(name)?))
+    }
+
+    pub async fn update_topic(&self, name: &str, update: UpdateTopic) -> BrokerResult<TopicInfo> {
+        let topic = self.topic(name)?;
+        let current = topic.partitions.len() as u32;
+        let new_replicas = match update.partitions {
+            Some(wanted) => {
+                check_partitions(wanted)?;
+                if wanted < current {
+                    return Err(BrokerError::InvalidRequest(format!(
+                        "partitions can only grow: topic '{name}' has {current}, asked for {wanted}"
+                    )));
+                }
+                place_partitions(&self.node_ids(), current, wanted - current, topic.replication_factor)
+                    .map_err(BrokerError::InvalidRequest)?
+            }
+            None => Vec::new(),
+        };
+        // Validate here too, for a clear error before anything is proposed.
+        topic.config.patched(&update.config).map_err(BrokerError::InvalidRequest)?;
+        let command = MetadataCommand::UpdateTopic {
+            name: name.to_string(),
+            partitions: update.partitions,
+            config: update.config,
+            new_replicas,
+        };
+        outcome(name, self.cluster().propose(command).await?)?;
+        self.wait_for_partitions(name).await?;
+        self.describe_topic(name).await
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> BrokerResult<()> {
+        let topic = self.topic(name)?;
+        outcome(name, self.cluster().propose(MetadataCommand::DeleteTopic { name: name.to_string() }).await?)?;
+        let groups: Vec<u64> = topic.partitions.iter().map(|partition| partition.group_id).collect();
+        self.cluster().wait_until_gone(&groups, self.inner.options.leader_wait).await?;
+        Ok(())
+    }
+
+    /// Waits until every local replica of the topic runs and knows its leader, so a produce
+    /// right after creation does not fail.
+    async fn wait_for_partitions(&self, name: &str) -> BrokerResult<()> {
+        let topic = self.topic(name)?;
+        for assignment in topic.partitions.iter().filter(|p| p.replicas.contains(&self.cluster().node_id())) {
+            let replica = self.replica(assignment).await?;
+            if replica.wait_for_leader().await.is_none() {
+                return Err(BrokerError::NoLeader(format!("topic '{name}'")));
+            }
+        }
+        Ok(())
+    }
+
+    fn topic_info(&self, topic: &TopicMeta) -> TopicInfo {
+        let partitions = topic
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(index, assignment)| {
+                let replica = self.cluster().local_replica(assignment.group_id);
+                let watermarks = replica.as_ref().map(|replica| replica.watermarks()).unwrap_or_default();
+                let leader = replica.as_ref().and_then(|replica| replica.leader());
+                PartitionInfo {
+                    partition: index as u32,
+                    leader,
+                    replicas: assignment.replicas.clone(),
+                    in_sync: leader.map(|_| assignment.replicas.clone()).unwrap_or_default(),
+                    log_start_offset: watermarks.log_start_offset,
+                    high_watermark: watermarks.high_watermark,
+                }
+            })
+            .collect();
+        TopicInfo {
+            name: topic.name.clone(),
+            partitions,
+            replication_factor: topic.replication_factor,
+            config: topic.config.clone(),
+        }
+    }
+}
+
+pub(super) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}

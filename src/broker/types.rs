@@ -1,0 +1,142 @@
+//! The requests and answers of the broker service: what every transport (HTTP, CLI, later
+//! WebSocket) hands to `Broker` and gets back. Transports map their DTOs to and from these.
+
+use std::time::Duration;
+
+use crate::domain::{RecordKey, RecordValue, TopicConfig, TopicConfigPatch};
+
+pub type NodeId = u64;
+
+/// `POST /v1/topics`.
+#[derive(Debug, Clone)]
+pub struct CreateTopic {
+    pub name: String,
+    pub partitions: u32,
+    pub replication_factor: u16,
+    pub config: TopicConfigPatch,
+}
+
+/// `PATCH /v1/topics/{topic}`: partitions only grow.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateTopic {
+    pub partitions: Option<u32>,
+    pub config: TopicConfigPatch,
+}
+
+/// A topic as clients see it.
+#[derive(Debug, Clone)]
+pub struct TopicInfo {
+    pub name: String,
+    pub partitions: Vec<PartitionInfo>,
+    pub replication_factor: u16,
+    pub config: TopicConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct PartitionInfo {
+    pub partition: u32,
+    /// The node leading this partition's raft group, when one is known.
+    pub leader: Option<NodeId>,
+    pub replicas: Vec<NodeId>,
+    pub in_sync: Vec<NodeId>,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+}
+
+/// How durable a produce must be before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// After a quorum of replicas has the batch durable.
+    #[default]
+    All,
+    /// After the leader has the batch durable.
+    Leader,
+    /// At once; offsets are unknown.
+    None,
+}
+
+/// One message to produce, already decoded from its transport form.
+#[derive(Debug, Clone)]
+pub struct ProduceMessage {
+    pub key: Option<RecordKey>,
+    pub value: RecordValue,
+    pub headers: Vec<(String, String)>,
+    /// An explicit partition; otherwise keyed messages hash, unkeyed ones round-robin.
+    pub partition: Option<u32>,
+    /// A client timestamp (ms since the epoch); otherwise the broker's clock.
+    pub timestamp: Option<i64>,
+}
+
+/// Where one produced message landed, in request order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducedOffset {
+    pub partition: u32,
+    /// `None` with `acks=none`.
+    pub offset: Option<u64>,
+}
+
+/// Where a read starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetSpec {
+    Earliest,
+    Latest,
+    At(u64),
+}
+
+/// `GET /v1/topics/{topic}/partitions/{partition}/messages`.
+#[derive(Debug, Clone)]
+pub struct FetchRequest {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: OffsetSpec,
+    pub max_messages: usize,
+    /// Zero answers at once; otherwise a long poll that answers as soon as any message is there.
+    pub max_wait: Duration,
+}
+
+/// A message read back, with where it is.
+#[derive(Debug, Clone)]
+pub struct ConsumedMessage {
+    pub partition: u32,
+    pub offset: u64,
+    pub timestamp: i64,
+    pub key: Option<RecordKey>,
+    pub value: RecordValue,
+    pub headers: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FetchResult {
+    pub topic: String,
+    pub messages: Vec<ConsumedMessage>,
+    pub next_offset: u64,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+}
+
+/// `GET /v1/cluster`.
+#[derive(Debug, Clone)]
+pub struct ClusterInfo {
+    pub cluster_id: String,
+    pub nodes: Vec<NodeInfo>,
+    pub metadata_leader: Option<NodeId>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub http_addr: String,
+    pub raft_addr: String,
+    /// `up` or `down`.
+    pub status: String,
+    /// How many partitions this node leads.
+    pub leader_of: u32,
+}
+
+/// `GET /readyz`.
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    pub ready: bool,
+    /// Why not, when not ready.
+    pub reasons: Vec<String>,
+}

@@ -1,0 +1,267 @@
+//! `herald produce`: one message per stdin line, sent in batches.
+//!
+//! Lines are batched (`--batch-size`) into JSON produce requests, because one request per line
+//! would make piping a large file needlessly slow; batches are sent one after the other so the
+//! order of lines is the order of offsets within a partition.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use base64::Engine;
+use serde_json::{Map, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::client::{Api, ProduceResponse};
+use super::ProduceArgs;
+
+/// How a stdin line becomes a message's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueMode {
+    /// A line that is valid JSON is sent as that JSON value; any other line as a JSON string.
+    JsonOrString,
+    /// Every line is sent as raw bytes (`value_b64`), untouched.
+    Bytes,
+}
+
+/// Strips the line terminator that `read_until` keeps: `\n`, and in text mode also a `\r` before
+/// it (files written on Windows). In bytes mode only `\n` goes: the bytes are the user's.
+pub fn strip_newline(line: &[u8], mode: ValueMode) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    match mode {
+        ValueMode::JsonOrString => line.strip_suffix(b"\r").unwrap_or(line),
+        ValueMode::Bytes => line,
+    }
+}
+
+/// Turns one line (without its newline) into a produce-side message object.
+///
+/// `line_number` (1-based) only serves the error message for a non-UTF-8 line in text mode.
+pub fn line_to_message(
+    line: &[u8],
+    mode: ValueMode,
+    key: Option<&str>,
+    partition: Option<u32>,
+    line_number: u64,
+) -> anyhow::Result<Value> {
+    let mut message = Map::new();
+    if let Some(key) = key {
+        message.insert("key".into(), Value::String(key.to_string()));
+    }
+    if let Some(partition) = partition {
+        message.insert("partition".into(), Value::from(partition));
+    }
+    match mode {
+        ValueMode::Bytes => {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(line);
+            message.insert("value_b64".into(), Value::String(encoded));
+        }
+        ValueMode::JsonOrString => {
+            let text = std::str::from_utf8(line).map_err(|_| {
+                anyhow::anyhow!(
+                    "stdin line {line_number} is not valid UTF-8; use --bytes to send raw bytes"
+                )
+            })?;
+            let value = serde_json::from_str::<Value>(text)
+                .unwrap_or_else(|_| Value::String(text.to_string()));
+            message.insert("value".into(), value);
+        }
+    }
+    Ok(Value::Object(message))
+}
+
+/// What was produced, per partition, for the summary on stderr.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ProduceSummary {
+    pub messages: u64,
+    pub requests: u64,
+    /// partition -> (messages, lowest offset, highest offset); offsets are `None` with `acks=none`.
+    pub partitions: BTreeMap<u32, (u64, Option<u64>, Option<u64>)>,
+}
+
+impl ProduceSummary {
+    /// Adds the offsets of one answered request.
+    pub fn record(&mut self, response: &ProduceResponse) {
+        self.requests += 1;
+        for produced in &response.offsets {
+            self.messages += 1;
+            let entry = self
+                .partitions
+                .entry(produced.partition)
+                .or_insert((0, None, None));
+            entry.0 += 1;
+            if let Some(offset) = produced.offset {
+                entry.1 = Some(entry.1.map_or(offset, |low: u64| low.min(offset)));
+                entry.2 = Some(entry.2.map_or(offset, |high: u64| high.max(offset)));
+            }
+        }
+    }
+
+    /// Human-readable lines, e.g. `partition 0: 3 messages, offsets 10..=12`.
+    pub fn render(&self, topic: &str) -> String {
+        let mut out = format!(
+            "produced {} message(s) to `{topic}` in {} request(s)\n",
+            self.messages, self.requests
+        );
+        for (partition, (count, low, high)) in &self.partitions {
+            match (low, high) {
+                (Some(low), Some(high)) => out.push_str(&format!(
+                    "  partition {partition}: {count} message(s), offsets {low}..={high}\n"
+                )),
+                _ => out.push_str(&format!(
+                    "  partition {partition}: {count} message(s), offsets not acknowledged\n"
+                )),
+            }
+        }
+        out
+    }
+}
+
+/// Sends one batch and records it; on failure says how much was already written.
+async fn flush(
+    api: &Api,
+    args: &ProduceArgs,
+    batch: &mut Vec<Value>,
+    summary: &mut ProduceSummary,
+) -> anyhow::Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let count = batch.len();
+    let body = serde_json::json!({ "messages": std::mem::take(batch) });
+    let response = api
+        .produce(&args.topic, args.acks, &body)
+        .await
+        .with_context(|| {
+            format!(
+                "a batch of {count} message(s) failed after {} message(s) were produced",
+                summary.messages
+            )
+        })?;
+    if response.offsets.is_empty() {
+        // A server that does not list offsets (e.g. acks=none) still took the batch.
+        summary.requests += 1;
+        summary.messages += count as u64;
+    } else {
+        summary.record(&response);
+    }
+    Ok(())
+}
+
+/// Runs `herald produce`.
+pub async fn run(server: &str, args: ProduceArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    let api = Api::new(server)?;
+    let mode = if args.bytes {
+        ValueMode::Bytes
+    } else {
+        ValueMode::JsonOrString
+    };
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut summary = ProduceSummary::default();
+    let mut batch = Vec::with_capacity(args.batch_size);
+    let mut line = Vec::new();
+    let mut line_number = 0u64;
+    loop {
+        line.clear();
+        let read = stdin
+            .read_until(b'\n', &mut line)
+            .await
+            .context("could not read stdin")?;
+        if read == 0 {
+            break;
+        }
+        line_number += 1;
+        let content = strip_newline(&line, mode);
+        batch.push(line_to_message(
+            content,
+            mode,
+            args.key.as_deref(),
+            args.partition,
+            line_number,
+        )?);
+        if batch.len() >= args.batch_size {
+            flush(&api, &args, &mut batch, &mut summary).await?;
+        }
+    }
+    flush(&api, &args, &mut batch, &mut summary).await?;
+    eprint!("{}", summary.render(&args.topic));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::client::ProducedOffset;
+    use serde_json::json;
+
+    #[test]
+    fn json_lines_are_sent_as_json() {
+        let message = line_to_message(br#"{"a":1}"#, ValueMode::JsonOrString, None, None, 1);
+        assert_eq!(message.unwrap(), json!({"value": {"a": 1}}));
+        let number = line_to_message(b"42", ValueMode::JsonOrString, None, None, 1).unwrap();
+        assert_eq!(number, json!({"value": 42}));
+    }
+
+    #[test]
+    fn other_lines_are_strings_with_key_and_partition() {
+        let message = line_to_message(
+            b"hello world",
+            ValueMode::JsonOrString,
+            Some("k"),
+            Some(2),
+            1,
+        );
+        assert_eq!(
+            message.unwrap(),
+            json!({"key": "k", "partition": 2, "value": "hello world"})
+        );
+        let empty = line_to_message(b"", ValueMode::JsonOrString, None, None, 1).unwrap();
+        assert_eq!(empty, json!({"value": ""}));
+    }
+
+    #[test]
+    fn bytes_mode_sends_base64() {
+        let message = line_to_message(b"{\xff}", ValueMode::Bytes, None, None, 1).unwrap();
+        assert_eq!(message, json!({"value_b64": "e/99"}));
+    }
+
+    #[test]
+    fn invalid_utf8_in_text_mode_names_the_line() {
+        let error = line_to_message(b"\xff", ValueMode::JsonOrString, None, None, 7).unwrap_err();
+        assert!(error.to_string().contains("line 7"), "{error}");
+    }
+
+    #[test]
+    fn newlines_are_stripped() {
+        assert_eq!(strip_newline(b"a\r\n", ValueMode::JsonOrString), b"a");
+        assert_eq!(strip_newline(b"a\r\n", ValueMode::Bytes), b"a\r");
+        assert_eq!(strip_newline(b"a", ValueMode::Bytes), b"a");
+    }
+
+    #[test]
+    fn summary_tracks_offset_ranges() {
+        let mut summary = ProduceSummary::default();
+        let offsets = vec![
+            ProducedOffset {
+                partition: 1,
+                offset: Some(5),
+            },
+            ProducedOffset {
+                partition: 0,
+                offset: Some(9),
+            },
+            ProducedOffset {
+                partition: 1,
+                offset: Some(6),
+            },
+        ];
+        summary.record(&ProduceResponse { offsets });
+        assert_eq!(summary.messages, 3);
+        assert_eq!(summary.partitions[&1], (2, Some(5), Some(6)));
+        let text = summary.render("t");
+        assert!(
+            text.contains("partition 1: 2 message(s), offsets 5..=6"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! Typed node configuration: defaults, then an optional TOML file (`--config`), then
+//! `HERALD_*` environment variables and command-line flags (the last two through clap).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Everything a node is configured with. Every field has a default; see `docs/configuration.md`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// This node's id, unique in the cluster and fixed for its data directory.
+    pub node_id: u64,
+    /// Where RocksDB keeps this node's data. Created if missing.
+    pub data_dir: PathBuf,
+    /// The client API (HTTP, WebSocket, SSE, console).
+    pub http_addr: SocketAddr,
+    /// The internal raft RPC address other nodes reach this one at.
+    pub raft_addr: String,
+    /// The largest request body accepted, in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// The most bytes of stored batches one fetch gathers.
+    pub fetch_max_bytes: usize,
+    /// How long a request waits for a partition's leader (e.g. during startup) before 503.
+    pub leader_wait_ms: u64,
+    /// How long a graceful shutdown waits for in-flight requests.
+    pub shutdown_grace_ms: u64,
+    /// Allows binding the client API to a non-loopback address without authentication.
+    pub insecure: bool,
+    pub raft: RaftConfig,
+    pub storage: StorageConfig,
+}
+
+/// Raft timing, shared by every group of the node.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RaftConfig {
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+}
+
+/// RocksDB sizing.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Block cache shared by all column families, in bytes.
+    pub block_cache_bytes: usize,
+    /// Memtable size of the raft log (where produced data lands first), in bytes.
+    pub log_write_buffer_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_id: 1,
+            data_dir: PathBuf::from("./data"),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            raft_addr: "127.0.0.1:8081".into(),
+            max_body_bytes: 16 << 20,
+            fetch_max_bytes: 16 << 20,
+            leader_wait_ms: 10_000,
+            shutdown_grace_ms: 10_000,
+            insecure: false,
+            raft: RaftConfig::default(),
+            storage: StorageConfig::default(),
+        }
+    }
+}
+
+impl Default for RaftConfig {
+    fn default() -> Self {
+        RaftConfig { heartbeat_interval_ms: 500, election_timeout_min_ms: 1500, election_timeout_max_ms: 3000 }
+    }
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig { block_cache_bytes: 256 << 20, log_write_buffer_bytes: 64 << 20 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Defaults overlaid with a TOML file.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.into(), source })
+    }
+
+    /// Checks what the types cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.node_id == 0 {
+            return Err(ConfigError::Invalid("node_id must be at least 1".into()));
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid("max_body_bytes must be at least 1024".into()));
+        }
+        if self.raft.election_timeout_min_ms <= self.raft.heartbeat_interval_ms
+            || self.raft.election_timeout_max_ms <= self.raft.election_timeout_min_ms
+        {
+            return Err(ConfigError::Invalid(
+                "raft timing must satisfy heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms"
+                    .into(),
+            ));
+        }
+        if !self.http_addr.ip().is_loopback() && !self.insecure {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to serve {} without authentication: bind to 127.0.0.1, or pass --insecure to accept \
+                 unauthenticated clients on this address",
+                self.http_addr
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_a_loopback_single_node() {
+        let config = Config::default();
+        assert_eq!(config.http_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.node_id, 1);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn toml_overrides_defaults_and_rejects_unknown_keys() {
+        let config: Config = toml::from_str("node_id = 3\n[raft]\nheartbeat_interval_ms = 100\n").unwrap();
+        assert_eq!(config.node_id, 3);
+        assert_eq!(config.raft.heartbeat_interval_ms, 100);
+        assert_eq!(config.raft.election_timeout_min_ms, 1500);
+        assert!(toml::from_str::<Config>("nod_id = 3").is_err());
+    }
+
+    #[test]
+    fn public_bind_needs_insecure() {
+        let mut config = Config { http_addr: "0.0.0.0:8080".parse().unwrap(), ..Config::default() };
+        assert!(config.validate().is_err());
+        config.insecure = true;
+        config.validate().unwrap();
+    }
+}

@@ -1,0 +1,1034 @@
+//! The stored form of a record batch: the unit the log writes, replicates and reads.
+//!
+//! A batch is a fixed-size header followed by a records section. All integers in the header are
+//! big-endian, so batches compare and debug the same on every platform:
+//!
+//! | offset | size | field |
+//! |-------:|-----:|-------|
+//! | 0  | 1 | magic ([`BATCH_MAGIC`]) |
+//! | 1  | 1 | format version ([`BATCH_VERSION`]) |
+//! | 2  | 4 | CRC-32C of every byte from offset 6 to the end of the records section |
+//! | 6  | 1 | attributes: bits 0-2 the compression codec, the rest reserved (zero) |
+//! | 7  | 4 | record_count |
+//! | 11 | 4 | offset_span (last offset_delta + 1) |
+//! | 15 | 8 | first_timestamp |
+//! | 23 | 8 | max_timestamp |
+//! | 31 | 8 | producer_id |
+//! | 39 | 2 | producer_epoch |
+//! | 41 | 4 | base_sequence |
+//! | 45 | 4 | records_len (stored length of the records section) |
+//! | 49 | 4 | uncompressed_len |
+//!
+//! The CRC sits right after magic and version so it covers every other header field as well as
+//! the records: a flipped bit anywhere is caught before any of it is trusted. Magic and version
+//! are checked on their own, before the CRC, so a foreign or newer format gets a precise error.
+//!
+//! Each record in the (uncompressed) records section is: an attributes byte ([`REC_KEY_PRESENT`],
+//! [`REC_KEY_TEXT`], [`REC_VALUE_JSON`]), offset_delta as an unsigned LEB128 varint, the
+//! timestamp minus first_timestamp as a zigzag varint, the key (length varint + bytes) if
+//! present, the value (length varint + bytes), a header count varint, and per header its name
+//! and value (each length varint + UTF-8 bytes). Varints keep the common small numbers to one
+//! byte; compression (LZ4 block or zstd level 1) applies to the records section only, so the
+//! header can be read without decompressing.
+//!
+//! Decoding treats its input as untrusted (a disk can rot, a peer can be buggy): it never panics,
+//! checks every length against what is actually there, and allocates at most
+//! [`MAX_UNCOMPRESSED_LEN`] for decompression, and only after the CRC matched.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+
+use super::record::{Record, RecordKey, RecordValue};
+
+/// First byte of every batch ('H' for Herald): tells a batch from garbage or a foreign format.
+pub const BATCH_MAGIC: u8 = 0x48;
+/// The layout version this code writes and reads.
+pub const BATCH_VERSION: u8 = 1;
+/// Length of the fixed header that precedes the records section.
+pub const BATCH_HEADER_LEN: usize = 53;
+/// The largest records section (uncompressed) accepted, so a corrupt or hostile length can not
+/// make the decoder allocate without bound.
+pub const MAX_UNCOMPRESSED_LEN: usize = 256 * 1024 * 1024;
+
+/// Record attribute bit: the record has a key.
+pub const REC_KEY_PRESENT: u8 = 0b001;
+/// Record attribute bit: the key is UTF-8 text (`key`) rather than bytes (`key_b64`).
+pub const REC_KEY_TEXT: u8 = 0b010;
+/// Record attribute bit: the value is JSON text (`value`) rather than bytes (`value_b64`).
+pub const REC_VALUE_JSON: u8 = 0b100;
+
+const CRC_START: usize = 2;
+const CRC_END: usize = 6;
+const CODEC_MASK: u8 = 0b0000_0111;
+/// The fewest bytes one encoded record can take (attributes, delta, timestamp, value length,
+/// header count): bounds how many records a section of a given length can hold.
+const MIN_RECORD_LEN: usize = 5;
+/// The fewest bytes one encoded header can take (two empty strings).
+const MIN_HEADER_LEN: usize = 2;
+
+/// How the records section of a batch is compressed. Serialised as `"none"`, `"lz4"`, `"zstd"`,
+/// the spelling of the topic config in API.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    #[default]
+    None,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    /// The API spelling: `"none"`, `"lz4"` or `"zstd"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// Parses the API spelling; anything else is `None`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "none" => Some(Compression::None),
+            "lz4" => Some(Compression::Lz4),
+            "zstd" => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+
+    fn codec_id(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+            Compression::Zstd => 2,
+        }
+    }
+
+    fn from_codec_id(id: u8) -> Option<Self> {
+        match id {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            2 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// Who produced a batch, for idempotent producers: lets the leader drop a retried batch it has
+/// already appended. Batches from ordinary producers carry [`ProducerStamp::NONE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerStamp {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+}
+
+impl ProducerStamp {
+    /// No producer identity, Kafka's convention of -1 everywhere.
+    pub const NONE: ProducerStamp = ProducerStamp {
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+    };
+
+    /// Whether this stamp identifies an idempotent producer.
+    pub fn is_idempotent(&self) -> bool {
+        self.producer_id >= 0
+    }
+}
+
+impl Default for ProducerStamp {
+    fn default() -> Self {
+        ProducerStamp::NONE
+    }
+}
+
+/// The decoded fixed header of a batch: enough to index, retain and fetch it without touching
+/// the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub compression: Compression,
+    pub record_count: u32,
+    /// Last offset_delta + 1: how many offsets the batch covers, gaps included.
+    pub offset_span: u32,
+    /// Timestamp of the first record.
+    pub first_timestamp: i64,
+    /// Largest timestamp of any record (timestamps need not be ordered).
+    pub max_timestamp: i64,
+    pub producer: ProducerStamp,
+    /// Stored (possibly compressed) length of the records section.
+    pub records_len: u32,
+    /// Length of the records section once decompressed.
+    pub uncompressed_len: u32,
+}
+
+impl BatchHeader {
+    /// The full stored length of the batch: header plus records section.
+    pub fn batch_len(&self) -> usize {
+        BATCH_HEADER_LEN + self.records_len as usize
+    }
+}
+
+/// Why a batch could not be encoded or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("a batch needs at least one record")]
+    Empty,
+    #[error("batch is truncated")]
+    Truncated,
+    #[error("not a batch: bad magic byte")]
+    BadMagic,
+    #[error("unsupported batch format version {0}")]
+    UnsupportedVersion(u8),
+    #[error("batch CRC mismatch: stored {expected:#010x}, computed {actual:#010x}")]
+    CrcMismatch { expected: u32, actual: u32 },
+    #[error("corrupt batch: {0}")]
+    Corrupt(String),
+    #[error("batch records section of {0} bytes exceeds the limit of {MAX_UNCOMPRESSED_LEN}")]
+    TooLarge(usize),
+    #[error("records can not form a batch: {0}")]
+    InvalidRecords(String),
+    #[error("compression failed: {0}")]
+    Compression(String),
+}
+
+fn corrupt(what: impl Into<String>) -> BatchError {
+    BatchError::Corrupt(what.into())
+}
+
+/// Encodes records into one stored batch.
+///
+/// The records' `offset_delta`s must be strictly increasing (gaps allowed); the first record's
+/// timestamp becomes `first_timestamp`, the largest `max_timestamp`.
+pub fn encode_batch(
+    records: &[Record],
+    compression: Compression,
+    producer: ProducerStamp,
+) -> Result<Bytes, BatchError> {
+    let first = records.first().ok_or(BatchError::Empty)?;
+    let record_count = u32::try_from(records.len())
+        .map_err(|_| BatchError::InvalidRecords("too many records".into()))?;
+    let first_timestamp = first.timestamp;
+    let mut max_timestamp = first.timestamp;
+    let mut previous_delta: Option<u32> = None;
+    for record in records {
+        if previous_delta.is_some_and(|previous| record.offset_delta <= previous) {
+            return Err(BatchError::InvalidRecords(format!(
+                "offset_delta {} does not increase",
+                record.offset_delta
+            )));
+        }
+        previous_delta = Some(record.offset_delta);
+        max_timestamp = max_timestamp.max(record.timestamp);
+    }
+    let offset_span = previous_delta
+        .and_then(|last| last.checked_add(1))
+        .ok_or_else(|| BatchError::InvalidRecords("offset_delta too large".into()))?;
+
+    let estimate: usize = records.iter().map(|r| r.size_bytes() + 16).sum();
+    let mut section = Vec::with_capacity(estimate.min(MAX_UNCOMPRESSED_LEN));
+    for record in records {
+        encode_record(&mut section, record, first_timestamp);
+        if section.len() > MAX_UNCOMPRESSED_LEN {
+            return Err(BatchError::TooLarge(section.len()));
+        }
+    }
+    let uncompressed_len = section.len();
+
+    let stored = match compression {
+        Compression::None => section,
+        Compression::Lz4 => lz4_flex::block::compress(&section),
+        Compression::Zstd => zstd::bulk::compress(&section, 1)
+            .map_err(|err| BatchError::Compression(err.to_string()))?,
+    };
+    let records_len =
+        u32::try_from(stored.len()).map_err(|_| BatchError::TooLarge(stored.len()))?;
+    let uncompressed_len =
+        u32::try_from(uncompressed_len).map_err(|_| BatchError::TooLarge(uncompressed_len))?;
+
+    let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + stored.len());
+    out.put_u8(BATCH_MAGIC);
+    out.put_u8(BATCH_VERSION);
+    out.put_u32(0); // CRC, filled in below once everything it covers is written.
+    out.put_u8(compression.codec_id());
+    out.put_u32(record_count);
+    out.put_u32(offset_span);
+    out.put_i64(first_timestamp);
+    out.put_i64(max_timestamp);
+    out.put_i64(producer.producer_id);
+    out.put_i16(producer.producer_epoch);
+    out.put_i32(producer.base_sequence);
+    out.put_u32(records_len);
+    out.put_u32(uncompressed_len);
+    debug_assert_eq!(out.len(), BATCH_HEADER_LEN);
+    out.put_slice(&stored);
+    let crc = crc32c::crc32c(&out[CRC_END..]);
+    out[CRC_START..CRC_END].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
+}
+
+fn encode_record(out: &mut Vec<u8>, record: &Record, first_timestamp: i64) {
+    let mut attributes = 0u8;
+    match &record.key {
+        Some(RecordKey::Text(_)) => attributes |= REC_KEY_PRESENT | REC_KEY_TEXT,
+        Some(RecordKey::Bytes(_)) => attributes |= REC_KEY_PRESENT,
+        None => {}
+    }
+    if matches!(record.value, RecordValue::Json(_)) {
+        attributes |= REC_VALUE_JSON;
+    }
+    out.push(attributes);
+    put_varint(out, u64::from(record.offset_delta));
+    // Wrapping arithmetic round-trips exactly even for timestamps at opposite ends of i64.
+    put_varint(out, zigzag(record.timestamp.wrapping_sub(first_timestamp)));
+    if let Some(key) = &record.key {
+        put_bytes(out, key.as_bytes());
+    }
+    put_bytes(out, record.value.as_bytes());
+    put_varint(out, record.headers.len() as u64);
+    for (name, value) in &record.headers {
+        put_bytes(out, name.as_bytes());
+        put_bytes(out, value.as_bytes());
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+/// Decodes and verifies the header of the batch in `buf`, which must hold exactly one batch.
+///
+/// Checks magic, version, lengths, the CRC over header and records, and the header's own
+/// consistency; the records themselves are not parsed (see [`decode_batch`]).
+pub fn decode_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    let header_bytes: &[u8; BATCH_HEADER_LEN] = buf
+        .get(..BATCH_HEADER_LEN)
+        .and_then(|slice| slice.try_into().ok())
+        .ok_or(BatchError::Truncated)?;
+    if header_bytes[0] != BATCH_MAGIC {
+        return Err(BatchError::BadMagic);
+    }
+    if header_bytes[1] != BATCH_VERSION {
+        return Err(BatchError::UnsupportedVersion(header_bytes[1]));
+    }
+    let mut fields = HeaderFields(&header_bytes[CRC_START..]);
+    let expected_crc = fields.u32();
+    let attributes = fields.u8();
+    let record_count = fields.u32();
+    let offset_span = fields.u32();
+    let first_timestamp = fields.i64();
+    let max_timestamp = fields.i64();
+    let producer_id = fields.i64();
+    let producer_epoch = fields.i16();
+    let base_sequence = fields.i32();
+    let records_len = fields.u32();
+    let uncompressed_len = fields.u32();
+
+    let batch_len = BATCH_HEADER_LEN
+        .checked_add(records_len as usize)
+        .ok_or(BatchError::Truncated)?;
+    if buf.len() < batch_len {
+        return Err(BatchError::Truncated);
+    }
+    if buf.len() > batch_len {
+        return Err(corrupt(format!(
+            "{} bytes after the end of the batch",
+            buf.len() - batch_len
+        )));
+    }
+    let actual_crc = crc32c::crc32c(&buf[CRC_END..]);
+    if actual_crc != expected_crc {
+        return Err(BatchError::CrcMismatch {
+            expected: expected_crc,
+            actual: actual_crc,
+        });
+    }
+
+    // The CRC matched, so what follows catches encoder bugs rather than bit rot.
+    if attributes & !CODEC_MASK != 0 {
+        return Err(corrupt(format!(
+            "reserved attribute bits set: {attributes:#04x}"
+        )));
+    }
+    let compression = Compression::from_codec_id(attributes & CODEC_MASK).ok_or_else(|| {
+        corrupt(format!(
+            "unknown compression codec {}",
+            attributes & CODEC_MASK
+        ))
+    })?;
+    if record_count == 0 {
+        return Err(corrupt("batch holds no records"));
+    }
+    if offset_span < record_count {
+        return Err(corrupt(format!(
+            "offset span {offset_span} is smaller than the record count {record_count}"
+        )));
+    }
+    if max_timestamp < first_timestamp {
+        return Err(corrupt("max timestamp is before the first timestamp"));
+    }
+    if uncompressed_len as usize > MAX_UNCOMPRESSED_LEN {
+        return Err(corrupt(format!(
+            "uncompressed length {uncompressed_len} exceeds the limit"
+        )));
+    }
+    if compression == Compression::None && uncompressed_len != records_len {
+        return Err(corrupt("uncompressed batch with differing lengths"));
+    }
+    if (record_count as usize).saturating_mul(MIN_RECORD_LEN) > uncompressed_len as usize {
+        return Err(corrupt(format!(
+            "{record_count} records can not fit in {uncompressed_len} bytes"
+        )));
+    }
+
+    Ok(BatchHeader {
+        compression,
+        record_count,
+        offset_span,
+        first_timestamp,
+        max_timestamp,
+        producer: ProducerStamp {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        },
+        records_len,
+        uncompressed_len,
+    })
+}
+
+/// Decodes the batch in `buf` (exactly one batch): its verified header and all its records.
+pub fn decode_batch(buf: &[u8]) -> Result<(BatchHeader, Vec<Record>), BatchError> {
+    let header = decode_header(buf)?;
+    let stored = &buf[BATCH_HEADER_LEN..header.batch_len()];
+    let expected_len = header.uncompressed_len as usize;
+    let decompressed;
+    let section: &[u8] = match header.compression {
+        Compression::None => stored,
+        Compression::Lz4 => {
+            decompressed = lz4_flex::block::decompress(stored, expected_len)
+                .map_err(|err| corrupt(format!("lz4: {err}")))?;
+            &decompressed
+        }
+        Compression::Zstd => {
+            decompressed = zstd::bulk::decompress(stored, expected_len)
+                .map_err(|err| corrupt(format!("zstd: {err}")))?;
+            &decompressed
+        }
+    };
+    if section.len() != expected_len {
+        return Err(corrupt(format!(
+            "records section decompressed to {} bytes, expected {expected_len}",
+            section.len()
+        )));
+    }
+    let records = decode_records(section, &header)?;
+    Ok((header, records))
+}
+
+fn decode_records(section: &[u8], header: &BatchHeader) -> Result<Vec<Record>, BatchError> {
+    let count = header.record_count as usize;
+    let mut reader = Reader { buf: section };
+    let mut records = Vec::with_capacity(count.min(section.len() / MIN_RECORD_LEN));
+    let mut previous_delta: Option<u32> = None;
+    let mut max_timestamp = header.first_timestamp;
+    for index in 0..count {
+        let record = reader.record(header.first_timestamp)?;
+        if index == 0 && record.timestamp != header.first_timestamp {
+            return Err(corrupt("first record's timestamp differs from the header"));
+        }
+        if previous_delta.is_some_and(|previous| record.offset_delta <= previous) {
+            return Err(corrupt("offset deltas do not increase"));
+        }
+        previous_delta = Some(record.offset_delta);
+        max_timestamp = max_timestamp.max(record.timestamp);
+        records.push(record);
+    }
+    if !reader.buf.is_empty() {
+        return Err(corrupt(format!(
+            "{} bytes after the last record",
+            reader.buf.len()
+        )));
+    }
+    if previous_delta.and_then(|last| last.checked_add(1)) != Some(header.offset_span) {
+        return Err(corrupt("offset span does not match the last record"));
+    }
+    if max_timestamp != header.max_timestamp {
+        return Err(corrupt("max timestamp does not match the records"));
+    }
+    Ok(records)
+}
+
+/// Reads the fixed header fields; the caller guarantees the slice is long enough (it is cut from
+/// a `[u8; BATCH_HEADER_LEN]`), so each read takes its bytes and advances.
+struct HeaderFields<'a>(&'a [u8]);
+
+impl HeaderFields<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0u8; N];
+        if let Some((head, rest)) = self.0.split_at_checked(N) {
+            out.copy_from_slice(head);
+            self.0 = rest;
+        }
+        out
+    }
+    fn u8(&mut self) -> u8 {
+        self.take::<1>()[0]
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_be_bytes(self.take())
+    }
+    fn i16(&mut self) -> i16 {
+        i16::from_be_bytes(self.take())
+    }
+    fn i32(&mut self) -> i32 {
+        i32::from_be_bytes(self.take())
+    }
+    fn i64(&mut self) -> i64 {
+        i64::from_be_bytes(self.take())
+    }
+}
+
+/// A bounds-checked cursor over the records section: every read fails cleanly at the end.
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn record(&mut self, first_timestamp: i64) -> Result<Record, BatchError> {
+        let attributes = self.u8()?;
+        if attributes & !(REC_KEY_PRESENT | REC_KEY_TEXT | REC_VALUE_JSON) != 0 {
+            return Err(corrupt(format!(
+                "reserved record attribute bits set: {attributes:#04x}"
+            )));
+        }
+        if attributes & REC_KEY_TEXT != 0 && attributes & REC_KEY_PRESENT == 0 {
+            return Err(corrupt("text key flag without a key"));
+        }
+        let offset_delta =
+            u32::try_from(self.varint()?).map_err(|_| corrupt("offset delta out of range"))?;
+        let timestamp = first_timestamp.wrapping_add(unzigzag(self.varint()?));
+        let key = if attributes & REC_KEY_PRESENT == 0 {
+            None
+        } else if attributes & REC_KEY_TEXT != 0 {
+            Some(RecordKey::Text(self.string("key")?))
+        } else {
+            Some(RecordKey::Bytes(Bytes::copy_from_slice(self.bytes()?)))
+        };
+        let value = Bytes::copy_from_slice(self.bytes()?);
+        let value = if attributes & REC_VALUE_JSON != 0 {
+            RecordValue::Json(value)
+        } else {
+            RecordValue::Bytes(value)
+        };
+        let header_count = self.varint()?;
+        let header_count = usize::try_from(header_count)
+            .ok()
+            .filter(|&count| count <= self.buf.len() / MIN_HEADER_LEN)
+            .ok_or(BatchError::Truncated)?;
+        let mut headers = Vec::with_capacity(header_count);
+        for _ in 0..header_count {
+            let name = self.string("header name")?;
+            let value = self.string("header value")?;
+            headers.push((name, value));
+        }
+        Ok(Record {
+            offset_delta,
+            timestamp,
+            key,
+            value,
+            headers,
+        })
+    }
+
+    fn u8(&mut self) -> Result<u8, BatchError> {
+        let (&first, rest) = self.buf.split_first().ok_or(BatchError::Truncated)?;
+        self.buf = rest;
+        Ok(first)
+    }
+
+    /// An unsigned LEB128 varint of at most 10 bytes; overlong or overflowing ones are corrupt.
+    fn varint(&mut self) -> Result<u64, BatchError> {
+        let mut value = 0u64;
+        for index in 0..10 {
+            let byte = self.u8()?;
+            let bits = u64::from(byte & 0x7f);
+            if index == 9 && bits > 1 {
+                return Err(corrupt("varint overflows 64 bits"));
+            }
+            value |= bits << (7 * index);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(corrupt("varint longer than 10 bytes"))
+    }
+
+    /// A length-prefixed byte string, borrowed from the section.
+    fn bytes(&mut self) -> Result<&'a [u8], BatchError> {
+        let len = usize::try_from(self.varint()?).map_err(|_| BatchError::Truncated)?;
+        let (head, rest) = self
+            .buf
+            .split_at_checked(len)
+            .ok_or(BatchError::Truncated)?;
+        self.buf = rest;
+        Ok(head)
+    }
+
+    fn string(&mut self, what: &str) -> Result<String, BatchError> {
+        let bytes = self.bytes()?;
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|_| corrupt(format!("{what} is not valid UTF-8")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::Zstd];
+
+    fn sample_records() -> Vec<Record> {
+        vec![
+            Record {
+                offset_delta: 0,
+                timestamp: 1_764_400_000_000,
+                key: Some(RecordKey::Text("user-42".into())),
+                value: RecordValue::Json(Bytes::from_static(br#"{"any":"json"}"#)),
+                headers: vec![("trace".into(), "abc".into()), ("é".into(), String::new())],
+            },
+            Record {
+                offset_delta: 1,
+                timestamp: 1_764_399_999_000, // going backwards
+                key: Some(RecordKey::Bytes(Bytes::from_static(&[0, 159, 255]))),
+                value: RecordValue::Bytes(Bytes::from_static(&[1, 2, 3, 0, 255])),
+                headers: Vec::new(),
+            },
+            Record {
+                offset_delta: 5, // a gap, as after compaction
+                timestamp: 1_764_400_000_500,
+                key: None,
+                value: RecordValue::Bytes(Bytes::new()),
+                headers: vec![("k".into(), "v".repeat(200))],
+            },
+            Record {
+                offset_delta: 300,
+                timestamp: 1_764_400_000_400,
+                key: None,
+                value: RecordValue::Json(Bytes::from_static(b"null")),
+                headers: Vec::new(),
+            },
+        ]
+    }
+
+    fn small_record(delta: u32, timestamp: i64) -> Record {
+        Record {
+            offset_delta: delta,
+            timestamp,
+            key: Some(RecordKey::Text("k".into())),
+            value: RecordValue::Json(Bytes::from_static(b"1")),
+            headers: vec![("h".into(), "v".into())],
+        }
+    }
+
+    fn stamp() -> ProducerStamp {
+        ProducerStamp {
+            producer_id: 77,
+            producer_epoch: 3,
+            base_sequence: 1000,
+        }
+    }
+
+    #[test]
+    fn compression_names_round_trip() {
+        for compression in ALL {
+            assert_eq!(Compression::parse(compression.as_str()), Some(compression));
+        }
+        assert_eq!(Compression::parse("gzip"), None);
+        assert_eq!(Compression::parse("LZ4"), None);
+        assert_eq!(Compression::default(), Compression::None);
+    }
+
+    #[test]
+    fn compression_serde_uses_api_spelling() {
+        for compression in ALL {
+            let json = serde_json::to_string(&compression).unwrap();
+            assert_eq!(json, format!("\"{}\"", compression.as_str()));
+            assert_eq!(
+                serde_json::from_str::<Compression>(&json).unwrap(),
+                compression
+            );
+        }
+        assert!(serde_json::from_str::<Compression>("\"gzip\"").is_err());
+    }
+
+    #[test]
+    fn producer_stamp_none() {
+        assert_eq!(ProducerStamp::NONE.producer_id, -1);
+        assert_eq!(ProducerStamp::NONE.producer_epoch, -1);
+        assert_eq!(ProducerStamp::NONE.base_sequence, -1);
+        assert!(!ProducerStamp::NONE.is_idempotent());
+        assert!(stamp().is_idempotent());
+        assert_eq!(ProducerStamp::default(), ProducerStamp::NONE);
+    }
+
+    #[test]
+    fn round_trip_every_compression() {
+        let records = sample_records();
+        for compression in ALL {
+            let encoded = encode_batch(&records, compression, stamp()).unwrap();
+            let (header, decoded) = decode_batch(&encoded).unwrap();
+            assert_eq!(decoded, records, "{compression:?}");
+            assert_eq!(header.compression, compression);
+            assert_eq!(header.record_count, 4);
+            assert_eq!(header.offset_span, 301);
+            assert_eq!(header.first_timestamp, 1_764_400_000_000);
+            assert_eq!(header.max_timestamp, 1_764_400_000_500);
+            assert_eq!(header.producer, stamp());
+            assert_eq!(header.batch_len(), encoded.len());
+            assert_eq!(decode_header(&encoded).unwrap(), header);
+        }
+    }
+
+    #[test]
+    fn round_trip_single_record_without_producer() {
+        let records = vec![small_record(0, 5)];
+        let encoded = encode_batch(&records, Compression::None, ProducerStamp::NONE).unwrap();
+        let (header, decoded) = decode_batch(&encoded).unwrap();
+        assert_eq!(decoded, records);
+        assert_eq!(header.producer, ProducerStamp::NONE);
+        assert_eq!(header.offset_span, 1);
+        assert_eq!(header.records_len, header.uncompressed_len);
+    }
+
+    #[test]
+    fn round_trip_extreme_timestamps_and_deltas() {
+        let records = vec![
+            small_record(0, i64::MAX),
+            small_record(1, i64::MIN),
+            small_record(u32::MAX - 1, 0),
+        ];
+        for compression in ALL {
+            let encoded = encode_batch(&records, compression, stamp()).unwrap();
+            let (header, decoded) = decode_batch(&encoded).unwrap();
+            assert_eq!(decoded, records);
+            assert_eq!(header.offset_span, u32::MAX);
+            assert_eq!(header.max_timestamp, i64::MAX);
+        }
+    }
+
+    #[test]
+    fn header_layout_is_as_documented() {
+        let encoded = encode_batch(&sample_records(), Compression::Lz4, stamp()).unwrap();
+        assert_eq!(encoded[0], BATCH_MAGIC);
+        assert_eq!(encoded[1], BATCH_VERSION);
+        let crc = u32::from_be_bytes(encoded[2..6].try_into().unwrap());
+        assert_eq!(crc, crc32c::crc32c(&encoded[6..]));
+        assert_eq!(encoded[6], 1);
+        assert_eq!(u32::from_be_bytes(encoded[7..11].try_into().unwrap()), 4);
+        assert_eq!(i64::from_be_bytes(encoded[31..39].try_into().unwrap()), 77);
+        let records_len = u32::from_be_bytes(encoded[45..49].try_into().unwrap()) as usize;
+        assert_eq!(encoded.len(), BATCH_HEADER_LEN + records_len);
+    }
+
+    #[test]
+    fn empty_batch_is_an_error() {
+        for compression in ALL {
+            assert_eq!(
+                encode_batch(&[], compression, ProducerStamp::NONE),
+                Err(BatchError::Empty)
+            );
+        }
+    }
+
+    #[test]
+    fn non_increasing_deltas_are_refused() {
+        let records = vec![small_record(3, 0), small_record(3, 0)];
+        assert!(matches!(
+            encode_batch(&records, Compression::None, ProducerStamp::NONE),
+            Err(BatchError::InvalidRecords(_))
+        ));
+        let records = vec![small_record(3, 0), small_record(2, 0)];
+        assert!(encode_batch(&records, Compression::None, ProducerStamp::NONE).is_err());
+        let records = vec![small_record(u32::MAX, 0)];
+        assert!(encode_batch(&records, Compression::None, ProducerStamp::NONE).is_err());
+    }
+
+    #[test]
+    fn every_flipped_byte_is_detected() {
+        let records = vec![small_record(0, 10), small_record(2, 9)];
+        for compression in ALL {
+            let encoded = encode_batch(&records, compression, stamp()).unwrap();
+            for position in 0..encoded.len() {
+                for flip in [0x01u8, 0x80, 0xff] {
+                    let mut damaged = encoded.to_vec();
+                    damaged[position] ^= flip;
+                    assert!(
+                        decode_batch(&damaged).is_err(),
+                        "{compression:?}: flipping {flip:#x} at {position} went unnoticed"
+                    );
+                    assert!(decode_header(&damaged).is_err());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn crc_mismatch_is_reported_as_such() {
+        let encoded = encode_batch(&sample_records(), Compression::None, stamp()).unwrap();
+        let mut damaged = encoded.to_vec();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 0x10;
+        assert!(matches!(
+            decode_batch(&damaged),
+            Err(BatchError::CrcMismatch { .. })
+        ));
+        damaged = encoded.to_vec();
+        damaged[0] = b'X';
+        assert_eq!(decode_batch(&damaged), Err(BatchError::BadMagic));
+        damaged = encoded.to_vec();
+        damaged[1] = 9;
+        assert_eq!(
+            decode_batch(&damaged),
+            Err(BatchError::UnsupportedVersion(9))
+        );
+    }
+
+    #[test]
+    fn every_truncation_is_detected() {
+        for compression in ALL {
+            let encoded = encode_batch(&sample_records(), compression, stamp()).unwrap();
+            for len in 0..encoded.len() {
+                assert_eq!(
+                    decode_batch(&encoded[..len]),
+                    Err(BatchError::Truncated),
+                    "{compression:?} at {len}"
+                );
+                assert_eq!(decode_header(&encoded[..len]), Err(BatchError::Truncated));
+            }
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_are_refused() {
+        let mut encoded = encode_batch(&sample_records(), Compression::None, stamp())
+            .unwrap()
+            .to_vec();
+        encoded.push(0);
+        assert!(matches!(
+            decode_batch(&encoded),
+            Err(BatchError::Corrupt(_))
+        ));
+    }
+
+    /// A deterministic pseudo-random byte stream (xorshift), so the test needs no extra crate.
+    fn garbage(seed: u64, len: usize) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn garbage_is_rejected_without_panicking() {
+        for seed in 0..2000u64 {
+            let len = (seed as usize * 7) % 300;
+            let mut bytes = garbage(seed, len);
+            assert!(decode_batch(&bytes).is_err());
+            // With a valid magic and version the decoder has to go further before refusing.
+            if bytes.len() >= 2 {
+                bytes[0] = BATCH_MAGIC;
+                bytes[1] = BATCH_VERSION;
+                assert!(decode_batch(&bytes).is_err());
+            }
+        }
+    }
+
+    /// Re-signs a hand-made batch so the structural checks behind the CRC are exercised.
+    fn forge(mut header: Vec<u8>, section: &[u8]) -> Vec<u8> {
+        header.extend_from_slice(section);
+        let crc = crc32c::crc32c(&header[CRC_END..]);
+        header[CRC_START..CRC_END].copy_from_slice(&crc.to_be_bytes());
+        header
+    }
+
+    fn forged_header(
+        codec: u8,
+        count: u32,
+        span: u32,
+        records_len: u32,
+        uncompressed: u32,
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.push(BATCH_MAGIC);
+        out.push(BATCH_VERSION);
+        out.extend_from_slice(&[0; 4]);
+        out.push(codec);
+        out.extend_from_slice(&count.to_be_bytes());
+        out.extend_from_slice(&span.to_be_bytes());
+        out.extend_from_slice(&0i64.to_be_bytes());
+        out.extend_from_slice(&0i64.to_be_bytes());
+        out.extend_from_slice(&(-1i64).to_be_bytes());
+        out.extend_from_slice(&(-1i16).to_be_bytes());
+        out.extend_from_slice(&(-1i32).to_be_bytes());
+        out.extend_from_slice(&records_len.to_be_bytes());
+        out.extend_from_slice(&uncompressed.to_be_bytes());
+        out
+    }
+
+    #[test]
+    fn garbage_behind_a_valid_crc_is_rejected() {
+        for seed in 0..2000u64 {
+            let len = 5 + (seed as usize % 120);
+            let section = garbage(seed, len);
+            let count = 1 + (seed % 4) as u32;
+            let codec = (seed % 3) as u8;
+            let uncompressed = if codec == 0 {
+                len as u32
+            } else {
+                (seed * 37 % 4096) as u32 + 5
+            };
+            let forged = forge(
+                forged_header(codec, count, 1000, len as u32, uncompressed),
+                &section,
+            );
+            // Random bytes may by chance decode; what matters is no panic and no wild allocation.
+            let _ = decode_batch(&forged);
+        }
+    }
+
+    #[test]
+    fn hostile_lengths_are_refused_before_allocating() {
+        // A huge declared uncompressed length, correctly signed.
+        let forged = forge(forged_header(2, 1, 1, 5, u32::MAX), &[0; 5]);
+        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+        // A huge header count inside a valid record.
+        let mut section = vec![0u8, 0, 0, 0];
+        section.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let forged = forge(
+            forged_header(0, 1, 1, section.len() as u32, section.len() as u32),
+            &section,
+        );
+        assert_eq!(decode_batch(&forged), Err(BatchError::Truncated));
+        // A huge value length.
+        let section = [0u8, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0];
+        let forged = forge(forged_header(0, 1, 1, 9, 9), &section);
+        assert_eq!(decode_batch(&forged), Err(BatchError::Truncated));
+        // More records claimed than the bytes can hold.
+        let forged = forge(forged_header(0, 1000, 1000, 5, 5), &[0; 5]);
+        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+    }
+
+    #[test]
+    fn structural_checks_behind_the_crc() {
+        // A minimal valid record: attributes 0, delta 0, ts delta 0, empty value, no headers.
+        let good = [0u8, 0, 0, 0, 0];
+        assert!(decode_batch(&forge(forged_header(0, 1, 1, 5, 5), &good)).is_ok());
+        let cases: Vec<(Vec<u8>, &[u8])> = vec![
+            (forged_header(7, 1, 1, 5, 5), &good),    // unknown codec
+            (forged_header(0x10, 1, 1, 5, 5), &good), // reserved attribute bits
+            (forged_header(0, 0, 1, 5, 5), &good),    // no records
+            (forged_header(0, 1, 2, 5, 5), &good),    // span does not match
+            (forged_header(0, 1, 1, 5, 6), &good),    // lengths differ, uncompressed
+            (forged_header(0, 1, 1, 5, 5), &[0x08, 0, 0, 0, 0]), // reserved record bits
+            (forged_header(0, 1, 1, 5, 5), &[REC_KEY_TEXT, 0, 0, 0, 0]), // text flag, no key
+            (forged_header(0, 1, 1, 5, 5), &[0, 0, 2, 0, 0]), // first timestamp differs
+            (forged_header(1, 1, 1, 5, 5), &good),    // not lz4 data
+            (forged_header(2, 1, 1, 5, 5), &good),    // not zstd data
+        ];
+        for (index, (header, section)) in cases.into_iter().enumerate() {
+            assert!(
+                matches!(
+                    decode_batch(&forge(header, section)),
+                    Err(BatchError::Corrupt(_))
+                ),
+                "case {index}"
+            );
+        }
+        // Invalid UTF-8 in a text key.
+        let section = [REC_KEY_PRESENT | REC_KEY_TEXT, 0, 0, 1, 0xff, 0, 0];
+        let forged = forge(forged_header(0, 1, 1, 7, 7), &section);
+        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+        // An overlong varint.
+        let section = [
+            0u8, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 0, 0,
+        ];
+        let forged = forge(forged_header(0, 1, 1, 15, 15), &section);
+        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+    }
+
+    #[test]
+    fn compression_shrinks_repetitive_batches() {
+        let records: Vec<Record> = (0..200)
+            .map(|i| Record {
+                offset_delta: i,
+                timestamp: 1_764_400_000_000 + i64::from(i),
+                key: Some(RecordKey::Text(format!("user-{}", i % 10))),
+                value: RecordValue::Json(Bytes::from(
+                    r#"{"event":"page_view","path":"/products/widgets","agent":"Mozilla/5.0"}"#,
+                )),
+                headers: vec![("content-type".into(), "application/json".into())],
+            })
+            .collect();
+        let plain = encode_batch(&records, Compression::None, ProducerStamp::NONE).unwrap();
+        for compression in [Compression::Lz4, Compression::Zstd] {
+            let packed = encode_batch(&records, compression, ProducerStamp::NONE).unwrap();
+            assert!(
+                packed.len() * 4 < plain.len(),
+                "{compression:?}: {} vs {}",
+                packed.len(),
+                plain.len()
+            );
+            assert_eq!(decode_batch(&packed).unwrap().1, records);
+        }
+    }
+
+    #[test]
+    fn varints_round_trip() {
+        for value in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u64::from(u32::MAX),
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut out = Vec::new();
+            put_varint(&mut out, value);
+            let mut reader = Reader { buf: &out };
+            assert_eq!(reader.varint().unwrap(), value);
+            assert!(reader.buf.is_empty());
+        }
+        for value in [0i64, 1, -1, 63, -64, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(value)), value);
+        }
+        assert_eq!(zigzag(-1), 1);
+        assert_eq!(zigzag(1), 2);
+    }
+}

@@ -1,0 +1,232 @@
+//! The cluster's metadata: topics, their partitions' raft groups and replicas, and nodes.
+//!
+//! The metadata raft group replicates [`MetadataCommand`]s; every node applies them with
+//! [`MetadataState::apply`], which is deterministic (no clock, no randomness: whatever varies is
+//! decided by the proposer and carried in the command), so every replica ends in the same state.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
+
+/// The raft group id of the metadata group; partition groups count up from 1.
+pub const METADATA_GROUP: u64 = 0;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionAssignment {
+    /// The raft group holding this partition's log. Never reused, so a deleted topic's data
+    /// can never be mistaken for a new one's.
+    pub group_id: u64,
+    /// Node ids of the replicas; the first is the preferred leader.
+    pub replicas: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub name: String,
+    pub config: TopicConfig,
+    pub replication_factor: u16,
+    pub partitions: Vec<PartitionAssignment>,
+    pub created_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub http_addr: String,
+    pub raft_addr: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataState {
+    /// Chosen once, by the node that bootstraps the cluster.
+    pub cluster_id: Option<String>,
+    pub topics: BTreeMap<String, TopicMeta>,
+    pub nodes: BTreeMap<u64, NodeRecord>,
+    pub next_group_id: u64,
+}
+
+impl Default for MetadataState {
+    fn default() -> Self {
+        MetadataState { cluster_id: None, topics: BTreeMap::new(), nodes: BTreeMap::new(), next_group_id: METADATA_GROUP + 1 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataCommand {
+    /// Sets the cluster id unless one is set already.
+    InitCluster { cluster_id: String },
+    RegisterNode { node_id: u64, http_addr: String, raft_addr: String },
+    /// `replicas[p]` are partition p's replicas, chosen by the proposer.
+    CreateTopic { name: String, replication_factor: u16, config: TopicConfig, replicas: Vec<Vec<u64>>, created_at_ms: i64 },
+    /// Grows partitions (with `new_replicas` for the added ones) and/or patches the config.
+    UpdateTopic { name: String, partitions: Option<u32>, config: TopicConfigPatch, new_replicas: Vec<Vec<u64>> },
+    DeleteTopic { name: String },
+}
+
+impl std::fmt::Display for MetadataCommand {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetadataCommand::InitCluster { cluster_id } => write!(formatter, "init cluster {cluster_id}"),
+            MetadataCommand::RegisterNode { node_id, .. } => write!(formatter, "register node {node_id}"),
+            MetadataCommand::CreateTopic { name, replicas, .. } => {
+                write!(formatter, "create topic {name} ({} partitions)", replicas.len())
+            }
+            MetadataCommand::UpdateTopic { name, .. } => write!(formatter, "update topic {name}"),
+            MetadataCommand::DeleteTopic { name } => write!(formatter, "delete topic {name}"),
+        }
+    }
+}
+
+/// What applying a command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataOutcome {
+    Done,
+    TopicExists,
+    TopicNotFound,
+    Invalid(String),
+}
+
+impl MetadataState {
+    pub fn apply(&mut self, command: &MetadataCommand) -> MetadataOutcome {
+        match command {
+            MetadataCommand::InitCluster { cluster_id } => {
+                self.cluster_id.get_or_insert_with(|| cluster_id.clone());
+                MetadataOutcome::Done
+            }
+            MetadataCommand::RegisterNode { node_id, http_addr, raft_addr } => {
+                self.nodes.insert(*node_id, NodeRecord { http_addr: http_addr.clone(), raft_addr: raft_addr.clone() });
+                MetadataOutcome::Done
+            }
+            MetadataCommand::CreateTopic { name, replication_factor, config, replicas, created_at_ms } => {
+                if self.topics.contains_key(name) {
+                    return MetadataOutcome::TopicExists;
+                }
+                if replicas.is_empty() || replicas.len() > MAX_PARTITIONS as usize {
+                    return MetadataOutcome::Invalid(format!("partitions must be between 1 and {MAX_PARTITIONS}"));
+                }
+                let partitions = self.assign_groups(replicas);
+                self.topics.insert(
+                    name.clone(),
+                    TopicMeta {
+                        name: name.clone(),
+                        config: config.clone(),
+                        replication_factor: *replication_factor,
+                        partitions,
+                        created_at_ms: *created_at_ms,
+                    },
+                );
+                MetadataOutcome::Done
+            }
+            MetadataCommand::UpdateTopic { name, partitions, config, new_replicas } => {
+                let Some(topic) = self.topics.get(name) else {
+                    return MetadataOutcome::TopicNotFound;
+                };
+                let next_config = match topic.config.patched(config) {
+                    Ok(next) => next,
+                    Err(message) => return MetadataOutcome::Invalid(message),
+                };
+                let current = topic.partitions.len() as u32;
+                let wanted = partitions.unwrap_or(current);
+                if wanted < current {
+                    return MetadataOutcome::Invalid(format!(
+                        "partitions can only grow: topic '{name}' has {current}, asked for {wanted}"
+                    ));
+                }
+                if wanted > MAX_PARTITIONS {
+                    return MetadataOutcome::Invalid(format!("partitions must be between 1 and {MAX_PARTITIONS}"));
+                }
+                if new_replicas.len() != (wanted - current) as usize {
+                    return MetadataOutcome::Invalid("placement does not match the partition count".into());
+                }
+                let added = self.assign_groups(new_replicas);
+                let Some(topic) = self.topics.get_mut(name) else {
+                    return MetadataOutcome::TopicNotFound;
+                };
+                topic.config = next_config;
+                topic.partitions.extend(added);
+                MetadataOutcome::Done
+            }
+            MetadataCommand::DeleteTopic { name } => match self.topics.remove(name) {
+                Some(_) => MetadataOutcome::Done,
+                None => MetadataOutcome::TopicNotFound,
+            },
+        }
+    }
+
+    fn assign_groups(&mut self, replicas: &[Vec<u64>]) -> Vec<PartitionAssignment> {
+        replicas
+            .iter()
+            .map(|nodes| {
+                let group_id = self.next_group_id;
+                self.next_group_id += 1;
+                PartitionAssignment { group_id, replicas: nodes.clone() }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(name: &str, partitions: usize) -> MetadataCommand {
+        MetadataCommand::CreateTopic {
+            name: name.into(),
+            replication_factor: 1,
+            config: TopicConfig::default(),
+            replicas: vec![vec![1]; partitions],
+            created_at_ms: 5,
+        }
+    }
+
+    #[test]
+    fn create_assigns_fresh_groups_and_refuses_duplicates() {
+        let mut state = MetadataState::default();
+        assert_eq!(state.apply(&create("orders", 3)), MetadataOutcome::Done);
+        assert_eq!(state.apply(&create("orders", 1)), MetadataOutcome::TopicExists);
+        let groups: Vec<u64> = state.topics["orders"].partitions.iter().map(|p| p.group_id).collect();
+        assert_eq!(groups, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn recreated_topic_never_reuses_group_ids() {
+        let mut state = MetadataState::default();
+        state.apply(&create("t", 2));
+        assert_eq!(state.apply(&MetadataCommand::DeleteTopic { name: "t".into() }), MetadataOutcome::Done);
+        state.apply(&create("t", 2));
+        let groups: Vec<u64> = state.topics["t"].partitions.iter().map(|p| p.group_id).collect();
+        assert_eq!(groups, vec![3, 4]);
+        assert_eq!(state.apply(&MetadataCommand::DeleteTopic { name: "x".into() }), MetadataOutcome::TopicNotFound);
+    }
+
+    #[test]
+    fn partitions_only_grow_and_config_is_validated() {
+        let mut state = MetadataState::default();
+        state.apply(&create("t", 2));
+        let shrink = MetadataCommand::UpdateTopic {
+            name: "t".into(),
+            partitions: Some(1),
+            config: TopicConfigPatch::default(),
+            new_replicas: vec![],
+        };
+        assert!(matches!(state.apply(&shrink), MetadataOutcome::Invalid(_)));
+        let grow = MetadataCommand::UpdateTopic {
+            name: "t".into(),
+            partitions: Some(4),
+            config: TopicConfigPatch { retention_ms: Some(1000), ..Default::default() },
+            new_replicas: vec![vec![1], vec![1]],
+        };
+        assert_eq!(state.apply(&grow), MetadataOutcome::Done);
+        assert_eq!(state.topics["t"].partitions.len(), 4);
+        assert_eq!(state.topics["t"].config.retention_ms, 1000);
+        let bad = MetadataCommand::UpdateTopic {
+            name: "t".into(),
+            partitions: None,
+            config: TopicConfigPatch { retention_ms: Some(-7), ..Default::default() },
+            new_replicas: vec![],
+        };
+        assert!(matches!(state.apply(&bad), MetadataOutcome::Invalid(_)));
+        assert_eq!(state.topics["t"].config.retention_ms, 1000, "a refused update changes nothing");
+    }
+}

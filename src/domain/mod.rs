@@ -1,0 +1,13 @@
+//! Pure domain types: names, records, the stored batch layout, partitioning, topic config.
+//! Nothing here does I/O.
+
+pub mod batch;
+pub mod metadata;
+pub mod names;
+pub mod partitioner;
+pub mod record;
+pub mod topic;
+
+pub use batch::Compression;
+pub use record::{Record, RecordKey, RecordValue};
+pub use topic::{CleanupPolicy, TopicConfig, TopicConfigPatch};

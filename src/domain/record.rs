@@ -1,0 +1,135 @@
+//! One message as the broker stores it, independent of how it travelled over HTTP.
+//!
+//! Keys and values remember whether the client sent text/JSON or raw bytes, so a consumer gets
+//! back exactly the form the producer used (`value` vs `value_b64`, `key` vs `key_b64`).
+
+use bytes::Bytes;
+
+/// A message key: text when the client sent `key`, bytes when it sent `key_b64`.
+///
+/// Partitioning hashes [`RecordKey::as_bytes`], so the text `"a"` and the bytes `b"a"` land on
+/// the same partition, as they would in Kafka.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordKey {
+    Text(String),
+    Bytes(Bytes),
+}
+
+impl RecordKey {
+    /// The raw bytes of the key (UTF-8 for text), what partitioning and compaction key on.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            RecordKey::Text(text) => text.as_bytes(),
+            RecordKey::Bytes(bytes) => bytes,
+        }
+    }
+}
+
+/// A message value: the exact JSON text the client sent (`value`), or raw bytes (`value_b64`).
+///
+/// JSON is kept as text rather than a parsed tree so it is stored and served back byte for byte,
+/// without paying for a parse on the consume path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordValue {
+    Json(Bytes),
+    Bytes(Bytes),
+}
+
+impl RecordValue {
+    /// The stored bytes of the value: the JSON text or the raw bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            RecordValue::Json(bytes) | RecordValue::Bytes(bytes) => bytes,
+        }
+    }
+}
+
+/// One message within a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Offset relative to the batch's base offset. Gaps are allowed so compaction can drop
+    /// records from a batch without renumbering the survivors.
+    pub offset_delta: u32,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: i64,
+    pub key: Option<RecordKey>,
+    pub value: RecordValue,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Record {
+    /// The size a topic's `max_message_bytes` limits: key, value, and every header name and
+    /// value. Framing overhead is left out so the limit means the same thing to clients whatever
+    /// the storage layout.
+    pub fn size_bytes(&self) -> usize {
+        let key = self.key.as_ref().map_or(0, |key| key.as_bytes().len());
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(name, value)| name.len() + value.len())
+            .sum();
+        key + self.value.as_bytes().len() + headers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_bytes_are_the_same_for_text_and_bytes() {
+        let text = RecordKey::Text("user-42".into());
+        let bytes = RecordKey::Bytes(Bytes::from_static(b"user-42"));
+        assert_eq!(text.as_bytes(), b"user-42");
+        assert_eq!(text.as_bytes(), bytes.as_bytes());
+        assert_ne!(text, bytes, "the form the client used is remembered");
+    }
+
+    #[test]
+    fn value_bytes() {
+        assert_eq!(
+            RecordValue::Json(Bytes::from_static(b"{\"a\":1}")).as_bytes(),
+            b"{\"a\":1}"
+        );
+        assert_eq!(
+            RecordValue::Bytes(Bytes::from_static(&[0, 255])).as_bytes(),
+            &[0, 255]
+        );
+    }
+
+    #[test]
+    fn size_counts_key_value_and_headers() {
+        let record = Record {
+            offset_delta: 0,
+            timestamp: 1,
+            key: Some(RecordKey::Text("abc".into())),
+            value: RecordValue::Json(Bytes::from_static(b"12345")),
+            headers: vec![("tr".into(), "xyz".into()), ("h".into(), String::new())],
+        };
+        assert_eq!(record.size_bytes(), 3 + 5 + 2 + 3 + 1);
+    }
+
+    #[test]
+    fn size_without_key_or_headers() {
+        let record = Record {
+            offset_delta: 7,
+            timestamp: 0,
+            key: None,
+            value: RecordValue::Bytes(Bytes::new()),
+            headers: Vec::new(),
+        };
+        assert_eq!(record.size_bytes(), 0);
+    }
+
+    #[test]
+    fn multibyte_text_counts_bytes_not_chars() {
+        let record = Record {
+            offset_delta: 0,
+            timestamp: 0,
+            key: Some(RecordKey::Text("é".into())),
+            value: RecordValue::Json(Bytes::from_static(b"1")),
+            headers: Vec::new(),
+        };
+        assert_eq!(record.size_bytes(), 3);
+    }
+}

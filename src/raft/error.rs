@@ -1,0 +1,18 @@
+use thiserror::Error;
+
+/// What the raft layer reports to the layers above.
+#[derive(Debug, Error)]
+pub enum RaftLayerError {
+    /// This node does not lead the group; `leader` is the node that does, when known.
+    #[error("not the leader of group {group} (leader: {leader:?})")]
+    NotLeader { group: u64, leader: Option<u64> },
+    #[error("group {group} has no leader yet")]
+    NoLeader { group: u64 },
+    /// The command was refused deterministically by the state machine.
+    #[error("{0}")]
+    Rejected(String),
+    #[error("raft group {group} stopped: {reason}")]
+    Fatal { group: u64, reason: String },
+    #[error("storage: {0}")]
+    Storage(#[from] std::io::Error),
+}

@@ -1,0 +1,24 @@
+//! Raft: openraft's types, the log store and state machines over `storage`, and the running
+//! groups (one for metadata, one per partition). This is the only module that imports
+//! `openraft`.
+
+mod codec;
+mod error;
+mod group;
+mod log_store;
+mod metadata;
+mod network;
+mod partition;
+mod partition_reader;
+mod state_machine;
+mod types;
+
+pub use error::RaftLayerError;
+pub use group::{GroupContext, MetadataReplica, PartitionReplica, RaftTiming};
+pub use log_store::LogStore;
+pub use partition::Watermarks;
+pub use partition_reader::{ReadLimits, StoredBatch};
+pub use types::NodeAddr;
+
+#[cfg(test)]
+mod storage_suite;

@@ -1,0 +1,192 @@
+//! The state machine shared by every group kind. It keeps what openraft needs (last applied
+//! log id, membership, snapshots) and delegates the meaning of commands to a [`GroupApplier`]:
+//! the partition applier assigns offsets and indexes batches, the metadata applier maintains
+//! topics. Everything an apply changes is written in one atomic `WriteSet`.
+
+use std::io;
+
+use futures::StreamExt;
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::codec;
+use super::types::{LogId, RaftRequest, RaftResponse, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
+use crate::storage::{keys, Cf, Store, WriteSet};
+
+const TAG_STATE: u8 = 10;
+const TAG_SNAPSHOT: u8 = 11;
+
+/// The meaning of a group's commands.
+pub trait GroupApplier: Send + Sync + 'static {
+    /// Applies the command in the entry at raft `index`, adding its writes to `writes`.
+    /// Must be deterministic: every replica applies the same commands to the same state.
+    fn apply(&mut self, index: u64, request: &RaftRequest, writes: &mut WriteSet) -> RaftResponse;
+    fn encode_state(&self) -> Result<Vec<u8>, io::Error>;
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<(), io::Error>;
+    /// Called once the writes of applied entries are stored: makes them visible to readers.
+    fn publish(&mut self);
+}
+
+/// What is persisted of a state machine, and what a snapshot carries.
+#[derive(Serialize, Deserialize, Default, Clone)]
+struct StateRecord {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    state: Vec<u8>,
+}
+
+pub struct GroupStateMachine<A: GroupApplier> {
+    group: u64,
+    store: Store,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    pub(crate) applier: A,
+}
+
+impl<A: GroupApplier> GroupStateMachine<A> {
+    /// Opens the state machine of `group`, restoring what was applied before a restart.
+    pub async fn open(group: u64, store: Store, mut applier: A) -> Result<Self, io::Error> {
+        let reader = store.clone();
+        let record = tokio::task::spawn_blocking(move || reader.get(Cf::RaftState, &keys::group_tag(group, TAG_STATE)))
+            .await
+            .map_err(io::Error::other)??;
+        let record: StateRecord = match record {
+            Some(bytes) => codec::decode(&bytes)?,
+            None => StateRecord::default(),
+        };
+        if !record.state.is_empty() {
+            applier.restore_state(&record.state)?;
+        }
+        applier.publish();
+        Ok(GroupStateMachine { group, store, last_applied: record.last_applied, membership: record.membership, applier })
+    }
+
+    fn record(&self) -> Result<StateRecord, io::Error> {
+        Ok(StateRecord {
+            last_applied: self.last_applied.clone(),
+            membership: self.membership.clone(),
+            state: self.applier.encode_state()?,
+        })
+    }
+
+    async fn write(&self, writes: WriteSet) -> Result<(), io::Error> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.write(writes, false))
+            .await
+            .map_err(io::Error::other)?
+            .map_err(io::Error::from)
+    }
+}
+
+impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
+    type SnapshotData = Vec<u8>;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        Ok((self.last_applied.clone(), self.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: futures::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
+    {
+        let mut writes = WriteSet::new();
+        let mut replies = Vec::new();
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            let response = match &entry.payload {
+                EntryPayload::Blank => None,
+                EntryPayload::Membership(membership) => {
+                    self.membership = StoredMembership::new(Some(entry.log_id.clone()), membership.clone());
+                    None
+                }
+                EntryPayload::Normal(request) => Some(self.applier.apply(entry.log_id.index, request, &mut writes)),
+            };
+            self.last_applied = Some(entry.log_id.clone());
+            if let Some(responder) = responder {
+                replies.push((responder, response.unwrap_or(RaftResponse::Rejected("not a command".into()))));
+            }
+        }
+        let record = codec::encode(&self.record()?)?;
+        writes.put(Cf::RaftState, keys::group_tag(self.group, TAG_STATE).to_vec(), record);
+        self.write(writes).await?;
+        self.applier.publish();
+        for (responder, response) in replies {
+            responder.send(response);
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            group: self.group,
+            store: self.store.clone(),
+            meta: SnapshotMeta {
+                last_log_id: self.last_applied.clone(),
+                last_membership: self.membership.clone(),
+            },
+            record: self.record().and_then(|record| codec::encode(&record)),
+        }
+    }
+
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Vec<u8>) -> Result<(), io::Error> {
+        let record: StateRecord = codec::decode(&snapshot)?;
+        self.applier.restore_state(&record.state)?;
+        self.last_applied = meta.last_log_id.clone();
+        self.membership = meta.last_membership.clone();
+        let mut writes = WriteSet::new();
+        writes.put(Cf::RaftState, keys::group_tag(self.group, TAG_STATE).to_vec(), codec::encode(&self.record()?)?);
+        writes.put(
+            Cf::RaftState,
+            keys::group_tag(self.group, TAG_SNAPSHOT).to_vec(),
+            codec::encode(&(meta.clone(), snapshot))?,
+        );
+        self.write(writes).await?;
+        self.applier.publish();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        let (store, group) = (self.store.clone(), self.group);
+        let stored = tokio::task::spawn_blocking(move || store.get(Cf::RaftState, &keys::group_tag(group, TAG_SNAPSHOT)))
+            .await
+            .map_err(io::Error::other)??;
+        match stored {
+            Some(bytes) => {
+                let (meta, snapshot): (SnapshotMeta, Vec<u8>) = codec::decode(&bytes)?;
+                Ok(Some(Snapshot { meta, snapshot }))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// Builds a snapshot from the state captured when it was created: a point-in-time view, as
+/// openraft builds snapshots concurrently with apply. The state is small (offsets, topics);
+/// a partition's messages stay in its log.
+pub struct SnapshotBuilder {
+    group: u64,
+    store: Store,
+    meta: SnapshotMeta,
+    record: Result<Vec<u8>, io::Error>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = Vec<u8>;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let data = std::mem::replace(&mut self.record, Ok(Vec::new()))?;
+        let meta = self.meta.clone();
+        let stored = codec::encode(&(meta.clone(), data.clone()))?;
+        let (store, group) = (self.store.clone(), self.group);
+        tokio::task::spawn_blocking(move || {
+            let mut writes = WriteSet::new();
+            writes.put(Cf::RaftState, keys::group_tag(group, TAG_SNAPSHOT).to_vec(), stored);
+            store.write(writes, false)
+        })
+        .await
+        .map_err(io::Error::other)??;
+        Ok(Snapshot { meta, snapshot: data })
+    }
+}

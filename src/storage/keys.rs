@@ -1,0 +1,105 @@
+//! Key codecs. Every key starts with the raft group id, big-endian, so one group's keys are
+//! contiguous and RocksDB's byte order is numeric order (log order).
+
+/// `(group, u64)`: raft log entries by index, offset index by base offset.
+pub fn group_u64(group: u64, value: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&group.to_be_bytes());
+    key[8..].copy_from_slice(&value.to_be_bytes());
+    key
+}
+
+/// Decodes a key made by [`group_u64`].
+pub fn decode_group_u64(key: &[u8]) -> Option<(u64, u64)> {
+    if key.len() != 16 {
+        return None;
+    }
+    let group = u64::from_be_bytes(key[..8].try_into().ok()?);
+    let value = u64::from_be_bytes(key[8..].try_into().ok()?);
+    Some((group, value))
+}
+
+/// `(group, tag)`: one small raft-state record of a group.
+pub fn group_tag(group: u64, tag: u8) -> [u8; 9] {
+    let mut key = [0u8; 9];
+    key[..8].copy_from_slice(&group.to_be_bytes());
+    key[8] = tag;
+    key
+}
+
+/// Maps an `i64` to a `u64` with the same order, so negative timestamps sort first.
+pub fn ordered_i64(value: i64) -> u64 {
+    (value as u64) ^ (1 << 63)
+}
+
+/// `(group, timestamp, base offset)`: the time index.
+pub fn time_index(group: u64, max_timestamp: i64, base_offset: u64) -> [u8; 24] {
+    let mut key = [0u8; 24];
+    key[..8].copy_from_slice(&group.to_be_bytes());
+    key[8..16].copy_from_slice(&ordered_i64(max_timestamp).to_be_bytes());
+    key[16..].copy_from_slice(&base_offset.to_be_bytes());
+    key
+}
+
+/// The base offset of a time-index key of `group`, if the key is one.
+pub fn decode_time_index(group: u64, key: &[u8]) -> Option<u64> {
+    if key.len() != 24 || key[..8] != group.to_be_bytes() {
+        return None;
+    }
+    Some(u64::from_be_bytes(key[16..].try_into().ok()?))
+}
+
+/// The first key past every key of `group`, for ranges and deletes.
+pub fn group_end(group: u64) -> [u8; 8] {
+    group.saturating_add(1).to_be_bytes()
+}
+
+pub fn group_start(group: u64) -> [u8; 8] {
+    group.to_be_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_endian_keys_sort_numerically() {
+        let mut keys: Vec<[u8; 16]> = [(1, 300), (1, 2), (0, u64::MAX), (2, 0), (1, 256)]
+            .iter()
+            .map(|&(group, index)| group_u64(group, index))
+            .collect();
+        keys.sort();
+        let decoded: Vec<(u64, u64)> = keys.iter().map(|key| decode_group_u64(key).unwrap()).collect();
+        assert_eq!(decoded, vec![(0, u64::MAX), (1, 2), (1, 256), (1, 300), (2, 0)]);
+    }
+
+    #[test]
+    fn group_range_covers_exactly_the_group() {
+        let inside = group_u64(7, u64::MAX);
+        let after = group_u64(8, 0);
+        assert!(inside.as_slice() >= group_start(7).as_slice());
+        assert!(inside.as_slice() < group_end(7).as_slice());
+        assert!(after.as_slice() >= group_end(7).as_slice());
+    }
+
+    #[test]
+    fn time_keys_order_negative_before_positive() {
+        let mut keys = [
+            time_index(3, 5, 10),
+            time_index(3, -5, 1),
+            time_index(3, 0, 2),
+            time_index(3, i64::MIN, 0),
+            time_index(3, i64::MAX, 20),
+        ];
+        keys.sort();
+        let offsets: Vec<u64> = keys.iter().map(|key| decode_time_index(3, key).unwrap()).collect();
+        assert_eq!(offsets, vec![0, 1, 2, 10, 20]);
+        assert_eq!(decode_time_index(4, &keys[0]), None);
+    }
+
+    #[test]
+    fn malformed_keys_do_not_decode() {
+        assert_eq!(decode_group_u64(&[1, 2, 3]), None);
+        assert_eq!(decode_time_index(1, &[0; 23]), None);
+    }
+}

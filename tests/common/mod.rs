@@ -1,0 +1,678 @@
+//! Black-box test harness: starts the real `herald` binary on free loopback ports with a
+//! temporary data directory and talks to it over HTTP, exactly as a client would.
+//!
+//! Every wait has a deadline, and every failure prints the tail of the server's log, so a test
+//! that fails says why instead of hanging. All traffic goes to 127.0.0.1.
+
+#![allow(dead_code)]
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use reqwest::{Response, StatusCode};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// How long a node gets to answer `GET /readyz` with 200 after it is started.
+pub const READY_DEADLINE: Duration = Duration::from_secs(30);
+/// How long partitions of a new topic get to elect their leaders.
+pub const LEADER_DEADLINE: Duration = Duration::from_secs(60);
+/// How long a node gets to exit after SIGTERM.
+pub const STOP_DEADLINE: Duration = Duration::from_secs(20);
+/// The longest any single HTTP request of a test may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How many times a start is retried when a port turned out to be taken.
+const START_ATTEMPTS: usize = 5;
+
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// One running `herald serve` process, its data directory and its ports.
+pub struct Server {
+    child: Option<Child>,
+    dir: TempDir,
+    http_port: u16,
+    raft_port: u16,
+    extra_args: Vec<String>,
+    /// Logs of this and earlier runs (one file per start), newest last.
+    logs: Vec<PathBuf>,
+    client: reqwest::Client,
+}
+
+/// Two distinct ports that were free a moment ago (bind port 0, read it, release it).
+fn free_ports() -> (u16, u16) {
+    let a = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let b = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let ports = (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    );
+    drop(a);
+    drop(b);
+    ports
+}
+
+/// The last `lines` lines of a file, or a note that it cannot be read.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) => return format!("<cannot open {}: {err}>", path.display()),
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    let _ = file.seek(SeekFrom::Start(start));
+    let mut text = String::new();
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    text.push_str(&String::from_utf8_lossy(&bytes));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn looks_like_bind_failure(log: &str) -> bool {
+    let log = log.to_ascii_lowercase();
+    log.contains("address already in use")
+        || log.contains("addrinuse")
+        || log.contains("os error 98")
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .expect("build the HTTP client")
+}
+
+impl Server {
+    /// Starts a node with default settings and waits until it is ready.
+    pub async fn start() -> Server {
+        Server::start_with(&[]).await
+    }
+
+    /// Starts a node with extra `serve` arguments (e.g. `["--max-body-bytes", "65536"]`).
+    pub async fn start_with(extra_args: &[&str]) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("herald-test-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let mut server = Server {
+            child: None,
+            dir,
+            http_port: 0,
+            raft_port: 0,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            logs: Vec::new(),
+            client: client(),
+        };
+        let mut last_error = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let (http, raft) = free_ports();
+            server.http_port = http;
+            server.raft_port = raft;
+            match server.spawn_and_wait().await {
+                Ok(()) => return server,
+                Err(StartError::Bind(log)) => last_error = log,
+                Err(StartError::Other(message)) => server.fail(&message),
+            }
+        }
+        panic!("herald could not bind its ports after {START_ATTEMPTS} attempts:\n{last_error}");
+    }
+
+    /// Starts the process again on the same data directory and ports (after `kill` or `stop`).
+    pub async fn restart(&mut self) {
+        if self.child.is_some() {
+            self.kill();
+        }
+        let deadline = Instant::now() + READY_DEADLINE;
+        loop {
+            match self.spawn_and_wait().await {
+                Ok(()) => return,
+                // The old process's sockets may linger for a moment; the ports are ours.
+                Err(StartError::Bind(_)) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(StartError::Bind(log)) => self.fail(&format!("restart could not bind:\n{log}")),
+                Err(StartError::Other(message)) => self.fail(&message),
+            }
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_herald"));
+        command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--http-addr")
+            .arg(format!("127.0.0.1:{}", self.http_port))
+            .arg("--raft-addr")
+            .arg(format!("127.0.0.1:{}", self.raft_port))
+            .arg("--node-id")
+            .arg("1")
+            .args(&self.extra_args);
+        // The environment of whoever runs the tests must not configure the node under test.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("HERALD_") {
+                command.env_remove(name);
+            }
+        }
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        command.env("NO_COLOR", "1");
+        command.stdin(Stdio::null());
+        command
+    }
+
+    async fn spawn_and_wait(&mut self) -> Result<(), StartError> {
+        let log_path = self
+            .dir
+            .path()
+            .join(format!("herald-{}.log", self.logs.len()));
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("create the server log file");
+        let log_err = log.try_clone().expect("clone the log file handle");
+        self.logs.push(log_path.clone());
+        let child = self
+            .command()
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot start {}: {err}", env!("CARGO_BIN_EXE_herald")));
+        self.child = Some(child);
+
+        let deadline = Instant::now() + READY_DEADLINE;
+        let url = format!("{}/readyz", self.base_url());
+        let probe = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .unwrap()
+                .try_wait()
+                .expect("poll the child")
+            {
+                self.child = None;
+                let log = tail(&log_path, 80);
+                if looks_like_bind_failure(&log) {
+                    return Err(StartError::Bind(log));
+                }
+                return Err(StartError::Other(format!(
+                    "herald exited during startup with {status}"
+                )));
+            }
+            if let Ok(response) = probe.get(&url).send().await {
+                if response.status() == StatusCode::OK {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(StartError::Other(format!(
+                    "herald was not ready (GET /readyz == 200) within {READY_DEADLINE:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Panics with `message` and the tail of the current log.
+    pub fn fail(&self, message: &str) -> ! {
+        panic!("{message}\n{}", self.log_tail());
+    }
+
+    /// The tail of the newest log file, framed for a panic message.
+    pub fn log_tail(&self) -> String {
+        match self.logs.last() {
+            Some(path) => format!(
+                "---- tail of {} ----\n{}\n---- end of log ----",
+                path.display(),
+                tail(path, 80)
+            ),
+            None => "<no log yet>".to_string(),
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url(), path)
+    }
+
+    pub fn http_client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// SIGKILL: no shutdown, no flush. Waits until the process is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits for the process to exit (SIGKILL and panic after the deadline).
+    pub async fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("the server is not running");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("send SIGTERM");
+        let deadline = Instant::now() + STOP_DEADLINE;
+        loop {
+            if let Some(status) = child.try_wait().expect("poll the child") {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                self.fail(&format!(
+                    "herald did not exit within {STOP_DEADLINE:?} of SIGTERM"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    // ---- HTTP helpers -------------------------------------------------------------------
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap_or_else(|err| self.fail(&format!("GET {path}: {err}")))
+    }
+
+    pub async fn delete(&self, path: &str) -> Response {
+        self.client
+            .delete(self.url(path))
+            .send()
+            .await
+            .unwrap_or_else(|err| self.fail(&format!("DELETE {path}: {err}")))
+    }
+
+    /// POSTs a JSON value.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Response {
+        self.post_raw(path, "application/json", body.to_string().into_bytes())
+            .await
+    }
+
+    pub async fn patch_json(&self, path: &str, body: &Value) -> Response {
+        self.client
+            .patch(self.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|err| self.fail(&format!("PATCH {path}: {err}")))
+    }
+
+    /// POSTs bytes with the given content type, exactly as given.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<Vec<u8>>,
+    ) -> Response {
+        self.client
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body.into())
+            .send()
+            .await
+            .unwrap_or_else(|err| self.fail(&format!("POST {path}: {err}")))
+    }
+
+    /// Reads a response as (status, JSON); panics with the body when it is not JSON.
+    pub async fn json(&self, response: Response) -> (StatusCode, Value) {
+        let status = response.status();
+        let text = response.text().await.expect("read the response body");
+        if text.is_empty() {
+            return (status, Value::Null);
+        }
+        match serde_json::from_str(&text) {
+            Ok(value) => (status, value),
+            Err(err) => self.fail(&format!("answer {status} is not JSON ({err}): {text}")),
+        }
+    }
+
+    /// `POST /v1/topics` with `{"name","partitions"}`; asserts 201 and returns the topic.
+    pub async fn create_topic(&self, name: &str, partitions: u32) -> Value {
+        self.create_topic_with(&serde_json::json!({"name": name, "partitions": partitions}))
+            .await
+    }
+
+    /// `POST /v1/topics` with any body; asserts 201 and returns the topic.
+    pub async fn create_topic_with(&self, body: &Value) -> Value {
+        let response = self.post_json("/v1/topics", body).await;
+        let (status, topic) = self.json(response).await;
+        if status != StatusCode::CREATED {
+            self.fail(&format!(
+                "create topic {body}: expected 201, got {status}: {topic}"
+            ));
+        }
+        topic
+    }
+
+    /// `GET /v1/topics/{topic}`; asserts 200.
+    pub async fn describe(&self, topic: &str) -> Value {
+        let (status, body) = self
+            .json(self.get(&format!("/v1/topics/{topic}")).await)
+            .await;
+        if status != StatusCode::OK {
+            self.fail(&format!(
+                "describe {topic}: expected 200, got {status}: {body}"
+            ));
+        }
+        body
+    }
+
+    /// Waits until every partition of `topic` reports this node (1) as its leader.
+    pub async fn wait_for_leaders(&self, topic: &str) {
+        let deadline = Instant::now() + LEADER_DEADLINE;
+        loop {
+            let described = self.describe(topic).await;
+            let partitions = described["partitions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if !partitions.is_empty() && partitions.iter().all(|p| p["leader"] == 1) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.fail(&format!(
+                    "{topic}: not every partition had a leader within {LEADER_DEADLINE:?}: {described}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until `GET path` answers `status`.
+    pub async fn wait_for_status(&self, path: &str, status: StatusCode) {
+        let deadline = Instant::now() + LEADER_DEADLINE;
+        loop {
+            let got = self.get(path).await.status();
+            if got == status {
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.fail(&format!(
+                    "GET {path} answered {got}, not {status}, for {LEADER_DEADLINE:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The high watermark of every partition of a topic, by partition.
+    pub async fn high_watermarks(&self, topic: &str) -> Vec<u64> {
+        let described = self.describe(topic).await;
+        let mut partitions: Vec<(u64, u64)> = described["partitions"]
+            .as_array()
+            .unwrap_or_else(|| self.fail(&format!("no partitions array: {described}")))
+            .iter()
+            .map(|p| {
+                (
+                    p["partition"].as_u64().expect("partition"),
+                    p["high_watermark"].as_u64().expect("high_watermark"),
+                )
+            })
+            .collect();
+        partitions.sort();
+        partitions.into_iter().map(|(_, hw)| hw).collect()
+    }
+
+    /// `POST /v1/topics/{topic}/messages` with a JSON body (acks default).
+    pub async fn produce_json(&self, topic: &str, body: &Value) -> (StatusCode, Value) {
+        let response = self
+            .post_json(&format!("/v1/topics/{topic}/messages"), body)
+            .await;
+        self.json(response).await
+    }
+
+    /// Produces and asserts 200; returns the `(partition, offset)` of each message in order.
+    pub async fn produce_ok(&self, topic: &str, body: &Value) -> Vec<(u32, u64)> {
+        let (status, answer) = self.produce_json(topic, body).await;
+        if status != StatusCode::OK {
+            self.fail(&format!(
+                "produce to {topic}: expected 200, got {status}: {answer}"
+            ));
+        }
+        parse_offsets(&answer)
+    }
+
+    /// `GET /v1/topics/{topic}/partitions/{partition}/messages?{query}` as (status, JSON).
+    pub async fn fetch(&self, topic: &str, partition: u32, query: &str) -> (StatusCode, Value) {
+        let response = self.fetch_response(topic, partition, query).await;
+        self.json(response).await
+    }
+
+    pub async fn fetch_response(&self, topic: &str, partition: u32, query: &str) -> Response {
+        self.get(&format!(
+            "/v1/topics/{topic}/partitions/{partition}/messages?{query}"
+        ))
+        .await
+    }
+
+    /// Fetches with values kept as the exact text the server sent.
+    pub async fn fetch_raw(&self, topic: &str, partition: u32, query: &str) -> FetchAnswer {
+        let response = self.fetch_response(topic, partition, query).await;
+        let status = response.status();
+        let text = response.text().await.expect("read the fetch answer");
+        if status != StatusCode::OK {
+            self.fail(&format!(
+                "fetch {topic}/{partition}?{query}: {status}: {text}"
+            ));
+        }
+        serde_json::from_str(&text).unwrap_or_else(|err| {
+            self.fail(&format!("fetch answer does not parse ({err}): {text}"))
+        })
+    }
+
+    /// Every message of a partition from `earliest` up to the high watermark, paging with
+    /// `next_offset`.
+    pub async fn read_all(&self, topic: &str, partition: u32) -> Vec<RawMessage> {
+        let mut messages = Vec::new();
+        let mut offset = "earliest".to_string();
+        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        loop {
+            let answer = self
+                .fetch_raw(
+                    topic,
+                    partition,
+                    &format!("offset={offset}&max_messages=1000"),
+                )
+                .await;
+            let done = answer.messages.is_empty() || answer.next_offset >= answer.high_watermark;
+            offset = answer.next_offset.to_string();
+            messages.extend(answer.messages);
+            if done {
+                return messages;
+            }
+            if Instant::now() >= deadline {
+                self.fail(&format!("reading {topic}/{partition} did not finish"));
+            }
+        }
+    }
+
+    /// `GET .../offsets?timestamp=T` → offset.
+    pub async fn offset_for_timestamp(&self, topic: &str, partition: u32, timestamp: i64) -> u64 {
+        let path =
+            format!("/v1/topics/{topic}/partitions/{partition}/offsets?timestamp={timestamp}");
+        let (status, body) = self.json(self.get(&path).await).await;
+        if status != StatusCode::OK {
+            self.fail(&format!("GET {path}: {status}: {body}"));
+        }
+        body["offset"]
+            .as_u64()
+            .unwrap_or_else(|| self.fail(&format!("GET {path}: no numeric offset: {body}")))
+    }
+
+    /// Asserts that a response is a problem+json with this status and code; returns the body.
+    pub async fn expect_problem(
+        &self,
+        response: Response,
+        status: StatusCode,
+        code: &str,
+    ) -> Value {
+        let got = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let text = response.text().await.unwrap_or_default();
+        if got != status {
+            self.fail(&format!("expected {status} {code}, got {got}: {text}"));
+        }
+        if !content_type.starts_with(PROBLEM_JSON) {
+            self.fail(&format!(
+                "expected content-type {PROBLEM_JSON} for {status} {code}, got {content_type:?}: {text}"
+            ));
+        }
+        let body: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|err| self.fail(&format!("problem is not JSON ({err}): {text}")));
+        if body["code"] != code {
+            self.fail(&format!("expected code {code:?}, got {body}"));
+        }
+        if body["status"] != status.as_u16() {
+            self.fail(&format!(
+                "problem status should be {}, got {body}",
+                status.as_u16()
+            ));
+        }
+        for field in ["type", "title", "detail"] {
+            if !body[field].is_string() {
+                self.fail(&format!("problem lacks a string {field:?}: {body}"));
+            }
+        }
+        body
+    }
+}
+
+enum StartError {
+    /// The process exited complaining that an address was taken.
+    Bind(String),
+    Other(String),
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let running = self.child.is_some();
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "herald test server (http 127.0.0.1:{}, running: {running}, data {}):\n{}",
+                self.http_port,
+                self.data_dir().display(),
+                self.log_tail()
+            );
+        }
+    }
+}
+
+/// The `offsets` of a produce answer as `(partition, offset)`; panics on `null` offsets.
+pub fn parse_offsets(answer: &Value) -> Vec<(u32, u64)> {
+    answer["offsets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no offsets array in {answer}"))
+        .iter()
+        .map(|o| {
+            (
+                o["partition"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("bad partition in {answer}")) as u32,
+                o["offset"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("bad offset in {answer}")),
+            )
+        })
+        .collect()
+}
+
+/// A fetch answer, with each message's `value` kept as the exact JSON text sent by the server.
+#[derive(Debug, Deserialize)]
+pub struct FetchAnswer {
+    pub messages: Vec<RawMessage>,
+    pub next_offset: u64,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawMessage {
+    #[serde(default)]
+    pub topic: Option<String>,
+    pub partition: u32,
+    pub offset: u64,
+    pub timestamp: i64,
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub key_b64: Option<String>,
+    #[serde(default)]
+    pub value: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub value_b64: Option<String>,
+    #[serde(default)]
+    pub headers: Option<serde_json::Map<String, Value>>,
+}
+
+impl RawMessage {
+    /// The JSON text of `value`, exactly as the server sent it.
+    pub fn value_text(&self) -> &str {
+        self.value
+            .as_deref()
+            .map(RawValue::get)
+            .unwrap_or_else(|| panic!("message has no JSON value: {self:?}"))
+    }
+
+    /// The bytes of `value_b64`.
+    pub fn value_bytes(&self) -> Vec<u8> {
+        use base64::Engine;
+        let text = self
+            .value_b64
+            .as_deref()
+            .unwrap_or_else(|| panic!("message has no value_b64: {self:?}"));
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap_or_else(|err| panic!("value_b64 {text:?} is not base64: {err}"))
+    }
+}
+
+pub fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The current time in ms since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}

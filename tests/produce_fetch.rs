@@ -1,0 +1,601 @@
+//! Producing and reading over HTTP: values kept exactly, keys, partitioning, timestamps,
+//! offsets, long polls and the timestamp index.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::{b64, now_ms, Server};
+use herald::domain::partitioner::partition_for_key;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn json_values_come_back_byte_exact_and_in_order() {
+    let server = Server::start().await;
+    server.create_topic("exact", 1).await;
+
+    // Sent as text so the formatting (spaces, escapes, number spelling) is exactly this.
+    let texts = [
+        r#"{"b":1,  "a":[1,2]}"#,
+        r#""caf\u00e9 \"quoted\" ☕""#,
+        r#"12.50"#,
+        r#"[ true ,false,null ]"#,
+        r#"-0.0e+3"#,
+        r#"{"nested":{"deep":[{"x":"y"}, {}]} ,"z":0}"#,
+        r#""""#,
+        r#"123456789012345678901234567890"#,
+    ];
+    let body = format!(
+        r#"{{"messages":[{}]}}"#,
+        texts
+            .iter()
+            .map(|t| format!(r#"{{"value":{t}}}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let response = server
+        .post_raw("/v1/topics/exact/messages", "application/json", body)
+        .await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let offsets = common::parse_offsets(&answer);
+    let expected: Vec<(u32, u64)> = (0..texts.len() as u64).map(|o| (0, o)).collect();
+    assert_eq!(offsets, expected);
+
+    let messages = server.read_all("exact", 0).await;
+    assert_eq!(messages.len(), texts.len());
+    for (i, (message, text)) in messages.iter().zip(texts).enumerate() {
+        assert_eq!(message.offset, i as u64);
+        assert_eq!(message.partition, 0);
+        assert_eq!(message.value_text(), text, "offset {i}");
+        assert!(message.value_b64.is_none(), "{message:?}");
+        if let Some(topic) = &message.topic {
+            assert_eq!(topic, "exact");
+        }
+    }
+
+    // A second batch continues the offsets.
+    let offsets = server
+        .produce_ok(
+            "exact",
+            &json!({"messages": [{"value": "next"}, {"value": "after"}]}),
+        )
+        .await;
+    let n = texts.len() as u64;
+    assert_eq!(offsets, vec![(0, n), (0, n + 1)]);
+    assert_eq!(server.high_watermarks("exact").await, vec![n + 2]);
+}
+
+#[tokio::test]
+async fn bytes_keys_and_headers_round_trip() {
+    let server = Server::start().await;
+    server.create_topic("bytes", 2).await;
+
+    let all_bytes: Vec<u8> = (0..=255u8).rev().collect();
+    let offsets = server
+        .produce_ok(
+            "bytes",
+            &json!({"messages": [
+                {"value_b64": b64(&all_bytes), "partition": 0, "key": "k1",
+                 "headers": {"trace": "abc", "content-type": "application/x-thing"}},
+                {"value_b64": "", "partition": 0},
+                {"value": {"json": true}, "key_b64": b64(&[0, 159, 146, 150]), "partition": 0},
+            ]}),
+        )
+        .await;
+    assert_eq!(offsets, vec![(0, 0), (0, 1), (0, 2)]);
+
+    // A raw body: one message, key and partition from the query.
+    let raw: Vec<u8> = vec![0, 1, 2, 3, 0xff, 0xfe, b'\n', b'{'];
+    let response = server
+        .post_raw(
+            "/v1/topics/bytes/messages?key=user-7&partition=0",
+            "application/octet-stream",
+            raw.clone(),
+        )
+        .await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(common::parse_offsets(&answer), vec![(0, 3)]);
+
+    let messages = server.read_all("bytes", 0).await;
+    assert_eq!(messages.len(), 4);
+    assert_eq!(
+        messages.iter().map(|m| m.offset).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+
+    assert_eq!(messages[0].value_bytes(), all_bytes);
+    assert!(messages[0].value.is_none(), "bytes come back as value_b64");
+    assert_eq!(messages[0].key.as_deref(), Some("k1"));
+    let headers = messages[0].headers.clone().expect("headers");
+    assert_eq!(headers.get("trace"), Some(&json!("abc")));
+    assert_eq!(
+        headers.get("content-type"),
+        Some(&json!("application/x-thing"))
+    );
+    assert_eq!(headers.len(), 2);
+
+    assert_eq!(messages[1].value_bytes(), Vec::<u8>::new());
+
+    assert_eq!(
+        messages[2].value_text(),
+        r#"{"json": true}"#.replace(' ', "")
+    );
+    // A key that is not UTF-8 can only come back as key_b64.
+    assert_eq!(
+        messages[2].key_b64.as_deref(),
+        Some(b64(&[0, 159, 146, 150]).as_str())
+    );
+
+    assert_eq!(messages[3].value_bytes(), raw);
+    assert_eq!(messages[3].key.as_deref(), Some("user-7"));
+
+    // The octet-stream form without a partition hashes its key like the JSON form.
+    let response = server
+        .post_raw(
+            "/v1/topics/bytes/messages?key=user-42",
+            "application/octet-stream",
+            b"hello".to_vec(),
+        )
+        .await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let offsets = common::parse_offsets(&answer);
+    assert_eq!(offsets.len(), 1);
+    assert_eq!(offsets[0].0, partition_for_key(b"user-42", 2));
+}
+
+#[tokio::test]
+async fn keyed_messages_land_where_kafka_puts_them() {
+    let server = Server::start().await;
+    server.create_topic("keyed", 6).await;
+
+    // "user-42" over 6 partitions, as Kafka's default partitioner computes it.
+    let expected = partition_for_key(b"user-42", 6);
+    let messages: Vec<Value> = (0..10)
+        .map(|i| json!({"key": "user-42", "value": i}))
+        .collect();
+    let offsets = server
+        .produce_ok("keyed", &json!({ "messages": messages }))
+        .await;
+    assert_eq!(offsets.len(), 10);
+    for (i, (partition, offset)) in offsets.iter().enumerate() {
+        assert_eq!(*partition, expected);
+        assert_eq!(*offset, i as u64);
+    }
+    // The same key in later requests goes to the same place.
+    for i in 10..15 {
+        let offsets = server
+            .produce_ok(
+                "keyed",
+                &json!({"messages": [{"key": "user-42", "value": i}]}),
+            )
+            .await;
+        assert_eq!(offsets, vec![(expected, i as u64)]);
+    }
+    let read = server.read_all("keyed", expected).await;
+    let values: Vec<&str> = read.iter().map(|m| m.value_text()).collect();
+    let want: Vec<String> = (0..15).map(|i| i.to_string()).collect();
+    assert_eq!(values, want);
+    assert!(read.iter().all(|m| m.key.as_deref() == Some("user-42")));
+
+    // Many keys, interleaved in one batch: each lands on its own Kafka partition.
+    let mut batch = Vec::new();
+    for round in 0..3 {
+        for k in 0..40 {
+            batch.push(json!({"key": format!("customer-{k}"), "value": {"k": k, "round": round}}));
+        }
+    }
+    let offsets = server
+        .produce_ok("keyed", &json!({ "messages": batch }))
+        .await;
+    let mut used = BTreeSet::new();
+    for (i, (partition, _)) in offsets.iter().enumerate() {
+        let key = format!("customer-{}", i % 40);
+        assert_eq!(*partition, partition_for_key(key.as_bytes(), 6), "{key}");
+        used.insert(*partition);
+    }
+    assert!(
+        used.len() > 1,
+        "40 keys should use more than one of 6 partitions"
+    );
+    // Offsets within a partition are consecutive in request order.
+    let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+    for (partition, offset) in offsets {
+        if let Some(previous) = last.insert(partition, offset) {
+            assert_eq!(offset, previous + 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn unkeyed_spread_and_explicit_partitions() {
+    let server = Server::start().await;
+    server.create_topic("spread", 3).await;
+
+    let mut used = BTreeMap::<u32, usize>::new();
+    for i in 0..30 {
+        let offsets = server
+            .produce_ok("spread", &json!({"messages": [{"value": i}]}))
+            .await;
+        assert_eq!(offsets.len(), 1);
+        *used.entry(offsets[0].0).or_default() += 1;
+    }
+    assert_eq!(
+        used.len(),
+        3,
+        "round-robin should use every partition: {used:?}"
+    );
+    let total: u64 = server.high_watermarks("spread").await.iter().sum();
+    assert_eq!(total, 30);
+
+    // An explicit partition wins, even over a key.
+    let before = server.high_watermarks("spread").await;
+    let offsets = server
+        .produce_ok(
+            "spread",
+            &json!({"messages": [
+                {"value": "a", "partition": 2},
+                {"value": "b", "partition": 2, "key": "user-42"},
+                {"value": "c", "partition": 0},
+            ]}),
+        )
+        .await;
+    assert_eq!(
+        offsets,
+        vec![(2, before[2]), (2, before[2] + 1), (0, before[0])]
+    );
+    let after = server.high_watermarks("spread").await;
+    assert_eq!(after, vec![before[0] + 1, before[1], before[2] + 2]);
+}
+
+#[tokio::test]
+async fn timestamps_from_client_or_broker() {
+    let server = Server::start().await;
+    server.create_topic("times", 1).await;
+
+    let before = now_ms();
+    server
+        .produce_ok(
+            "times",
+            &json!({"messages": [
+                {"value": 1, "timestamp": 1_700_000_000_123_i64},
+                {"value": 2},
+                {"value": 3, "timestamp": 1_000},
+            ]}),
+        )
+        .await;
+    let after = now_ms();
+    let messages = server.read_all("times", 0).await;
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[0].timestamp, 1_700_000_000_123);
+    assert!(
+        (before - 5..=after + 5).contains(&messages[1].timestamp),
+        "broker timestamp {} outside [{before}, {after}]",
+        messages[1].timestamp
+    );
+    assert_eq!(messages[2].timestamp, 1_000);
+}
+
+#[tokio::test]
+async fn acks_leader_and_none() {
+    let server = Server::start().await;
+    server.create_topic("acks", 1).await;
+
+    let response = server
+        .post_json(
+            "/v1/topics/acks/messages?acks=leader",
+            &json!({"messages": [{"value": "leader"}]}),
+        )
+        .await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(common::parse_offsets(&answer), vec![(0, 0)]);
+
+    let response = server
+        .post_json(
+            "/v1/topics/acks/messages?acks=all",
+            &json!({"messages": [{"value": "all"}]}),
+        )
+        .await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(common::parse_offsets(&answer), vec![(0, 1)]);
+
+    let response = server
+        .post_json(
+            "/v1/topics/acks/messages?acks=none",
+            &json!({"messages": [{"value": "none-1"}, {"value": "none-2"}]}),
+        )
+        .await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let offsets = answer["offsets"].as_array().expect("offsets");
+    assert_eq!(offsets.len(), 2);
+    for o in offsets {
+        assert_eq!(o["partition"], 0, "{answer}");
+        assert!(
+            o["offset"].is_null(),
+            "acks=none answers null offsets: {answer}"
+        );
+    }
+    // The messages arrive anyway.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let messages = server.read_all("acks", 0).await;
+        if messages.len() == 4 {
+            let values: Vec<&str> = messages.iter().map(|m| m.value_text()).collect();
+            assert_eq!(
+                values,
+                vec!["\"leader\"", "\"all\"", "\"none-1\"", "\"none-2\""]
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "acks=none messages never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn offsets_earliest_latest_and_paging() {
+    let server = Server::start().await;
+    server.create_topic("paging", 1).await;
+
+    // Empty partition.
+    let answer = server.fetch_raw("paging", 0, "offset=earliest").await;
+    assert!(answer.messages.is_empty());
+    assert_eq!(
+        (
+            answer.next_offset,
+            answer.high_watermark,
+            answer.log_start_offset
+        ),
+        (0, 0, 0)
+    );
+    let answer = server.fetch_raw("paging", 0, "offset=latest").await;
+    assert!(answer.messages.is_empty());
+    assert_eq!(answer.next_offset, 0);
+
+    let messages: Vec<Value> = (0..10).map(|i| json!({"value": i})).collect();
+    server
+        .produce_ok("paging", &json!({ "messages": messages }))
+        .await;
+
+    let answer = server.fetch_raw("paging", 0, "offset=earliest").await;
+    assert_eq!(answer.high_watermark, 10);
+    assert_eq!(answer.log_start_offset, 0);
+    assert_eq!(answer.next_offset, 10);
+    let offsets: Vec<u64> = answer.messages.iter().map(|m| m.offset).collect();
+    assert_eq!(offsets, (0..10).collect::<Vec<_>>());
+
+    let answer = server.fetch_raw("paging", 0, "offset=latest").await;
+    assert!(
+        answer.messages.is_empty(),
+        "latest starts at the end: {answer:?}"
+    );
+    assert_eq!(answer.next_offset, 10);
+    assert_eq!(answer.high_watermark, 10);
+
+    let answer = server
+        .fetch_raw("paging", 0, "offset=earliest&max_messages=3")
+        .await;
+    assert_eq!(
+        answer.messages.iter().map(|m| m.offset).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    assert_eq!(answer.next_offset, 3);
+
+    let answer = server
+        .fetch_raw("paging", 0, "offset=3&max_messages=4")
+        .await;
+    assert_eq!(
+        answer.messages.iter().map(|m| m.offset).collect::<Vec<_>>(),
+        vec![3, 4, 5, 6]
+    );
+    assert_eq!(answer.next_offset, 7);
+    assert_eq!(answer.messages[0].value_text(), "3");
+
+    let answer = server.fetch_raw("paging", 0, "offset=7").await;
+    assert_eq!(
+        answer.messages.iter().map(|m| m.offset).collect::<Vec<_>>(),
+        vec![7, 8, 9]
+    );
+    assert_eq!(answer.next_offset, 10);
+
+    let answer = server.fetch_raw("paging", 0, "offset=10").await;
+    assert!(answer.messages.is_empty());
+    assert_eq!(answer.next_offset, 10);
+
+    let answer = server
+        .fetch_raw("paging", 0, "offset=9&max_messages=1")
+        .await;
+    assert_eq!(answer.messages.len(), 1);
+    assert_eq!(answer.messages[0].offset, 9);
+    assert_eq!(answer.next_offset, 10);
+}
+
+#[tokio::test]
+async fn large_batches_and_compressed_topics() {
+    let server = Server::start().await;
+    for (name, compression) in [("plain", "none"), ("lz4ed", "lz4"), ("zstded", "zstd")] {
+        server
+            .create_topic_with(
+                &json!({"name": name, "partitions": 1, "config": {"compression": compression}}),
+            )
+            .await;
+        let mut expected = Vec::new();
+        for batch in 0..3 {
+            let messages: Vec<Value> = (0..1000)
+                .map(|i| {
+                    let value = json!({"batch": batch, "i": i, "pad": "abcdefghij".repeat(10)});
+                    expected.push(value.to_string());
+                    json!({"value": value, "key": format!("k{}", i % 7)})
+                })
+                .collect();
+            let offsets = server
+                .produce_ok(name, &json!({ "messages": messages }))
+                .await;
+            assert_eq!(offsets.len(), 1000);
+            assert_eq!(offsets[0], (0, batch * 1000));
+            assert_eq!(offsets[999], (0, batch * 1000 + 999));
+        }
+        let messages = server.read_all(name, 0).await;
+        assert_eq!(messages.len(), 3000, "{name}");
+        for (i, (message, value)) in messages.iter().zip(&expected).enumerate() {
+            assert_eq!(message.offset, i as u64, "{name}");
+            assert_eq!(message.value_text(), value, "{name} offset {i}");
+            assert_eq!(
+                message.key.as_deref(),
+                Some(format!("k{}", (i % 1000) % 7).as_str())
+            );
+        }
+        // Reading from the middle of a stored batch starts exactly there.
+        let answer = server
+            .fetch_raw(name, 0, "offset=1500&max_messages=2")
+            .await;
+        assert_eq!(
+            answer.messages.iter().map(|m| m.offset).collect::<Vec<_>>(),
+            vec![1500, 1501]
+        );
+        assert_eq!(answer.messages[0].value_text(), expected[1500]);
+    }
+}
+
+#[tokio::test]
+async fn long_poll_wakes_on_produce() {
+    let server = Server::start().await;
+    server.create_topic("wake", 1).await;
+    server
+        .produce_ok("wake", &json!({"messages": [{"value": "old"}]}))
+        .await;
+
+    let url = server.url("/v1/topics/wake/partitions/0/messages?offset=1&max_wait_ms=10000");
+    let client = server.http_client().clone();
+    let started = Instant::now();
+    let poll = tokio::spawn(async move {
+        let response = client.get(url).send().await.expect("long poll");
+        let status = response.status();
+        let text = response.text().await.expect("long poll body");
+        (status, text, started.elapsed())
+    });
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !poll.is_finished(),
+        "the long poll answered before anything was produced"
+    );
+    server
+        .produce_ok("wake", &json!({"messages": [{"value": "new"}]}))
+        .await;
+
+    let (status, text, elapsed) = tokio::time::timeout(Duration::from_secs(15), poll)
+        .await
+        .expect("the long poll never answered")
+        .expect("the long poll task");
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "the long poll answered after {elapsed:?}, not when the message arrived"
+    );
+    let answer: common::FetchAnswer = serde_json::from_str(&text).expect("fetch answer");
+    assert_eq!(answer.messages.len(), 1, "{text}");
+    assert_eq!(answer.messages[0].offset, 1);
+    assert_eq!(answer.messages[0].value_text(), "\"new\"");
+    assert_eq!(answer.next_offset, 2);
+}
+
+#[tokio::test]
+async fn long_poll_with_nothing_answers_empty_at_the_deadline() {
+    let server = Server::start().await;
+    server.create_topic("quiet", 2).await;
+    // Traffic on another partition must not wake this one with nothing.
+    server
+        .produce_ok(
+            "quiet",
+            &json!({"messages": [{"value": 1, "partition": 1}]}),
+        )
+        .await;
+
+    let started = Instant::now();
+    let answer = server
+        .fetch_raw("quiet", 0, "offset=latest&max_wait_ms=1000")
+        .await;
+    let elapsed = started.elapsed();
+    assert!(answer.messages.is_empty(), "{answer:?}");
+    assert_eq!(answer.next_offset, 0);
+    assert!(
+        elapsed >= Duration::from_millis(900),
+        "answered after only {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "answered after {elapsed:?}"
+    );
+
+    // With data already there a long poll answers at once.
+    let started = Instant::now();
+    let answer = server
+        .fetch_raw("quiet", 1, "offset=earliest&max_wait_ms=10000")
+        .await;
+    assert_eq!(answer.messages.len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn offset_for_timestamp() {
+    let server = Server::start().await;
+    server.create_topic("clock", 2).await;
+
+    // Empty partition: none, so the high watermark.
+    assert_eq!(server.offset_for_timestamp("clock", 0, 0).await, 0);
+
+    let messages: Vec<Value> = [1000, 2000, 3000, 4000, 5000]
+        .iter()
+        .map(|ts| json!({"value": ts, "timestamp": ts, "partition": 0}))
+        .collect();
+    server
+        .produce_ok("clock", &json!({ "messages": messages }))
+        .await;
+    // A second batch, and a timestamp that goes back in time.
+    server
+        .produce_ok(
+            "clock",
+            &json!({"messages": [
+                {"value": 6000, "timestamp": 6000, "partition": 0},
+                {"value": 5500, "timestamp": 5500, "partition": 0},
+                {"value": 7000, "timestamp": 7000, "partition": 0},
+            ]}),
+        )
+        .await;
+
+    let cases = [
+        (0, 0),
+        (999, 0),
+        (1000, 0),
+        (1001, 1),
+        (2500, 2),
+        (3000, 2),
+        (5000, 4),
+        (5001, 5),
+        (6000, 5),
+        (6001, 7),
+        (7000, 7),
+        (7001, 8), // none: the high watermark
+        (i64::MAX, 8),
+    ];
+    for (timestamp, offset) in cases {
+        assert_eq!(
+            server.offset_for_timestamp("clock", 0, timestamp).await,
+            offset,
+            "timestamp {timestamp}"
+        );
+    }
+    // The other partition is still empty.
+    assert_eq!(server.offset_for_timestamp("clock", 1, 0).await, 0);
+}
