@@ -13,10 +13,34 @@ use bytes::Bytes;
 
 use super::problem::ApiError;
 
-/// `axum::Json` with problem+json rejections.
-#[derive(Debug, Clone, Copy, Default, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON request body with problem+json rejections. Every request body of the API is a
+/// JSON object, so anything else (an array, a string) is refused: serde would otherwise
+/// accept `["name"]` for a struct.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = request.into_parts();
+        let ContentType(content_type) = match ContentType::from_request_parts(&mut parts, state).await {
+            Ok(content_type) => content_type,
+            Err(never) => match never {},
+        };
+        if !ContentType(content_type).is_json() {
+            return Err(ApiError::unsupported_media_type(
+                "expected a request with `Content-Type: application/json`",
+            ));
+        }
+        let ApiBytes(bytes) = ApiBytes::from_request(Request::from_parts(parts, body), state).await?;
+        json_from_bytes(&bytes).map(ApiJson)
+    }
+}
 
 /// `axum::extract::Query` with problem+json rejections.
 #[derive(Debug, Clone, Copy, Default, FromRequestParts)]
@@ -126,6 +150,10 @@ impl From<PathRejection> for ApiError {
 
 /// Decodes a JSON body already read as bytes, with the same error texts as [`ApiJson`].
 pub fn json_from_bytes<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let first = bytes.iter().find(|byte| !byte.is_ascii_whitespace());
+    if first.is_some_and(|&byte| byte != b'{') {
+        return Err(ApiError::invalid_request("the request body must be a JSON object"));
+    }
     axum::Json::<T>::from_bytes(bytes)
         .map(|axum::Json(value)| value)
         .map_err(ApiError::from)

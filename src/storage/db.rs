@@ -29,6 +29,7 @@ impl StoreOptions {
 /// The one RocksDB of a node, shared by every raft group on it.
 #[derive(Clone)]
 pub struct Store {
+    // Field order matters: the database reference goes first, then the syncer is joined.
     db: Arc<DB>,
     syncer: Arc<Syncer>,
 }
@@ -65,7 +66,7 @@ impl Store {
             ColumnFamilyDescriptor::new(cf.name(), cf_options)
         });
         let db = Arc::new(DB::open_cf_descriptors(&db_options, &options.path, descriptors)?);
-        let syncer = Arc::new(Syncer::start(db.clone())?);
+        let syncer = Arc::new(Syncer::start(&db)?);
         Ok(Store { db, syncer })
     }
 
