@@ -35,9 +35,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     .context("starting the cluster")?;
     let broker = Broker::new(
         cluster.clone(),
-        BrokerOptions { fetch_max_bytes: config.fetch_max_bytes, leader_wait: Duration::from_millis(config.leader_wait_ms) },
+        BrokerOptions {
+            fetch_max_bytes: config.fetch_max_bytes,
+            leader_wait: Duration::from_millis(config.leader_wait_ms),
+        },
     );
-    let router = api::router(broker, ApiConfig { max_body_bytes: config.max_body_bytes, metrics });
+    let router = api::router(
+        broker,
+        ApiConfig {
+            max_body_bytes: config.max_body_bytes,
+            metrics,
+        },
+    );
     let listener = tokio::net::TcpListener::bind(config.http_addr)
         .await
         .with_context(|| format!("binding the HTTP API to {}", config.http_addr))?;
@@ -84,10 +93,12 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
     let node_id = config.node_id;
     let data_dir = config.data_dir.clone();
     tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {
-        let store = Store::open(&options).with_context(|| format!("opening storage in {}", data_dir.display()))?;
+        let store = Store::open(&options)
+            .with_context(|| format!("opening storage in {}", data_dir.display()))?;
         match store.get(Cf::Node, NODE_ID_KEY)? {
             Some(bytes) => {
-                let stored = u64::from_be_bytes(bytes.as_slice().try_into().context("corrupt node id")?);
+                let stored =
+                    u64::from_be_bytes(bytes.as_slice().try_into().context("corrupt node id")?);
                 anyhow::ensure!(
                     stored == node_id,
                     "data directory {} belongs to node {stored}, not node {node_id}",
@@ -96,7 +107,11 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
             }
             None => {
                 let mut writes = WriteSet::new();
-                writes.put(Cf::Node, NODE_ID_KEY.to_vec(), node_id.to_be_bytes().to_vec());
+                writes.put(
+                    Cf::Node,
+                    NODE_ID_KEY.to_vec(),
+                    node_id.to_be_bytes().to_vec(),
+                );
                 store.write(writes, true)?;
             }
         }

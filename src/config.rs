@@ -71,22 +71,35 @@ impl Default for Config {
 
 impl Default for RaftConfig {
     fn default() -> Self {
-        RaftConfig { heartbeat_interval_ms: 500, election_timeout_min_ms: 1500, election_timeout_max_ms: 3000 }
+        RaftConfig {
+            heartbeat_interval_ms: 500,
+            election_timeout_min_ms: 1500,
+            election_timeout_max_ms: 3000,
+        }
     }
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        StorageConfig { block_cache_bytes: 256 << 20, log_write_buffer_bytes: 64 << 20 }
+        StorageConfig {
+            block_cache_bytes: 256 << 20,
+            log_write_buffer_bytes: 64 << 20,
+        }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path}: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
@@ -94,8 +107,14 @@ pub enum ConfigError {
 impl Config {
     /// Defaults overlaid with a TOML file.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.into(), source })
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.into(),
+            source,
+        })
     }
 
     /// Checks what the types cannot.
@@ -104,7 +123,9 @@ impl Config {
             return Err(ConfigError::Invalid("node_id must be at least 1".into()));
         }
         if self.max_body_bytes < 1024 {
-            return Err(ConfigError::Invalid("max_body_bytes must be at least 1024".into()));
+            return Err(ConfigError::Invalid(
+                "max_body_bytes must be at least 1024".into(),
+            ));
         }
         if self.raft.election_timeout_min_ms <= self.raft.heartbeat_interval_ms
             || self.raft.election_timeout_max_ms <= self.raft.election_timeout_min_ms
@@ -139,7 +160,8 @@ mod tests {
 
     #[test]
     fn toml_overrides_defaults_and_rejects_unknown_keys() {
-        let config: Config = toml::from_str("node_id = 3\n[raft]\nheartbeat_interval_ms = 100\n").unwrap();
+        let config: Config =
+            toml::from_str("node_id = 3\n[raft]\nheartbeat_interval_ms = 100\n").unwrap();
         assert_eq!(config.node_id, 3);
         assert_eq!(config.raft.heartbeat_interval_ms, 100);
         assert_eq!(config.raft.election_timeout_min_ms, 1500);
@@ -148,7 +170,10 @@ mod tests {
 
     #[test]
     fn public_bind_needs_insecure() {
-        let mut config = Config { http_addr: "0.0.0.0:8080".parse().unwrap(), ..Config::default() };
+        let mut config = Config {
+            http_addr: "0.0.0.0:8080".parse().unwrap(),
+            ..Config::default()
+        };
         assert!(config.validate().is_err());
         config.insecure = true;
         config.validate().unwrap();

@@ -11,7 +11,11 @@ use herald::cli::{self, ConsumeArgs, ProduceArgs, ServerArg, TopicsCommand};
 use herald::config::Config;
 
 #[derive(Parser, Debug)]
-#[command(name = "herald", version, about = "A replicated message log served over HTTP")]
+#[command(
+    name = "herald",
+    version,
+    about = "A replicated message log served over HTTP"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -115,7 +119,9 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => {

@@ -28,16 +28,18 @@ where
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let (mut parts, body) = request.into_parts();
-        let ContentType(content_type) = match ContentType::from_request_parts(&mut parts, state).await {
-            Ok(content_type) => content_type,
-            Err(never) => match never {},
-        };
+        let ContentType(content_type) =
+            match ContentType::from_request_parts(&mut parts, state).await {
+                Ok(content_type) => content_type,
+                Err(never) => match never {},
+            };
         if !ContentType(content_type).is_json() {
             return Err(ApiError::unsupported_media_type(
                 "expected a request with `Content-Type: application/json`",
             ));
         }
-        let ApiBytes(bytes) = ApiBytes::from_request(Request::from_parts(parts, body), state).await?;
+        let ApiBytes(bytes) =
+            ApiBytes::from_request(Request::from_parts(parts, body), state).await?;
         json_from_bytes(&bytes).map(ApiJson)
     }
 }
@@ -152,7 +154,9 @@ impl From<PathRejection> for ApiError {
 pub fn json_from_bytes<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let first = bytes.iter().find(|byte| !byte.is_ascii_whitespace());
     if first.is_some_and(|&byte| byte != b'{') {
-        return Err(ApiError::invalid_request("the request body must be a JSON object"));
+        return Err(ApiError::invalid_request(
+            "the request body must be a JSON object",
+        ));
     }
     axum::Json::<T>::from_bytes(bytes)
         .map(|axum::Json(value)| value)

@@ -6,8 +6,11 @@ impl Broker {
     pub async fn cluster_info(&self) -> BrokerResult<ClusterInfo> {
         let cluster = self.cluster();
         let metadata = cluster.metadata();
-        let local_leads =
-            cluster.local_replicas().iter().filter(|replica| replica.leader() == Some(cluster.node_id())).count();
+        let local_leads = cluster
+            .local_replicas()
+            .iter()
+            .filter(|replica| replica.leader() == Some(cluster.node_id()))
+            .count();
         let nodes = metadata
             .nodes
             .iter()
@@ -15,11 +18,23 @@ impl Broker {
                 id,
                 http_addr: record.http_addr.clone(),
                 raft_addr: record.raft_addr.clone(),
-                status: if id == cluster.node_id() { "up".into() } else { "unknown".into() },
-                leader_of: if id == cluster.node_id() { local_leads as u32 } else { 0 },
+                status: if id == cluster.node_id() {
+                    "up".into()
+                } else {
+                    "unknown".into()
+                },
+                leader_of: if id == cluster.node_id() {
+                    local_leads as u32
+                } else {
+                    0
+                },
             })
             .collect();
-        Ok(ClusterInfo { cluster_id: metadata.cluster_id.clone().unwrap_or_default(), nodes, metadata_leader: cluster.metadata_leader() })
+        Ok(ClusterInfo {
+            cluster_id: metadata.cluster_id.clone().unwrap_or_default(),
+            nodes,
+            metadata_leader: cluster.metadata_leader(),
+        })
     }
 
     pub async fn readiness(&self) -> Readiness {
@@ -41,6 +56,9 @@ impl Broker {
                 }
             }
         }
-        Readiness { ready: reasons.is_empty(), reasons }
+        Readiness {
+            ready: reasons.is_empty(),
+            reasons,
+        }
     }
 }

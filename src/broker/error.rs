@@ -16,7 +16,11 @@ pub enum BrokerError {
     #[error("message of {size} bytes exceeds the topic's max_message_bytes of {max}")]
     MessageTooLarge { size: usize, max: u32 },
     #[error("offset {offset} is outside the log [{log_start_offset}, {high_watermark}]")]
-    OffsetOutOfRange { offset: u64, log_start_offset: u64, high_watermark: u64 },
+    OffsetOutOfRange {
+        offset: u64,
+        log_start_offset: u64,
+        high_watermark: u64,
+    },
     #[error("no leader is available for {0}; retry shortly")]
     NoLeader(String),
     #[error("the request timed out: {0}")]

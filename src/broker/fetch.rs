@@ -2,7 +2,9 @@
 
 use tokio::time::Instant;
 
-use super::{Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec};
+use super::{
+    Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec,
+};
 use crate::domain::batch::decode_batch;
 use crate::raft::{ReadLimits, Watermarks};
 
@@ -35,7 +37,11 @@ impl Broker {
         if from >= watermarks.high_watermark && !request.max_wait.is_zero() {
             let mut changes = replica.subscribe();
             let deadline = Instant::now() + request.max_wait;
-            let waited = tokio::time::timeout_at(deadline, changes.wait_for(|marks| marks.high_watermark > from)).await;
+            let waited = tokio::time::timeout_at(
+                deadline,
+                changes.wait_for(|marks| marks.high_watermark > from),
+            )
+            .await;
             if let Ok(Ok(marks)) = waited {
                 watermarks = *marks;
             } else {
@@ -46,13 +52,20 @@ impl Broker {
             return Err(out_of_range(watermarks));
         }
 
-        let limits = ReadLimits { max_records: max_messages, max_bytes: self.inner.options.fetch_max_bytes };
+        let limits = ReadLimits {
+            max_records: max_messages,
+            max_bytes: self.inner.options.fetch_max_bytes,
+        };
         let batches = replica.read(from, limits).await?;
         let mut messages = Vec::with_capacity(max_messages.min(1024));
         let mut bytes = 0usize;
         'batches: for batch in batches {
-            let (_, records) = decode_batch(&batch.bytes)
-                .map_err(|error| BrokerError::Internal(format!("stored batch at offset {}: {error}", batch.base_offset)))?;
+            let (_, records) = decode_batch(&batch.bytes).map_err(|error| {
+                BrokerError::Internal(format!(
+                    "stored batch at offset {}: {error}",
+                    batch.base_offset
+                ))
+            })?;
             for record in records {
                 let offset = batch.base_offset + u64::from(record.offset_delta);
                 if offset < from {
@@ -72,11 +85,15 @@ impl Broker {
                 }
             }
         }
-        let next_offset = messages.last().map(|message| message.offset + 1).unwrap_or(from);
+        let next_offset = messages
+            .last()
+            .map(|message| message.offset + 1)
+            .unwrap_or(from);
         let latest = replica.watermarks();
         metrics::counter!("herald_consumed_messages_total", "topic" => request.topic.clone())
             .increment(messages.len() as u64);
-        metrics::counter!("herald_consumed_bytes_total", "topic" => request.topic.clone()).increment(bytes as u64);
+        metrics::counter!("herald_consumed_bytes_total", "topic" => request.topic.clone())
+            .increment(bytes as u64);
         Ok(FetchResult {
             topic: request.topic,
             messages,
@@ -87,12 +104,19 @@ impl Broker {
     }
 
     /// The first offset whose timestamp is >= `timestamp`, or the high watermark if none.
-    pub async fn offset_for_timestamp(&self, topic: &str, partition: u32, timestamp: i64) -> BrokerResult<u64> {
+    pub async fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp: i64,
+    ) -> BrokerResult<u64> {
         let topic_meta = self.topic(topic)?;
         let assignment = self.assignment(&topic_meta, partition)?;
         let replica = self.replica(assignment).await?;
         let watermarks = replica.watermarks();
         let found = replica.offset_for_timestamp(timestamp).await?;
-        Ok(found.map(|offset| offset.max(watermarks.log_start_offset)).unwrap_or(watermarks.high_watermark))
+        Ok(found
+            .map(|offset| offset.max(watermarks.log_start_offset))
+            .unwrap_or(watermarks.high_watermark))
     }
 }

@@ -33,7 +33,10 @@ pub struct BrokerOptions {
 
 impl Default for BrokerOptions {
     fn default() -> Self {
-        BrokerOptions { fetch_max_bytes: 16 << 20, leader_wait: Duration::from_secs(10) }
+        BrokerOptions {
+            fetch_max_bytes: 16 << 20,
+            leader_wait: Duration::from_secs(10),
+        }
     }
 }
 
@@ -52,7 +55,13 @@ struct BrokerInner {
 
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
-        Broker { inner: Arc::new(BrokerInner { cluster, options, round_robin: AtomicU64::new(0) }) }
+        Broker {
+            inner: Arc::new(BrokerInner {
+                cluster,
+                options,
+                round_robin: AtomicU64::new(0),
+            }),
+        }
     }
 
     fn cluster(&self) -> &Cluster {
@@ -60,19 +69,37 @@ impl Broker {
     }
 
     fn topic(&self, name: &str) -> BrokerResult<TopicMeta> {
-        self.cluster().metadata().topics.get(name).cloned().ok_or_else(|| BrokerError::TopicNotFound(name.to_string()))
+        self.cluster()
+            .metadata()
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| BrokerError::TopicNotFound(name.to_string()))
     }
 
-    fn assignment<'t>(&self, topic: &'t TopicMeta, partition: u32) -> BrokerResult<&'t PartitionAssignment> {
+    fn assignment<'t>(
+        &self,
+        topic: &'t TopicMeta,
+        partition: u32,
+    ) -> BrokerResult<&'t PartitionAssignment> {
         topic
             .partitions
             .get(partition as usize)
-            .ok_or_else(|| BrokerError::PartitionNotFound { topic: topic.name.clone(), partition })
+            .ok_or_else(|| BrokerError::PartitionNotFound {
+                topic: topic.name.clone(),
+                partition,
+            })
     }
 
     /// The local replica of a partition, waiting a bounded time for it to start.
-    async fn replica(&self, assignment: &PartitionAssignment) -> BrokerResult<Arc<PartitionReplica>> {
-        Ok(self.cluster().replica(assignment.group_id, self.inner.options.leader_wait).await?)
+    async fn replica(
+        &self,
+        assignment: &PartitionAssignment,
+    ) -> BrokerResult<Arc<PartitionReplica>> {
+        Ok(self
+            .cluster()
+            .replica(assignment.group_id, self.inner.options.leader_wait)
+            .await?)
     }
 }
 
@@ -80,7 +107,9 @@ impl From<ClusterError> for BrokerError {
     fn from(error: ClusterError) -> Self {
         match error {
             ClusterError::Raft(raft) => raft.into(),
-            ClusterError::GroupUnavailable(group) => BrokerError::NoLeader(format!("partition group {group}")),
+            ClusterError::GroupUnavailable(group) => {
+                BrokerError::NoLeader(format!("partition group {group}"))
+            }
             ClusterError::Timeout(what) => BrokerError::Timeout(what),
         }
     }

@@ -30,7 +30,9 @@ impl Broker {
         acks: Acks,
     ) -> BrokerResult<Vec<ProducedOffset>> {
         if messages.is_empty() {
-            return Err(BrokerError::InvalidRequest("a produce request needs at least one message".into()));
+            return Err(BrokerError::InvalidRequest(
+                "a produce request needs at least one message".into(),
+            ));
         }
         if messages.len() > MAX_MESSAGES_PER_REQUEST {
             return Err(BrokerError::InvalidRequest(format!(
@@ -41,7 +43,10 @@ impl Broker {
         let partition_count = topic.partitions.len() as u32;
         let max_bytes = topic.config.max_message_bytes;
         let now = now_ms();
-        let round_robin_start = self.inner.round_robin.fetch_add(messages.len() as u64, Ordering::Relaxed);
+        let round_robin_start = self
+            .inner
+            .round_robin
+            .fetch_add(messages.len() as u64, Ordering::Relaxed);
 
         // Validate everything before writing anything: a bad message fails the whole request.
         let mut batches: Vec<Option<PartitionBatch>> = (0..partition_count).map(|_| None).collect();
@@ -51,14 +56,21 @@ impl Broker {
             let partition = match (message.partition, &message.key) {
                 (Some(partition), _) if partition < partition_count => partition,
                 (Some(partition), _) => {
-                    return Err(BrokerError::PartitionNotFound { topic: topic_name.to_string(), partition })
+                    return Err(BrokerError::PartitionNotFound {
+                        topic: topic_name.to_string(),
+                        partition,
+                    })
                 }
                 (None, Some(key)) => partition_for_key(key.as_bytes(), partition_count),
-                (None, None) => ((round_robin_start + position as u64) % u64::from(partition_count)) as u32,
+                (None, None) => {
+                    ((round_robin_start + position as u64) % u64::from(partition_count)) as u32
+                }
             };
             if let Some(timestamp) = message.timestamp {
                 if timestamp < 0 {
-                    return Err(BrokerError::InvalidRequest(format!("message {position}: timestamp must be >= 0")));
+                    return Err(BrokerError::InvalidRequest(format!(
+                        "message {position}: timestamp must be >= 0"
+                    )));
                 }
             }
             let batch = batches[partition as usize].get_or_insert_with(|| PartitionBatch {
@@ -75,7 +87,10 @@ impl Broker {
             };
             let size = record.size_bytes();
             if size > max_bytes as usize {
-                return Err(BrokerError::MessageTooLarge { size, max: max_bytes });
+                return Err(BrokerError::MessageTooLarge {
+                    size,
+                    max: max_bytes,
+                });
             }
             placements.push((partition, batch.records.len() as u64));
             batch.positions.push(position);
@@ -86,9 +101,19 @@ impl Broker {
         for batch in batches.into_iter().flatten() {
             let assignment = self.assignment(&topic, batch.partition)?;
             let replica = self.replica(assignment).await?;
-            let value_bytes: usize = batch.records.iter().map(|record| record.value.as_bytes().len()).sum();
-            let encoded = encode_batch(&batch.records, topic.config.compression, ProducerStamp::NONE)
-                .map_err(|error| BrokerError::InvalidRequest(format!("cannot encode the batch: {error}")))?;
+            let value_bytes: usize = batch
+                .records
+                .iter()
+                .map(|record| record.value.as_bytes().len())
+                .sum();
+            let encoded = encode_batch(
+                &batch.records,
+                topic.config.compression,
+                ProducerStamp::NONE,
+            )
+            .map_err(|error| {
+                BrokerError::InvalidRequest(format!("cannot encode the batch: {error}"))
+            })?;
             let (records, partition) = (batch.records.len(), batch.partition);
             appends.push(async move {
                 let (base_offset, _) = replica.append(encoded).await?;
@@ -103,7 +128,13 @@ impl Broker {
                     tracing::warn!(topic = topic_label, %error, "an acks=none produce failed");
                 }
             });
-            return Ok(placements.iter().map(|&(partition, _)| ProducedOffset { partition, offset: None }).collect());
+            return Ok(placements
+                .iter()
+                .map(|&(partition, _)| ProducedOffset {
+                    partition,
+                    offset: None,
+                })
+                .collect());
         }
 
         let appended = try_join_all(appends).await?;
@@ -121,7 +152,10 @@ impl Broker {
         debug_assert_eq!(placements.len(), count);
         Ok(placements
             .into_iter()
-            .map(|(partition, delta)| ProducedOffset { partition, offset: Some(base_offsets[partition as usize] + delta) })
+            .map(|(partition, delta)| ProducedOffset {
+                partition,
+                offset: Some(base_offsets[partition as usize] + delta),
+            })
             .collect())
     }
 }

@@ -1,6 +1,8 @@
 //! Topic administration: create, describe, grow, reconfigure, delete.
 
-use super::{Broker, BrokerError, BrokerResult, CreateTopic, PartitionInfo, TopicInfo, UpdateTopic};
+use super::{
+    Broker, BrokerError, BrokerResult, CreateTopic, PartitionInfo, TopicInfo, UpdateTopic,
+};
 use crate::cluster::placement::place_partitions;
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome, TopicMeta};
 use crate::domain::names::{is_internal, validate_name};
@@ -9,7 +11,9 @@ use crate::domain::TopicConfig;
 
 fn check_partitions(partitions: u32) -> BrokerResult<()> {
     if partitions == 0 || partitions > MAX_PARTITIONS {
-        return Err(BrokerError::InvalidRequest(format!("partitions must be between 1 and {MAX_PARTITIONS}")));
+        return Err(BrokerError::InvalidRequest(format!(
+            "partitions must be between 1 and {MAX_PARTITIONS}"
+        )));
     }
     Ok(())
 }
@@ -37,9 +41,16 @@ impl Broker {
             )));
         }
         check_partitions(request.partitions)?;
-        let config = TopicConfig::default().patched(&request.config).map_err(BrokerError::InvalidRequest)?;
-        let replicas = place_partitions(&self.node_ids(), 0, request.partitions, request.replication_factor)
+        let config = TopicConfig::default()
+            .patched(&request.config)
             .map_err(BrokerError::InvalidRequest)?;
+        let replicas = place_partitions(
+            &self.node_ids(),
+            0,
+            request.partitions,
+            request.replication_factor,
+        )
+        .map_err(BrokerError::InvalidRequest)?;
         let command = MetadataCommand::CreateTopic {
             name: request.name.clone(),
             replication_factor: request.replication_factor,
@@ -54,7 +65,12 @@ impl Broker {
 
     pub async fn list_topics(&self) -> BrokerResult<Vec<TopicInfo>> {
         let metadata = self.cluster().metadata();
-        Ok(metadata.topics.values().filter(|topic| !is_internal(&topic.name)).map(|topic| self.topic_info(topic)).collect())
+        Ok(metadata
+            .topics
+            .values()
+            .filter(|topic| !is_internal(&topic.name))
+            .map(|topic| self.topic_info(topic))
+            .collect())
     }
 
     pub async fn describe_topic(&self, name: &str) -> BrokerResult<TopicInfo> {
@@ -72,13 +88,21 @@ impl Broker {
                         "partitions can only grow: topic '{name}' has {current}, asked for {wanted}"
                     )));
                 }
-                place_partitions(&self.node_ids(), current, wanted - current, topic.replication_factor)
-                    .map_err(BrokerError::InvalidRequest)?
+                place_partitions(
+                    &self.node_ids(),
+                    current,
+                    wanted - current,
+                    topic.replication_factor,
+                )
+                .map_err(BrokerError::InvalidRequest)?
             }
             None => Vec::new(),
         };
         // Validate here too, for a clear error before anything is proposed.
-        topic.config.patched(&update.config).map_err(BrokerError::InvalidRequest)?;
+        topic
+            .config
+            .patched(&update.config)
+            .map_err(BrokerError::InvalidRequest)?;
         let command = MetadataCommand::UpdateTopic {
             name: name.to_string(),
             partitions: update.partitions,
@@ -92,9 +116,22 @@ impl Broker {
 
     pub async fn delete_topic(&self, name: &str) -> BrokerResult<()> {
         let topic = self.topic(name)?;
-        outcome(name, self.cluster().propose(MetadataCommand::DeleteTopic { name: name.to_string() }).await?)?;
-        let groups: Vec<u64> = topic.partitions.iter().map(|partition| partition.group_id).collect();
-        self.cluster().wait_until_gone(&groups, self.inner.options.leader_wait).await?;
+        outcome(
+            name,
+            self.cluster()
+                .propose(MetadataCommand::DeleteTopic {
+                    name: name.to_string(),
+                })
+                .await?,
+        )?;
+        let groups: Vec<u64> = topic
+            .partitions
+            .iter()
+            .map(|partition| partition.group_id)
+            .collect();
+        self.cluster()
+            .wait_until_gone(&groups, self.inner.options.leader_wait)
+            .await?;
         Ok(())
     }
 
@@ -102,7 +139,11 @@ impl Broker {
     /// right after creation does not fail.
     async fn wait_for_partitions(&self, name: &str) -> BrokerResult<()> {
         let topic = self.topic(name)?;
-        for assignment in topic.partitions.iter().filter(|p| p.replicas.contains(&self.cluster().node_id())) {
+        for assignment in topic
+            .partitions
+            .iter()
+            .filter(|p| p.replicas.contains(&self.cluster().node_id()))
+        {
             let replica = self.replica(assignment).await?;
             if replica.wait_for_leader().await.is_none() {
                 return Err(BrokerError::NoLeader(format!("topic '{name}'")));
@@ -118,13 +159,18 @@ impl Broker {
             .enumerate()
             .map(|(index, assignment)| {
                 let replica = self.cluster().local_replica(assignment.group_id);
-                let watermarks = replica.as_ref().map(|replica| replica.watermarks()).unwrap_or_default();
+                let watermarks = replica
+                    .as_ref()
+                    .map(|replica| replica.watermarks())
+                    .unwrap_or_default();
                 let leader = replica.as_ref().and_then(|replica| replica.leader());
                 PartitionInfo {
                     partition: index as u32,
                     leader,
                     replicas: assignment.replicas.clone(),
-                    in_sync: leader.map(|_| assignment.replicas.clone()).unwrap_or_default(),
+                    in_sync: leader
+                        .map(|_| assignment.replicas.clone())
+                        .unwrap_or_default(),
                     log_start_offset: watermarks.log_start_offset,
                     high_watermark: watermarks.high_watermark,
                 }

@@ -46,8 +46,16 @@ impl Cluster {
     /// Starts the metadata group, registers this node, starts its partition replicas, and
     /// keeps them in line with the metadata from then on.
     pub async fn start(options: ClusterOptions) -> Result<Arc<Cluster>, ClusterError> {
-        let node = NodeAddr { http_addr: options.http_addr.clone(), raft_addr: options.raft_addr.clone() };
-        let context = GroupContext { node_id: options.node_id, node, store: options.store, timing: options.timing };
+        let node = NodeAddr {
+            http_addr: options.http_addr.clone(),
+            raft_addr: options.raft_addr.clone(),
+        };
+        let context = GroupContext {
+            node_id: options.node_id,
+            node,
+            store: options.store,
+            timing: options.timing,
+        };
         let metadata = MetadataReplica::start(&context).await?;
         if metadata.wait_for_leader().await.is_none() {
             return Err(ClusterError::Timeout("a metadata leader".into()));
@@ -61,7 +69,11 @@ impl Cluster {
             reconcile_lock: tokio::sync::Mutex::new(()),
         });
         if cluster.metadata().cluster_id.is_none() {
-            cluster.propose(MetadataCommand::InitCluster { cluster_id: new_cluster_id(options.node_id) }).await?;
+            cluster
+                .propose(MetadataCommand::InitCluster {
+                    cluster_id: new_cluster_id(options.node_id),
+                })
+                .await?;
         }
         let registered = cluster.metadata().nodes.get(&options.node_id).cloned();
         let current = crate::domain::metadata::NodeRecord {
@@ -78,13 +90,21 @@ impl Cluster {
                 .await?;
         }
         cluster.reconcile().await;
-        tokio::spawn(Self::follow_metadata(Arc::downgrade(&cluster), cluster.metadata.subscribe()));
+        tokio::spawn(Self::follow_metadata(
+            Arc::downgrade(&cluster),
+            cluster.metadata.subscribe(),
+        ));
         Ok(cluster)
     }
 
-    async fn follow_metadata(cluster: std::sync::Weak<Cluster>, mut changes: watch::Receiver<Arc<MetadataState>>) {
+    async fn follow_metadata(
+        cluster: std::sync::Weak<Cluster>,
+        mut changes: watch::Receiver<Arc<MetadataState>>,
+    ) {
         while changes.changed().await.is_ok() {
-            let Some(cluster) = cluster.upgrade() else { return };
+            let Some(cluster) = cluster.upgrade() else {
+                return;
+            };
             cluster.reconcile().await;
         }
     }
@@ -102,8 +122,16 @@ impl Cluster {
             .collect();
         let (missing, removed): (Vec<u64>, Vec<Arc<PartitionReplica>>) = {
             let replicas = self.replicas.read();
-            let missing = wanted.iter().filter(|group| !replicas.contains_key(group)).copied().collect();
-            let removed = replicas.iter().filter(|(group, _)| !wanted.contains(group)).map(|(_, r)| r.clone()).collect();
+            let missing = wanted
+                .iter()
+                .filter(|group| !replicas.contains_key(group))
+                .copied()
+                .collect();
+            let removed = replicas
+                .iter()
+                .filter(|(group, _)| !wanted.contains(group))
+                .map(|(_, r)| r.clone())
+                .collect();
             (missing, removed)
         };
         for replica in removed {
@@ -151,7 +179,11 @@ impl Cluster {
 
     /// This node's replica of `group`, waiting up to `timeout` for the reconciler to start it
     /// (a partition created a moment ago).
-    pub async fn replica(&self, group: u64, timeout: Duration) -> Result<Arc<PartitionReplica>, ClusterError> {
+    pub async fn replica(
+        &self,
+        group: u64,
+        timeout: Duration,
+    ) -> Result<Arc<PartitionReplica>, ClusterError> {
         let mut version = self.replicas_version.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -166,11 +198,18 @@ impl Cluster {
     }
 
     /// Waits until no replica of the given groups runs here any more (after a delete).
-    pub async fn wait_until_gone(&self, groups: &[u64], timeout: Duration) -> Result<(), ClusterError> {
+    pub async fn wait_until_gone(
+        &self,
+        groups: &[u64],
+        timeout: Duration,
+    ) -> Result<(), ClusterError> {
         let mut version = self.replicas_version.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if groups.iter().all(|group| self.local_replica(*group).is_none()) {
+            if groups
+                .iter()
+                .all(|group| self.local_replica(*group).is_none())
+            {
                 return Ok(());
             }
             match tokio::time::timeout_at(deadline, version.changed()).await {
@@ -187,9 +226,16 @@ impl Cluster {
 
     /// Stops every group; storage is flushed by the caller afterwards.
     pub async fn shutdown(&self) {
-        let replicas: Vec<Arc<PartitionReplica>> = self.replicas.write().drain().map(|(_, replica)| replica).collect();
+        let replicas: Vec<Arc<PartitionReplica>> = self
+            .replicas
+            .write()
+            .drain()
+            .map(|(_, replica)| replica)
+            .collect();
         futures::stream::iter(replicas)
-            .for_each_concurrent(START_CONCURRENCY, |replica| async move { replica.shutdown().await })
+            .for_each_concurrent(START_CONCURRENCY, |replica| async move {
+                replica.shutdown().await
+            })
             .await;
         self.metadata.shutdown().await;
     }

@@ -23,7 +23,9 @@ pub fn place_partitions(
     let placements = (first_partition..first_partition + count)
         .map(|partition| {
             let start = partition as usize % sorted.len();
-            (0..factor).map(|replica| sorted[(start + replica) % sorted.len()]).collect()
+            (0..factor)
+                .map(|replica| sorted[(start + replica) % sorted.len()])
+                .collect()
         })
         .collect();
     Ok(placements)
@@ -35,7 +37,10 @@ mod tests {
 
     #[test]
     fn one_node_holds_every_partition() {
-        assert_eq!(place_partitions(&[1], 0, 3, 1).unwrap(), vec![vec![1], vec![1], vec![1]]);
+        assert_eq!(
+            place_partitions(&[1], 0, 3, 1).unwrap(),
+            vec![vec![1], vec![1], vec![1]]
+        );
     }
 
     #[test]

@@ -48,29 +48,61 @@ pub struct MetadataState {
 
 impl Default for MetadataState {
     fn default() -> Self {
-        MetadataState { cluster_id: None, topics: BTreeMap::new(), nodes: BTreeMap::new(), next_group_id: METADATA_GROUP + 1 }
+        MetadataState {
+            cluster_id: None,
+            topics: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            next_group_id: METADATA_GROUP + 1,
+        }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataCommand {
     /// Sets the cluster id unless one is set already.
-    InitCluster { cluster_id: String },
-    RegisterNode { node_id: u64, http_addr: String, raft_addr: String },
+    InitCluster {
+        cluster_id: String,
+    },
+    RegisterNode {
+        node_id: u64,
+        http_addr: String,
+        raft_addr: String,
+    },
     /// `replicas[p]` are partition p's replicas, chosen by the proposer.
-    CreateTopic { name: String, replication_factor: u16, config: TopicConfig, replicas: Vec<Vec<u64>>, created_at_ms: i64 },
+    CreateTopic {
+        name: String,
+        replication_factor: u16,
+        config: TopicConfig,
+        replicas: Vec<Vec<u64>>,
+        created_at_ms: i64,
+    },
     /// Grows partitions (with `new_replicas` for the added ones) and/or patches the config.
-    UpdateTopic { name: String, partitions: Option<u32>, config: TopicConfigPatch, new_replicas: Vec<Vec<u64>> },
-    DeleteTopic { name: String },
+    UpdateTopic {
+        name: String,
+        partitions: Option<u32>,
+        config: TopicConfigPatch,
+        new_replicas: Vec<Vec<u64>>,
+    },
+    DeleteTopic {
+        name: String,
+    },
 }
 
 impl std::fmt::Display for MetadataCommand {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            MetadataCommand::InitCluster { cluster_id } => write!(formatter, "init cluster {cluster_id}"),
-            MetadataCommand::RegisterNode { node_id, .. } => write!(formatter, "register node {node_id}"),
+            MetadataCommand::InitCluster { cluster_id } => {
+                write!(formatter, "init cluster {cluster_id}")
+            }
+            MetadataCommand::RegisterNode { node_id, .. } => {
+                write!(formatter, "register node {node_id}")
+            }
             MetadataCommand::CreateTopic { name, replicas, .. } => {
-                write!(formatter, "create topic {name} ({} partitions)", replicas.len())
+                write!(
+                    formatter,
+                    "create topic {name} ({} partitions)",
+                    replicas.len()
+                )
             }
             MetadataCommand::UpdateTopic { name, .. } => write!(formatter, "update topic {name}"),
             MetadataCommand::DeleteTopic { name } => write!(formatter, "delete topic {name}"),
@@ -94,16 +126,34 @@ impl MetadataState {
                 self.cluster_id.get_or_insert_with(|| cluster_id.clone());
                 MetadataOutcome::Done
             }
-            MetadataCommand::RegisterNode { node_id, http_addr, raft_addr } => {
-                self.nodes.insert(*node_id, NodeRecord { http_addr: http_addr.clone(), raft_addr: raft_addr.clone() });
+            MetadataCommand::RegisterNode {
+                node_id,
+                http_addr,
+                raft_addr,
+            } => {
+                self.nodes.insert(
+                    *node_id,
+                    NodeRecord {
+                        http_addr: http_addr.clone(),
+                        raft_addr: raft_addr.clone(),
+                    },
+                );
                 MetadataOutcome::Done
             }
-            MetadataCommand::CreateTopic { name, replication_factor, config, replicas, created_at_ms } => {
+            MetadataCommand::CreateTopic {
+                name,
+                replication_factor,
+                config,
+                replicas,
+                created_at_ms,
+            } => {
                 if self.topics.contains_key(name) {
                     return MetadataOutcome::TopicExists;
                 }
                 if replicas.is_empty() || replicas.len() > MAX_PARTITIONS as usize {
-                    return MetadataOutcome::Invalid(format!("partitions must be between 1 and {MAX_PARTITIONS}"));
+                    return MetadataOutcome::Invalid(format!(
+                        "partitions must be between 1 and {MAX_PARTITIONS}"
+                    ));
                 }
                 let partitions = self.assign_groups(replicas);
                 self.topics.insert(
@@ -118,7 +168,12 @@ impl MetadataState {
                 );
                 MetadataOutcome::Done
             }
-            MetadataCommand::UpdateTopic { name, partitions, config, new_replicas } => {
+            MetadataCommand::UpdateTopic {
+                name,
+                partitions,
+                config,
+                new_replicas,
+            } => {
                 let Some(topic) = self.topics.get(name) else {
                     return MetadataOutcome::TopicNotFound;
                 };
@@ -134,10 +189,14 @@ impl MetadataState {
                     ));
                 }
                 if wanted > MAX_PARTITIONS {
-                    return MetadataOutcome::Invalid(format!("partitions must be between 1 and {MAX_PARTITIONS}"));
+                    return MetadataOutcome::Invalid(format!(
+                        "partitions must be between 1 and {MAX_PARTITIONS}"
+                    ));
                 }
                 if new_replicas.len() != (wanted - current) as usize {
-                    return MetadataOutcome::Invalid("placement does not match the partition count".into());
+                    return MetadataOutcome::Invalid(
+                        "placement does not match the partition count".into(),
+                    );
                 }
                 let added = self.assign_groups(new_replicas);
                 let Some(topic) = self.topics.get_mut(name) else {
@@ -160,7 +219,10 @@ impl MetadataState {
             .map(|nodes| {
                 let group_id = self.next_group_id;
                 self.next_group_id += 1;
-                PartitionAssignment { group_id, replicas: nodes.clone() }
+                PartitionAssignment {
+                    group_id,
+                    replicas: nodes.clone(),
+                }
             })
             .collect()
     }
@@ -184,8 +246,15 @@ mod tests {
     fn create_assigns_fresh_groups_and_refuses_duplicates() {
         let mut state = MetadataState::default();
         assert_eq!(state.apply(&create("orders", 3)), MetadataOutcome::Done);
-        assert_eq!(state.apply(&create("orders", 1)), MetadataOutcome::TopicExists);
-        let groups: Vec<u64> = state.topics["orders"].partitions.iter().map(|p| p.group_id).collect();
+        assert_eq!(
+            state.apply(&create("orders", 1)),
+            MetadataOutcome::TopicExists
+        );
+        let groups: Vec<u64> = state.topics["orders"]
+            .partitions
+            .iter()
+            .map(|p| p.group_id)
+            .collect();
         assert_eq!(groups, vec![1, 2, 3]);
     }
 
@@ -193,11 +262,21 @@ mod tests {
     fn recreated_topic_never_reuses_group_ids() {
         let mut state = MetadataState::default();
         state.apply(&create("t", 2));
-        assert_eq!(state.apply(&MetadataCommand::DeleteTopic { name: "t".into() }), MetadataOutcome::Done);
+        assert_eq!(
+            state.apply(&MetadataCommand::DeleteTopic { name: "t".into() }),
+            MetadataOutcome::Done
+        );
         state.apply(&create("t", 2));
-        let groups: Vec<u64> = state.topics["t"].partitions.iter().map(|p| p.group_id).collect();
+        let groups: Vec<u64> = state.topics["t"]
+            .partitions
+            .iter()
+            .map(|p| p.group_id)
+            .collect();
         assert_eq!(groups, vec![3, 4]);
-        assert_eq!(state.apply(&MetadataCommand::DeleteTopic { name: "x".into() }), MetadataOutcome::TopicNotFound);
+        assert_eq!(
+            state.apply(&MetadataCommand::DeleteTopic { name: "x".into() }),
+            MetadataOutcome::TopicNotFound
+        );
     }
 
     #[test]
@@ -214,7 +293,10 @@ mod tests {
         let grow = MetadataCommand::UpdateTopic {
             name: "t".into(),
             partitions: Some(4),
-            config: TopicConfigPatch { retention_ms: Some(1000), ..Default::default() },
+            config: TopicConfigPatch {
+                retention_ms: Some(1000),
+                ..Default::default()
+            },
             new_replicas: vec![vec![1], vec![1]],
         };
         assert_eq!(state.apply(&grow), MetadataOutcome::Done);
@@ -223,10 +305,16 @@ mod tests {
         let bad = MetadataCommand::UpdateTopic {
             name: "t".into(),
             partitions: None,
-            config: TopicConfigPatch { retention_ms: Some(-7), ..Default::default() },
+            config: TopicConfigPatch {
+                retention_ms: Some(-7),
+                ..Default::default()
+            },
             new_replicas: vec![],
         };
         assert!(matches!(state.apply(&bad), MetadataOutcome::Invalid(_)));
-        assert_eq!(state.topics["t"].config.retention_ms, 1000, "a refused update changes nothing");
+        assert_eq!(
+            state.topics["t"].config.retention_ms, 1000,
+            "a refused update changes nothing"
+        );
     }
 }

@@ -87,13 +87,18 @@ impl TopicConfig {
         let mut next = self.clone();
         if let Some(value) = patch.retention_ms {
             if value < -1 || value == 0 {
-                return Err("config.retention_ms must be -1 (forever) or a positive number of ms".into());
+                return Err(
+                    "config.retention_ms must be -1 (forever) or a positive number of ms".into(),
+                );
             }
             next.retention_ms = value;
         }
         if let Some(value) = patch.retention_bytes {
             if value < -1 || value == 0 {
-                return Err("config.retention_bytes must be -1 (unlimited) or a positive number of bytes".into());
+                return Err(
+                    "config.retention_bytes must be -1 (unlimited) or a positive number of bytes"
+                        .into(),
+                );
             }
             next.retention_bytes = value;
         }

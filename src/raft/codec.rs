@@ -10,7 +10,9 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, std::io::Error> {
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, std::io::Error> {
-    postcard::from_bytes(bytes).map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("decode: {error}")))
+    postcard::from_bytes(bytes).map_err(|error| {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, format!("decode: {error}"))
+    })
 }
 
 pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, std::io::Error> {

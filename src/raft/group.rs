@@ -34,7 +34,11 @@ pub struct RaftTiming {
 
 impl Default for RaftTiming {
     fn default() -> Self {
-        RaftTiming { heartbeat_interval_ms: 500, election_timeout_min_ms: 1500, election_timeout_max_ms: 3000 }
+        RaftTiming {
+            heartbeat_interval_ms: 500,
+            election_timeout_min_ms: 1500,
+            election_timeout_max_ms: 3000,
+        }
     }
 }
 
@@ -58,7 +62,10 @@ fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
         max_in_snapshot_log_to_keep: u64::MAX,
         ..Default::default()
     };
-    let config = config.validate().map_err(|error| RaftLayerError::Fatal { group: 0, reason: error.to_string() })?;
+    let config = config.validate().map_err(|error| RaftLayerError::Fatal {
+        group: 0,
+        reason: error.to_string(),
+    })?;
     Ok(Arc::new(config))
 }
 
@@ -69,11 +76,25 @@ async fn start_raft<A: GroupApplier>(
 ) -> Result<(Raft<TypeConfig, GroupStateMachine<A>>, Duration), RaftLayerError> {
     let state_machine = GroupStateMachine::open(group, context.store.clone(), applier).await?;
     let log_store = LogStore::new(group, context.store.clone());
-    let raft = Raft::new(context.node_id, raft_config(context.timing)?, NetworkFactory, log_store, state_machine)
+    let raft = Raft::new(
+        context.node_id,
+        raft_config(context.timing)?,
+        NetworkFactory,
+        log_store,
+        state_machine,
+    )
+    .await
+    .map_err(|fatal| RaftLayerError::Fatal {
+        group,
+        reason: fatal.to_string(),
+    })?;
+    let initialized = raft
+        .is_initialized()
         .await
-        .map_err(|fatal| RaftLayerError::Fatal { group, reason: fatal.to_string() })?;
-    let initialized =
-        raft.is_initialized().await.map_err(|fatal| RaftLayerError::Fatal { group, reason: fatal.to_string() })?;
+        .map_err(|fatal| RaftLayerError::Fatal {
+            group,
+            reason: fatal.to_string(),
+        })?;
     if !initialized {
         // A new group on this node: this node is its single voter.
         let members = BTreeMap::from([(context.node_id, context.node.clone())]);
@@ -81,17 +102,31 @@ async fn start_raft<A: GroupApplier>(
             tracing::debug!(group, %error, "group already initialized");
         }
     }
-    Ok((raft, Duration::from_millis(context.timing.election_timeout_max_ms)))
+    Ok((
+        raft,
+        Duration::from_millis(context.timing.election_timeout_max_ms),
+    ))
 }
 
-fn write_error(group: u64, error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> RaftLayerError {
+fn write_error(
+    group: u64,
+    error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
+) -> RaftLayerError {
     match error {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => match forward.leader_id {
-            Some(leader) => RaftLayerError::NotLeader { group, leader: Some(leader) },
-            None => RaftLayerError::NoLeader { group },
-        },
+        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+            match forward.leader_id {
+                Some(leader) => RaftLayerError::NotLeader {
+                    group,
+                    leader: Some(leader),
+                },
+                None => RaftLayerError::NoLeader { group },
+            }
+        }
         RaftError::APIError(other) => RaftLayerError::Rejected(other.to_string()),
-        RaftError::Fatal(fatal) => RaftLayerError::Fatal { group, reason: fatal.to_string() },
+        RaftError::Fatal(fatal) => RaftLayerError::Fatal {
+            group,
+            reason: fatal.to_string(),
+        },
     }
 }
 
@@ -106,7 +141,11 @@ where
         if let Some(leader) = metrics.borrow_watched().current_leader {
             return Some(leader);
         }
-        if tokio::time::timeout_at(deadline, metrics.changed()).await.ok()?.is_err() {
+        if tokio::time::timeout_at(deadline, metrics.changed())
+            .await
+            .ok()?
+            .is_err()
+        {
             return None;
         }
     }
@@ -133,7 +172,13 @@ impl PartitionReplica {
         let applier = PartitionApplier::new(group);
         let watermarks = applier.watermarks();
         let (raft, leader_wait) = start_raft(context, group, applier).await?;
-        Ok(PartitionReplica { group, raft, watermarks, store: context.store.clone(), leader_wait })
+        Ok(PartitionReplica {
+            group,
+            raft,
+            watermarks,
+            store: context.store.clone(),
+            leader_wait,
+        })
     }
 
     pub fn group(&self) -> u64 {
@@ -142,11 +187,20 @@ impl PartitionReplica {
 
     /// Replicates one stored batch; answers its base offset once applied (durable on a quorum).
     pub async fn append(&self, batch: Bytes) -> Result<(u64, u32), RaftLayerError> {
-        let response = self.raft.client_write(RaftRequest::Append { batch }).await.map_err(|e| write_error(self.group, e))?;
+        let response = self
+            .raft
+            .client_write(RaftRequest::Append { batch })
+            .await
+            .map_err(|e| write_error(self.group, e))?;
         match response.data {
-            RaftResponse::Appended { base_offset, offset_span } => Ok((base_offset, offset_span)),
+            RaftResponse::Appended {
+                base_offset,
+                offset_span,
+            } => Ok((base_offset, offset_span)),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Metadata(_) => Err(RaftLayerError::Rejected("unexpected metadata answer".into())),
+            RaftResponse::Metadata(_) => Err(RaftLayerError::Rejected(
+                "unexpected metadata answer".into(),
+            )),
         }
     }
 
@@ -168,12 +222,26 @@ impl PartitionReplica {
     }
 
     /// Batches from `from_offset` to the high watermark, within `limits`.
-    pub async fn read(&self, from_offset: u64, limits: ReadLimits) -> Result<Vec<StoredBatch>, RaftLayerError> {
-        let (store, group, high_watermark) = (self.store.clone(), self.group, self.watermarks().high_watermark);
-        blocking(move || partition_reader::read_batches(&store, group, from_offset, high_watermark, limits)).await
+    pub async fn read(
+        &self,
+        from_offset: u64,
+        limits: ReadLimits,
+    ) -> Result<Vec<StoredBatch>, RaftLayerError> {
+        let (store, group, high_watermark) = (
+            self.store.clone(),
+            self.group,
+            self.watermarks().high_watermark,
+        );
+        blocking(move || {
+            partition_reader::read_batches(&store, group, from_offset, high_watermark, limits)
+        })
+        .await
     }
 
-    pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>, RaftLayerError> {
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<u64>, RaftLayerError> {
         let (store, group) = (self.store.clone(), self.group);
         blocking(move || partition_reader::offset_for_timestamp(&store, group, timestamp)).await
     }
@@ -213,16 +281,28 @@ impl MetadataReplica {
         let applier = MetadataApplier::new();
         let state = applier.subscribe();
         let (raft, leader_wait) = start_raft(context, METADATA_GROUP, applier).await?;
-        Ok(MetadataReplica { raft, state, leader_wait })
+        Ok(MetadataReplica {
+            raft,
+            state,
+            leader_wait,
+        })
     }
 
-    pub async fn propose(&self, command: MetadataCommand) -> Result<MetadataOutcome, RaftLayerError> {
-        let response =
-            self.raft.client_write(RaftRequest::Metadata(command)).await.map_err(|e| write_error(METADATA_GROUP, e))?;
+    pub async fn propose(
+        &self,
+        command: MetadataCommand,
+    ) -> Result<MetadataOutcome, RaftLayerError> {
+        let response = self
+            .raft
+            .client_write(RaftRequest::Metadata(command))
+            .await
+            .map_err(|e| write_error(METADATA_GROUP, e))?;
         match response.data {
             RaftResponse::Metadata(outcome) => Ok(outcome),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Appended { .. } => Err(RaftLayerError::Rejected("unexpected append answer".into())),
+            RaftResponse::Appended { .. } => {
+                Err(RaftLayerError::Rejected("unexpected append answer".into()))
+            }
         }
     }
 

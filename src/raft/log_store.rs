@@ -46,14 +46,21 @@ impl LogStore {
         &self,
         tag: u8,
     ) -> Result<Option<T>, std::io::Error> {
-        self.blocking(move |store, group| match store.get(Cf::RaftState, &keys::group_tag(group, tag))? {
-            Some(bytes) => Ok(Some(codec::decode(&bytes)?)),
-            None => Ok(None),
+        self.blocking(move |store, group| {
+            match store.get(Cf::RaftState, &keys::group_tag(group, tag))? {
+                Some(bytes) => Ok(Some(codec::decode(&bytes)?)),
+                None => Ok(None),
+            }
         })
         .await
     }
 
-    async fn write_state<T: serde::Serialize>(&self, tag: u8, value: &T, sync: bool) -> Result<(), std::io::Error> {
+    async fn write_state<T: serde::Serialize>(
+        &self,
+        tag: u8,
+        value: &T,
+        sync: bool,
+    ) -> Result<(), std::io::Error> {
         let bytes = codec::encode(value)?;
         self.blocking(move |store, group| {
             let mut set = WriteSet::new();
@@ -65,25 +72,35 @@ impl LogStore {
 }
 
 /// Reads entries `[start, end)` of `group`; stops at the first gap after the first entry.
-pub(crate) fn read_entries(store: &Store, group: u64, start: u64, end: u64) -> Result<Vec<Entry>, std::io::Error> {
+pub(crate) fn read_entries(
+    store: &Store,
+    group: u64,
+    start: u64,
+    end: u64,
+) -> Result<Vec<Entry>, std::io::Error> {
     let mut entries = Vec::new();
     if start >= end {
         return Ok(entries);
     }
     let mut expected = start;
     let mut hole = None;
-    store.scan(Cf::RaftLog, &keys::group_u64(group, start), &keys::group_u64(group, end), |key, value| {
-        let Some((_, index)) = keys::decode_group_u64(key) else {
-            return Ok(false);
-        };
-        if !entries.is_empty() && index != expected {
-            hole = Some((expected, index));
-            return Ok(false);
-        }
-        entries.push(codec::decode_entry(value)?);
-        expected = index + 1;
-        Ok(true)
-    })?;
+    store.scan(
+        Cf::RaftLog,
+        &keys::group_u64(group, start),
+        &keys::group_u64(group, end),
+        |key, value| {
+            let Some((_, index)) = keys::decode_group_u64(key) else {
+                return Ok(false);
+            };
+            if !entries.is_empty() && index != expected {
+                hole = Some((expected, index));
+                return Ok(false);
+            }
+            entries.push(codec::decode_entry(value)?);
+            expected = index + 1;
+            Ok(true)
+        },
+    )?;
     if let Some((expected, found)) = hole {
         return Err(std::io::Error::other(format!(
             "raft log of group {group} has a hole: expected index {expected}, found {found}"
@@ -112,7 +129,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, std::io::Error> {
         let (start, end) = bounds(&range);
-        self.blocking(move |store, group| read_entries(store, group, start, end)).await
+        self.blocking(move |store, group| read_entries(store, group, start, end))
+            .await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, std::io::Error> {
@@ -127,14 +145,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let last_purged_log_id: Option<LogId> = self.read_state(TAG_PURGED).await?;
         let last = self
             .blocking(|store, group| {
-                match store.last_in_range(Cf::RaftLog, &keys::group_start(group), &keys::group_end(group))? {
+                match store.last_in_range(
+                    Cf::RaftLog,
+                    &keys::group_start(group),
+                    &keys::group_end(group),
+                )? {
                     Some((_, value)) => Ok(Some(codec::decode_entry(&value)?.log_id)),
                     None => Ok(None),
                 }
             })
             .await?;
-        let last_log_id = last.or_else(|| last_purged_log_id.clone());
-        Ok(LogState { last_purged_log_id, last_log_id })
+        let last_log_id = last.or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -151,10 +176,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, std::io::Error> {
-        Ok(self.read_state::<Option<LogId>>(TAG_COMMITTED).await?.flatten())
+        Ok(self
+            .read_state::<Option<LogId>>(TAG_COMMITTED)
+            .await?
+            .flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> Result<(), std::io::Error>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<TypeConfig>,
+    ) -> Result<(), std::io::Error>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -165,9 +197,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             set.put(Cf::RaftLog, key.to_vec(), codec::encode_entry(&entry)?);
         }
         metrics::counter!("herald_raft_log_appended_bytes_total").increment(set.bytes() as u64);
-        self.blocking(move |store, _| Ok(store.write(set, false)?)).await?;
+        self.blocking(move |store, _| Ok(store.write(set, false)?))
+            .await?;
         // Visible now; durable once the syncer's next fsync covers it.
-        self.store.sync_then(Box::new(move |outcome| callback.io_completed(outcome)));
+        self.store
+            .sync_then(Box::new(move |outcome| callback.io_completed(outcome)));
         Ok(())
     }
 
@@ -175,7 +209,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let from = last_log_id.map(|log_id| log_id.index + 1).unwrap_or(0);
         self.blocking(move |store, group| {
             let mut set = WriteSet::new();
-            set.delete_range(Cf::RaftLog, keys::group_u64(group, from).to_vec(), keys::group_end(group).to_vec());
+            set.delete_range(
+                Cf::RaftLog,
+                keys::group_u64(group, from).to_vec(),
+                keys::group_end(group).to_vec(),
+            );
             Ok(store.write(set, false)?)
         })
         .await

@@ -20,7 +20,11 @@ pub struct MetadataApplier {
 
 impl MetadataApplier {
     pub fn new() -> Self {
-        MetadataApplier { state: MetadataState::default(), published: watch::Sender::new(Arc::default()), dirty: true }
+        MetadataApplier {
+            state: MetadataState::default(),
+            published: watch::Sender::new(Arc::default()),
+            dirty: true,
+        }
     }
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataState>> {
@@ -35,13 +39,20 @@ impl Default for MetadataApplier {
 }
 
 impl GroupApplier for MetadataApplier {
-    fn apply(&mut self, _index: u64, request: &RaftRequest, _writes: &mut WriteSet) -> RaftResponse {
+    fn apply(
+        &mut self,
+        _index: u64,
+        request: &RaftRequest,
+        _writes: &mut WriteSet,
+    ) -> RaftResponse {
         match request {
             RaftRequest::Metadata(command) => {
                 self.dirty = true;
                 RaftResponse::Metadata(self.state.apply(command))
             }
-            RaftRequest::Append { .. } => RaftResponse::Rejected("the metadata group takes no appends".into()),
+            RaftRequest::Append { .. } => {
+                RaftResponse::Rejected("the metadata group takes no appends".into())
+            }
         }
     }
 

@@ -6,7 +6,9 @@ use std::future::Future;
 
 use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
 use openraft::{OptionalSend, RaftNetworkV2};
 
 use super::types::{NodeAddr, Snapshot, TypeConfig, Vote};
@@ -38,7 +40,9 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         _rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        Err(RPCError::Unreachable(Unreachable::new(&NoTransport(self.target))))
+        Err(RPCError::Unreachable(Unreachable::new(&NoTransport(
+            self.target,
+        ))))
     }
 
     async fn vote(
@@ -46,7 +50,9 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         _rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        Err(RPCError::Unreachable(Unreachable::new(&NoTransport(self.target))))
+        Err(RPCError::Unreachable(Unreachable::new(&NoTransport(
+            self.target,
+        ))))
     }
 
     async fn full_snapshot(
@@ -56,6 +62,8 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        Err(StreamingError::Unreachable(Unreachable::new(&NoTransport(self.target))))
+        Err(StreamingError::Unreachable(Unreachable::new(&NoTransport(
+            self.target,
+        ))))
     }
 }

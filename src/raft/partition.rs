@@ -35,7 +35,11 @@ pub struct PartitionApplier {
 
 impl PartitionApplier {
     pub fn new(group: u64) -> Self {
-        PartitionApplier { group, progress: PartitionProgress::default(), watermarks: watch::Sender::new(Watermarks::default()) }
+        PartitionApplier {
+            group,
+            progress: PartitionProgress::default(),
+            watermarks: watch::Sender::new(Watermarks::default()),
+        }
     }
 
     pub fn watermarks(&self) -> watch::Receiver<Watermarks> {
@@ -56,12 +60,27 @@ impl GroupApplier for PartitionApplier {
         };
         let base_offset = self.progress.next_offset;
         self.progress.next_offset += u64::from(header.offset_span);
-        writes.put(Cf::OffsetIndex, keys::group_u64(self.group, base_offset).to_vec(), index.to_be_bytes().to_vec());
-        if self.progress.max_timestamp.is_none_or(|max| header.max_timestamp > max) {
+        writes.put(
+            Cf::OffsetIndex,
+            keys::group_u64(self.group, base_offset).to_vec(),
+            index.to_be_bytes().to_vec(),
+        );
+        if self
+            .progress
+            .max_timestamp
+            .is_none_or(|max| header.max_timestamp > max)
+        {
             self.progress.max_timestamp = Some(header.max_timestamp);
-            writes.put(Cf::TimeIndex, keys::time_index(self.group, header.max_timestamp, base_offset).to_vec(), Vec::new());
+            writes.put(
+                Cf::TimeIndex,
+                keys::time_index(self.group, header.max_timestamp, base_offset).to_vec(),
+                Vec::new(),
+            );
         }
-        RaftResponse::Appended { base_offset, offset_span: header.offset_span }
+        RaftResponse::Appended {
+            base_offset,
+            offset_span: header.offset_span,
+        }
     }
 
     fn encode_state(&self) -> Result<Vec<u8>, io::Error> {
@@ -74,7 +93,10 @@ impl GroupApplier for PartitionApplier {
     }
 
     fn publish(&mut self) {
-        let next = Watermarks { log_start_offset: self.progress.log_start_offset, high_watermark: self.progress.next_offset };
+        let next = Watermarks {
+            log_start_offset: self.progress.log_start_offset,
+            high_watermark: self.progress.next_offset,
+        };
         self.watermarks.send_if_modified(|current| {
             let changed = *current != next;
             *current = next;

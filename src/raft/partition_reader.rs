@@ -28,16 +28,22 @@ pub struct ReadLimits {
 
 fn batch_at_raft_index(store: &Store, group: u64, raft_index: u64) -> Result<Bytes, io::Error> {
     let Some(value) = store.get(Cf::RaftLog, &keys::group_u64(group, raft_index))? else {
-        return Err(io::Error::other(format!("group {group}: indexed raft entry {raft_index} is missing")));
+        return Err(io::Error::other(format!(
+            "group {group}: indexed raft entry {raft_index} is missing"
+        )));
     };
     match codec::decode_entry(&value)?.payload {
         EntryPayload::Normal(RaftRequest::Append { batch }) => Ok(batch),
-        _ => Err(io::Error::other(format!("group {group}: raft entry {raft_index} holds no batch"))),
+        _ => Err(io::Error::other(format!(
+            "group {group}: raft entry {raft_index} holds no batch"
+        ))),
     }
 }
 
 fn raft_index_of(value: &[u8]) -> Result<u64, io::Error> {
-    let bytes: [u8; 8] = value.try_into().map_err(|_| io::Error::other("malformed offset index entry"))?;
+    let bytes: [u8; 8] = value
+        .try_into()
+        .map_err(|_| io::Error::other("malformed offset index entry"))?;
     Ok(u64::from_be_bytes(bytes))
 }
 
@@ -63,25 +69,38 @@ pub fn read_batches(
         None => keys::group_u64(group, from_offset).to_vec(),
     };
     let (mut records, mut bytes) = (0usize, 0usize);
-    store.scan(Cf::OffsetIndex, &start_key, &keys::group_u64(group, high_watermark), |key, value| {
-        let Some((_, base_offset)) = keys::decode_group_u64(key) else {
-            return Ok(false);
-        };
-        let batch_bytes = batch_at_raft_index(store, group, raft_index_of(value)?)?;
-        let header = batch::decode_header(&batch_bytes).map_err(|error| io::Error::other(error.to_string()))?;
-        let end = base_offset + u64::from(header.offset_span);
-        if end > from_offset {
-            records += end.saturating_sub(from_offset.max(base_offset)) as usize;
-            bytes += batch_bytes.len();
-            batches.push(StoredBatch { base_offset, bytes: batch_bytes });
-        }
-        Ok(records < limits.max_records && bytes < limits.max_bytes)
-    })?;
+    store.scan(
+        Cf::OffsetIndex,
+        &start_key,
+        &keys::group_u64(group, high_watermark),
+        |key, value| {
+            let Some((_, base_offset)) = keys::decode_group_u64(key) else {
+                return Ok(false);
+            };
+            let batch_bytes = batch_at_raft_index(store, group, raft_index_of(value)?)?;
+            let header = batch::decode_header(&batch_bytes)
+                .map_err(|error| io::Error::other(error.to_string()))?;
+            let end = base_offset + u64::from(header.offset_span);
+            if end > from_offset {
+                records += end.saturating_sub(from_offset.max(base_offset)) as usize;
+                bytes += batch_bytes.len();
+                batches.push(StoredBatch {
+                    base_offset,
+                    bytes: batch_bytes,
+                });
+            }
+            Ok(records < limits.max_records && bytes < limits.max_bytes)
+        },
+    )?;
     Ok(batches)
 }
 
 /// The first offset whose timestamp is at least `timestamp`, if any applied message has one.
-pub fn offset_for_timestamp(store: &Store, group: u64, timestamp: i64) -> Result<Option<u64>, io::Error> {
+pub fn offset_for_timestamp(
+    store: &Store,
+    group: u64,
+    timestamp: i64,
+) -> Result<Option<u64>, io::Error> {
     let Some((key, _)) = store.first_at_or_after(
         Cf::TimeIndex,
         &keys::time_index(group, timestamp, 0),
@@ -93,11 +112,15 @@ pub fn offset_for_timestamp(store: &Store, group: u64, timestamp: i64) -> Result
     let Some(base_offset) = keys::decode_time_index(group, &key) else {
         return Ok(None);
     };
-    let Some(index_value) = store.get(Cf::OffsetIndex, &keys::group_u64(group, base_offset))? else {
-        return Err(io::Error::other(format!("group {group}: time index points at unindexed offset {base_offset}")));
+    let Some(index_value) = store.get(Cf::OffsetIndex, &keys::group_u64(group, base_offset))?
+    else {
+        return Err(io::Error::other(format!(
+            "group {group}: time index points at unindexed offset {base_offset}"
+        )));
     };
     let batch_bytes = batch_at_raft_index(store, group, raft_index_of(&index_value)?)?;
-    let (_, records) = batch::decode_batch(&batch_bytes).map_err(|error| io::Error::other(error.to_string()))?;
+    let (_, records) =
+        batch::decode_batch(&batch_bytes).map_err(|error| io::Error::other(error.to_string()))?;
     // The indexed batch is where the running maximum first reached `timestamp`, so no earlier
     // batch has a message this late, and this one has at least one.
     Ok(records
@@ -110,7 +133,11 @@ pub fn offset_for_timestamp(store: &Store, group: u64, timestamp: i64) -> Result
 pub fn destroy_group(store: &Store, group: u64) -> Result<(), io::Error> {
     let mut writes = crate::storage::WriteSet::new();
     for cf in [Cf::RaftLog, Cf::RaftState, Cf::OffsetIndex, Cf::TimeIndex] {
-        writes.delete_range(cf, keys::group_start(group).to_vec(), keys::group_end(group).to_vec());
+        writes.delete_range(
+            cf,
+            keys::group_start(group).to_vec(),
+            keys::group_end(group).to_vec(),
+        );
     }
     store.write(writes, false)?;
     for cf in [Cf::RaftLog, Cf::OffsetIndex, Cf::TimeIndex] {

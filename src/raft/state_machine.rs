@@ -11,7 +11,9 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::codec;
-use super::types::{LogId, RaftRequest, RaftResponse, Snapshot, SnapshotMeta, StoredMembership, TypeConfig};
+use super::types::{
+    LogId, RaftRequest, RaftResponse, Snapshot, SnapshotMeta, StoredMembership, TypeConfig,
+};
 use crate::storage::{keys, Cf, Store, WriteSet};
 
 const TAG_STATE: u8 = 10;
@@ -48,9 +50,11 @@ impl<A: GroupApplier> GroupStateMachine<A> {
     /// Opens the state machine of `group`, restoring what was applied before a restart.
     pub async fn open(group: u64, store: Store, mut applier: A) -> Result<Self, io::Error> {
         let reader = store.clone();
-        let record = tokio::task::spawn_blocking(move || reader.get(Cf::RaftState, &keys::group_tag(group, TAG_STATE)))
-            .await
-            .map_err(io::Error::other)??;
+        let record = tokio::task::spawn_blocking(move || {
+            reader.get(Cf::RaftState, &keys::group_tag(group, TAG_STATE))
+        })
+        .await
+        .map_err(io::Error::other)??;
         let record: StateRecord = match record {
             Some(bytes) => codec::decode(&bytes)?,
             None => StateRecord::default(),
@@ -59,12 +63,18 @@ impl<A: GroupApplier> GroupStateMachine<A> {
             applier.restore_state(&record.state)?;
         }
         applier.publish();
-        Ok(GroupStateMachine { group, store, last_applied: record.last_applied, membership: record.membership, applier })
+        Ok(GroupStateMachine {
+            group,
+            store,
+            last_applied: record.last_applied,
+            membership: record.membership,
+            applier,
+        })
     }
 
     fn record(&self) -> Result<StateRecord, io::Error> {
         Ok(StateRecord {
-            last_applied: self.last_applied.clone(),
+            last_applied: self.last_applied,
             membership: self.membership.clone(),
             state: self.applier.encode_state()?,
         })
@@ -84,12 +94,14 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
     type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
-        Ok((self.last_applied.clone(), self.membership.clone()))
+        Ok((self.last_applied, self.membership.clone()))
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
     where
-        Strm: futures::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + OptionalSend,
+        Strm: futures::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>>
+            + Unpin
+            + OptionalSend,
     {
         let mut writes = WriteSet::new();
         let mut replies = Vec::new();
@@ -98,18 +110,27 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
             let response = match &entry.payload {
                 EntryPayload::Blank => None,
                 EntryPayload::Membership(membership) => {
-                    self.membership = StoredMembership::new(Some(entry.log_id.clone()), membership.clone());
+                    self.membership = StoredMembership::new(Some(entry.log_id), membership.clone());
                     None
                 }
-                EntryPayload::Normal(request) => Some(self.applier.apply(entry.log_id.index, request, &mut writes)),
+                EntryPayload::Normal(request) => {
+                    Some(self.applier.apply(entry.log_id.index, request, &mut writes))
+                }
             };
-            self.last_applied = Some(entry.log_id.clone());
+            self.last_applied = Some(entry.log_id);
             if let Some(responder) = responder {
-                replies.push((responder, response.unwrap_or(RaftResponse::Rejected("not a command".into()))));
+                replies.push((
+                    responder,
+                    response.unwrap_or(RaftResponse::Rejected("not a command".into())),
+                ));
             }
         }
         let record = codec::encode(&self.record()?)?;
-        writes.put(Cf::RaftState, keys::group_tag(self.group, TAG_STATE).to_vec(), record);
+        writes.put(
+            Cf::RaftState,
+            keys::group_tag(self.group, TAG_STATE).to_vec(),
+            record,
+        );
         self.write(writes).await?;
         self.applier.publish();
         for (responder, response) in replies {
@@ -123,20 +144,28 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
             group: self.group,
             store: self.store.clone(),
             meta: SnapshotMeta {
-                last_log_id: self.last_applied.clone(),
+                last_log_id: self.last_applied,
                 last_membership: self.membership.clone(),
             },
             record: self.record().and_then(|record| codec::encode(&record)),
         }
     }
 
-    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Vec<u8>) -> Result<(), io::Error> {
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Vec<u8>,
+    ) -> Result<(), io::Error> {
         let record: StateRecord = codec::decode(&snapshot)?;
         self.applier.restore_state(&record.state)?;
-        self.last_applied = meta.last_log_id.clone();
+        self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         let mut writes = WriteSet::new();
-        writes.put(Cf::RaftState, keys::group_tag(self.group, TAG_STATE).to_vec(), codec::encode(&self.record()?)?);
+        writes.put(
+            Cf::RaftState,
+            keys::group_tag(self.group, TAG_STATE).to_vec(),
+            codec::encode(&self.record()?)?,
+        );
         writes.put(
             Cf::RaftState,
             keys::group_tag(self.group, TAG_SNAPSHOT).to_vec(),
@@ -149,9 +178,11 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         let (store, group) = (self.store.clone(), self.group);
-        let stored = tokio::task::spawn_blocking(move || store.get(Cf::RaftState, &keys::group_tag(group, TAG_SNAPSHOT)))
-            .await
-            .map_err(io::Error::other)??;
+        let stored = tokio::task::spawn_blocking(move || {
+            store.get(Cf::RaftState, &keys::group_tag(group, TAG_SNAPSHOT))
+        })
+        .await
+        .map_err(io::Error::other)??;
         match stored {
             Some(bytes) => {
                 let (meta, snapshot): (SnapshotMeta, Vec<u8>) = codec::decode(&bytes)?;
@@ -182,11 +213,18 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let (store, group) = (self.store.clone(), self.group);
         tokio::task::spawn_blocking(move || {
             let mut writes = WriteSet::new();
-            writes.put(Cf::RaftState, keys::group_tag(group, TAG_SNAPSHOT).to_vec(), stored);
+            writes.put(
+                Cf::RaftState,
+                keys::group_tag(group, TAG_SNAPSHOT).to_vec(),
+                stored,
+            );
             store.write(writes, false)
         })
         .await
         .map_err(io::Error::other)??;
-        Ok(Snapshot { meta, snapshot: data })
+        Ok(Snapshot {
+            meta,
+            snapshot: data,
+        })
     }
 }

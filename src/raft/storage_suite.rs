@@ -16,17 +16,28 @@ fn storage_error<E: std::error::Error + 'static>(error: &E) -> StorageError<Type
     StorageError::read(openraft::errors::ErrorSource::from_error(error))
 }
 
-impl StoreBuilder<TypeConfig, LogStore, GroupStateMachine<PartitionApplier>, tempfile::TempDir> for RocksBuilder {
+impl StoreBuilder<TypeConfig, LogStore, GroupStateMachine<PartitionApplier>, tempfile::TempDir>
+    for RocksBuilder
+{
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore, GroupStateMachine<PartitionApplier>), StorageError<TypeConfig>> {
+    ) -> Result<
+        (
+            tempfile::TempDir,
+            LogStore,
+            GroupStateMachine<PartitionApplier>,
+        ),
+        StorageError<TypeConfig>,
+    > {
         let dir = tempfile::tempdir().map_err(|error| storage_error(&error))?;
-        let store = Store::open(&StoreOptions::new(dir.path())).map_err(|error| storage_error(&error))?;
+        let store =
+            Store::open(&StoreOptions::new(dir.path())).map_err(|error| storage_error(&error))?;
         // A group id other than 0 checks that keys are really scoped by group.
         let group = 42;
-        let state_machine = GroupStateMachine::open(group, store.clone(), PartitionApplier::new(group))
-            .await
-            .map_err(|error| storage_error(&error))?;
+        let state_machine =
+            GroupStateMachine::open(group, store.clone(), PartitionApplier::new(group))
+                .await
+                .map_err(|error| storage_error(&error))?;
         Ok((dir, LogStore::new(group, store), state_machine))
     }
 }

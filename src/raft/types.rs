@@ -39,7 +39,10 @@ impl fmt::Display for RaftRequest {
 pub enum RaftResponse {
     Metadata(MetadataOutcome),
     /// The batch's first offset and how many offsets it took.
-    Appended { base_offset: u64, offset_span: u32 },
+    Appended {
+        base_offset: u64,
+        offset_span: u32,
+    },
     /// The command was refused deterministically (e.g. a corrupt batch, a wrong group kind).
     Rejected(String),
 }

@@ -4,11 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rocksdb::{ColumnFamilyDescriptor, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    ColumnFamilyDescriptor, Direction, IteratorMode, Options, ReadOptions, WriteBatch,
+    WriteOptions, DB,
+};
 
 use super::syncer::{SyncCallback, Syncer};
 use super::write_set::WriteOp;
 use super::{Cf, StorageError, WriteSet};
+
+/// A key and its value, as read back.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// Tuning of the RocksDB instance.
 #[derive(Debug, Clone)]
@@ -22,7 +28,11 @@ pub struct StoreOptions {
 
 impl StoreOptions {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        StoreOptions { path: path.into(), log_write_buffer_bytes: 64 << 20, block_cache_bytes: 256 << 20 }
+        StoreOptions {
+            path: path.into(),
+            log_write_buffer_bytes: 64 << 20,
+            block_cache_bytes: 256 << 20,
+        }
     }
 }
 
@@ -65,7 +75,11 @@ impl Store {
             cf_options.set_block_based_table_factory(&table);
             ColumnFamilyDescriptor::new(cf.name(), cf_options)
         });
-        let db = Arc::new(DB::open_cf_descriptors(&db_options, &options.path, descriptors)?);
+        let db = Arc::new(DB::open_cf_descriptors(
+            &db_options,
+            &options.path,
+            descriptors,
+        )?);
         let syncer = Arc::new(Syncer::start(&db)?);
         Ok(Store { db, syncer })
     }
@@ -91,7 +105,9 @@ impl Store {
             match op {
                 WriteOp::Put(cf, key, value) => batch.put_cf(self.handle(cf)?, key, value),
                 WriteOp::Delete(cf, key) => batch.delete_cf(self.handle(cf)?, key),
-                WriteOp::DeleteRange(cf, from, to) => batch.delete_range_cf(self.handle(cf)?, from, to),
+                WriteOp::DeleteRange(cf, from, to) => {
+                    batch.delete_range_cf(self.handle(cf)?, from, to)
+                }
             }
         }
         let mut write_options = WriteOptions::default();
@@ -113,7 +129,10 @@ impl Store {
     }
 
     pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        Ok(self.db.get_pinned_cf(self.handle(cf)?, key)?.map(|value| value.to_vec()))
+        Ok(self
+            .db
+            .get_pinned_cf(self.handle(cf)?, key)?
+            .map(|value| value.to_vec()))
     }
 
     /// Visits keys in `[from, to)` in order until `visit` returns false.
@@ -126,7 +145,11 @@ impl Store {
     ) -> Result<(), StorageError> {
         let mut read_options = ReadOptions::default();
         read_options.set_iterate_upper_bound(to.to_vec());
-        let iter = self.db.iterator_cf_opt(self.handle(cf)?, read_options, IteratorMode::From(from, Direction::Forward));
+        let iter = self.db.iterator_cf_opt(
+            self.handle(cf)?,
+            read_options,
+            IteratorMode::From(from, Direction::Forward),
+        );
         for item in iter {
             let (key, value) = item?;
             if !visit(&key, &value)? {
@@ -137,7 +160,12 @@ impl Store {
     }
 
     /// The last entry with a key in `[from, at]`, if any.
-    pub fn last_at_or_before(&self, cf: Cf, from: &[u8], at: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StorageError> {
+    pub fn last_at_or_before(
+        &self,
+        cf: Cf,
+        from: &[u8],
+        at: &[u8],
+    ) -> Result<Option<KeyValue>, StorageError> {
         let mut read_options = ReadOptions::default();
         read_options.set_iterate_lower_bound(from.to_vec());
         let mut iter = self.db.raw_iterator_cf_opt(self.handle(cf)?, read_options);
@@ -152,7 +180,12 @@ impl Store {
     }
 
     /// The first entry with a key in `[at, to)`, if any.
-    pub fn first_at_or_after(&self, cf: Cf, at: &[u8], to: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StorageError> {
+    pub fn first_at_or_after(
+        &self,
+        cf: Cf,
+        at: &[u8],
+        to: &[u8],
+    ) -> Result<Option<KeyValue>, StorageError> {
         let mut found = None;
         self.scan(cf, at, to, |key, value| {
             found = Some((key.to_vec(), value.to_vec()));
@@ -162,7 +195,12 @@ impl Store {
     }
 
     /// The last entry with a key in `[from, to)`, if any.
-    pub fn last_in_range(&self, cf: Cf, from: &[u8], to: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StorageError> {
+    pub fn last_in_range(
+        &self,
+        cf: Cf,
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<Option<KeyValue>, StorageError> {
         let mut read_options = ReadOptions::default();
         read_options.set_iterate_lower_bound(from.to_vec());
         read_options.set_iterate_upper_bound(to.to_vec());
@@ -179,7 +217,8 @@ impl Store {
 
     /// Asks RocksDB to compact a key range, so deleted data gives its disk space back.
     pub fn compact_range(&self, cf: Cf, from: &[u8], to: &[u8]) -> Result<(), StorageError> {
-        self.db.compact_range_cf(self.handle(cf)?, Some(from), Some(to));
+        self.db
+            .compact_range_cf(self.handle(cf)?, Some(from), Some(to));
         Ok(())
     }
 

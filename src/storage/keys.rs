@@ -69,8 +69,14 @@ mod tests {
             .map(|&(group, index)| group_u64(group, index))
             .collect();
         keys.sort();
-        let decoded: Vec<(u64, u64)> = keys.iter().map(|key| decode_group_u64(key).unwrap()).collect();
-        assert_eq!(decoded, vec![(0, u64::MAX), (1, 2), (1, 256), (1, 300), (2, 0)]);
+        let decoded: Vec<(u64, u64)> = keys
+            .iter()
+            .map(|key| decode_group_u64(key).unwrap())
+            .collect();
+        assert_eq!(
+            decoded,
+            vec![(0, u64::MAX), (1, 2), (1, 256), (1, 300), (2, 0)]
+        );
     }
 
     #[test]
@@ -92,7 +98,10 @@ mod tests {
             time_index(3, i64::MAX, 20),
         ];
         keys.sort();
-        let offsets: Vec<u64> = keys.iter().map(|key| decode_time_index(3, key).unwrap()).collect();
+        let offsets: Vec<u64> = keys
+            .iter()
+            .map(|key| decode_time_index(3, key).unwrap())
+            .collect();
         assert_eq!(offsets, vec![0, 1, 2, 10, 20]);
         assert_eq!(decode_time_index(4, &keys[0]), None);
     }

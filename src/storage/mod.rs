@@ -31,7 +31,13 @@ pub enum Cf {
 }
 
 impl Cf {
-    pub const ALL: [Cf; 5] = [Cf::RaftLog, Cf::RaftState, Cf::OffsetIndex, Cf::TimeIndex, Cf::Node];
+    pub const ALL: [Cf; 5] = [
+        Cf::RaftLog,
+        Cf::RaftState,
+        Cf::OffsetIndex,
+        Cf::TimeIndex,
+        Cf::Node,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {

@@ -26,17 +26,27 @@ impl Syncer {
     pub(super) fn start(db: &Arc<DB>) -> Result<Syncer, StorageError> {
         let (sender, receiver) = mpsc::channel::<SyncCallback>();
         let db = Arc::downgrade(db);
-        let thread = thread::Builder::new().name("herald-wal-sync".into()).spawn(move || run(db, receiver))?;
-        Ok(Syncer { sender: Some(sender), thread: Some(thread) })
+        let thread = thread::Builder::new()
+            .name("herald-wal-sync".into())
+            .spawn(move || run(db, receiver))?;
+        Ok(Syncer {
+            sender: Some(sender),
+            thread: Some(thread),
+        })
     }
 
     pub(super) fn enqueue(&self, callback: SyncCallback) {
         let refused = match &self.sender {
-            Some(sender) => sender.send(callback).err().map(|mpsc::SendError(callback)| callback),
+            Some(sender) => sender
+                .send(callback)
+                .err()
+                .map(|mpsc::SendError(callback)| callback),
             None => Some(callback),
         };
         if let Some(callback) = refused {
-            callback(Err(std::io::Error::other(StorageError::SyncerStopped.to_string())));
+            callback(Err(std::io::Error::other(
+                StorageError::SyncerStopped.to_string(),
+            )));
         }
     }
 }
@@ -69,7 +79,9 @@ fn run(db: Weak<DB>, receiver: mpsc::Receiver<SyncCallback>) {
             Ok(()) => pending.drain(..).for_each(|callback| callback(Ok(()))),
             Err(message) => {
                 tracing::error!(error = %message, "WAL fsync failed");
-                pending.drain(..).for_each(|callback| callback(Err(std::io::Error::other(message.clone()))));
+                pending
+                    .drain(..)
+                    .for_each(|callback| callback(Err(std::io::Error::other(message.clone()))));
             }
         }
     }

@@ -32,7 +32,8 @@ impl WriteSet {
 
     /// Deletes keys in `[from, to)`.
     pub fn delete_range(&mut self, cf: Cf, from: impl Into<Vec<u8>>, to: impl Into<Vec<u8>>) {
-        self.ops.push(WriteOp::DeleteRange(cf, from.into(), to.into()));
+        self.ops
+            .push(WriteOp::DeleteRange(cf, from.into(), to.into()));
     }
 
     pub fn is_empty(&self) -> bool {
