@@ -24,6 +24,9 @@ pub struct Config {
     pub fetch_max_bytes: usize,
     /// How long a request waits for a partition's leader (e.g. during startup) before 503.
     pub leader_wait_ms: u64,
+    /// How many `acks=none` produce requests may still be writing in the background; past it,
+    /// such requests wait (backpressure) instead of buffering without bound.
+    pub max_unacknowledged_produces: usize,
     /// How long a graceful shutdown waits for in-flight requests.
     pub shutdown_grace_ms: u64,
     /// Allows binding the client API to a non-loopback address without authentication.
@@ -61,6 +64,7 @@ impl Default for Config {
             max_body_bytes: 16 << 20,
             fetch_max_bytes: 16 << 20,
             leader_wait_ms: 10_000,
+            max_unacknowledged_produces: 1024,
             shutdown_grace_ms: 10_000,
             insecure: false,
             raft: RaftConfig::default(),

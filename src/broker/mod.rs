@@ -18,6 +18,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
 use crate::cluster::{Cluster, ClusterError};
 use crate::domain::metadata::{PartitionAssignment, TopicMeta};
 use crate::raft::{PartitionReplica, RaftLayerError};
@@ -29,6 +31,8 @@ pub struct BrokerOptions {
     pub fetch_max_bytes: usize,
     /// How long a request waits for a partition's replica or leader before giving up.
     pub leader_wait: Duration,
+    /// How many `acks=none` produce requests may be in flight at once.
+    pub max_unacknowledged_produces: usize,
 }
 
 impl Default for BrokerOptions {
@@ -36,6 +40,7 @@ impl Default for BrokerOptions {
         BrokerOptions {
             fetch_max_bytes: 16 << 20,
             leader_wait: Duration::from_secs(10),
+            max_unacknowledged_produces: 1024,
         }
     }
 }
@@ -51,15 +56,20 @@ struct BrokerInner {
     options: BrokerOptions,
     /// Spreads unkeyed messages over partitions.
     round_robin: AtomicU64,
+    /// Bounds the `acks=none` produces still being written in the background: past the bound a
+    /// client waits, so a flood of fire-and-forget requests cannot pile up in memory.
+    unacknowledged: Arc<Semaphore>,
 }
 
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
+        let unacknowledged = Arc::new(Semaphore::new(options.max_unacknowledged_produces));
         Broker {
             inner: Arc::new(BrokerInner {
                 cluster,
                 options,
                 round_robin: AtomicU64::new(0),
+                unacknowledged,
             }),
         }
     }

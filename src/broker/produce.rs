@@ -123,7 +123,15 @@ impl Broker {
 
         if acks == Acks::None {
             let topic_label = topic_name.to_string();
+            let permit = self
+                .inner
+                .unacknowledged
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| BrokerError::Unavailable("the broker is shutting down".into()))?;
             tokio::spawn(async move {
+                let _permit = permit;
                 if let Err(error) = try_join_all(appends).await {
                     tracing::warn!(topic = topic_label, %error, "an acks=none produce failed");
                 }
