@@ -3,6 +3,7 @@
 //! One fsync thus serves as many writes as arrived while the previous one ran, which is what
 //! lets a node take far more than the ~6,000 synced writes/s a disk allows one writer.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Weak};
 use std::thread;
@@ -20,19 +21,28 @@ pub type SyncCallback = Box<dyn FnOnce(Result<(), std::io::Error>) + Send>;
 pub(super) struct Syncer {
     sender: Option<mpsc::Sender<SyncCallback>>,
     thread: Option<thread::JoinHandle<()>>,
+    /// How many fsyncs ran: compared with the writes they served, the group-commit factor.
+    fsyncs: Arc<AtomicU64>,
 }
 
 impl Syncer {
     pub(super) fn start(db: &Arc<DB>) -> Result<Syncer, StorageError> {
         let (sender, receiver) = mpsc::channel::<SyncCallback>();
         let db = Arc::downgrade(db);
+        let fsyncs = Arc::new(AtomicU64::new(0));
+        let counter = fsyncs.clone();
         let thread = thread::Builder::new()
             .name("herald-wal-sync".into())
-            .spawn(move || run(db, receiver))?;
+            .spawn(move || run(db, receiver, counter))?;
         Ok(Syncer {
             sender: Some(sender),
             thread: Some(thread),
+            fsyncs,
         })
+    }
+
+    pub(super) fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
     }
 
     pub(super) fn enqueue(&self, callback: SyncCallback) {
@@ -62,7 +72,7 @@ impl Drop for Syncer {
     }
 }
 
-fn run(db: Weak<DB>, receiver: mpsc::Receiver<SyncCallback>) {
+fn run(db: Weak<DB>, receiver: mpsc::Receiver<SyncCallback>, fsyncs: Arc<AtomicU64>) {
     let mut pending = Vec::new();
     // Ends when every sender (every Store clone) is gone.
     while let Ok(first) = receiver.recv() {
@@ -70,7 +80,10 @@ fn run(db: Weak<DB>, receiver: mpsc::Receiver<SyncCallback>) {
         pending.extend(receiver.try_iter());
         let started = std::time::Instant::now();
         let outcome = match db.upgrade() {
-            Some(db) => db.flush_wal(true).map_err(|error| error.to_string()),
+            Some(db) => {
+                fsyncs.fetch_add(1, Ordering::Relaxed);
+                db.flush_wal(true).map_err(|error| error.to_string())
+            }
             None => Err(StorageError::SyncerStopped.to_string()),
         };
         metrics::histogram!("herald_storage_fsync_seconds").record(started.elapsed().as_secs_f64());
