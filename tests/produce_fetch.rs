@@ -599,3 +599,55 @@ async fn offset_for_timestamp() {
     // The other partition is still empty.
     assert_eq!(server.offset_for_timestamp("clock", 1, 0).await, 0);
 }
+
+/// Concurrent requests for one partition are merged into shared raft entries: each still gets
+/// its own offsets, contiguous and in its own order, and every value lands where it was told.
+#[tokio::test]
+async fn concurrent_produces_to_one_partition_get_distinct_contiguous_offsets() {
+    let server = Server::start().await;
+    server.create_topic("merged", 1).await;
+    let requests = 40;
+    let per_request = 5;
+    let answers = futures::future::join_all((0..requests).map(|request| {
+        let server = &server;
+        async move {
+            let messages: Vec<Value> = (0..per_request)
+                .map(|index| json!({"value": format!("r{request}-m{index}")}))
+                .collect();
+            let offsets = server
+                .produce_ok("merged", &json!({ "messages": messages }))
+                .await;
+            (request, offsets)
+        }
+    }))
+    .await;
+
+    let mut expected = BTreeMap::new();
+    for (request, offsets) in answers {
+        assert_eq!(offsets.len(), per_request);
+        for (index, (partition, offset)) in offsets.iter().enumerate() {
+            assert_eq!(*partition, 0);
+            if index > 0 {
+                assert_eq!(
+                    *offset,
+                    offsets[index - 1].1 + 1,
+                    "a request's offsets are contiguous"
+                );
+            }
+            let previous = expected.insert(*offset, format!("\"r{request}-m{index}\""));
+            assert!(previous.is_none(), "offset {offset} was answered twice");
+        }
+    }
+    let all: BTreeSet<u64> = expected.keys().copied().collect();
+    assert_eq!(all, (0..(requests * per_request) as u64).collect());
+    let stored = server.read_all("merged", 0).await;
+    assert_eq!(stored.len(), requests * per_request);
+    for message in &stored {
+        assert_eq!(
+            message.value_text(),
+            expected[&message.offset],
+            "offset {}",
+            message.offset
+        );
+    }
+}

@@ -4,6 +4,7 @@
 //! DTO; everything that orchestrates (placement, partition choice, waiting for replicas,
 //! long polls) happens here or below.
 
+mod appender;
 mod cluster_info;
 pub mod error;
 mod fetch;
@@ -59,6 +60,8 @@ struct BrokerInner {
     /// Bounds the `acks=none` produces still being written in the background: past the bound a
     /// client waits, so a flood of fire-and-forget requests cannot pile up in memory.
     unacknowledged: Arc<Semaphore>,
+    /// Merges concurrent produce requests per partition into shared raft entries.
+    appenders: appender::Appenders,
 }
 
 impl Broker {
@@ -70,6 +73,7 @@ impl Broker {
                 options,
                 round_robin: AtomicU64::new(0),
                 unacknowledged,
+                appenders: appender::Appenders::default(),
             }),
         }
     }

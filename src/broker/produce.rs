@@ -7,7 +7,6 @@ use futures::future::try_join_all;
 
 use super::topics::now_ms;
 use super::{Acks, Broker, BrokerError, BrokerResult, ProduceMessage, ProducedOffset};
-use crate::domain::batch::{encode_batch, ProducerStamp};
 use crate::domain::partitioner::partition_for_key;
 use crate::domain::Record;
 
@@ -106,17 +105,16 @@ impl Broker {
                 .iter()
                 .map(|record| record.value.as_bytes().len())
                 .sum();
-            let encoded = encode_batch(
-                &batch.records,
-                topic.config.compression,
-                ProducerStamp::NONE,
-            )
-            .map_err(|error| {
-                BrokerError::InvalidRequest(format!("cannot encode the batch: {error}"))
-            })?;
             let (records, partition) = (batch.records.len(), batch.partition);
+            let appended = self.inner.appenders.for_group(assignment.group_id).submit(
+                replica,
+                batch.records,
+                topic.config.compression,
+            );
             appends.push(async move {
-                let (base_offset, _) = replica.append(encoded).await?;
+                let base_offset = appended.await.map_err(|_| {
+                    BrokerError::Internal("the partition appender stopped".into())
+                })??;
                 Ok::<_, BrokerError>((partition, base_offset, records, value_bytes))
             });
         }

@@ -132,6 +132,7 @@ impl Broker {
         self.cluster()
             .wait_until_gone(&groups, self.inner.options.leader_wait)
             .await?;
+        self.inner.appenders.forget(&groups);
         Ok(())
     }
 

@@ -1,0 +1,140 @@
+//! Server-side batching: concurrent produce requests for one partition share one raft entry.
+//!
+//! While a partition's append is being replicated, requests for it queue up; when it is done,
+//! everything queued goes out as the next batch. Under load, many requests cost one raft entry,
+//! one RocksDB write and one share of an fsync instead of one each; an idle partition adds no
+//! delay, since the first request starts a batch at once. Each request still gets its own
+//! contiguous offsets, in the order the requests arrived.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use super::BrokerError;
+use crate::domain::batch::{encode_batch, ProducerStamp};
+use crate::domain::{Compression, Record};
+use crate::raft::PartitionReplica;
+
+/// The most record bytes merged into one raft entry; a single larger request still goes alone.
+const MAX_MERGED_BYTES: usize = 8 << 20;
+
+/// The base offset a request's records got, or why they were not written.
+pub(super) type AppendOutcome = Result<u64, BrokerError>;
+
+/// One appender per partition group on this node.
+#[derive(Default)]
+pub(super) struct Appenders {
+    by_group: Mutex<HashMap<u64, Arc<PartitionAppender>>>,
+}
+
+impl Appenders {
+    pub(super) fn for_group(&self, group: u64) -> Arc<PartitionAppender> {
+        self.by_group.lock().entry(group).or_default().clone()
+    }
+
+    pub(super) fn forget(&self, groups: &[u64]) {
+        let mut by_group = self.by_group.lock();
+        groups.iter().for_each(|group| {
+            by_group.remove(group);
+        });
+    }
+}
+
+#[derive(Default)]
+pub(super) struct PartitionAppender {
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<Pending>,
+    draining: bool,
+}
+
+struct Pending {
+    records: Vec<Record>,
+    bytes: usize,
+    compression: Compression,
+    done: oneshot::Sender<AppendOutcome>,
+}
+
+impl PartitionAppender {
+    /// Queues one request's records for `replica`; the receiver yields their base offset.
+    pub(super) fn submit(
+        self: &Arc<Self>,
+        replica: Arc<PartitionReplica>,
+        records: Vec<Record>,
+        compression: Compression,
+    ) -> oneshot::Receiver<AppendOutcome> {
+        let (done, outcome) = oneshot::channel();
+        let bytes = records.iter().map(Record::size_bytes).sum();
+        let start_draining = {
+            let mut queue = self.queue.lock();
+            queue.pending.push(Pending {
+                records,
+                bytes,
+                compression,
+                done,
+            });
+            !std::mem::replace(&mut queue.draining, true)
+        };
+        if start_draining {
+            tokio::spawn(self.clone().drain(replica));
+        }
+        outcome
+    }
+
+    /// Appends queued requests, batch after batch, until the queue is empty.
+    async fn drain(self: Arc<Self>, replica: Arc<PartitionReplica>) {
+        loop {
+            let taken = {
+                let mut queue = self.queue.lock();
+                if queue.pending.is_empty() {
+                    queue.draining = false;
+                    return;
+                }
+                let mut bytes = 0;
+                let count = queue
+                    .pending
+                    .iter()
+                    .take_while(|pending| {
+                        let fits = bytes == 0 || bytes + pending.bytes <= MAX_MERGED_BYTES;
+                        bytes += pending.bytes;
+                        fits
+                    })
+                    .count();
+                queue.pending.drain(..count).collect::<Vec<_>>()
+            };
+            append_merged(&replica, taken).await;
+        }
+    }
+}
+
+/// Writes several requests' records as one batch and tells each where its records landed.
+async fn append_merged(replica: &PartitionReplica, taken: Vec<Pending>) {
+    let compression = taken[0].compression;
+    let total = taken.iter().map(|pending| pending.records.len()).sum();
+    let mut merged = Vec::with_capacity(total);
+    let mut waiters = Vec::with_capacity(taken.len());
+    for pending in taken {
+        waiters.push((merged.len() as u64, pending.done));
+        for mut record in pending.records {
+            record.offset_delta = merged.len() as u32;
+            merged.push(record);
+        }
+    }
+    let outcome = match encode_batch(&merged, compression, ProducerStamp::NONE) {
+        Ok(batch) => replica
+            .append(batch)
+            .await
+            .map(|(base_offset, _)| base_offset)
+            .map_err(BrokerError::from),
+        Err(error) => Err(BrokerError::Internal(format!("encoding a batch: {error}"))),
+    };
+    for (start, done) in waiters {
+        // A requester that gave up (its client went away) no longer listens; nothing to do.
+        let _ = done.send(outcome.clone().map(|base_offset| base_offset + start));
+    }
+}
