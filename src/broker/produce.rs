@@ -13,10 +13,9 @@ use crate::domain::Record;
 /// The most messages one produce request may carry.
 pub const MAX_MESSAGES_PER_REQUEST: usize = 100_000;
 
-/// The messages of one request bound for one partition, with their places in the request.
+/// The messages of one request bound for one partition, in request order.
 struct PartitionBatch {
     partition: u32,
-    positions: Vec<usize>,
     records: Vec<Record>,
 }
 
@@ -50,7 +49,6 @@ impl Broker {
         // Validate everything before writing anything: a bad message fails the whole request.
         let mut batches: Vec<Option<PartitionBatch>> = (0..partition_count).map(|_| None).collect();
         let mut placements = Vec::with_capacity(messages.len());
-        let count = messages.len();
         for (position, message) in messages.into_iter().enumerate() {
             let partition = match (message.partition, &message.key) {
                 (Some(partition), _) if partition < partition_count => partition,
@@ -74,7 +72,6 @@ impl Broker {
             }
             let batch = batches[partition as usize].get_or_insert_with(|| PartitionBatch {
                 partition,
-                positions: Vec::new(),
                 records: Vec::new(),
             });
             let record = Record {
@@ -92,7 +89,6 @@ impl Broker {
                 });
             }
             placements.push((partition, batch.records.len() as u64));
-            batch.positions.push(position);
             batch.records.push(record);
         }
 
@@ -155,7 +151,6 @@ impl Broker {
             .increment(total_messages as u64);
         metrics::counter!("herald_produced_bytes_total", "topic" => topic_name.to_string())
             .increment(total_bytes as u64);
-        debug_assert_eq!(placements.len(), count);
         Ok(placements
             .into_iter()
             .map(|(partition, delta)| ProducedOffset {
