@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use crate::cluster::{Cluster, ClusterError};
-use crate::domain::metadata::{PartitionAssignment, TopicMeta};
+use crate::domain::metadata::{MetadataState, PartitionAssignment, TopicMeta};
 use crate::raft::{PartitionReplica, RaftLayerError};
 
 /// Limits and waits of the broker, from the node configuration.
@@ -43,6 +43,21 @@ impl Default for BrokerOptions {
             leader_wait: Duration::from_secs(10),
             max_unacknowledged_produces: 1024,
         }
+    }
+}
+
+/// A topic as of one metadata version; the version is immutable, so the topic stays there.
+struct TopicRef {
+    metadata: Arc<MetadataState>,
+    name: String,
+}
+
+impl std::ops::Deref for TopicRef {
+    type Target = TopicMeta;
+
+    fn deref(&self) -> &TopicMeta {
+        // Checked when the reference was made, and `metadata` never changes.
+        &self.metadata.topics[&self.name]
     }
 }
 
@@ -82,13 +97,17 @@ impl Broker {
         &self.inner.cluster
     }
 
-    fn topic(&self, name: &str) -> BrokerResult<TopicMeta> {
-        self.cluster()
-            .metadata()
-            .topics
-            .get(name)
-            .cloned()
-            .ok_or_else(|| BrokerError::TopicNotFound(name.to_string()))
+    /// A topic of the current metadata, without copying it: every produce and fetch looks
+    /// one up, and a topic can hold 1024 partition assignments.
+    fn topic(&self, name: &str) -> BrokerResult<TopicRef> {
+        let metadata = self.cluster().metadata();
+        if !metadata.topics.contains_key(name) {
+            return Err(BrokerError::TopicNotFound(name.to_string()));
+        }
+        Ok(TopicRef {
+            metadata,
+            name: name.to_string(),
+        })
     }
 
     fn assignment<'t>(

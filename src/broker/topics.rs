@@ -74,7 +74,8 @@ impl Broker {
     }
 
     pub async fn describe_topic(&self, name: &str) -> BrokerResult<TopicInfo> {
-        Ok(self.topic_info(&self.topic(name)?))
+        let topic = self.topic(name)?;
+        Ok(self.topic_info(&topic))
     }
 
     pub async fn update_topic(&self, name: &str, update: UpdateTopic) -> BrokerResult<TopicInfo> {

@@ -1,7 +1,7 @@
 //! The node's RocksDB instance. All methods here block: callers run them off the async
 //! runtime (`spawn_blocking`), except `sync_then`, which only enqueues.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rocksdb::{
@@ -84,10 +84,6 @@ impl Store {
         Ok(Store { db, syncer })
     }
 
-    pub fn path(&self) -> &Path {
-        self.db.path()
-    }
-
     fn handle(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily, StorageError> {
         self.db
             .cf_handle(cf.name())
@@ -125,12 +121,6 @@ impl Store {
     /// How many group-commit fsyncs have run since the store was opened.
     pub fn fsyncs(&self) -> u64 {
         self.syncer.fsyncs()
-    }
-
-    /// Makes everything written so far durable, now.
-    pub fn sync_now(&self) -> Result<(), StorageError> {
-        self.db.flush_wal(true)?;
-        Ok(())
     }
 
     pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
