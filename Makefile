@@ -2,6 +2,7 @@
 #
 #   make run    install what is missing (libclang), build, start a node on 127.0.0.1:8080
 #   make test   run every test (unit, storage suite, black-box tests against the real binary)
+#   make compose-check   validate docker-compose.yml
 
 # Builds are cached outside the clone, so a fresh checkout reuses the compiled RocksDB.
 CARGO_TARGET_DIR ?= /var/tmp/herald-target
@@ -11,7 +12,7 @@ CARGO ?= cargo
 # Extra arguments for `make run`, e.g. make run ARGS='--data-dir /tmp/herald'
 ARGS ?=
 
-.PHONY: all deps build run test lint bench-build clean
+.PHONY: all deps build run test lint compose-check bench-build clean
 
 all: build
 
@@ -38,6 +39,19 @@ test: deps
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+
+# Validates docker-compose.yml (parsing only: no Docker engine needed). Debian's docker-compose
+# (apt-get install --no-install-recommends docker-compose), or the `docker compose` plugin.
+compose-check:
+	@if command -v docker-compose >/dev/null 2>&1; then \
+		docker-compose -f docker-compose.yml config -q; \
+	elif docker compose version >/dev/null 2>&1; then \
+		docker compose -f docker-compose.yml config -q; \
+	else \
+		echo "compose-check: docker-compose is missing; run as root: apt-get install -y --no-install-recommends docker-compose"; \
+		exit 1; \
+	fi
+	@echo "compose-check: docker-compose.yml is valid"
 
 bench-build: deps
 	$(CARGO) build --release --bin herald

@@ -11,6 +11,7 @@ use crate::broker::{Broker, BrokerOptions};
 use crate::cluster::{Cluster, ClusterOptions};
 use crate::config::Config;
 use crate::raft::RaftTiming;
+use crate::rpc::RpcLimits;
 use crate::storage::{Cf, Store, StoreOptions, WriteSet};
 
 const NODE_ID_KEY: &[u8] = b"node_id";
@@ -30,6 +31,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             election_timeout_min_ms: config.raft.election_timeout_min_ms,
             election_timeout_max_ms: config.raft.election_timeout_max_ms,
         },
+        founders: config.founding_members()?,
+        join: config.join,
+        metadata_voters: config.metadata_voters,
+        rpc_limits: RpcLimits::default(),
+        leader_wait: Duration::from_millis(config.leader_wait_ms),
     })
     .await
     .context("starting the cluster")?;
@@ -41,6 +47,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             max_unacknowledged_produces: config.max_unacknowledged_produces,
         },
     );
+    cluster.set_broker_service(broker.forwarding_service());
     let router = api::router(
         broker,
         ApiConfig {

@@ -1,6 +1,7 @@
 //! Typed node configuration: defaults, then an optional TOML file (`--config`), then
 //! `HERALD_*` environment variables and command-line flags (the last two through clap).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -16,8 +17,17 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The client API (HTTP, WebSocket, SSE, console).
     pub http_addr: SocketAddr,
-    /// The internal raft RPC address other nodes reach this one at.
+    /// The internal RPC address (raft and forwarded requests) other nodes reach this one at;
+    /// the node listens on it too. A host name resolves to this node's own address.
     pub raft_addr: String,
+    /// The founding members of a new cluster, `ID=HOST:PORT` (raft addresses), comma
+    /// separated, the same on every founding node. Empty: a cluster of this node alone.
+    /// Ignored once the data directory belongs to a cluster.
+    pub initial_cluster: String,
+    /// Start without founding a cluster and wait to be added with `POST /v1/cluster/nodes`.
+    pub join: bool,
+    /// How many nodes vote in the metadata group (the rest follow it as learners): 1, 3 or 5.
+    pub metadata_voters: usize,
     /// The largest request body accepted, in bytes; larger ones get 413.
     pub max_body_bytes: usize,
     /// The most bytes of stored batches one fetch gathers.
@@ -61,6 +71,9 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             raft_addr: "127.0.0.1:8081".into(),
+            initial_cluster: String::new(),
+            join: false,
+            metadata_voters: 3,
             max_body_bytes: 16 << 20,
             fetch_max_bytes: 16 << 20,
             leader_wait_ms: 10_000,
@@ -76,9 +89,9 @@ impl Default for Config {
 impl Default for RaftConfig {
     fn default() -> Self {
         RaftConfig {
-            heartbeat_interval_ms: 500,
-            election_timeout_min_ms: 1500,
-            election_timeout_max_ms: 3000,
+            heartbeat_interval_ms: 250,
+            election_timeout_min_ms: 1000,
+            election_timeout_max_ms: 2000,
         }
     }
 }
@@ -139,6 +152,24 @@ impl Config {
                     .into(),
             ));
         }
+        if ![1, 3, 5].contains(&self.metadata_voters) {
+            return Err(ConfigError::Invalid(
+                "metadata_voters must be 1, 3 or 5".into(),
+            ));
+        }
+        let founders = self.founding_members()?;
+        if !founders.is_empty() && !founders.contains_key(&self.node_id) {
+            return Err(ConfigError::Invalid(format!(
+                "initial_cluster does not list this node (node_id {})",
+                self.node_id
+            )));
+        }
+        if self.join && !founders.is_empty() {
+            return Err(ConfigError::Invalid(
+                "join and initial_cluster exclude each other: a joining node is added by the running cluster"
+                    .into(),
+            ));
+        }
         if !self.http_addr.ip().is_loopback() && !self.insecure {
             return Err(ConfigError::Invalid(format!(
                 "refusing to serve {} without authentication: bind to 127.0.0.1, or pass --insecure to accept \
@@ -148,6 +179,40 @@ impl Config {
         }
         Ok(())
     }
+}
+
+impl Config {
+    /// The parsed `initial_cluster`: node id to raft address.
+    pub fn founding_members(&self) -> Result<BTreeMap<u64, String>, ConfigError> {
+        parse_initial_cluster(&self.initial_cluster)
+    }
+}
+
+/// Parses `1=host:7000,2=host:7001`.
+pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<u64, String>, ConfigError> {
+    let mut members = BTreeMap::new();
+    for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+        let invalid = || {
+            ConfigError::Invalid(format!(
+                "initial_cluster entry '{item}' is not ID=HOST:PORT"
+            ))
+        };
+        let (id, address) = item.split_once('=').ok_or_else(invalid)?;
+        let id: u64 = id.trim().parse().map_err(|_| invalid())?;
+        let address = address.trim();
+        let port_ok = address
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if id == 0 || !port_ok {
+            return Err(invalid());
+        }
+        if members.insert(id, address.to_string()).is_some() {
+            return Err(ConfigError::Invalid(format!(
+                "initial_cluster lists node {id} twice"
+            )));
+        }
+    }
+    Ok(members)
 }
 
 #[cfg(test)]
@@ -168,8 +233,28 @@ mod tests {
             toml::from_str("node_id = 3\n[raft]\nheartbeat_interval_ms = 100\n").unwrap();
         assert_eq!(config.node_id, 3);
         assert_eq!(config.raft.heartbeat_interval_ms, 100);
-        assert_eq!(config.raft.election_timeout_min_ms, 1500);
+        assert_eq!(config.raft.election_timeout_min_ms, 1000);
         assert!(toml::from_str::<Config>("nod_id = 3").is_err());
+    }
+
+    #[test]
+    fn initial_cluster_is_parsed_and_checked() {
+        let members = parse_initial_cluster("1=a:7000, 2=127.0.0.1:7001,3=b:1").unwrap();
+        assert_eq!(members.len(), 3);
+        assert_eq!(members[&2], "127.0.0.1:7001");
+        assert!(parse_initial_cluster("").unwrap().is_empty());
+        for bad in ["1", "x=a:1", "1=a", "1=a:99999", "0=a:1", "1=a:1,1=b:2", "1=:5"] {
+            assert!(parse_initial_cluster(bad).is_err(), "{bad}");
+        }
+        let mut config = Config {
+            initial_cluster: "2=a:1,3=b:1".into(),
+            ..Config::default()
+        };
+        assert!(config.validate().is_err(), "node 1 is not listed");
+        config.initial_cluster = "1=a:1,3=b:1".into();
+        config.validate().unwrap();
+        config.join = true;
+        assert!(config.validate().is_err());
     }
 
     #[test]

@@ -20,5 +20,6 @@ pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod raft;
+pub mod rpc;
 pub mod storage;
 pub mod telemetry;

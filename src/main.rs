@@ -79,6 +79,28 @@ struct ServeArgs {
     /// Serve a non-loopback address without authentication.
     #[arg(long, env = "HERALD_INSECURE")]
     insecure: bool,
+    /// Founding members of a new cluster, the same on every founding node:
+    /// `1=HOST:RAFT_PORT,2=HOST:RAFT_PORT,3=...` [default: this node alone].
+    #[arg(long, env = "HERALD_INITIAL_CLUSTER")]
+    initial_cluster: Option<String>,
+    /// Found nothing; wait to be added to a running cluster with `POST /v1/cluster/nodes`.
+    #[arg(long, env = "HERALD_JOIN")]
+    join: bool,
+    /// How many nodes vote in the metadata group: 1, 3 or 5 [default: 3].
+    #[arg(long, env = "HERALD_METADATA_VOTERS")]
+    metadata_voters: Option<usize>,
+    /// Raft heartbeat interval in ms [default: 250].
+    #[arg(long, env = "HERALD_HEARTBEAT_INTERVAL_MS")]
+    heartbeat_interval_ms: Option<u64>,
+    /// Shortest raft election timeout in ms [default: 1000].
+    #[arg(long, env = "HERALD_ELECTION_TIMEOUT_MIN_MS")]
+    election_timeout_min_ms: Option<u64>,
+    /// Longest raft election timeout in ms [default: 2000].
+    #[arg(long, env = "HERALD_ELECTION_TIMEOUT_MAX_MS")]
+    election_timeout_max_ms: Option<u64>,
+    /// How long a request waits for a partition leader before 503 `no_leader` [default: 10000].
+    #[arg(long, env = "HERALD_LEADER_WAIT_MS")]
+    leader_wait_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -103,6 +125,25 @@ impl ServeArgs {
             config.max_body_bytes = max_body_bytes;
         }
         config.insecure |= self.insecure;
+        if let Some(initial_cluster) = self.initial_cluster {
+            config.initial_cluster = initial_cluster;
+        }
+        config.join |= self.join;
+        if let Some(voters) = self.metadata_voters {
+            config.metadata_voters = voters;
+        }
+        if let Some(interval) = self.heartbeat_interval_ms {
+            config.raft.heartbeat_interval_ms = interval;
+        }
+        if let Some(timeout) = self.election_timeout_min_ms {
+            config.raft.election_timeout_min_ms = timeout;
+        }
+        if let Some(timeout) = self.election_timeout_max_ms {
+            config.raft.election_timeout_max_ms = timeout;
+        }
+        if let Some(wait) = self.leader_wait_ms {
+            config.leader_wait_ms = wait;
+        }
         Ok(config)
     }
 }

@@ -71,6 +71,8 @@ mod tests {
             "/v1/topics/{topic}/partitions/{partition}/messages",
             "/v1/topics/{topic}/partitions/{partition}/offsets",
             "/v1/cluster",
+            "/v1/cluster/nodes",
+            "/v1/cluster/nodes/{id}",
             "/healthz",
             "/readyz",
             "/metrics",

@@ -197,10 +197,22 @@ impl From<BrokerError> for ApiError {
                     detail,
                 )
             },
-            BrokerError::Unavailable(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "Service unavailable",
+            BrokerError::Unavailable(_) => ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "Service unavailable",
+                    detail,
+                )
+            },
+            BrokerError::Conflict { code, .. } => {
+                ApiError::new(StatusCode::CONFLICT, code, "Conflict", detail)
+            }
+            BrokerError::NodeNotFound(_) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "node_not_found",
+                "Node not found",
                 detail,
             ),
             BrokerError::Timeout(_) => {
@@ -280,6 +292,17 @@ mod tests {
         assert_eq!(
             status_and_code(BrokerError::TopicExists(topic())),
             (409, "topic_exists")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::Conflict {
+                code: "cannot_drain",
+                message: "x".into()
+            }),
+            (409, "cannot_drain")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::NodeNotFound(4)),
+            (404, "node_not_found")
         );
         assert_eq!(
             status_and_code(BrokerError::MessageTooLarge { size: 10, max: 5 }),

@@ -1,33 +1,46 @@
-//! Cluster state and readiness, as the broker reports them.
+//! Cluster state, membership changes and readiness, as the broker reports them.
 
-use super::{Broker, BrokerResult, ClusterInfo, NodeInfo, Readiness};
+use std::collections::HashMap;
+
+use super::{Broker, BrokerError, BrokerResult, ClusterInfo, NodeInfo, PartitionRef, Readiness};
+use crate::domain::metadata::MetadataOutcome;
 
 impl Broker {
     pub async fn cluster_info(&self) -> BrokerResult<ClusterInfo> {
         let cluster = self.cluster();
         let metadata = cluster.metadata();
-        let local_leads = cluster
-            .local_replicas()
-            .iter()
-            .filter(|replica| replica.leader() == Some(cluster.node_id()))
-            .count();
-        let nodes = metadata
-            .nodes
-            .iter()
-            .map(|(&id, record)| NodeInfo {
-                id,
-                http_addr: record.http_addr.clone(),
-                raft_addr: record.raft_addr.clone(),
-                status: if id == cluster.node_id() {
-                    "up".into()
-                } else {
-                    "unknown".into()
-                },
-                leader_of: if id == cluster.node_id() {
-                    local_leads as u32
-                } else {
-                    0
-                },
+        let partitions: HashMap<u64, PartitionRef> = metadata
+            .topics
+            .values()
+            .flat_map(|topic| {
+                topic
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .map(|(index, assignment)| {
+                        (
+                            assignment.group_id,
+                            PartitionRef {
+                                topic: topic.name.clone(),
+                                partition: index as u32,
+                            },
+                        )
+                    })
+            })
+            .collect();
+        let nodes = cluster
+            .nodes_view()
+            .into_iter()
+            .map(|node| NodeInfo {
+                id: node.id,
+                http_addr: node.http_addr,
+                raft_addr: node.raft_addr,
+                status: node.status.to_string(),
+                leader_of: node
+                    .leads
+                    .iter()
+                    .filter_map(|group| partitions.get(group).cloned())
+                    .collect(),
             })
             .collect();
         Ok(ClusterInfo {
@@ -37,11 +50,76 @@ impl Broker {
         })
     }
 
+    /// Adds a node to the cluster (`POST /v1/cluster/nodes`); `true` when it was new.
+    pub async fn add_node(
+        &self,
+        node_id: u64,
+        http_addr: String,
+        raft_addr: String,
+    ) -> BrokerResult<(bool, NodeInfo)> {
+        if node_id == 0 {
+            return Err(BrokerError::InvalidRequest("node_id must be at least 1".into()));
+        }
+        for (field, address) in [("http_addr", &http_addr), ("raft_addr", &raft_addr)] {
+            let valid = address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !valid || address.len() > 255 {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "{field} must be HOST:PORT, got '{address}'"
+                )));
+            }
+        }
+        let existed = self.cluster().metadata().nodes.contains_key(&node_id);
+        match self
+            .cluster()
+            .add_node(node_id, http_addr, raft_addr)
+            .await?
+        {
+            MetadataOutcome::Done => {}
+            MetadataOutcome::NodeExists => {
+                return Err(BrokerError::Conflict {
+                    code: "node_exists",
+                    message: format!("node {node_id} is already in the cluster with other addresses"),
+                })
+            }
+            other => return Err(BrokerError::InvalidRequest(format!("{other:?}"))),
+        }
+        let node = self.node_info(node_id).await?;
+        Ok((!existed, node))
+    }
+
+    /// Starts draining a node (`DELETE /v1/cluster/nodes/{id}`): its replicas move to other
+    /// nodes, then it leaves the cluster.
+    pub async fn drain_node(&self, node_id: u64) -> BrokerResult<NodeInfo> {
+        match self.cluster().drain_node(node_id).await? {
+            MetadataOutcome::Done => self.node_info(node_id).await,
+            MetadataOutcome::NodeNotFound => Err(BrokerError::NodeNotFound(node_id)),
+            MetadataOutcome::Invalid(reason) => Err(BrokerError::Conflict {
+                code: "cannot_drain",
+                message: reason,
+            }),
+            other => Err(BrokerError::Internal(format!("unexpected drain outcome {other:?}"))),
+        }
+    }
+
+    async fn node_info(&self, node_id: u64) -> BrokerResult<NodeInfo> {
+        self.cluster_info()
+            .await?
+            .nodes
+            .into_iter()
+            .find(|node| node.id == node_id)
+            .ok_or(BrokerError::NodeNotFound(node_id))
+    }
+
     pub async fn readiness(&self) -> Readiness {
         let cluster = self.cluster();
         let mut reasons = Vec::new();
         if cluster.metadata_leader().is_none() {
             reasons.push("the metadata group has no leader".to_string());
+        }
+        if !cluster.is_registered() {
+            reasons.push("this node is not (yet) part of the cluster metadata".to_string());
         }
         let metadata = cluster.metadata();
         for topic in metadata.topics.values() {

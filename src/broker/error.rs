@@ -27,6 +27,11 @@ pub enum BrokerError {
     Timeout(String),
     #[error("service unavailable: {0}")]
     Unavailable(String),
+    /// A conflict with the cluster's state, with its stable code (e.g. `node_exists`).
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    #[error("node {0} is not in the cluster")]
+    NodeNotFound(u64),
     /// A fault of ours (storage, raft): logged in full, answered as a bare 500.
     #[error("internal error: {0}")]
     Internal(String),

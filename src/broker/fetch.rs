@@ -1,73 +1,46 @@
-//! Reading: by offset, with long polls woken by the append itself, and by timestamp.
+//! Reading: by offset, with long polls woken by the append itself, and by timestamp. The
+//! partition's leader reads stored batches (`read_here`, possibly for another node); the node
+//! the client asked decodes them into messages.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::forward::RawRead;
 use super::{
     Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec,
 };
 use crate::domain::batch::decode_batch;
-use crate::raft::{ReadLimits, Watermarks};
+use crate::raft::{PartitionReplica, ReadLimits, Watermarks};
 
 /// The most messages one fetch answers.
 pub const MAX_FETCH_MESSAGES: usize = 10_000;
+/// The longest long poll a leader serves, whoever asks.
+pub(super) const MAX_WAIT: Duration = Duration::from_secs(60);
 
 impl Broker {
     pub async fn fetch(&self, request: FetchRequest) -> BrokerResult<FetchResult> {
         let topic = self.topic(&request.topic)?;
-        let assignment = self.assignment(&topic, request.partition)?;
-        let replica = self.replica(assignment).await?;
+        let group = self.assignment(&topic, request.partition)?.group_id;
+        drop(topic);
         let max_messages = request.max_messages.clamp(1, MAX_FETCH_MESSAGES);
-        let watermarks = replica.watermarks();
-        let from = match request.offset {
-            OffsetSpec::Earliest => watermarks.log_start_offset,
-            OffsetSpec::Latest => watermarks.high_watermark,
-            OffsetSpec::At(offset) => offset,
-        };
-        let out_of_range = |watermarks: Watermarks| BrokerError::OffsetOutOfRange {
-            offset: from,
-            log_start_offset: watermarks.log_start_offset,
-            high_watermark: watermarks.high_watermark,
-        };
-        if from < watermarks.log_start_offset || from > watermarks.high_watermark {
-            return Err(out_of_range(watermarks));
-        }
-
-        // A long poll: wait for the high watermark to pass `from`, woken by apply.
-        let mut watermarks = watermarks;
-        if from >= watermarks.high_watermark && !request.max_wait.is_zero() {
-            let mut changes = replica.subscribe();
-            let deadline = Instant::now() + request.max_wait;
-            let waited = tokio::time::timeout_at(
-                deadline,
-                changes.wait_for(|marks| marks.high_watermark > from),
-            )
-            .await;
-            if let Ok(Ok(marks)) = waited {
-                watermarks = *marks;
-            } else {
-                watermarks = replica.watermarks();
-            }
-        }
-        if from < watermarks.log_start_offset {
-            return Err(out_of_range(watermarks));
-        }
-
         let limits = ReadLimits {
             max_records: max_messages,
             max_bytes: self.inner.options.fetch_max_bytes,
         };
-        let batches = replica.read(from, limits).await?;
+        let read = self
+            .read_batches(group, request.offset, limits, request.max_wait)
+            .await?;
+        let from = read.from;
         let mut messages = Vec::with_capacity(max_messages.min(1024));
         let mut bytes = 0usize;
-        'batches: for batch in batches {
-            let (_, records) = decode_batch(&batch.bytes).map_err(|error| {
-                BrokerError::Internal(format!(
-                    "stored batch at offset {}: {error}",
-                    batch.base_offset
-                ))
+        'batches: for (base_offset, batch) in &read.batches {
+            let (_, records) = decode_batch(batch).map_err(|error| {
+                BrokerError::Internal(format!("stored batch at offset {base_offset}: {error}"))
             })?;
             for record in records {
-                let offset = batch.base_offset + u64::from(record.offset_delta);
+                let offset = base_offset + u64::from(record.offset_delta);
                 if offset < from {
                     continue;
                 }
@@ -89,7 +62,6 @@ impl Broker {
             .last()
             .map(|message| message.offset + 1)
             .unwrap_or(from);
-        let latest = replica.watermarks();
         metrics::counter!("herald_consumed_messages_total", "topic" => request.topic.clone())
             .increment(messages.len() as u64);
         metrics::counter!("herald_consumed_bytes_total", "topic" => request.topic.clone())
@@ -98,8 +70,70 @@ impl Broker {
             topic: request.topic,
             messages,
             next_offset,
-            high_watermark: latest.high_watermark,
+            high_watermark: read.high_watermark,
+            log_start_offset: read.log_start_offset,
+        })
+    }
+
+    /// On the partition's leader: stored batches from `spec`, after a long poll of up to
+    /// `max_wait` when nothing is there yet.
+    pub(super) async fn read_here(
+        &self,
+        replica: Arc<PartitionReplica>,
+        spec: OffsetSpec,
+        limits: ReadLimits,
+        max_wait: Duration,
+    ) -> BrokerResult<RawRead> {
+        let mut watermarks = replica.watermarks();
+        if let OffsetSpec::At(offset) = spec {
+            if offset > watermarks.high_watermark {
+                // A leader elected a moment ago may not have applied all that its predecessor
+                // committed: catch up before calling the offset out of range.
+                replica.catch_up_applied().await?;
+                watermarks = replica.watermarks();
+            }
+        }
+        let from = match spec {
+            OffsetSpec::Earliest => watermarks.log_start_offset,
+            OffsetSpec::Latest => watermarks.high_watermark,
+            OffsetSpec::At(offset) => offset,
+        };
+        let out_of_range = |watermarks: Watermarks| BrokerError::OffsetOutOfRange {
+            offset: from,
+            log_start_offset: watermarks.log_start_offset,
+            high_watermark: watermarks.high_watermark,
+        };
+        if from < watermarks.log_start_offset || from > watermarks.high_watermark {
+            return Err(out_of_range(watermarks));
+        }
+
+        // A long poll: wait for the high watermark to pass `from`, woken by apply.
+        if from >= watermarks.high_watermark && !max_wait.is_zero() {
+            let mut changes = replica.subscribe();
+            let deadline = Instant::now() + max_wait.min(MAX_WAIT);
+            let waited = tokio::time::timeout_at(
+                deadline,
+                changes.wait_for(|marks| marks.high_watermark > from),
+            )
+            .await;
+            watermarks = match waited {
+                Ok(Ok(marks)) => *marks,
+                _ => replica.watermarks(),
+            };
+        }
+        if from < watermarks.log_start_offset {
+            return Err(out_of_range(watermarks));
+        }
+        let batches = replica.read(from, limits).await?;
+        let latest = replica.watermarks();
+        Ok(RawRead {
+            from,
+            batches: batches
+                .into_iter()
+                .map(|batch| (batch.base_offset, batch.bytes))
+                .collect(),
             log_start_offset: latest.log_start_offset,
+            high_watermark: latest.high_watermark,
         })
     }
 
@@ -111,12 +145,8 @@ impl Broker {
         timestamp: i64,
     ) -> BrokerResult<u64> {
         let topic_meta = self.topic(topic)?;
-        let assignment = self.assignment(&topic_meta, partition)?;
-        let replica = self.replica(assignment).await?;
-        let watermarks = replica.watermarks();
-        let found = replica.offset_for_timestamp(timestamp).await?;
-        Ok(found
-            .map(|offset| offset.max(watermarks.log_start_offset))
-            .unwrap_or(watermarks.high_watermark))
+        let group = self.assignment(&topic_meta, partition)?.group_id;
+        drop(topic_meta);
+        self.find_offset(group, timestamp).await
     }
 }

@@ -8,6 +8,7 @@ mod appender;
 mod cluster_info;
 pub mod error;
 mod fetch;
+mod forward;
 mod produce;
 mod topics;
 pub mod types;
@@ -23,7 +24,7 @@ use tokio::sync::Semaphore;
 
 use crate::cluster::{Cluster, ClusterError};
 use crate::domain::metadata::{MetadataState, PartitionAssignment, TopicMeta};
-use crate::raft::{PartitionReplica, RaftLayerError};
+use crate::raft::RaftLayerError;
 
 /// Limits and waits of the broker, from the node configuration.
 #[derive(Debug, Clone)]
@@ -124,15 +125,10 @@ impl Broker {
             })
     }
 
-    /// The local replica of a partition, waiting a bounded time for it to start.
-    async fn replica(
-        &self,
-        assignment: &PartitionAssignment,
-    ) -> BrokerResult<Arc<PartitionReplica>> {
-        Ok(self
-            .cluster()
-            .replica(assignment.group_id, self.inner.options.leader_wait)
-            .await?)
+    /// The service other nodes forward partition requests to. It holds the broker weakly:
+    /// the cluster (which keeps it) must not keep the broker alive past shutdown.
+    pub fn forwarding_service(&self) -> Arc<dyn crate::cluster::BrokerService> {
+        Arc::new(forward::ForwardedRequests(Arc::downgrade(&self.inner)))
     }
 }
 
@@ -140,10 +136,22 @@ impl From<ClusterError> for BrokerError {
     fn from(error: ClusterError) -> Self {
         match error {
             ClusterError::Raft(raft) => raft.into(),
-            ClusterError::GroupUnavailable(group) => {
+            ClusterError::NoLeader(group) => {
                 BrokerError::NoLeader(format!("partition group {group}"))
             }
+            ClusterError::NoMetadataLeader => {
+                BrokerError::NoLeader("the cluster metadata".into())
+            }
             ClusterError::Timeout(what) => BrokerError::Timeout(what),
+            ClusterError::Rpc(error) => BrokerError::Timeout(format!(
+                "an internal request's outcome is unknown: {error}"
+            )),
+            ClusterError::Unavailable(reason) => BrokerError::Unavailable(reason),
+            ClusterError::CannotDrain(reason) => BrokerError::Conflict {
+                code: "cannot_drain",
+                message: reason,
+            },
+            ClusterError::Listen { .. } => BrokerError::Internal(error.to_string()),
         }
     }
 }

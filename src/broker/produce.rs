@@ -93,27 +93,24 @@ impl Broker {
         }
 
         let mut appends = Vec::new();
+        let compression = topic.config.compression;
         for batch in batches.into_iter().flatten() {
-            let assignment = self.assignment(&topic, batch.partition)?;
-            let replica = self.replica(assignment).await?;
+            let group = self.assignment(&topic, batch.partition)?.group_id;
             let value_bytes: usize = batch
                 .records
                 .iter()
                 .map(|record| record.value.as_bytes().len())
                 .sum();
             let (records, partition) = (batch.records.len(), batch.partition);
-            let appended = self.inner.appenders.for_group(assignment.group_id).submit(
-                replica,
-                batch.records,
-                topic.config.compression,
-            );
+            let broker = self.clone();
             appends.push(async move {
-                let base_offset = appended.await.map_err(|_| {
-                    BrokerError::Internal("the partition appender stopped".into())
-                })??;
+                let base_offset = broker
+                    .append_records(group, batch.records, compression)
+                    .await?;
                 Ok::<_, BrokerError>((partition, base_offset, records, value_bytes))
             });
         }
+        drop(topic);
 
         if acks == Acks::None {
             let topic_label = topic_name.to_string();

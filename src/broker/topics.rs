@@ -24,12 +24,33 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
         MetadataOutcome::TopicExists => Err(BrokerError::TopicExists(name.to_string())),
         MetadataOutcome::TopicNotFound => Err(BrokerError::TopicNotFound(name.to_string())),
         MetadataOutcome::Invalid(message) => Err(BrokerError::InvalidRequest(message)),
+        other @ (MetadataOutcome::NodeExists | MetadataOutcome::NodeNotFound) => Err(
+            BrokerError::Internal(format!("unexpected outcome for topic '{name}': {other:?}")),
+        ),
     }
 }
 
 impl Broker {
-    fn node_ids(&self) -> Vec<u64> {
-        self.cluster().metadata().nodes.keys().copied().collect()
+    /// Nodes that take new replicas: registered, not draining, and up.
+    fn placement_nodes(&self) -> Vec<u64> {
+        let cluster = self.cluster();
+        cluster
+            .metadata()
+            .active_nodes()
+            .into_iter()
+            .filter(|node| cluster.is_up(*node))
+            .collect()
+    }
+
+    /// Spreads topics' first partitions over nodes: each placement starts where the cluster's
+    /// partition count leaves off.
+    fn placement_rotation(&self) -> u32 {
+        self.cluster()
+            .metadata()
+            .topics
+            .values()
+            .map(|topic| topic.partitions.len() as u32)
+            .sum()
     }
 
     pub async fn create_topic(&self, request: CreateTopic) -> BrokerResult<TopicInfo> {
@@ -45,8 +66,8 @@ impl Broker {
             .patched(&request.config)
             .map_err(BrokerError::InvalidRequest)?;
         let replicas = place_partitions(
-            &self.node_ids(),
-            0,
+            &self.placement_nodes(),
+            self.placement_rotation(),
             request.partitions,
             request.replication_factor,
         )
@@ -90,8 +111,8 @@ impl Broker {
                     )));
                 }
                 place_partitions(
-                    &self.node_ids(),
-                    current,
+                    &self.placement_nodes(),
+                    self.placement_rotation(),
                     wanted - current,
                     topic.replication_factor,
                 )
@@ -137,17 +158,14 @@ impl Broker {
         Ok(())
     }
 
-    /// Waits until every local replica of the topic runs and knows its leader, so a produce
-    /// right after creation does not fail.
+    /// Waits until every partition of the topic has a known leader, so a produce right after
+    /// creation does not fail.
     async fn wait_for_partitions(&self, name: &str) -> BrokerResult<()> {
         let topic = self.topic(name)?;
-        for assignment in topic
-            .partitions
-            .iter()
-            .filter(|p| p.replicas.contains(&self.cluster().node_id()))
-        {
-            let replica = self.replica(assignment).await?;
-            if replica.wait_for_leader().await.is_none() {
+        let deadline = tokio::time::Instant::now() + self.inner.options.leader_wait;
+        for assignment in &topic.partitions {
+            if let Err(error) = self.cluster().route(assignment.group_id, deadline).await {
+                tracing::warn!(topic = name, %error, "a new partition has no leader yet");
                 return Err(BrokerError::NoLeader(format!("topic '{name}'")));
             }
         }
@@ -160,21 +178,14 @@ impl Broker {
             .iter()
             .enumerate()
             .map(|(index, assignment)| {
-                let replica = self.cluster().local_replica(assignment.group_id);
-                let watermarks = replica
-                    .as_ref()
-                    .map(|replica| replica.watermarks())
-                    .unwrap_or_default();
-                let leader = replica.as_ref().and_then(|replica| replica.leader());
+                let state = self.cluster().partition_state(assignment.group_id);
                 PartitionInfo {
                     partition: index as u32,
-                    leader,
+                    leader: state.leader,
                     replicas: assignment.replicas.clone(),
-                    in_sync: leader
-                        .map(|_| assignment.replicas.clone())
-                        .unwrap_or_default(),
-                    log_start_offset: watermarks.log_start_offset,
-                    high_watermark: watermarks.high_watermark,
+                    in_sync: state.in_sync,
+                    log_start_offset: state.watermarks.log_start_offset,
+                    high_watermark: state.watermarks.high_watermark,
                 }
             })
             .collect();

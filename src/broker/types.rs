@@ -127,10 +127,17 @@ pub struct NodeInfo {
     pub id: NodeId,
     pub http_addr: String,
     pub raft_addr: String,
-    /// `up` or `down`.
+    /// `up`, `down` or `draining`.
     pub status: String,
-    /// How many partitions this node leads.
-    pub leader_of: u32,
+    /// The partitions this node leads.
+    pub leader_of: Vec<PartitionRef>,
+}
+
+/// One partition of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRef {
+    pub topic: String,
+    pub partition: u32,
 }
 
 /// `GET /readyz`.

@@ -1,14 +1,26 @@
 use thiserror::Error;
 
 use crate::raft::RaftLayerError;
+use crate::rpc::RpcError;
 
 #[derive(Debug, Error)]
 pub enum ClusterError {
     #[error(transparent)]
     Raft(#[from] RaftLayerError),
-    /// The partition's replica is not running on this node (yet, or any more).
-    #[error("raft group {0} is not available on this node")]
-    GroupUnavailable(u64),
+    /// No leader of the partition group became known within the wait.
+    #[error("raft group {0} has no leader")]
+    NoLeader(u64),
+    #[error("the metadata group has no leader")]
+    NoMetadataLeader,
     #[error("timed out waiting for {0}")]
     Timeout(String),
+    /// A call to another node failed in a way that may or may not have taken effect.
+    #[error("internal RPC: {0}")]
+    Rpc(#[from] RpcError),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    CannotDrain(String),
+    #[error("cannot listen for internal RPC on {address}: {reason}")]
+    Listen { address: String, reason: String },
 }

@@ -1,10 +1,12 @@
 //! Where a topic's partitions live: `replication_factor` distinct nodes per partition, spread
 //! so that replicas and preferred leaders (the first replica) are balanced across nodes.
 
-/// Picks replicas for partitions `first_partition..first_partition + count`.
+/// Picks replicas for `count` partitions. `rotation` shifts where the first partition starts
+/// (callers pass how many partitions the cluster has), so the first partitions of successive
+/// topics do not all land on the same node.
 pub fn place_partitions(
     nodes: &[u64],
-    first_partition: u32,
+    rotation: u32,
     count: u32,
     replication_factor: u16,
 ) -> Result<Vec<Vec<u64>>, String> {
@@ -14,13 +16,13 @@ pub fn place_partitions(
     }
     if factor > nodes.len() {
         return Err(format!(
-            "replication_factor {replication_factor} exceeds the {} node(s) of the cluster",
+            "replication_factor {replication_factor} exceeds the {} available node(s) of the cluster (up and not draining)",
             nodes.len()
         ));
     }
     let mut sorted = nodes.to_vec();
     sorted.sort_unstable();
-    let placements = (first_partition..first_partition + count)
+    let placements = (rotation..rotation.saturating_add(count))
         .map(|partition| {
             let start = partition as usize % sorted.len();
             (0..factor)

@@ -20,6 +20,9 @@ pub struct PartitionAssignment {
     pub group_id: u64,
     /// Node ids of the replicas; the first is the preferred leader.
     pub replicas: Vec<u64>,
+    /// The replicas the partition was created with. Only they found its raft group; a replica
+    /// added later (a drained node's replacement) joins the running group instead.
+    pub founders: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +38,8 @@ pub struct TopicMeta {
 pub struct NodeRecord {
     pub http_addr: String,
     pub raft_addr: String,
+    /// Being drained: its replicas are moving away and it gets no new ones.
+    pub draining: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +91,23 @@ pub enum MetadataCommand {
     DeleteTopic {
         name: String,
     },
+    /// An operator adds a node (`POST /v1/cluster/nodes`); refused if the id is taken by
+    /// other addresses.
+    AddNode {
+        node_id: u64,
+        http_addr: String,
+        raft_addr: String,
+    },
+    /// Marks a node draining and moves its replicas: `moves` are (topic, partition, new
+    /// replica list), chosen by the proposer.
+    DrainNode {
+        node_id: u64,
+        moves: Vec<(String, u32, Vec<u64>)>,
+    },
+    /// Forgets a drained node that no partition lists any more.
+    RemoveNode {
+        node_id: u64,
+    },
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -106,6 +128,11 @@ impl std::fmt::Display for MetadataCommand {
             }
             MetadataCommand::UpdateTopic { name, .. } => write!(formatter, "update topic {name}"),
             MetadataCommand::DeleteTopic { name } => write!(formatter, "delete topic {name}"),
+            MetadataCommand::AddNode { node_id, .. } => write!(formatter, "add node {node_id}"),
+            MetadataCommand::DrainNode { node_id, moves } => {
+                write!(formatter, "drain node {node_id} ({} moves)", moves.len())
+            }
+            MetadataCommand::RemoveNode { node_id } => write!(formatter, "remove node {node_id}"),
         }
     }
 }
@@ -117,6 +144,9 @@ pub enum MetadataOutcome {
     TopicExists,
     TopicNotFound,
     Invalid(String),
+    /// The node id belongs to a node with other addresses.
+    NodeExists,
+    NodeNotFound,
 }
 
 impl MetadataState {
@@ -131,13 +161,59 @@ impl MetadataState {
                 http_addr,
                 raft_addr,
             } => {
+                let draining = self
+                    .nodes
+                    .get(node_id)
+                    .is_some_and(|record| record.draining);
                 self.nodes.insert(
                     *node_id,
                     NodeRecord {
                         http_addr: http_addr.clone(),
                         raft_addr: raft_addr.clone(),
+                        draining,
                     },
                 );
+                MetadataOutcome::Done
+            }
+            MetadataCommand::AddNode {
+                node_id,
+                http_addr,
+                raft_addr,
+            } => match self.nodes.get(node_id) {
+                Some(record) if record.http_addr == *http_addr && record.raft_addr == *raft_addr => {
+                    MetadataOutcome::Done
+                }
+                Some(_) => MetadataOutcome::NodeExists,
+                None if *node_id == 0 => MetadataOutcome::Invalid("node ids start at 1".into()),
+                None => {
+                    self.nodes.insert(
+                        *node_id,
+                        NodeRecord {
+                            http_addr: http_addr.clone(),
+                            raft_addr: raft_addr.clone(),
+                            draining: false,
+                        },
+                    );
+                    MetadataOutcome::Done
+                }
+            },
+            MetadataCommand::DrainNode { node_id, moves } => self.drain(*node_id, moves),
+            MetadataCommand::RemoveNode { node_id } => {
+                if !self.nodes.contains_key(node_id) {
+                    return MetadataOutcome::NodeNotFound;
+                }
+                let still_used = self.topics.values().any(|topic| {
+                    topic
+                        .partitions
+                        .iter()
+                        .any(|partition| partition.replicas.contains(node_id))
+                });
+                if still_used {
+                    return MetadataOutcome::Invalid(format!(
+                        "node {node_id} still holds replicas"
+                    ));
+                }
+                self.nodes.remove(node_id);
                 MetadataOutcome::Done
             }
             MetadataCommand::CreateTopic {
@@ -213,6 +289,60 @@ impl MetadataState {
         }
     }
 
+    /// Checks every move first, so a refused drain changes nothing.
+    fn drain(&mut self, node_id: u64, moves: &[(String, u32, Vec<u64>)]) -> MetadataOutcome {
+        if !self.nodes.contains_key(&node_id) {
+            return MetadataOutcome::NodeNotFound;
+        }
+        for (topic, partition, replicas) in moves {
+            let Some(assignment) = self
+                .topics
+                .get(topic)
+                .and_then(|meta| meta.partitions.get(*partition as usize))
+            else {
+                return MetadataOutcome::Invalid(format!("no partition {topic}/{partition}"));
+            };
+            let mut distinct = replicas.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let valid = distinct.len() == replicas.len()
+                && replicas.len() == assignment.replicas.len()
+                && !replicas.contains(&node_id)
+                && replicas.iter().all(|node| {
+                    self.nodes
+                        .get(node)
+                        .is_some_and(|record| !record.draining)
+                });
+            if !valid {
+                return MetadataOutcome::Invalid(format!(
+                    "invalid new replicas {replicas:?} for {topic}/{partition}"
+                ));
+            }
+        }
+        for (topic, partition, replicas) in moves {
+            if let Some(assignment) = self
+                .topics
+                .get_mut(topic)
+                .and_then(|meta| meta.partitions.get_mut(*partition as usize))
+            {
+                assignment.replicas = replicas.clone();
+            }
+        }
+        if let Some(record) = self.nodes.get_mut(&node_id) {
+            record.draining = true;
+        }
+        MetadataOutcome::Done
+    }
+
+    /// Nodes that take new replicas: registered and not draining.
+    pub fn active_nodes(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .filter(|(_, record)| !record.draining)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     fn assign_groups(&mut self, replicas: &[Vec<u64>]) -> Vec<PartitionAssignment> {
         replicas
             .iter()
@@ -222,6 +352,7 @@ impl MetadataState {
                 PartitionAssignment {
                     group_id,
                     replicas: nodes.clone(),
+                    founders: nodes.clone(),
                 }
             })
             .collect()
@@ -315,6 +446,69 @@ mod tests {
         assert_eq!(
             state.topics["t"].config.retention_ms, 1000,
             "a refused update changes nothing"
+        );
+    }
+
+    fn add(node_id: u64) -> MetadataCommand {
+        MetadataCommand::AddNode {
+            node_id,
+            http_addr: format!("h{node_id}"),
+            raft_addr: format!("r{node_id}"),
+        }
+    }
+
+    #[test]
+    fn nodes_are_added_drained_and_removed() {
+        let mut state = MetadataState::default();
+        for node in 1..=4 {
+            assert_eq!(state.apply(&add(node)), MetadataOutcome::Done);
+        }
+        assert_eq!(state.apply(&add(2)), MetadataOutcome::Done, "same addresses: idempotent");
+        let taken = MetadataCommand::AddNode {
+            node_id: 2,
+            http_addr: "other".into(),
+            raft_addr: "r2".into(),
+        };
+        assert_eq!(state.apply(&taken), MetadataOutcome::NodeExists);
+        let create = MetadataCommand::CreateTopic {
+            name: "t".into(),
+            replication_factor: 2,
+            config: TopicConfig::default(),
+            replicas: vec![vec![1, 2], vec![2, 3]],
+            created_at_ms: 0,
+        };
+        assert_eq!(state.apply(&create), MetadataOutcome::Done);
+
+        let before = state.clone();
+        let bad = MetadataCommand::DrainNode {
+            node_id: 2,
+            moves: vec![("t".into(), 0, vec![1, 4]), ("t".into(), 1, vec![3, 2])],
+        };
+        assert!(matches!(state.apply(&bad), MetadataOutcome::Invalid(_)));
+        assert_eq!(state, before, "a refused drain changes nothing");
+
+        let drain = MetadataCommand::DrainNode {
+            node_id: 2,
+            moves: vec![("t".into(), 0, vec![1, 4]), ("t".into(), 1, vec![4, 3])],
+        };
+        assert_eq!(state.apply(&drain), MetadataOutcome::Done);
+        let partitions = &state.topics["t"].partitions;
+        assert_eq!(partitions[0].replicas, vec![1, 4]);
+        assert_eq!(partitions[0].founders, vec![1, 2], "founders never change");
+        assert!(state.nodes[&2].draining);
+        assert_eq!(state.active_nodes(), vec![1, 3, 4]);
+        assert!(matches!(
+            state.apply(&MetadataCommand::RemoveNode { node_id: 1 }),
+            MetadataOutcome::Invalid(_)
+        ));
+        assert_eq!(
+            state.apply(&MetadataCommand::RemoveNode { node_id: 2 }),
+            MetadataOutcome::Done
+        );
+        assert!(!state.nodes.contains_key(&2));
+        assert_eq!(
+            state.apply(&MetadataCommand::RemoveNode { node_id: 2 }),
+            MetadataOutcome::NodeNotFound
         );
     }
 }

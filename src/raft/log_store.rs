@@ -71,6 +71,11 @@ impl LogStore {
     }
 }
 
+/// The most bytes of entries one replication request carries (at least one entry always goes).
+/// Produced batches are merged into entries of up to 8 MiB, so openraft's entry-count cap alone
+/// could put gigabytes into one AppendEntries RPC.
+pub const MAX_REPLICATION_BYTES: usize = 16 << 20;
+
 /// Reads entries `[start, end)` of `group`; stops at the first gap after the first entry.
 pub(crate) fn read_entries(
     store: &Store,
@@ -78,6 +83,19 @@ pub(crate) fn read_entries(
     start: u64,
     end: u64,
 ) -> Result<Vec<Entry>, std::io::Error> {
+    read_entries_limited(store, group, start, end, usize::MAX)
+}
+
+/// Like [`read_entries`], but stops once `max_bytes` of stored entries were read (after at
+/// least one).
+pub(crate) fn read_entries_limited(
+    store: &Store,
+    group: u64,
+    start: u64,
+    end: u64,
+    max_bytes: usize,
+) -> Result<Vec<Entry>, std::io::Error> {
+    let mut bytes = 0usize;
     let mut entries = Vec::new();
     if start >= end {
         return Ok(entries);
@@ -98,7 +116,8 @@ pub(crate) fn read_entries(
             }
             entries.push(codec::decode_entry(value)?);
             expected = index + 1;
-            Ok(true)
+            bytes += value.len();
+            Ok(bytes < max_bytes)
         },
     )?;
     if let Some((expected, found)) = hole {
@@ -135,6 +154,17 @@ impl RaftLogReader<TypeConfig> for LogStore {
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, std::io::Error> {
         self.read_state(TAG_VOTE).await
+    }
+
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry>, std::io::Error> {
+        self.blocking(move |store, group| {
+            read_entries_limited(store, group, start, end, MAX_REPLICATION_BYTES)
+        })
+        .await
     }
 }
 

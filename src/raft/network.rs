@@ -1,35 +1,157 @@
-//! The raft network of a node. Herald's groups have a single voter until clustering adds the
-//! internal RPC listener (`--raft-addr`), so every peer is unreachable here: a single-voter
-//! group never calls it, and a misconfigured membership fails loudly instead of hanging.
+//! The raft network of a node: every group's AppendEntries, Vote, PreVote, snapshot and
+//! TransferLeader calls travel over the node's internal RPC (`rpc::RpcClient`), which keeps one
+//! multiplexed connection per peer node. A message names its group, so hundreds of groups share
+//! those connections instead of opening one each.
+//!
+//! The receiving side is [`RaftService`]: it finds the group in the node's [`GroupRegistry`]
+//! and hands the message to its `Raft`.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
-use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use bytes::Bytes;
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{OptionalSend, RaftNetworkV2};
+use serde::{Deserialize, Serialize};
 
-use super::types::{NodeAddr, Snapshot, TypeConfig, Vote};
+use super::codec;
+use super::registry::{GroupRegistry, RegisteredGroup};
+use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use crate::rpc::{RpcClient, RpcError, ServiceId};
 
-#[derive(Debug, Clone, Default)]
-pub struct NetworkFactory;
+/// The RPC service id raft messages travel under.
+pub const RAFT_SERVICE: ServiceId = 1;
 
-pub struct PeerClient {
-    target: u64,
+/// How long an AppendEntries carrying entries may take: up to 16 MiB plus the follower's
+/// fsync. Heartbeats (no entries) use openraft's own, much shorter, time-to-live.
+const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a snapshot transfer and install may take.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One raft message for one group.
+#[derive(Debug, Serialize, Deserialize)]
+struct Envelope {
+    group: u64,
+    message: RaftMessage,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("node {0} is not reachable: this build has no internal RPC yet")]
-struct NoTransport(u64);
+#[derive(Debug, Serialize, Deserialize)]
+enum RaftMessage {
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<TypeConfig>),
+    PreVote(VoteRequest<TypeConfig>),
+    Snapshot {
+        vote: Vote,
+        meta: SnapshotMeta,
+        data: Vec<u8>,
+    },
+    TransferLeader(TransferLeaderRequest<TypeConfig>),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum RaftReply {
+    Append(AppendEntriesResponse<TypeConfig>),
+    Vote(VoteResponse<TypeConfig>),
+    Snapshot(SnapshotResponse<TypeConfig>),
+    TransferLeader(TransferLeaderResponse<TypeConfig>),
+}
+
+/// Why the receiving node could not hand a message to its group.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+enum RaftServiceError {
+    /// The group does not run on the receiver (not started yet, or removed from it).
+    #[error("group {0} does not run on this node")]
+    UnknownGroup(u64),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Creates the per-(group, peer) clients openraft asks for; all share the node's RPC client.
+#[derive(Clone)]
+pub struct NetworkFactory {
+    rpc: RpcClient,
+    group: u64,
+}
+
+impl NetworkFactory {
+    pub fn new(rpc: RpcClient, group: u64) -> Self {
+        NetworkFactory { rpc, group }
+    }
+}
+
+pub struct PeerClient {
+    rpc: RpcClient,
+    target: u64,
+    group: u64,
+}
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
-    async fn new_client(&mut self, target: u64, _node: &NodeAddr) -> Self::Network {
-        PeerClient { target }
+    async fn new_client(&mut self, target: u64, node: &NodeAddr) -> Self::Network {
+        // Memberships carry raft addresses; the cluster layer also feeds addresses from the
+        // metadata, which win when both exist.
+        if self.rpc.address(target).is_none() && !node.raft_addr.is_empty() {
+            self.rpc.set_address(target, &node.raft_addr);
+        }
+        PeerClient {
+            rpc: self.rpc.clone(),
+            target,
+            group: self.group,
+        }
     }
+}
+
+/// Unreachable makes openraft back off from the peer at once; other failures only after a run.
+fn unreachable(error: &(impl std::error::Error + 'static)) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::new(error))
+}
+
+fn transport_error(error: RpcError) -> RPCError<TypeConfig> {
+    match error {
+        RpcError::NoAddress(_) | RpcError::Unreachable { .. } | RpcError::TooLarge { .. } => {
+            unreachable(&error)
+        }
+        other => RPCError::Network(NetworkError::new(&other)),
+    }
+}
+
+impl PeerClient {
+    async fn send(
+        &self,
+        message: RaftMessage,
+        timeout: Duration,
+    ) -> Result<RaftReply, RPCError<TypeConfig>> {
+        let envelope = Envelope {
+            group: self.group,
+            message,
+        };
+        let body = codec::encode(&envelope).map_err(|error| unreachable(&error))?;
+        let answer = self
+            .rpc
+            .call(self.target, RAFT_SERVICE, Bytes::from(body), timeout)
+            .await
+            .map_err(transport_error)?;
+        let reply: Result<RaftReply, RaftServiceError> =
+            codec::decode(&answer).map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        match reply {
+            Ok(reply) => Ok(reply),
+            Err(error @ RaftServiceError::UnknownGroup(_)) => Err(unreachable(&error)),
+            Err(error) => Err(RPCError::Network(NetworkError::new(&error))),
+        }
+    }
+}
+
+fn unexpected(what: &str) -> RPCError<TypeConfig> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
+        "unexpected answer to {what}"
+    ))))
 }
 
 impl RaftNetworkV2<TypeConfig> for PeerClient {
@@ -37,33 +159,163 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
 
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        Err(RPCError::Unreachable(Unreachable::new(&NoTransport(
-            self.target,
-        ))))
+        let timeout = if rpc.entries.is_empty() {
+            option.soft_ttl()
+        } else {
+            option.soft_ttl().max(APPEND_TIMEOUT)
+        };
+        match self.send(RaftMessage::Append(rpc), timeout).await? {
+            RaftReply::Append(response) => Ok(response),
+            _ => Err(unexpected("append")),
+        }
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        Err(RPCError::Unreachable(Unreachable::new(&NoTransport(
-            self.target,
-        ))))
+        match self.send(RaftMessage::Vote(rpc), option.soft_ttl()).await? {
+            RaftReply::Vote(response) => Ok(response),
+            _ => Err(unexpected("vote")),
+        }
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self
+            .send(RaftMessage::PreVote(rpc), option.soft_ttl())
+            .await?
+        {
+            RaftReply::Vote(response) => Ok(response),
+            _ => Err(unexpected("pre-vote")),
+        }
     }
 
     async fn full_snapshot(
         &mut self,
-        _vote: Vote,
-        _snapshot: Snapshot,
-        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
-        _option: RPCOption,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        Err(StreamingError::Unreachable(Unreachable::new(&NoTransport(
-            self.target,
-        ))))
+        // Herald's snapshots are the small state-machine state (the data stays in the log), so
+        // one message carries the whole snapshot.
+        let message = RaftMessage::Snapshot {
+            vote,
+            meta: snapshot.meta,
+            data: snapshot.snapshot,
+        };
+        let timeout = option.soft_ttl().max(SNAPSHOT_TIMEOUT);
+        let reply = tokio::select! {
+            reply = self.send(message, timeout) => reply,
+            closed = cancel => {
+                return Err(StreamingError::Closed(closed));
+            }
+        };
+        match reply {
+            Ok(RaftReply::Snapshot(response)) => Ok(response),
+            Ok(_) => Err(StreamingError::Network(NetworkError::new(
+                &std::io::Error::other("unexpected answer to a snapshot"),
+            ))),
+            Err(RPCError::Unreachable(error)) => Err(StreamingError::Unreachable(error)),
+            Err(RPCError::Network(error)) => Err(StreamingError::Network(error)),
+            Err(other) => Err(StreamingError::Network(NetworkError::new(&other))),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        request: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self
+            .send(RaftMessage::TransferLeader(request), option.soft_ttl())
+            .await?
+        {
+            RaftReply::TransferLeader(response) => Ok(response),
+            _ => Err(unexpected("transfer-leader")),
+        }
+    }
+}
+
+/// The receiving side: hands raft messages from peers to this node's groups.
+#[derive(Clone)]
+pub struct RaftService {
+    registry: Arc<GroupRegistry>,
+}
+
+impl RaftService {
+    pub fn new(registry: Arc<GroupRegistry>) -> Self {
+        RaftService { registry }
+    }
+
+    /// Serves one message; the answer is an encoded `Result<RaftReply, RaftServiceError>`, so
+    /// the sender can tell "no such group here" from a transport failure.
+    pub async fn handle(&self, body: Bytes) -> Result<Bytes, String> {
+        let envelope: Envelope = codec::decode(&body).map_err(|error| error.to_string())?;
+        let reply = match self.registry.get(envelope.group) {
+            Some(group) => dispatch(group, envelope.message).await,
+            None => Err(RaftServiceError::UnknownGroup(envelope.group)),
+        };
+        codec::encode(&reply)
+            .map(Bytes::from)
+            .map_err(|error| error.to_string())
+    }
+}
+
+fn failed(error: impl std::fmt::Display) -> RaftServiceError {
+    RaftServiceError::Failed(error.to_string())
+}
+
+async fn dispatch(
+    group: RegisteredGroup,
+    message: RaftMessage,
+) -> Result<RaftReply, RaftServiceError> {
+    macro_rules! on_raft {
+        ($raft:expr) => {{
+            let raft = $raft;
+            match message {
+                RaftMessage::Append(request) => raft
+                    .append_entries(request)
+                    .await
+                    .map(RaftReply::Append)
+                    .map_err(failed),
+                RaftMessage::Vote(request) => {
+                    raft.vote(request).await.map(RaftReply::Vote).map_err(failed)
+                }
+                RaftMessage::PreVote(request) => raft
+                    .pre_vote(request)
+                    .await
+                    .map(RaftReply::Vote)
+                    .map_err(failed),
+                RaftMessage::Snapshot { vote, meta, data } => raft
+                    .install_full_snapshot(
+                        vote,
+                        Snapshot {
+                            meta,
+                            snapshot: data,
+                        },
+                    )
+                    .await
+                    .map(RaftReply::Snapshot)
+                    .map_err(failed),
+                RaftMessage::TransferLeader(request) => raft
+                    .handle_transfer_leader(request)
+                    .await
+                    .map(RaftReply::TransferLeader)
+                    .map_err(failed),
+            }
+        }};
+    }
+    match group {
+        RegisteredGroup::Metadata(raft) => on_raft!(raft),
+        RegisteredGroup::Partition(raft) => on_raft!(raft),
     }
 }

@@ -12,17 +12,38 @@ pub struct NodeDto {
     pub id: u64,
     pub http_addr: String,
     pub raft_addr: String,
-    /// `up` or `down`.
+    /// `up`, `down` or `draining`.
     pub status: String,
-    /// How many partitions this node leads.
-    pub leader_of: u32,
+    /// The partitions this node leads.
+    pub leader_of: Vec<PartitionRefDto>,
+}
+
+/// A partition of a topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = PartitionRef)]
+pub struct PartitionRefDto {
+    pub topic: String,
+    pub partition: u32,
+}
+
+/// `POST /v1/cluster/nodes`: a node to add. Start it first with `herald serve --join`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"node_id": 4, "http_addr": "127.0.0.1:8084", "raft_addr": "127.0.0.1:7004"}))]
+#[schema(as = AddNode)]
+pub struct AddNodeDto {
+    pub node_id: u64,
+    /// Where clients reach its HTTP API.
+    pub http_addr: String,
+    /// Where other nodes reach its internal RPC.
+    pub raft_addr: String,
 }
 
 /// `GET /v1/cluster`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "cluster_id": "herald-7f3a",
-    "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up", "leader_of": 3}],
+    "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up", "leader_of": [{"topic": "orders", "partition": 0}]}],
     "metadata_leader": 1
 }))]
 #[schema(as = Cluster)]
@@ -40,7 +61,14 @@ impl From<NodeInfo> for NodeDto {
             http_addr: node.http_addr,
             raft_addr: node.raft_addr,
             status: node.status,
-            leader_of: node.leader_of,
+            leader_of: node
+                .leader_of
+                .into_iter()
+                .map(|partition| PartitionRefDto {
+                    topic: partition.topic,
+                    partition: partition.partition,
+                })
+                .collect(),
         }
     }
 }
@@ -123,7 +151,10 @@ mod tests {
                 http_addr: "127.0.0.1:8080".into(),
                 raft_addr: "127.0.0.1:8081".into(),
                 status: "up".into(),
-                leader_of: 2,
+                leader_of: vec![crate::broker::PartitionRef {
+                    topic: "orders".into(),
+                    partition: 3,
+                }],
             }],
             metadata_leader: None,
         };
@@ -131,7 +162,8 @@ mod tests {
             serde_json::to_value(ClusterDto::from(info)).expect("json"),
             serde_json::json!({
                 "cluster_id": "c1",
-                "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up", "leader_of": 2}],
+                "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up",
+                    "leader_of": [{"topic": "orders", "partition": 3}]}],
                 "metadata_leader": null
             })
         );

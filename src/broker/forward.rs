@@ -1,0 +1,410 @@
+//! Any node serves any request: appends and reads for a partition led by another node travel
+//! to that leader over the internal RPC (the cluster's broker service), and its answer comes
+//! back as if served here.
+//!
+//! What crosses the wire is already compact: an append carries its records in the stored
+//! batch layout (uncompressed; the leader merges and compresses), a read answers stored
+//! batches as they are on disk. While leadership moves, a request follows the new leader until
+//! its deadline; it is retried only when it certainly was not written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
+use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
+use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
+use crate::domain::{Compression, Record};
+use crate::raft::{PartitionReplica, ReadLimits};
+
+/// How long past its own wait a forwarded long poll may take before the caller gives up.
+const FORWARD_SLACK: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Serialize, Deserialize)]
+enum ForwardRequest {
+    Append {
+        group: u64,
+        /// The records, in the stored batch layout, uncompressed.
+        batch: Bytes,
+        compression: Compression,
+    },
+    Read {
+        group: u64,
+        from: WireOffset,
+        max_records: usize,
+        max_bytes: usize,
+        max_wait_ms: u64,
+    },
+    OffsetForTimestamp {
+        group: u64,
+        timestamp: i64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum WireOffset {
+    Earliest,
+    Latest,
+    At(u64),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum ForwardReply {
+    Appended(Result<u64, WireError>),
+    Read(Result<RawRead, WireError>),
+    Offset(Result<u64, WireError>),
+}
+
+/// The errors a leader answers a forwarded request with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum WireError {
+    /// This node does not lead the group: nothing was written, ask the leader.
+    NotLeader,
+    OffsetOutOfRange {
+        offset: u64,
+        log_start_offset: u64,
+        high_watermark: u64,
+    },
+    Timeout(String),
+    Failed(String),
+}
+
+/// Stored batches from a partition's leader, with its watermarks after the read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct RawRead {
+    /// The offset the read started at (resolved from earliest/latest).
+    pub from: u64,
+    pub batches: Vec<(u64, Bytes)>,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+}
+
+impl From<BrokerError> for WireError {
+    fn from(error: BrokerError) -> Self {
+        match error {
+            BrokerError::NoLeader(_) => WireError::NotLeader,
+            BrokerError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            } => WireError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            },
+            BrokerError::Timeout(what) => WireError::Timeout(what),
+            other => WireError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl WireError {
+    fn into_broker(self, group: u64) -> BrokerError {
+        match self {
+            WireError::NotLeader => BrokerError::NoLeader(format!("partition group {group}")),
+            WireError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            } => BrokerError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            },
+            WireError::Timeout(what) => BrokerError::Timeout(what),
+            WireError::Failed(reason) => {
+                BrokerError::Internal(format!("the partition leader failed: {reason}"))
+            }
+        }
+    }
+}
+
+impl From<OffsetSpec> for WireOffset {
+    fn from(spec: OffsetSpec) -> Self {
+        match spec {
+            OffsetSpec::Earliest => WireOffset::Earliest,
+            OffsetSpec::Latest => WireOffset::Latest,
+            OffsetSpec::At(offset) => WireOffset::At(offset),
+        }
+    }
+}
+
+impl From<WireOffset> for OffsetSpec {
+    fn from(spec: WireOffset) -> Self {
+        match spec {
+            WireOffset::Earliest => OffsetSpec::Earliest,
+            WireOffset::Latest => OffsetSpec::Latest,
+            WireOffset::At(offset) => OffsetSpec::At(offset),
+        }
+    }
+}
+
+/// One attempt's verdict: done, or worth another try at the (possibly new) leader.
+enum Attempt<T> {
+    Done(BrokerResult<T>),
+    Retry,
+}
+
+impl Broker {
+    /// Runs `local` on this node when it leads `group`, or sends `request` to the leader;
+    /// follows leadership changes until the leader wait is over.
+    async fn on_leader<T, L, F>(
+        &self,
+        group: u64,
+        request: impl Fn() -> ForwardRequest,
+        wait: Duration,
+        local: L,
+        unwrap: impl Fn(ForwardReply) -> Option<Result<T, WireError>>,
+    ) -> BrokerResult<T>
+    where
+        L: Fn(Arc<PartitionReplica>) -> F,
+        F: std::future::Future<Output = BrokerResult<T>>,
+    {
+        let deadline = Instant::now() + self.inner.options.leader_wait;
+        loop {
+            let route = self.cluster().route(group, deadline).await?;
+            let attempt = match route {
+                Route::Local(replica) => match local(replica).await {
+                    // Refused before anything was written: leadership moved under us.
+                    Err(BrokerError::NoLeader(_)) => Attempt::Retry,
+                    other => Attempt::Done(other),
+                },
+                Route::Remote(node) => {
+                    self.forward_once(group, node, &request(), wait, &unwrap)
+                        .await
+                }
+            };
+            match attempt {
+                Attempt::Done(result) => return result,
+                Attempt::Retry if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Attempt::Retry => {
+                    return Err(BrokerError::NoLeader(format!("partition group {group}")))
+                }
+            }
+        }
+    }
+
+    async fn forward_once<T>(
+        &self,
+        group: u64,
+        node: u64,
+        request: &ForwardRequest,
+        wait: Duration,
+        unwrap: &impl Fn(ForwardReply) -> Option<Result<T, WireError>>,
+    ) -> Attempt<T> {
+        let body = match postcard::to_stdvec(request) {
+            Ok(body) => Bytes::from(body),
+            Err(error) => {
+                return Attempt::Done(Err(BrokerError::Internal(format!(
+                    "encoding a forwarded request: {error}"
+                ))))
+            }
+        };
+        let timeout = self.inner.options.leader_wait + wait + FORWARD_SLACK;
+        let answer = match self
+            .cluster()
+            .call_node(node, BROKER_SERVICE, body, timeout)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(error) if !error.maybe_delivered() => {
+                self.cluster().forget_leader(group, node);
+                return Attempt::Retry;
+            }
+            Err(error) => {
+                tracing::warn!(group, node, %error, "a forwarded request's outcome is unknown");
+                return Attempt::Done(Err(BrokerError::Timeout(format!(
+                    "the partition leader (node {node}) did not answer; the request may or may not have been applied"
+                ))));
+            }
+        };
+        let reply = match postcard::from_bytes::<ForwardReply>(&answer) {
+            Ok(reply) => reply,
+            Err(error) => {
+                return Attempt::Done(Err(BrokerError::Internal(format!(
+                    "decoding a forwarded answer: {error}"
+                ))))
+            }
+        };
+        match unwrap(reply) {
+            Some(Ok(value)) => Attempt::Done(Ok(value)),
+            Some(Err(WireError::NotLeader)) => {
+                self.cluster().forget_leader(group, node);
+                Attempt::Retry
+            }
+            Some(Err(error)) => Attempt::Done(Err(error.into_broker(group))),
+            None => Attempt::Done(Err(BrokerError::Internal(
+                "a forwarded request got the wrong kind of answer".into(),
+            ))),
+        }
+    }
+
+    /// Appends `records` to the partition of `group` on its leader; answers the base offset.
+    pub(super) async fn append_records(
+        &self,
+        group: u64,
+        records: Vec<Record>,
+        compression: Compression,
+    ) -> BrokerResult<u64> {
+        // Encoded once for the wire only when the leader is elsewhere.
+        let wire = std::sync::OnceLock::new();
+        let records = Arc::new(records);
+        let request = || {
+            let batch = wire
+                .get_or_init(|| {
+                    encode_batch(&records, Compression::None, ProducerStamp::NONE)
+                        .unwrap_or_default()
+                })
+                .clone();
+            ForwardRequest::Append {
+                group,
+                batch,
+                compression,
+            }
+        };
+        let local = |replica: Arc<PartitionReplica>| {
+            let records = (*records).clone();
+            self.append_here(replica, records, compression)
+        };
+        self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::Appended(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn append_here(
+        &self,
+        replica: Arc<PartitionReplica>,
+        records: Vec<Record>,
+        compression: Compression,
+    ) -> BrokerResult<u64> {
+        let group = replica.group();
+        self.inner
+            .appenders
+            .for_group(group)
+            .submit(replica, records, compression)
+            .await
+            .map_err(|_| BrokerError::Internal("the partition appender stopped".into()))?
+    }
+
+    /// Reads stored batches of `group` on its leader.
+    pub(super) async fn read_batches(
+        &self,
+        group: u64,
+        from: OffsetSpec,
+        limits: ReadLimits,
+        max_wait: Duration,
+    ) -> BrokerResult<RawRead> {
+        let request = || ForwardRequest::Read {
+            group,
+            from: from.into(),
+            max_records: limits.max_records,
+            max_bytes: limits.max_bytes,
+            max_wait_ms: max_wait.as_millis() as u64,
+        };
+        let local = |replica: Arc<PartitionReplica>| self.read_here(replica, from, limits, max_wait);
+        self.on_leader(group, request, max_wait, local, |reply| match reply {
+            ForwardReply::Read(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
+    /// The first offset of `group` at or after `timestamp`, asked of its leader.
+    pub(super) async fn find_offset(&self, group: u64, timestamp: i64) -> BrokerResult<u64> {
+        let request = || ForwardRequest::OffsetForTimestamp { group, timestamp };
+        let local = |replica: Arc<PartitionReplica>| async move {
+            let watermarks = replica.watermarks();
+            let found = replica.offset_for_timestamp(timestamp).await?;
+            Ok(found
+                .map(|offset| offset.max(watermarks.log_start_offset))
+                .unwrap_or(watermarks.high_watermark))
+        };
+        self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::Offset(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Serves a request another node forwarded here; refuses it when this node does not lead
+    /// the group (the sender then finds the leader).
+    async fn serve_forwarded(&self, body: Bytes) -> Result<Bytes, String> {
+        let request: ForwardRequest = postcard::from_bytes(&body)
+            .map_err(|error| format!("bad forwarded request: {error}"))?;
+        let leading = |group: u64| {
+            self.cluster()
+                .local_replica(group)
+                .filter(|replica| replica.is_leader())
+        };
+        let reply = match request {
+            ForwardRequest::Append {
+                group,
+                batch,
+                compression,
+            } => ForwardReply::Appended(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => match decode_batch(&batch) {
+                    Ok((_, records)) => self
+                        .append_here(replica, records, compression)
+                        .await
+                        .map_err(WireError::from),
+                    Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),
+                },
+            }),
+            ForwardRequest::Read {
+                group,
+                from,
+                max_records,
+                max_bytes,
+                max_wait_ms,
+            } => ForwardReply::Read(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => {
+                    let limits = ReadLimits {
+                        max_records,
+                        max_bytes: max_bytes.min(self.inner.options.fetch_max_bytes),
+                    };
+                    let wait = Duration::from_millis(max_wait_ms).min(super::fetch::MAX_WAIT);
+                    self.read_here(replica, from.into(), limits, wait)
+                        .await
+                        .map_err(WireError::from)
+                }
+            }),
+            ForwardRequest::OffsetForTimestamp { group, timestamp } => {
+                ForwardReply::Offset(match leading(group) {
+                    None => Err(WireError::NotLeader),
+                    Some(_) => self
+                        .find_offset(group, timestamp)
+                        .await
+                        .map_err(WireError::from),
+                })
+            }
+        };
+        postcard::to_stdvec(&reply)
+            .map(Bytes::from)
+            .map_err(|error| format!("encoding a forwarded answer: {error}"))
+    }
+}
+
+/// The broker as the cluster's broker service.
+pub(super) struct ForwardedRequests(pub(super) std::sync::Weak<super::BrokerInner>);
+
+impl BrokerService for ForwardedRequests {
+    fn handle(&self, _from: u64, body: Bytes) -> BoxFuture<'static, Result<Bytes, String>> {
+        let broker = self.0.upgrade().map(|inner| Broker { inner });
+        Box::pin(async move {
+            match broker {
+                Some(broker) => broker.serve_forwarded(body).await,
+                None => Err("the broker is shutting down".to_string()),
+            }
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! What nodes ask each other on the internal RPC, besides raft: metadata proposals forwarded
+//! to the metadata leader, and the ping that tells every node who is alive and who leads which
+//! group. Also the dispatcher that routes each incoming RPC to its service.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::Cluster;
+use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
+use crate::raft::{RaftService, RAFT_SERVICE};
+use crate::rpc::{RpcHandler, ServiceId};
+
+/// Cluster requests (this module).
+pub const CLUSTER_SERVICE: ServiceId = 2;
+/// Requests the broker forwards to a partition's leader (`broker::forward`).
+pub const BROKER_SERVICE: ServiceId = 3;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ClusterRequest {
+    /// Propose a metadata command; a node that does not lead the metadata group passes it on
+    /// to the leader once (`hops` stops loops while leadership moves).
+    Propose {
+        command: MetadataCommand,
+        hops: u8,
+    },
+    Ping,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ClusterReply {
+    Proposed(Result<MetadataOutcome, ProposeFailure>),
+    Pong(PingReport),
+}
+
+/// Why a forwarded proposal was not applied. Only `NoLeader` is safe to retry blindly.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) enum ProposeFailure {
+    /// Nothing was proposed: no leader known (yet).
+    NoLeader,
+    /// Proposed, but the outcome is unknown or it failed.
+    Failed(String),
+}
+
+/// One group this node leads, as it sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupLeadership {
+    pub group: u64,
+    pub term: u64,
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    pub in_sync: Vec<u64>,
+    /// The partition's offsets on the leader (zero for the metadata group).
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+}
+
+/// A node's answer to a ping.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PingReport {
+    pub node_id: u64,
+    /// The groups it leads (metadata group included).
+    pub leads: Vec<GroupLeadership>,
+}
+
+/// Serves requests of the broker service; set by the composition root once the broker exists
+/// (the broker sits above the cluster, so it registers itself instead of being called by name).
+pub trait BrokerService: Send + Sync + 'static {
+    fn handle(&self, from: u64, body: Bytes) -> BoxFuture<'static, Result<Bytes, String>>;
+}
+
+/// Routes incoming internal RPCs: raft messages to groups, cluster requests to the cluster,
+/// broker requests to the broker.
+pub(super) struct Dispatcher {
+    pub(super) raft: RaftService,
+    pub(super) cluster: OnceLock<Weak<Cluster>>,
+    pub(super) broker: OnceLock<Arc<dyn BrokerService>>,
+}
+
+impl RpcHandler for Dispatcher {
+    fn handle(
+        &self,
+        from: u64,
+        service: ServiceId,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<Bytes, String>> {
+        match service {
+            RAFT_SERVICE => {
+                let raft = self.raft.clone();
+                Box::pin(async move { raft.handle(body).await })
+            }
+            CLUSTER_SERVICE => {
+                let cluster = self.cluster.get().and_then(Weak::upgrade);
+                Box::pin(async move {
+                    match cluster {
+                        Some(cluster) => cluster.serve_request(body).await,
+                        None => Err("this node is still starting".to_string()),
+                    }
+                })
+            }
+            BROKER_SERVICE => match self.broker.get() {
+                Some(broker) => broker.handle(from, body),
+                None => Box::pin(async { Err("this node is still starting".to_string()) }),
+            },
+            other => Box::pin(async move { Err(format!("unknown service {other}")) }),
+        }
+    }
+}

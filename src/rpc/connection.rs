@@ -1,0 +1,357 @@
+//! One dialled connection to a peer: the handshake, then a writer task (see `writer`) and a
+//! reader task that routes answers by request id to the calls waiting for them.
+//!
+//! Calls register in the pending map before their request is queued and deregister when they
+//! end, answered or not (a call dropped on its timeout leaves nothing behind). When the
+//! connection breaks, every pending call learns it at once (`ConnectionLost`: its request was
+//! queued, so it may have been delivered) and the peer's slot is emptied, so the next call
+//! dials again.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+
+use super::client::Peer;
+use super::frame::{
+    decode_hello_ack, write_frame, Frame, FrameKind, FrameReader, Hello, HANDSHAKE_MAX_FRAME_BYTES,
+};
+use super::{writer, ConnectionGauge, RpcError, RpcLimits, ServiceId};
+
+/// Dials, says hello, and starts the connection's reader and writer tasks; the error is why
+/// not.
+pub(super) async fn establish(
+    own_id: u64,
+    peer: &Arc<Peer>,
+    address: &str,
+    limits: &RpcLimits,
+) -> Result<Arc<Connection>, String> {
+    let (mut reader, write_half) = match tokio::time::timeout(
+        limits.connect_timeout,
+        handshake(own_id, peer.node(), address),
+    )
+    .await
+    {
+        Ok(outcome) => outcome?,
+        Err(_elapsed) => {
+            return Err(format!(
+                "no handshake with {address} within {:?}",
+                limits.connect_timeout
+            ))
+        }
+    };
+    reader.set_max_frame_bytes(limits.frame_limit());
+    peer.last_answer().record();
+    Ok(Connection::start(peer, reader, write_half))
+}
+
+async fn handshake(
+    own_id: u64,
+    node: u64,
+    address: &str,
+) -> Result<(FrameReader<OwnedReadHalf>, OwnedWriteHalf), String> {
+    let stream = TcpStream::connect(address)
+        .await
+        .map_err(|error| format!("connect to {address}: {error}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|error| format!("set TCP_NODELAY on {address}: {error}"))?;
+    let (read_half, mut write_half) = stream.into_split();
+    let hello = Hello {
+        from: own_id,
+        to: node,
+    };
+    write_frame(&mut write_half, &hello.into_frame())
+        .await
+        .map_err(|error| format!("send hello to {address}: {error}"))?;
+    let mut reader = FrameReader::new(read_half, HANDSHAKE_MAX_FRAME_BYTES);
+    let reply = reader
+        .read_frame()
+        .await
+        .map_err(|error| format!("handshake with {address}: {error}"))?
+        .ok_or_else(|| format!("{address} closed the connection during the handshake"))?;
+    match reply.kind {
+        FrameKind::HelloAck => {
+            let answered = decode_hello_ack(&reply.body)?;
+            if answered != node {
+                return Err(format!("{address} is node {answered}, not node {node}"));
+            }
+            Ok((reader, write_half))
+        }
+        FrameKind::HelloRefused => Err(format!(
+            "{address} refused the handshake: {}",
+            String::from_utf8_lossy(&reply.body)
+        )),
+        other => Err(format!(
+            "{address} answered the hello with a {other:?} frame"
+        )),
+    }
+}
+
+/// One open connection. Callers hold it while they send; dropping the last holder (the peer's
+/// slot and every caller) closes it.
+pub(super) struct Connection {
+    outgoing: mpsc::Sender<Frame>,
+    shared: Arc<ConnectionShared>,
+}
+
+/// The part of a connection its reader and writer tasks share with callers.
+struct ConnectionShared {
+    node: u64,
+    next_request_id: AtomicU64,
+    closed: AtomicBool,
+    pending: Mutex<PendingCalls>,
+    tasks: Mutex<Vec<AbortHandle>>,
+    /// To clear the peer's slot when the connection breaks.
+    peer: Weak<Peer>,
+    _gauge: ConnectionGauge,
+}
+
+struct PendingCalls {
+    /// Set once, when the connection closes; no call is registered after that.
+    closed_because: Option<String>,
+    calls: HashMap<u64, oneshot::Sender<Result<Bytes, RpcError>>>,
+}
+
+impl Connection {
+    fn start(
+        peer: &Arc<Peer>,
+        reader: FrameReader<OwnedReadHalf>,
+        write_half: OwnedWriteHalf,
+    ) -> Arc<Connection> {
+        let (outgoing, queue) = mpsc::channel(writer::QUEUE_FRAMES);
+        let shared = Arc::new(ConnectionShared {
+            node: peer.node(),
+            next_request_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            pending: Mutex::new(PendingCalls {
+                closed_because: None,
+                calls: HashMap::new(),
+            }),
+            tasks: Mutex::new(Vec::new()),
+            peer: Arc::downgrade(peer),
+            _gauge: ConnectionGauge::open("out"),
+        });
+        let reading = tokio::spawn(read_answers(
+            shared.clone(),
+            reader,
+            peer.last_answer().clone(),
+        ));
+        let writing = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                let reason = match writer::run(write_half, queue).await {
+                    Ok(()) => "the connection was released".to_string(),
+                    Err(error) => format!("write failed: {error}"),
+                };
+                shared.close(&reason, true);
+            }
+        });
+        {
+            let mut tasks = shared.tasks.lock();
+            tasks.extend([reading.abort_handle(), writing.abort_handle()]);
+            // A close that ran before the handles were here could not abort them.
+            if shared.is_closed() {
+                tasks.drain(..).for_each(|task| task.abort());
+            }
+        }
+        Arc::new(Connection { outgoing, shared })
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// Closes the connection; its pending calls get `ConnectionLost` with `reason`.
+    pub(super) fn close(&self, reason: &str) {
+        self.shared.close(reason, false);
+    }
+
+    /// Calls waiting for an answer on this connection.
+    #[cfg(test)]
+    pub(super) fn pending_calls(&self) -> usize {
+        self.shared.pending.lock().calls.len()
+    }
+
+    /// Registers a call and queues its request. The error (the connection closed first) means
+    /// the request was certainly not sent.
+    pub(super) async fn send(&self, service: ServiceId, body: Bytes) -> Result<Waiting, String> {
+        let request_id = self.shared.next_request_id.fetch_add(1, Ordering::Relaxed);
+        let (answer_sender, answer) = oneshot::channel();
+        {
+            let mut pending = self.shared.pending.lock();
+            if let Some(reason) = &pending.closed_because {
+                return Err(reason.clone());
+            }
+            pending.calls.insert(request_id, answer_sender);
+        }
+        let registration = Registration {
+            shared: self.shared.clone(),
+            request_id,
+        };
+        let frame = Frame::new(FrameKind::Request, request_id, service, body);
+        if self.outgoing.send(frame).await.is_err() {
+            return Err("the connection's writer stopped".to_string());
+        }
+        Ok(Waiting {
+            node: self.shared.node,
+            answer,
+            _registration: registration,
+        })
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.shared.close("the connection was released", false);
+    }
+}
+
+impl ConnectionShared {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Fails every pending call with `ConnectionLost` and stops the tasks; `clear_slot` also
+    /// empties the peer's slot if it still holds this connection, so the next call reconnects.
+    /// Runs once; later calls do nothing.
+    fn close(&self, reason: &str, clear_slot: bool) {
+        let calls = {
+            let mut pending = self.pending.lock();
+            if pending.closed_because.is_some() {
+                return;
+            }
+            pending.closed_because = Some(reason.to_string());
+            self.closed.store(true, Ordering::Release);
+            std::mem::take(&mut pending.calls)
+        };
+        tracing::debug!(node = self.node, %reason, "rpc connection closed");
+        for (_, caller) in calls {
+            let _ = caller.send(Err(RpcError::ConnectionLost {
+                node: self.node,
+                reason: reason.to_string(),
+            }));
+        }
+        self.tasks.lock().drain(..).for_each(|task| task.abort());
+        if !clear_slot {
+            return;
+        }
+        if let Some(peer) = self.peer.upgrade() {
+            peer.release(|connection| std::ptr::eq(Arc::as_ptr(&connection.shared), self));
+        }
+    }
+
+    fn complete(&self, request_id: u64, answer: Result<Bytes, RpcError>) {
+        let caller = self.pending.lock().calls.remove(&request_id);
+        match caller {
+            Some(caller) => {
+                let _ = caller.send(answer);
+            }
+            None => tracing::debug!(
+                node = self.node,
+                request_id,
+                "rpc answer for a call that already gave up"
+            ),
+        }
+    }
+}
+
+/// Routes answers to their callers until the connection ends, then closes it.
+async fn read_answers(
+    shared: Arc<ConnectionShared>,
+    mut reader: FrameReader<OwnedReadHalf>,
+    last_answer: Arc<LastAnswer>,
+) {
+    let reason = loop {
+        let frame = match reader.read_frame().await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break "the peer closed the connection".to_string(),
+            Err(error) => {
+                if error.is_protocol_violation() {
+                    tracing::warn!(node = shared.node, %error, "rpc protocol error from a peer");
+                }
+                break error.to_string();
+            }
+        };
+        let answer = match frame.kind {
+            FrameKind::AnswerOk => Ok(frame.body),
+            FrameKind::AnswerError => Err(RpcError::Remote(
+                String::from_utf8_lossy(&frame.body).into_owned(),
+            )),
+            other => {
+                tracing::warn!(node = shared.node, kind = ?other, "rpc peer sent an unexpected frame");
+                break format!("protocol error: unexpected {other:?} frame");
+            }
+        };
+        last_answer.record();
+        shared.complete(frame.request_id, answer);
+    };
+    shared.close(&reason, true);
+}
+
+/// Removes the call's pending entry when the call ends, whether answered or dropped on its
+/// timeout, so abandoned calls leave nothing behind.
+struct Registration {
+    shared: Arc<ConnectionShared>,
+    request_id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.shared.pending.lock().calls.remove(&self.request_id);
+    }
+}
+
+pub(super) struct Waiting {
+    node: u64,
+    answer: oneshot::Receiver<Result<Bytes, RpcError>>,
+    _registration: Registration,
+}
+
+impl Waiting {
+    pub(super) async fn answer(self) -> Result<Bytes, RpcError> {
+        match self.answer.await {
+            Ok(answer) => answer,
+            Err(_dropped) => Err(RpcError::ConnectionLost {
+                node: self.node,
+                reason: "the connection closed".to_string(),
+            }),
+        }
+    }
+}
+
+/// When a peer last answered, as nanoseconds after `base` plus one (zero: never), so the
+/// reader can record it without a lock.
+pub(super) struct LastAnswer {
+    base: Instant,
+    nanos_plus_one: AtomicU64,
+}
+
+impl LastAnswer {
+    pub(super) fn new() -> LastAnswer {
+        LastAnswer {
+            base: Instant::now(),
+            nanos_plus_one: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self) {
+        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        self.nanos_plus_one
+            .fetch_max(nanos.saturating_add(1), Ordering::Relaxed);
+    }
+
+    pub(super) fn get(&self) -> Option<Instant> {
+        match self.nanos_plus_one.load(Ordering::Relaxed) {
+            0 => None,
+            nanos_plus_one => Some(self.base + Duration::from_nanos(nanos_plus_one - 1)),
+        }
+    }
+}

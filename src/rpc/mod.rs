@@ -1,0 +1,112 @@
+//! Internal node-to-node RPC: the transport Herald nodes speak on their `--raft-addr` listener.
+//!
+//! It carries opaque byte bodies tagged with a [`ServiceId`]. What a body means is the business
+//! of the layers above (raft, cluster, broker dispatch), so this module imports neither openraft
+//! nor rocksdb, and the transport can be tested, tuned and replaced on its own.
+//!
+//! Shape: [`RpcClient`] keeps one persistent TCP connection per peer node and multiplexes every
+//! concurrent call over it, matching answers to requests by id; [`serve`] accepts connections,
+//! checks a handshake naming the node the caller expected, and runs an [`RpcHandler`] per
+//! request, with per-connection backpressure. The wire format is described in `frame`.
+
+mod client;
+mod connection;
+mod error;
+mod frame;
+mod server;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+pub use client::RpcClient;
+pub use error::RpcError;
+pub use server::serve;
+
+/// Which service of the receiving node a request is for (raft, cluster, broker, ...). The
+/// transport only routes it; the numbering belongs to the layers above.
+pub type ServiceId = u8;
+
+/// Counter of finished calls, labelled by `service` and `outcome`
+/// (`ok`, `remote_error`, `timeout`, `unreachable`, `connection_lost`, `no_address`, `too_large`).
+pub const CALLS_TOTAL: &str = "herald_rpc_calls_total";
+/// Counter of frame bytes written to sockets, by clients and servers alike.
+pub const SENT_BYTES_TOTAL: &str = "herald_rpc_sent_bytes_total";
+/// Counter of frame bytes read from sockets, by clients and servers alike.
+pub const RECEIVED_BYTES_TOTAL: &str = "herald_rpc_received_bytes_total";
+/// Gauge of open connections, labelled `direction` = `in` (accepted) or `out` (dialled).
+pub const CONNECTIONS: &str = "herald_rpc_connections";
+
+/// Limits of a client or a server. Both ends of a cluster should use the same values: a frame
+/// one side may send, the other must accept.
+#[derive(Debug, Clone)]
+pub struct RpcLimits {
+    /// Largest frame accepted or sent (header + body). Default 64 MiB.
+    pub max_frame_bytes: usize,
+    /// Bytes of request bodies a client may have in flight to one peer; a caller waits for room
+    /// (within its timeout). Default 256 MiB.
+    pub max_in_flight_bytes_per_peer: usize,
+    /// Requests a server handles at once per connection; past it, it stops reading that
+    /// connection (backpressure). Default 4096.
+    pub max_concurrent_requests_per_connection: usize,
+    /// Longest a connect plus handshake may take. Default 1 s.
+    pub connect_timeout: Duration,
+    /// After a failed connect, calls to that peer fail fast (Unreachable) for this long.
+    /// Default 250 ms.
+    pub reconnect_backoff: Duration,
+}
+
+impl Default for RpcLimits {
+    fn default() -> Self {
+        RpcLimits {
+            max_frame_bytes: 64 * 1024 * 1024,
+            max_in_flight_bytes_per_peer: 256 * 1024 * 1024,
+            max_concurrent_requests_per_connection: 4096,
+            connect_timeout: Duration::from_secs(1),
+            reconnect_backoff: Duration::from_millis(250),
+        }
+    }
+}
+
+impl RpcLimits {
+    /// The frame limit actually enforced: a frame's length prefix is a `u32`.
+    pub(crate) fn frame_limit(&self) -> usize {
+        self.max_frame_bytes.min(u32::MAX as usize)
+    }
+}
+
+/// Serves requests arriving at this node. Implemented by the layers above (raft, cluster,
+/// broker dispatch).
+pub trait RpcHandler: Send + Sync + 'static {
+    /// Serves one request from node `from` for `service`; an `Err(message)` reaches the caller
+    /// as `RpcError::Remote(message)`.
+    fn handle(
+        &self,
+        from: u64,
+        service: ServiceId,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<Bytes, String>>;
+}
+
+/// Counts one open connection in [`CONNECTIONS`] for as long as it lives.
+pub(crate) struct ConnectionGauge {
+    direction: &'static str,
+}
+
+impl ConnectionGauge {
+    pub(crate) fn open(direction: &'static str) -> ConnectionGauge {
+        metrics::gauge!(CONNECTIONS, "direction" => direction).increment(1.0);
+        ConnectionGauge { direction }
+    }
+}
+
+impl Drop for ConnectionGauge {
+    fn drop(&mut self) {
+        metrics::gauge!(CONNECTIONS, "direction" => self.direction).decrement(1.0);
+    }
+}
