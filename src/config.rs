@@ -89,9 +89,9 @@ impl Default for Config {
 impl Default for RaftConfig {
     fn default() -> Self {
         RaftConfig {
-            heartbeat_interval_ms: 250,
-            election_timeout_min_ms: 1000,
-            election_timeout_max_ms: 2000,
+            heartbeat_interval_ms: 500,
+            election_timeout_min_ms: 1500,
+            election_timeout_max_ms: 2500,
         }
     }
 }
@@ -191,7 +191,11 @@ impl Config {
 /// Parses `1=host:7000,2=host:7001`.
 pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<u64, String>, ConfigError> {
     let mut members = BTreeMap::new();
-    for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+    for item in text
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+    {
         let invalid = || {
             ConfigError::Invalid(format!(
                 "initial_cluster entry '{item}' is not ID=HOST:PORT"
@@ -233,7 +237,7 @@ mod tests {
             toml::from_str("node_id = 3\n[raft]\nheartbeat_interval_ms = 100\n").unwrap();
         assert_eq!(config.node_id, 3);
         assert_eq!(config.raft.heartbeat_interval_ms, 100);
-        assert_eq!(config.raft.election_timeout_min_ms, 1000);
+        assert_eq!(config.raft.election_timeout_min_ms, 1500);
         assert!(toml::from_str::<Config>("nod_id = 3").is_err());
     }
 
@@ -243,7 +247,15 @@ mod tests {
         assert_eq!(members.len(), 3);
         assert_eq!(members[&2], "127.0.0.1:7001");
         assert!(parse_initial_cluster("").unwrap().is_empty());
-        for bad in ["1", "x=a:1", "1=a", "1=a:99999", "0=a:1", "1=a:1,1=b:2", "1=:5"] {
+        for bad in [
+            "1",
+            "x=a:1",
+            "1=a",
+            "1=a:99999",
+            "0=a:1",
+            "1=a:1,1=b:2",
+            "1=:5",
+        ] {
             assert!(parse_initial_cluster(bad).is_err(), "{bad}");
         }
         let mut config = Config {

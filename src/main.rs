@@ -89,13 +89,13 @@ struct ServeArgs {
     /// How many nodes vote in the metadata group: 1, 3 or 5 [default: 3].
     #[arg(long, env = "HERALD_METADATA_VOTERS")]
     metadata_voters: Option<usize>,
-    /// Raft heartbeat interval in ms [default: 250].
+    /// Raft heartbeat interval in ms [default: 500].
     #[arg(long, env = "HERALD_HEARTBEAT_INTERVAL_MS")]
     heartbeat_interval_ms: Option<u64>,
-    /// Shortest raft election timeout in ms [default: 1000].
+    /// Shortest raft election timeout in ms [default: 1500].
     #[arg(long, env = "HERALD_ELECTION_TIMEOUT_MIN_MS")]
     election_timeout_min_ms: Option<u64>,
-    /// Longest raft election timeout in ms [default: 2000].
+    /// Longest raft election timeout in ms [default: 2500].
     #[arg(long, env = "HERALD_ELECTION_TIMEOUT_MAX_MS")]
     election_timeout_max_ms: Option<u64>,
     /// How long a request waits for a partition leader before 503 `no_leader` [default: 10000].

@@ -58,7 +58,9 @@ impl Broker {
         raft_addr: String,
     ) -> BrokerResult<(bool, NodeInfo)> {
         if node_id == 0 {
-            return Err(BrokerError::InvalidRequest("node_id must be at least 1".into()));
+            return Err(BrokerError::InvalidRequest(
+                "node_id must be at least 1".into(),
+            ));
         }
         for (field, address) in [("http_addr", &http_addr), ("raft_addr", &raft_addr)] {
             let valid = address
@@ -80,7 +82,9 @@ impl Broker {
             MetadataOutcome::NodeExists => {
                 return Err(BrokerError::Conflict {
                     code: "node_exists",
-                    message: format!("node {node_id} is already in the cluster with other addresses"),
+                    message: format!(
+                        "node id {node_id} is taken (by a node with other addresses, or by a removed node: ids are not reused)"
+                    ),
                 })
             }
             other => return Err(BrokerError::InvalidRequest(format!("{other:?}"))),
@@ -99,7 +103,9 @@ impl Broker {
                 code: "cannot_drain",
                 message: reason,
             }),
-            other => Err(BrokerError::Internal(format!("unexpected drain outcome {other:?}"))),
+            other => Err(BrokerError::Internal(format!(
+                "unexpected drain outcome {other:?}"
+            ))),
         }
     }
 

@@ -309,7 +309,8 @@ impl Broker {
             max_bytes: limits.max_bytes,
             max_wait_ms: max_wait.as_millis() as u64,
         };
-        let local = |replica: Arc<PartitionReplica>| self.read_here(replica, from, limits, max_wait);
+        let local =
+            |replica: Arc<PartitionReplica>| self.read_here(replica, from, limits, max_wait);
         self.on_leader(group, request, max_wait, local, |reply| match reply {
             ForwardReply::Read(result) => Some(result),
             _ => None,

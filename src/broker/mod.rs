@@ -139,13 +139,11 @@ impl From<ClusterError> for BrokerError {
             ClusterError::NoLeader(group) => {
                 BrokerError::NoLeader(format!("partition group {group}"))
             }
-            ClusterError::NoMetadataLeader => {
-                BrokerError::NoLeader("the cluster metadata".into())
-            }
+            ClusterError::NoMetadataLeader => BrokerError::NoLeader("the cluster metadata".into()),
             ClusterError::Timeout(what) => BrokerError::Timeout(what),
-            ClusterError::Rpc(error) => BrokerError::Timeout(format!(
-                "an internal request's outcome is unknown: {error}"
-            )),
+            ClusterError::Rpc(error) => {
+                BrokerError::Timeout(format!("an internal request's outcome is unknown: {error}"))
+            }
             ClusterError::Unavailable(reason) => BrokerError::Unavailable(reason),
             ClusterError::CannotDrain(reason) => BrokerError::Conflict {
                 code: "cannot_drain",

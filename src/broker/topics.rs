@@ -159,11 +159,12 @@ impl Broker {
     }
 
     /// Waits until every partition of the topic has a known leader, so a produce right after
-    /// creation does not fail.
+    /// creation does not fail. Each partition gets the whole leader wait: a thousand new
+    /// groups take a while to start, but each one that starts elects its leader quickly.
     async fn wait_for_partitions(&self, name: &str) -> BrokerResult<()> {
         let topic = self.topic(name)?;
-        let deadline = tokio::time::Instant::now() + self.inner.options.leader_wait;
         for assignment in &topic.partitions {
+            let deadline = tokio::time::Instant::now() + self.inner.options.leader_wait;
             if let Err(error) = self.cluster().route(assignment.group_id, deadline).await {
                 tracing::warn!(topic = name, %error, "a new partition has no leader yet");
                 return Err(BrokerError::NoLeader(format!("topic '{name}'")));

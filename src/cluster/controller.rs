@@ -54,7 +54,8 @@ impl Cluster {
             .collect();
         let step = tokio::time::timeout(
             std::time::Duration::from_secs(5),
-            self.metadata.converge_members(&voters, &learners, &addresses),
+            self.metadata
+                .converge_members(&voters, &learners, &addresses),
         )
         .await;
         match step {
@@ -94,7 +95,10 @@ impl Cluster {
             if !moved || metadata_voter {
                 continue;
             }
-            match self.propose(MetadataCommand::RemoveNode { node_id: node }).await {
+            match self
+                .propose(MetadataCommand::RemoveNode { node_id: node })
+                .await
+            {
                 Ok(MetadataOutcome::Done) => {
                     tracing::info!(node, "drained node removed from the cluster");
                     self.rpc.forget(node);

@@ -37,12 +37,10 @@ impl LeaderMap {
             claim.leader != report.node_id || report.leads.iter().any(|led| led.group == *group)
         });
         for leadership in report.leads {
-            let newer = claims
-                .get(&leadership.group)
-                .is_none_or(|claim| {
-                    leadership.term >= claim.leadership.term
-                        || now.duration_since(claim.seen) > REPORT_TTL
-                });
+            let newer = claims.get(&leadership.group).is_none_or(|claim| {
+                leadership.term >= claim.leadership.term
+                    || now.duration_since(claim.seen) > REPORT_TTL
+            });
             if newer {
                 claims.insert(
                     leadership.group,
@@ -66,7 +64,10 @@ impl LeaderMap {
     /// Forgets a node's claims (e.g. it answered that it does not lead a group any more).
     pub(super) fn forget(&self, group: u64, leader: u64) {
         let mut claims = self.claims.write();
-        if claims.get(&group).is_some_and(|claim| claim.leader == leader) {
+        if claims
+            .get(&group)
+            .is_some_and(|claim| claim.leader == leader)
+        {
             claims.remove(&group);
         }
     }

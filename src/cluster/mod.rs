@@ -8,6 +8,7 @@
 //! here for routes to partition leaders and for metadata changes; raft details stay below.
 
 mod controller;
+mod detector;
 mod error;
 mod gossip;
 mod nodes;
@@ -154,7 +155,12 @@ impl Cluster {
         };
         let metadata = MetadataReplica::start(
             &context,
-            metadata_bootstrap(options.node_id, &founders, options.join, options.metadata_voters),
+            metadata_bootstrap(
+                options.node_id,
+                &founders,
+                options.join,
+                options.metadata_voters,
+            ),
         )
         .await?;
         let cluster = Arc::new(Cluster {
@@ -214,9 +220,29 @@ impl Cluster {
     }
 
     /// Proposes a metadata change through the metadata leader, wherever it is, waiting up to
-    /// the leader wait for one to be elected.
+    /// the leader wait for one to be elected. When it returns, this node has applied the
+    /// change too, so what the caller reads next includes it.
     pub async fn propose(&self, command: MetadataCommand) -> Result<MetadataOutcome, ClusterError> {
         let deadline = Instant::now() + self.leader_wait;
+        let (outcome, index) = self.propose_anywhere(command, deadline).await?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if !self
+            .metadata
+            .wait_applied(index, remaining.max(Duration::from_secs(1)))
+            .await
+        {
+            return Err(ClusterError::Timeout(
+                "this node to apply the metadata change".into(),
+            ));
+        }
+        Ok(outcome)
+    }
+
+    async fn propose_anywhere(
+        &self,
+        command: MetadataCommand,
+        deadline: Instant,
+    ) -> Result<(MetadataOutcome, u64), ClusterError> {
         let mut attempt = 0usize;
         loop {
             attempt += 1;
@@ -251,7 +277,11 @@ impl Cluster {
     /// Where to send a metadata proposal: the known leader, or else some other node in turn
     /// (which passes it on if it knows the leader).
     fn metadata_target(&self, attempt: usize) -> Option<u64> {
-        if let Some(leader) = self.metadata.leader().filter(|leader| *leader != self.node_id) {
+        if let Some(leader) = self
+            .metadata
+            .leader()
+            .filter(|leader| *leader != self.node_id)
+        {
             return Some(leader);
         }
         let mut candidates: Vec<u64> = self
@@ -306,7 +336,7 @@ impl Cluster {
         &self,
         command: MetadataCommand,
         hops: u8,
-    ) -> Result<MetadataOutcome, ProposeFailure> {
+    ) -> Result<(MetadataOutcome, u64), ProposeFailure> {
         if self.metadata.is_leader() {
             return match self.metadata.propose(command).await {
                 Ok(outcome) => Ok(outcome),
@@ -316,7 +346,10 @@ impl Cluster {
                 Err(error) => Err(ProposeFailure::Failed(error.to_string())),
             };
         }
-        let leader = self.metadata.leader().filter(|leader| *leader != self.node_id);
+        let leader = self
+            .metadata
+            .leader()
+            .filter(|leader| *leader != self.node_id);
         match leader {
             Some(leader) if hops == 0 => {
                 let request = ClusterRequest::Propose { command, hops: 1 };

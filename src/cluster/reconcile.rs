@@ -29,6 +29,10 @@ pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>
         stopped.clone(),
     ));
     tokio::spawn(tick_loop(Arc::downgrade(cluster), stopped.clone()));
+    tokio::spawn(super::detector::watch_peers(
+        Arc::downgrade(cluster),
+        stopped.clone(),
+    ));
     tokio::spawn(gossip_loop(Arc::downgrade(cluster), stopped));
 }
 
@@ -101,9 +105,11 @@ impl Cluster {
             .filter(|node| *node != self.node_id)
             .collect();
         let deadline = Instant::now() + gossip::PING_INTERVAL;
-        let answers = futures::future::join_all(peers.iter().map(|peer| {
-            self.ask(*peer, &super::ClusterRequest::Ping, deadline)
-        }))
+        let answers = futures::future::join_all(
+            peers
+                .iter()
+                .map(|peer| self.ask(*peer, &super::ClusterRequest::Ping, deadline)),
+        )
         .await;
         for answer in answers {
             if let Ok(super::ClusterReply::Pong(report)) = answer {
@@ -118,6 +124,9 @@ impl Cluster {
             return; // A joining node: the cluster registers it when it adds it.
         }
         let metadata = self.metadata();
+        if metadata.removed_nodes.contains(&self.node_id) {
+            return; // Drained and removed: this node is no longer part of the cluster.
+        }
         if metadata.cluster_id.is_none() && self.metadata.is_leader() {
             let command = MetadataCommand::InitCluster {
                 cluster_id: new_cluster_id(self.node_id),
@@ -151,7 +160,9 @@ impl Cluster {
         }
         let state = self.metadata();
         for (node, record) in &state.nodes {
-            if *node != self.node_id && self.rpc.address(*node).as_deref() != Some(&record.raft_addr) {
+            if *node != self.node_id
+                && self.rpc.address(*node).as_deref() != Some(&record.raft_addr)
+            {
                 self.rpc.set_address(*node, &record.raft_addr);
             }
         }
@@ -212,7 +223,12 @@ impl Cluster {
         let context = self.context.clone();
         let starts = plans.into_iter().map(move |(group, bootstrap)| {
             let context = context.clone();
-            async move { (group, PartitionReplica::start(&context, group, bootstrap).await) }
+            async move {
+                (
+                    group,
+                    PartitionReplica::start(&context, group, bootstrap).await,
+                )
+            }
         });
         let mut started = futures::stream::iter(starts).buffer_unordered(START_CONCURRENCY);
         while let Some((group, outcome)) = started.next().await {
@@ -230,7 +246,11 @@ impl Cluster {
     }
 
     /// Founding replicas initialize a new group (identically); a replica added later joins.
-    fn partition_bootstrap(&self, state: &MetadataState, assignment: &PartitionAssignment) -> Bootstrap {
+    fn partition_bootstrap(
+        &self,
+        state: &MetadataState,
+        assignment: &PartitionAssignment,
+    ) -> Bootstrap {
         let founding = assignment.founders.contains(&self.node_id)
             && assignment.replicas == assignment.founders;
         if !founding {
@@ -281,7 +301,12 @@ impl Cluster {
             .topics
             .values()
             .flat_map(|topic| topic.partitions.iter())
-            .map(|assignment| (assignment.group_id, assignment.replicas.iter().copied().collect()))
+            .map(|assignment| {
+                (
+                    assignment.group_id,
+                    assignment.replicas.iter().copied().collect(),
+                )
+            })
             .collect();
         for replica in self.local_replicas() {
             if !replica.is_leader() {
@@ -290,11 +315,9 @@ impl Cluster {
             let Some(wanted) = replicas_of.get(&replica.group()) else {
                 continue;
             };
-            let step = tokio::time::timeout(
-                STEP_TIMEOUT,
-                replica.converge_replicas(wanted, &addresses),
-            )
-            .await;
+            let step =
+                tokio::time::timeout(STEP_TIMEOUT, replica.converge_replicas(wanted, &addresses))
+                    .await;
             match step {
                 Ok(Ok(_)) => {}
                 Ok(Err(error)) => {

@@ -31,7 +31,8 @@ pub(super) enum ClusterRequest {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum ClusterReply {
-    Proposed(Result<MetadataOutcome, ProposeFailure>),
+    /// The outcome and the raft index it was applied at.
+    Proposed(Result<(MetadataOutcome, u64), ProposeFailure>),
     Pong(PingReport),
 }
 

@@ -4,7 +4,7 @@
 //! [`MetadataState::apply`], which is deterministic (no clock, no randomness: whatever varies is
 //! decided by the proposer and carried in the command), so every replica ends in the same state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,9 @@ pub struct MetadataState {
     pub topics: BTreeMap<String, TopicMeta>,
     pub nodes: BTreeMap<u64, NodeRecord>,
     pub next_group_id: u64,
+    /// Ids of nodes drained and removed. Never reused: a node that comes back with one must
+    /// not rejoin groups whose history it no longer matches.
+    pub removed_nodes: BTreeSet<u64>,
 }
 
 impl Default for MetadataState {
@@ -58,6 +61,7 @@ impl Default for MetadataState {
             topics: BTreeMap::new(),
             nodes: BTreeMap::new(),
             next_group_id: METADATA_GROUP + 1,
+            removed_nodes: BTreeSet::new(),
         }
     }
 }
@@ -161,6 +165,11 @@ impl MetadataState {
                 http_addr,
                 raft_addr,
             } => {
+                if self.removed_nodes.contains(node_id) {
+                    return MetadataOutcome::Invalid(format!(
+                        "node {node_id} was removed from the cluster; node ids are not reused"
+                    ));
+                }
                 let draining = self
                     .nodes
                     .get(node_id)
@@ -180,10 +189,13 @@ impl MetadataState {
                 http_addr,
                 raft_addr,
             } => match self.nodes.get(node_id) {
-                Some(record) if record.http_addr == *http_addr && record.raft_addr == *raft_addr => {
+                Some(record)
+                    if record.http_addr == *http_addr && record.raft_addr == *raft_addr =>
+                {
                     MetadataOutcome::Done
                 }
                 Some(_) => MetadataOutcome::NodeExists,
+                None if self.removed_nodes.contains(node_id) => MetadataOutcome::NodeExists,
                 None if *node_id == 0 => MetadataOutcome::Invalid("node ids start at 1".into()),
                 None => {
                     self.nodes.insert(
@@ -214,6 +226,7 @@ impl MetadataState {
                     ));
                 }
                 self.nodes.remove(node_id);
+                self.removed_nodes.insert(*node_id);
                 MetadataOutcome::Done
             }
             MetadataCommand::CreateTopic {
@@ -308,11 +321,9 @@ impl MetadataState {
             let valid = distinct.len() == replicas.len()
                 && replicas.len() == assignment.replicas.len()
                 && !replicas.contains(&node_id)
-                && replicas.iter().all(|node| {
-                    self.nodes
-                        .get(node)
-                        .is_some_and(|record| !record.draining)
-                });
+                && replicas
+                    .iter()
+                    .all(|node| self.nodes.get(node).is_some_and(|record| !record.draining));
             if !valid {
                 return MetadataOutcome::Invalid(format!(
                     "invalid new replicas {replicas:?} for {topic}/{partition}"
@@ -463,7 +474,11 @@ mod tests {
         for node in 1..=4 {
             assert_eq!(state.apply(&add(node)), MetadataOutcome::Done);
         }
-        assert_eq!(state.apply(&add(2)), MetadataOutcome::Done, "same addresses: idempotent");
+        assert_eq!(
+            state.apply(&add(2)),
+            MetadataOutcome::Done,
+            "same addresses: idempotent"
+        );
         let taken = MetadataCommand::AddNode {
             node_id: 2,
             http_addr: "other".into(),
@@ -506,6 +521,20 @@ mod tests {
             MetadataOutcome::Done
         );
         assert!(!state.nodes.contains_key(&2));
+        assert_eq!(
+            state.apply(&add(2)),
+            MetadataOutcome::NodeExists,
+            "ids are not reused"
+        );
+        let comeback = MetadataCommand::RegisterNode {
+            node_id: 2,
+            http_addr: "h2".into(),
+            raft_addr: "r2".into(),
+        };
+        assert!(matches!(
+            state.apply(&comeback),
+            MetadataOutcome::Invalid(_)
+        ));
         assert_eq!(
             state.apply(&MetadataCommand::RemoveNode { node_id: 2 }),
             MetadataOutcome::NodeNotFound

@@ -15,13 +15,13 @@ use tokio::sync::watch;
 use super::error::RaftLayerError;
 use super::log_store::LogStore;
 use super::membership::{
-    converge, leader_report, members_of, GroupMembers, LeaderReport, MembershipStep,
+    converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
 use super::metadata::MetadataApplier;
 use super::network::NetworkFactory;
-use super::registry::{GroupRegistry, MetadataRaft, PartitionRaft, RegisteredGroup};
 use super::partition::{PartitionApplier, Watermarks};
 use super::partition_reader::{self, ReadLimits, StoredBatch};
+use super::registry::{GroupRegistry, MetadataRaft, PartitionRaft, RegisteredGroup};
 use super::state_machine::{GroupApplier, GroupStateMachine};
 use super::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState, METADATA_GROUP};
@@ -41,9 +41,9 @@ pub struct RaftTiming {
 impl Default for RaftTiming {
     fn default() -> Self {
         RaftTiming {
-            heartbeat_interval_ms: 250,
-            election_timeout_min_ms: 1000,
-            election_timeout_max_ms: 2000,
+            heartbeat_interval_ms: 500,
+            election_timeout_min_ms: 1500,
+            election_timeout_max_ms: 2500,
         }
     }
 }
@@ -355,6 +355,11 @@ impl PartitionReplica {
         transfer_leadership(&self.raft, self.group, to).await
     }
 
+    /// The group's leader `dead` is gone: elect `candidate` now (see [`take_over_from`]).
+    pub async fn take_over_from(&self, dead: u64, candidate: u64) {
+        take_over_from(&self.raft, self.group, dead, candidate).await
+    }
+
     /// Batches from `from_offset` to the high watermark, within `limits`.
     pub async fn read(
         &self,
@@ -415,7 +420,10 @@ pub struct MetadataReplica {
 }
 
 impl MetadataReplica {
-    pub async fn start(context: &GroupContext, bootstrap: Bootstrap) -> Result<Self, RaftLayerError> {
+    pub async fn start(
+        context: &GroupContext,
+        bootstrap: Bootstrap,
+    ) -> Result<Self, RaftLayerError> {
         let applier = MetadataApplier::new();
         let state = applier.subscribe();
         let (raft, leader_wait) = start_raft(context, METADATA_GROUP, applier).await?;
@@ -439,22 +447,33 @@ impl MetadataReplica {
     }
 
     /// Proposes a command on this node, which must be the leader (`NotLeader` otherwise).
+    /// Answers the outcome and the raft index it was applied at.
     pub async fn propose(
         &self,
         command: MetadataCommand,
-    ) -> Result<MetadataOutcome, RaftLayerError> {
+    ) -> Result<(MetadataOutcome, u64), RaftLayerError> {
         let response = self
             .raft
             .client_write(RaftRequest::Metadata(command))
             .await
             .map_err(|e| write_error(METADATA_GROUP, e))?;
         match response.data {
-            RaftResponse::Metadata(outcome) => Ok(outcome),
+            RaftResponse::Metadata(outcome) => Ok((outcome, response.log_id.index)),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
             RaftResponse::Appended { .. } => {
                 Err(RaftLayerError::Rejected("unexpected append answer".into()))
             }
         }
+    }
+
+    /// Waits until this node applied the metadata up to `index` (read-your-writes after a
+    /// proposal another node made); false if `timeout` passed first.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "metadata proposal applied here")
+            .await
+            .is_ok()
     }
 
     /// The latest applied metadata.
@@ -502,6 +521,10 @@ impl MetadataReplica {
             addresses,
         )
         .await
+    }
+
+    pub async fn take_over_from(&self, dead: u64, candidate: u64) {
+        take_over_from(&self.raft, METADATA_GROUP, dead, candidate).await
     }
 
     pub async fn shutdown(&self) {

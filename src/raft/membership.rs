@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use openraft::errors::{ClientWriteError, RaftError};
+use openraft::raft::TransferLeaderRequest;
 use openraft::rt::watch::WatchReceiver;
 use openraft::storage::RaftStateMachine;
 use openraft::{ChangeMembers, Raft, ServerState};
@@ -16,6 +17,11 @@ use super::types::{NodeAddr, TypeConfig};
 const IN_SYNC_MAX_LAG_ENTRIES: u64 = 64;
 /// A learner is promoted to voter once it is this close to the leader's log.
 const PROMOTE_MAX_LAG_ENTRIES: u64 = 16;
+
+/// How far `matched` trails `last_index` (zero when ahead, as after a truncation).
+fn lag(last_index: u64, matched: Option<u64>) -> Option<u64> {
+    matched.map(|index| last_index.saturating_sub(index))
+}
 
 /// What the leader of a group knows about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +101,7 @@ where
                 .as_ref()
                 .and_then(|replication| replication.get(voter).cloned().flatten())
                 .map(|log_id| log_id.index);
-            let close = matched.is_some_and(|index| last_index - index.min(last_index) <= IN_SYNC_MAX_LAG_ENTRIES);
+            let close = lag(last_index, matched).is_some_and(|lag| lag <= IN_SYNC_MAX_LAG_ENTRIES);
             let recent = match metrics.heartbeat.as_ref() {
                 Some(heartbeats) => heartbeats
                     .get(voter)
@@ -115,17 +121,53 @@ where
     })
 }
 
-fn change_error(group: u64, error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> RaftLayerError {
+fn change_error(
+    group: u64,
+    error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
+) -> RaftLayerError {
     match error {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => RaftLayerError::NotLeader {
-            group,
-            leader: forward.leader_id,
-        },
+        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+            RaftLayerError::NotLeader {
+                group,
+                leader: forward.leader_id,
+            }
+        }
         RaftError::APIError(other) => RaftLayerError::Rejected(other.to_string()),
         RaftError::Fatal(fatal) => RaftLayerError::Fatal {
             group,
             reason: fatal.to_string(),
         },
+    }
+}
+
+/// Starts an election at once when the group's leader `dead` is known to be gone (its process
+/// refuses connections), instead of waiting out the leader lease and an election timeout.
+///
+/// Every survivor drops its lease on the dead leader's vote, the way a leadership transfer
+/// from that leader would; `candidate` (the same on every survivor) then campaigns. Safety is
+/// unchanged: votes still need a quorum and an up-to-date log; only the wait is skipped. If the
+/// detection was wrong, the cost is one needless election.
+pub(super) async fn take_over_from<SM>(
+    raft: &Raft<TypeConfig, SM>,
+    group: u64,
+    dead: u64,
+    candidate: u64,
+) where
+    SM: RaftStateMachine<TypeConfig>,
+{
+    let metrics = raft.metrics().borrow_watched().clone();
+    if metrics.current_leader != Some(dead) || metrics.state == ServerState::Leader {
+        return;
+    }
+    let request = TransferLeaderRequest::new(metrics.vote, candidate, None);
+    tracing::info!(
+        group,
+        dead,
+        candidate,
+        "leader is gone: electing a new one at once"
+    );
+    if let Err(error) = raft.handle_transfer_leader(request).await {
+        tracing::warn!(group, %error, "could not start a takeover election");
     }
 }
 
@@ -187,7 +229,7 @@ where
                     .as_ref()
                     .and_then(|replication| replication.get(node).cloned().flatten())
                     .map(|log_id| log_id.index);
-                !matched.is_some_and(|index| last_index - index.min(last_index) <= PROMOTE_MAX_LAG_ENTRIES)
+                lag(last_index, matched).is_none_or(|lag| lag > PROMOTE_MAX_LAG_ENTRIES)
             })
             .collect();
         if !lagging.is_empty() {

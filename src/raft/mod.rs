@@ -17,12 +17,12 @@ mod types;
 
 pub use error::RaftLayerError;
 pub use group::{Bootstrap, GroupContext, MetadataReplica, PartitionReplica, RaftTiming};
+pub use log_store::LogStore;
 pub use membership::{GroupMembers, LeaderReport, MembershipStep};
 pub use network::{RaftService, RAFT_SERVICE};
-pub use registry::GroupRegistry;
-pub use log_store::LogStore;
 pub use partition::Watermarks;
 pub use partition_reader::{ReadLimits, StoredBatch};
+pub use registry::GroupRegistry;
 pub use types::NodeAddr;
 
 #[cfg(test)]

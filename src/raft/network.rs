@@ -287,9 +287,11 @@ async fn dispatch(
                     .await
                     .map(RaftReply::Append)
                     .map_err(failed),
-                RaftMessage::Vote(request) => {
-                    raft.vote(request).await.map(RaftReply::Vote).map_err(failed)
-                }
+                RaftMessage::Vote(request) => raft
+                    .vote(request)
+                    .await
+                    .map(RaftReply::Vote)
+                    .map_err(failed),
                 RaftMessage::PreVote(request) => raft
                     .pre_vote(request)
                     .await

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
@@ -37,7 +39,10 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// One running `herald serve` process, its data directory and its ports.
 pub struct Server {
     child: Option<Child>,
+    /// Stopped with SIGSTOP and not continued yet.
+    paused: bool,
     dir: TempDir,
+    node_id: u64,
     http_port: u16,
     raft_port: u16,
     extra_args: Vec<String>,
@@ -48,15 +53,28 @@ pub struct Server {
 
 /// Two distinct ports that were free a moment ago (bind port 0, read it, release it).
 fn free_ports() -> (u16, u16) {
-    let a = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    let b = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    let ports = (
-        a.local_addr().unwrap().port(),
-        b.local_addr().unwrap().port(),
-    );
-    drop(a);
-    drop(b);
-    ports
+    let ports = free_port_list(2);
+    (ports[0], ports[1])
+}
+
+/// `count` distinct ports that were free a moment ago (all bound at once, then released).
+pub fn free_port_list(count: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// What a start waits for before it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// `GET /readyz` answers 200.
+    Ready,
+    /// `GET /healthz` answers 200 (the process serves HTTP, ready or not).
+    Healthy,
 }
 
 /// The last `lines` lines of a file, or a note that it cannot be read.
@@ -99,25 +117,14 @@ impl Server {
 
     /// Starts a node with extra `serve` arguments (e.g. `["--max-body-bytes", "65536"]`).
     pub async fn start_with(extra_args: &[&str]) -> Server {
-        let dir = tempfile::Builder::new()
-            .prefix("herald-test-")
-            .tempdir()
-            .expect("create a temporary directory");
-        let mut server = Server {
-            child: None,
-            dir,
-            http_port: 0,
-            raft_port: 0,
-            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
-            logs: Vec::new(),
-            client: client(),
-        };
+        let args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        let mut server = Server::prepare(1, 0, 0, args);
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             let (http, raft) = free_ports();
             server.http_port = http;
             server.raft_port = raft;
-            match server.spawn_and_wait().await {
+            match server.spawn_and_wait(Wait::Ready).await {
                 Ok(()) => return server,
                 Err(StartError::Bind(log)) => last_error = log,
                 Err(StartError::Other(message)) => server.fail(&message),
@@ -126,14 +133,49 @@ impl Server {
         panic!("herald could not bind its ports after {START_ATTEMPTS} attempts:\n{last_error}");
     }
 
+    /// A node that is not started yet: its own temporary directory, these ports and `serve`
+    /// arguments (after `--data-dir`, `--http-addr`, `--raft-addr` and `--node-id`).
+    pub fn prepare(
+        node_id: u64,
+        http_port: u16,
+        raft_port: u16,
+        extra_args: Vec<String>,
+    ) -> Server {
+        let dir = tempfile::Builder::new()
+            .prefix("herald-test-")
+            .tempdir()
+            .expect("create a temporary directory");
+        Server {
+            child: None,
+            paused: false,
+            dir,
+            node_id,
+            http_port,
+            raft_port,
+            extra_args,
+            logs: Vec::new(),
+            client: client(),
+        }
+    }
+
+    /// Replaces the extra `serve` arguments used by the next start.
+    pub fn set_extra_args(&mut self, extra_args: Vec<String>) {
+        self.extra_args = extra_args;
+    }
+
     /// Starts the process again on the same data directory and ports (after `kill` or `stop`).
     pub async fn restart(&mut self) {
+        self.restart_until(Wait::Ready).await
+    }
+
+    /// `restart`, returning once the node reaches `wait`.
+    pub async fn restart_until(&mut self, wait: Wait) {
         if self.child.is_some() {
             self.kill();
         }
         let deadline = Instant::now() + READY_DEADLINE;
         loop {
-            match self.spawn_and_wait().await {
+            match self.spawn_and_wait(wait).await {
                 Ok(()) => return,
                 // The old process's sockets may linger for a moment; the ports are ours.
                 Err(StartError::Bind(_)) if Instant::now() < deadline => {
@@ -156,7 +198,7 @@ impl Server {
             .arg("--raft-addr")
             .arg(format!("127.0.0.1:{}", self.raft_port))
             .arg("--node-id")
-            .arg("1")
+            .arg(self.node_id.to_string())
             .args(&self.extra_args);
         // The environment of whoever runs the tests must not configure the node under test.
         for (name, _) in std::env::vars_os() {
@@ -172,7 +214,18 @@ impl Server {
         command
     }
 
-    async fn spawn_and_wait(&mut self) -> Result<(), StartError> {
+    async fn spawn_and_wait(&mut self, wait: Wait) -> Result<(), StartError> {
+        self.spawn();
+        self.wait_started(wait, READY_DEADLINE).await
+    }
+
+    /// Starts the process (its output goes to a new log file) without waiting for anything.
+    pub fn spawn(&mut self) {
+        assert!(
+            self.child.is_none(),
+            "node {} is already running",
+            self.node_id
+        );
         let log_path = self
             .dir
             .path()
@@ -191,30 +244,26 @@ impl Server {
             .spawn()
             .unwrap_or_else(|err| panic!("cannot start {}: {err}", env!("CARGO_BIN_EXE_herald")));
         self.child = Some(child);
+        self.paused = false;
+    }
 
-        let deadline = Instant::now() + READY_DEADLINE;
-        let url = format!("{}/readyz", self.base_url());
+    /// Waits until the process just spawned reaches `wait`; an exit complaining about a taken
+    /// address is a [`StartError::Bind`].
+    pub async fn wait_started(&mut self, wait: Wait, within: Duration) -> Result<(), StartError> {
+        let deadline = Instant::now() + within;
+        let path = match wait {
+            Wait::Ready => "/readyz",
+            Wait::Healthy => "/healthz",
+        };
+        let url = format!("{}{path}", self.base_url());
         let probe = reqwest::Client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(2))
             .build()
             .unwrap();
         loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .unwrap()
-                .try_wait()
-                .expect("poll the child")
-            {
-                self.child = None;
-                let log = tail(&log_path, 80);
-                if looks_like_bind_failure(&log) {
-                    return Err(StartError::Bind(log));
-                }
-                return Err(StartError::Other(format!(
-                    "herald exited during startup with {status}"
-                )));
+            if let Some(error) = self.check_exited() {
+                return Err(error);
             }
             if let Ok(response) = probe.get(&url).send().await {
                 if response.status() == StatusCode::OK {
@@ -223,11 +272,32 @@ impl Server {
             }
             if Instant::now() >= deadline {
                 return Err(StartError::Other(format!(
-                    "herald was not ready (GET /readyz == 200) within {READY_DEADLINE:?}"
+                    "herald node {} did not answer GET {path} with 200 within {within:?}",
+                    self.node_id
                 )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// `Some` when the process started last has exited: a [`StartError::Bind`] when its log
+    /// complains about a taken address. `None` while it runs (or when it is not started).
+    pub fn check_exited(&mut self) -> Option<StartError> {
+        let status = self.child.as_mut()?.try_wait().expect("poll the child")?;
+        self.child = None;
+        self.paused = false;
+        let log = self
+            .logs
+            .last()
+            .map(|path| tail(path, 80))
+            .unwrap_or_default();
+        if looks_like_bind_failure(&log) {
+            return Some(StartError::Bind(log));
+        }
+        Some(StartError::Other(format!(
+            "herald node {} exited with {status}",
+            self.node_id
+        )))
     }
 
     /// Panics with `message` and the tail of the current log.
@@ -267,16 +337,66 @@ impl Server {
         self.child.as_ref().map(|c| c.id())
     }
 
-    /// SIGKILL: no shutdown, no flush. Waits until the process is gone.
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    pub fn http_port(&self) -> u16 {
+        self.http_port
+    }
+
+    pub fn raft_port(&self) -> u16 {
+        self.raft_port
+    }
+
+    /// `127.0.0.1:<http port>`.
+    pub fn http_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.http_port)
+    }
+
+    /// `127.0.0.1:<raft port>`.
+    pub fn raft_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.raft_port)
+    }
+
+    /// The process runs (it may be paused).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// SIGKILL: no shutdown, no flush. Waits until the process is gone (a stopped process
+    /// dies of SIGKILL too).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
             let _ = child.wait();
         }
+        self.paused = false;
+    }
+
+    /// SIGSTOP: the process freezes; its sockets stay open.
+    pub fn pause(&mut self) {
+        let child = self.child.as_ref().expect("the server is not running");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGSTOP).expect("send SIGSTOP");
+        self.paused = true;
+    }
+
+    /// SIGCONT after `pause`.
+    pub fn resume(&mut self) {
+        let child = self.child.as_ref().expect("the server is not running");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT).expect("send SIGCONT");
+        self.paused = false;
     }
 
     /// SIGTERM, then waits for the process to exit (SIGKILL and panic after the deadline).
     pub async fn stop(&mut self) -> ExitStatus {
+        if self.paused {
+            self.resume();
+        }
         let mut child = self.child.take().expect("the server is not running");
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("send SIGTERM");
         let deadline = Instant::now() + STOP_DEADLINE;
@@ -574,7 +694,7 @@ impl Server {
     }
 }
 
-enum StartError {
+pub enum StartError {
     /// The process exited complaining that an address was taken.
     Bind(String),
     Other(String),
@@ -586,7 +706,8 @@ impl Drop for Server {
         self.kill();
         if std::thread::panicking() {
             eprintln!(
-                "herald test server (http 127.0.0.1:{}, running: {running}, data {}):\n{}",
+                "herald test server node {} (http 127.0.0.1:{}, running: {running}, data {}):\n{}",
+                self.node_id,
                 self.http_port,
                 self.data_dir().display(),
                 self.log_tail()
