@@ -177,8 +177,26 @@ impl Config {
                 self.http_addr
             )));
         }
+        if !is_loopback_address(&self.raft_addr) && !self.insecure {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to open the internal RPC on {} without authentication between nodes: use a loopback \
+                 address, or pass --insecure on a network only the cluster's nodes can reach",
+                self.raft_addr
+            )));
+        }
         Ok(())
     }
+}
+
+/// Whether `HOST:PORT` names a loopback address (`localhost` counts; other names do not, since
+/// they may resolve anywhere).
+fn is_loopback_address(address: &str) -> bool {
+    if let Ok(socket) = address.parse::<SocketAddr>() {
+        return socket.ip().is_loopback();
+    }
+    address
+        .rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
 }
 
 impl Config {
@@ -278,5 +296,25 @@ mod tests {
         assert!(config.validate().is_err());
         config.insecure = true;
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn public_internal_rpc_needs_insecure() {
+        for address in ["0.0.0.0:7000", "herald1:7000", "10.0.0.1:7000"] {
+            let mut config = Config {
+                raft_addr: address.into(),
+                ..Config::default()
+            };
+            assert!(config.validate().is_err(), "{address}");
+            config.insecure = true;
+            config.validate().unwrap();
+        }
+        for address in ["127.0.0.1:7000", "[::1]:7000", "localhost:7000"] {
+            let config = Config {
+                raft_addr: address.into(),
+                ..Config::default()
+            };
+            config.validate().unwrap();
+        }
     }
 }

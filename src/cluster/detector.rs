@@ -60,6 +60,7 @@ impl Cluster {
             .await;
         if let Err(RpcError::Unreachable { reason, .. }) = answer {
             tracing::warn!(peer, %reason, "peer is gone; taking over the groups it led");
+            metrics::counter!("herald_cluster_dead_peer_takeovers_total").increment(1);
             self.take_over_from(peer).await;
         }
     }

@@ -69,6 +69,7 @@ async fn tick_loop(cluster: Weak<Cluster>, mut stopped: watch::Receiver<bool>) {
         cluster.converge_led_groups().await;
         cluster.hand_back_leadership().await;
         cluster.control_metadata().await;
+        cluster.publish_metrics();
     }
 }
 
@@ -325,6 +326,31 @@ impl Cluster {
                 }
                 Err(_) => tracing::warn!(group = replica.group(), "membership change is slow"),
             }
+        }
+    }
+
+    /// Gauges of what this node holds and leads, refreshed every tick.
+    fn publish_metrics(&self) {
+        let replicas = self.local_replicas();
+        let mut led = 0usize;
+        let mut under_replicated = 0usize;
+        for replica in &replicas {
+            if let Some(report) = replica.leader_report() {
+                led += 1;
+                if report.in_sync.len() < report.voters.len() {
+                    under_replicated += 1;
+                }
+            }
+        }
+        metrics::gauge!("herald_cluster_partition_replicas").set(replicas.len() as f64);
+        metrics::gauge!("herald_cluster_partitions_led").set(led as f64);
+        metrics::gauge!("herald_cluster_under_replicated_partitions").set(under_replicated as f64);
+        metrics::gauge!("herald_cluster_metadata_leader")
+            .set(if self.metadata.is_leader() { 1.0 } else { 0.0 });
+        let views = self.nodes_view();
+        for status in ["up", "down", "draining"] {
+            let count = views.iter().filter(|node| node.status == status).count();
+            metrics::gauge!("herald_cluster_nodes", "status" => status).set(count as f64);
         }
     }
 
