@@ -10,6 +10,7 @@
 //! file run one after the other even though the test runner starts them in parallel.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -299,6 +300,67 @@ impl TestCluster {
     /// flags only, and waits until it is ready.
     pub async fn restart(&mut self, id: u64) {
         self.node_mut(id).restart_until(Wait::Ready).await;
+    }
+
+    /// SIGTERM node `id` and wait until it has exited (SIGKILL and panic after the deadline).
+    pub async fn stop(&mut self, id: u64) -> ExitStatus {
+        self.node_mut(id).stop().await
+    }
+
+    /// Starts the nodes `ids` again (after `kill` or `stop`) on their ports and data
+    /// directories, with their own flags only, all at once, and waits until every one of them
+    /// is ready. Unlike [`TestCluster::restart`] one after the other, this brings back a
+    /// cluster that lost its quorum: a lone node is not ready before a majority is back.
+    pub async fn restart_all(&mut self, ids: &[u64]) {
+        for &id in ids {
+            let node = self.node_mut(id);
+            if node.is_running() {
+                node.kill();
+            }
+            node.spawn();
+        }
+        let deadline = Instant::now() + CLUSTER_DEADLINE;
+        let probe = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("build the HTTP client");
+        let mut waiting: BTreeSet<u64> = ids.iter().copied().collect();
+        loop {
+            for &id in ids {
+                let node = self.node_mut(id);
+                match node.check_exited() {
+                    None => {}
+                    // The old process's sockets may linger for a moment; the ports are ours.
+                    Some(StartError::Bind(_)) if Instant::now() < deadline => {
+                        node.spawn();
+                        continue;
+                    }
+                    Some(StartError::Bind(log)) => {
+                        node.fail(&format!("restart could not bind:\n{log}"))
+                    }
+                    Some(StartError::Other(message)) => {
+                        node.fail(&format!("{message} while the cluster was restarting"))
+                    }
+                }
+                if waiting.contains(&id) {
+                    if let Ok(response) = probe.get(node.url("/readyz")).send().await {
+                        if response.status() == StatusCode::OK {
+                            waiting.remove(&id);
+                        }
+                    }
+                }
+            }
+            if waiting.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.fail(&format!(
+                    "restarted nodes {waiting:?} were not ready (GET /readyz == 200) within {CLUSTER_DEADLINE:?}"
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     /// Node `id` was removed from the cluster (drained): helpers no longer talk to it. Its
@@ -803,4 +865,51 @@ pub fn sorted_ids(value: &Value) -> Vec<u64> {
         .collect();
     ids.sort_unstable();
     ids
+}
+
+/// The produce URL (`acks=all`) of `topic` on node `via`.
+pub fn messages_url(cluster: &TestCluster, via: u64, topic: &str) -> String {
+    cluster
+        .node(via)
+        .url(&format!("/v1/topics/{topic}/messages?acks=all"))
+}
+
+/// Creates a topic through node `via`; asserts 201 and the replication factor.
+pub async fn create_replicated(
+    cluster: &TestCluster,
+    via: u64,
+    name: &str,
+    partitions: u32,
+    replication_factor: u16,
+) -> Value {
+    let topic = cluster
+        .node(via)
+        .create_topic_with(&json!({
+            "name": name,
+            "partitions": partitions,
+            "replication_factor": replication_factor,
+        }))
+        .await;
+    assert_eq!(topic["replication_factor"], replication_factor, "{topic}");
+    assert_eq!(
+        topic["partitions"].as_array().map(Vec::len),
+        Some(partitions as usize),
+        "{topic}"
+    );
+    topic
+}
+
+/// Asserts that a partition's replicas are `rf` distinct nodes among `nodes`.
+pub fn assert_placement(partition: &Value, rf: usize, nodes: &[u64]) {
+    let replicas = sorted_ids(&partition["replicas"]);
+    let mut distinct = replicas.clone();
+    distinct.dedup();
+    assert_eq!(replicas.len(), rf, "replica count: {partition}");
+    assert_eq!(distinct.len(), rf, "replicas are not distinct: {partition}");
+    for id in &replicas {
+        assert!(
+            nodes.contains(id),
+            "replica {id} is not one of {nodes:?}: {partition}"
+        );
+    }
 }

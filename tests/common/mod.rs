@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod book;
 pub mod cluster;
 
 use std::fs::{File, OpenOptions};
