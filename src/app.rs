@@ -44,6 +44,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         BrokerOptions {
             fetch_max_bytes: config.fetch_max_bytes,
             leader_wait: Duration::from_millis(config.leader_wait_ms),
+            produce_timeout: Duration::from_millis(config.produce_timeout_ms),
             max_unacknowledged_produces: config.max_unacknowledged_produces,
         },
     );

@@ -34,6 +34,9 @@ pub struct Config {
     pub fetch_max_bytes: usize,
     /// How long a request waits for a partition's leader (e.g. during startup) before 503.
     pub leader_wait_ms: u64,
+    /// How long a produce waits for its batches to be acknowledged before 504 `timeout` (the
+    /// outcome is then unknown: the batch may still be written, e.g. when a lost quorum returns).
+    pub produce_timeout_ms: u64,
     /// How many `acks=none` produce requests may still be writing in the background; past it,
     /// such requests wait (backpressure) instead of buffering without bound.
     pub max_unacknowledged_produces: usize,
@@ -77,6 +80,7 @@ impl Default for Config {
             max_body_bytes: 16 << 20,
             fetch_max_bytes: 16 << 20,
             leader_wait_ms: 10_000,
+            produce_timeout_ms: 30_000,
             max_unacknowledged_produces: 1024,
             shutdown_grace_ms: 10_000,
             insecure: false,

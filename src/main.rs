@@ -101,6 +101,9 @@ struct ServeArgs {
     /// How long a request waits for a partition leader before 503 `no_leader` [default: 10000].
     #[arg(long, env = "HERALD_LEADER_WAIT_MS")]
     leader_wait_ms: Option<u64>,
+    /// How long a produce waits to be acknowledged before 504 `timeout` [default: 30000].
+    #[arg(long, env = "HERALD_PRODUCE_TIMEOUT_MS")]
+    produce_timeout_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -143,6 +146,9 @@ impl ServeArgs {
         }
         if let Some(wait) = self.leader_wait_ms {
             config.leader_wait_ms = wait;
+        }
+        if let Some(timeout) = self.produce_timeout_ms {
+            config.produce_timeout_ms = timeout;
         }
         Ok(config)
     }

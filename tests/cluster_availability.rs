@@ -1,7 +1,8 @@
 //! Availability while nodes are down, black box, on three real nodes: the metadata group
 //! elects a new leader when its leader dies, so topics can still be created; a partition that
 //! lost the majority of its replicas answers 503 `no_leader` with `Retry-After` instead of
-//! hanging, and takes writes again once a majority is back, without losing what was
+//! hanging (through a follower), or 503/504 within the produce timeout (through the stranded
+//! leader itself), and takes writes again once a majority is back, without losing what was
 //! acknowledged.
 //!
 //! The harness (`common::cluster`) runs one cluster at a time, so these tests run one after the
@@ -278,4 +279,81 @@ async fn lost_quorum_answers_no_leader_with_retry_after() {
         through_restarted, stored,
         "nodes {leader} and {survivor} read differently"
     );
+}
+
+#[tokio::test]
+async fn a_leader_without_its_quorum_answers_instead_of_hanging() {
+    /// `--leader-wait-ms` and `--produce-timeout-ms` of every node.
+    const LEADER_WAIT_MS: &str = "2000";
+    const PRODUCE_TIMEOUT_MS: &str = "3000";
+    /// The answer may take the lease expiry plus the longer of the two waits, with room.
+    const ANSWER_BOUND: Duration = Duration::from_secs(15);
+
+    let mut cluster = TestCluster::start_with(
+        3,
+        &[
+            "--leader-wait-ms",
+            LEADER_WAIT_MS,
+            "--produce-timeout-ms",
+            PRODUCE_TIMEOUT_MS,
+        ],
+    )
+    .await;
+    let topic = "stranded";
+    create_replicated(&cluster, 1, topic, 1, 3).await;
+    cluster.wait_until_in_sync(topic, 0, 3).await;
+    let leader = cluster.stable_leader(topic, 0).await;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|&id| id != leader)
+        .collect();
+
+    let client = produce_client();
+    let mut book = Book::default();
+    let url = messages_url(&cluster, leader, topic);
+    let ids: Vec<String> = (0..5).map(|i| format!("before-{i}")).collect();
+    produce_ids(&client, &mut book, std::slice::from_ref(&url), 0, ids).await;
+
+    // Both followers die: the leader is alive but can commit nothing.
+    for follower in &followers {
+        cluster.kill(*follower);
+    }
+    let ids: Vec<String> = (0..3).map(|i| format!("stranded-{i}")).collect();
+    book.sent.extend(ids.iter().cloned());
+    book.unacknowledged.extend(ids.iter().cloned());
+    let sent_at = Instant::now();
+    let response = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(batch(&ids, 0).to_string())
+        .send()
+        .await
+        .unwrap_or_else(|err| cluster.fail(&format!("POST {url} without followers: {err}")));
+    let took = sent_at.elapsed();
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    eprintln!("the leader without followers answered {status} after {took:?}: {text}");
+    assert!(
+        status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::GATEWAY_TIMEOUT,
+        "a leader without its quorum must refuse (503) or time out (504), got {status}: {text}"
+    );
+    let problem: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|err| panic!("the answer is not JSON ({err}): {text}"));
+    let code = problem["code"].as_str().unwrap_or_default();
+    assert!(
+        code == "no_leader" || code == "timeout",
+        "unexpected problem code: {problem}"
+    );
+    assert!(took < ANSWER_BOUND, "the answer took {took:?}");
+
+    // The followers return: writes work again, and nothing acknowledged was lost (the stranded
+    // batch may or may not have been written: its outcome was unknown).
+    for follower in &followers {
+        cluster.restart(*follower).await;
+    }
+    let ids: Vec<String> = (0..5).map(|i| format!("after-{i}")).collect();
+    produce_ids(&client, &mut book, &[url], 0, ids).await;
+    let stored = cluster.read_partition(followers[0], topic, 0).await;
+    book.check(&stored);
 }

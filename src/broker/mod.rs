@@ -33,6 +33,9 @@ pub struct BrokerOptions {
     pub fetch_max_bytes: usize,
     /// How long a request waits for a partition's replica or leader before giving up.
     pub leader_wait: Duration,
+    /// How long a produce waits for its batches to be acknowledged (a leader that lost its
+    /// quorum cannot commit) before answering 504 with an unknown outcome.
+    pub produce_timeout: Duration,
     /// How many `acks=none` produce requests may be in flight at once.
     pub max_unacknowledged_produces: usize,
 }
@@ -42,6 +45,7 @@ impl Default for BrokerOptions {
         BrokerOptions {
             fetch_max_bytes: 16 << 20,
             leader_wait: Duration::from_secs(10),
+            produce_timeout: Duration::from_secs(30),
             max_unacknowledged_produces: 1024,
         }
     }

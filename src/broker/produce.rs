@@ -103,10 +103,17 @@ impl Broker {
                 .sum();
             let (records, partition) = (batch.records.len(), batch.partition);
             let broker = self.clone();
+            let timeout = self.inner.options.produce_timeout;
             appends.push(async move {
-                let base_offset = broker
-                    .append_records(group, batch.records, compression)
-                    .await?;
+                let appended = broker.append_records(group, batch.records, compression);
+                let base_offset = tokio::time::timeout(timeout, appended)
+                    .await
+                    .map_err(|_| {
+                        BrokerError::Timeout(format!(
+                            "partition {partition} did not acknowledge within {} ms; the messages may still be written",
+                            timeout.as_millis()
+                        ))
+                    })??;
                 Ok::<_, BrokerError>((partition, base_offset, records, value_bytes))
             });
         }

@@ -345,8 +345,11 @@ impl Cluster {
         metrics::gauge!("herald_cluster_partition_replicas").set(replicas.len() as f64);
         metrics::gauge!("herald_cluster_partitions_led").set(led as f64);
         metrics::gauge!("herald_cluster_under_replicated_partitions").set(under_replicated as f64);
-        metrics::gauge!("herald_cluster_metadata_leader")
-            .set(if self.metadata.is_leader() { 1.0 } else { 0.0 });
+        metrics::gauge!("herald_cluster_metadata_leader").set(if self.metadata.is_leader() {
+            1.0
+        } else {
+            0.0
+        });
         let views = self.nodes_view();
         for status in ["up", "down", "draining"] {
             let count = views.iter().filter(|node| node.status == status).count();
