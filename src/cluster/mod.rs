@@ -13,7 +13,9 @@ mod error;
 mod gossip;
 mod nodes;
 pub mod placement;
+mod propose;
 mod reconcile;
+mod routing;
 mod service;
 
 pub use error::ClusterError;
@@ -23,20 +25,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use crate::domain::metadata::MetadataState;
 use crate::raft::{
     Bootstrap, GroupContext, GroupRegistry, MetadataReplica, NodeAddr, PartitionReplica,
-    RaftLayerError, RaftService, RaftTiming, Watermarks,
+    RaftService, RaftTiming, Watermarks,
 };
-use crate::rpc::{RpcClient, RpcError, RpcLimits};
+use crate::rpc::{RpcClient, RpcLimits};
 use crate::storage::Store;
 use gossip::LeaderMap;
-use service::{ClusterReply, ClusterRequest, Dispatcher, PingReport, ProposeFailure};
+use service::{ClusterReply, ClusterRequest, Dispatcher};
 
 pub struct ClusterOptions {
     pub node_id: u64,
@@ -217,307 +218,6 @@ impl Cluster {
                 .rpc
                 .last_answer(node)
                 .is_some_and(|answered| answered.elapsed() <= gossip::REPORT_TTL)
-    }
-
-    /// Proposes a metadata change through the metadata leader, wherever it is, waiting up to
-    /// the leader wait for one to be elected. When it returns, this node has applied the
-    /// change too, so what the caller reads next includes it.
-    pub async fn propose(&self, command: MetadataCommand) -> Result<MetadataOutcome, ClusterError> {
-        let deadline = Instant::now() + self.leader_wait;
-        let (outcome, index) = self.propose_anywhere(command, deadline).await?;
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if !self
-            .metadata
-            .wait_applied(index, remaining.max(Duration::from_secs(1)))
-            .await
-        {
-            return Err(ClusterError::Timeout(
-                "this node to apply the metadata change".into(),
-            ));
-        }
-        Ok(outcome)
-    }
-
-    async fn propose_anywhere(
-        &self,
-        command: MetadataCommand,
-        deadline: Instant,
-    ) -> Result<(MetadataOutcome, u64), ClusterError> {
-        let mut attempt = 0usize;
-        loop {
-            attempt += 1;
-            if self.metadata.is_leader() {
-                match self.metadata.propose(command.clone()).await {
-                    Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. }) => {}
-                    other => return Ok(other?),
-                }
-            } else if let Some(target) = self.metadata_target(attempt) {
-                let request = ClusterRequest::Propose {
-                    command: command.clone(),
-                    hops: 0,
-                };
-                match self.ask(target, &request, deadline).await {
-                    Ok(ClusterReply::Proposed(Ok(outcome))) => return Ok(outcome),
-                    Ok(ClusterReply::Proposed(Err(ProposeFailure::NoLeader))) => {}
-                    Ok(ClusterReply::Proposed(Err(ProposeFailure::Failed(reason)))) => {
-                        return Err(ClusterError::Unavailable(reason))
-                    }
-                    Ok(ClusterReply::Pong(_)) => {}
-                    Err(error) if !error.maybe_delivered() => {}
-                    Err(error) => return Err(ClusterError::Rpc(error)),
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(ClusterError::NoMetadataLeader);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Where to send a metadata proposal: the known leader, or else some other node in turn
-    /// (which passes it on if it knows the leader).
-    fn metadata_target(&self, attempt: usize) -> Option<u64> {
-        if let Some(leader) = self
-            .metadata
-            .leader()
-            .filter(|leader| *leader != self.node_id)
-        {
-            return Some(leader);
-        }
-        let mut candidates: Vec<u64> = self
-            .metadata()
-            .nodes
-            .keys()
-            .chain(self.founders.keys())
-            .copied()
-            .filter(|node| *node != self.node_id)
-            .collect();
-        candidates.sort_unstable();
-        candidates.dedup();
-        if candidates.is_empty() {
-            return None;
-        }
-        Some(candidates[attempt % candidates.len()])
-    }
-
-    async fn ask(
-        &self,
-        node: u64,
-        request: &ClusterRequest,
-        deadline: Instant,
-    ) -> Result<ClusterReply, RpcError> {
-        let body = postcard::to_stdvec(request)
-            .map_err(|error| RpcError::Remote(format!("encoding a cluster request: {error}")))?;
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let answer = self
-            .rpc
-            .call(node, service::CLUSTER_SERVICE, Bytes::from(body), timeout)
-            .await?;
-        postcard::from_bytes(&answer)
-            .map_err(|error| RpcError::Remote(format!("decoding a cluster answer: {error}")))
-    }
-
-    /// Serves a cluster request from another node.
-    async fn serve_request(&self, body: Bytes) -> Result<Bytes, String> {
-        let request: ClusterRequest =
-            postcard::from_bytes(&body).map_err(|error| format!("bad cluster request: {error}"))?;
-        let reply = match request {
-            ClusterRequest::Ping => ClusterReply::Pong(self.ping_report()),
-            ClusterRequest::Propose { command, hops } => {
-                ClusterReply::Proposed(self.propose_here(command, hops).await)
-            }
-        };
-        postcard::to_stdvec(&reply)
-            .map(Bytes::from)
-            .map_err(|error| format!("encoding a cluster answer: {error}"))
-    }
-
-    async fn propose_here(
-        &self,
-        command: MetadataCommand,
-        hops: u8,
-    ) -> Result<(MetadataOutcome, u64), ProposeFailure> {
-        if self.metadata.is_leader() {
-            return match self.metadata.propose(command).await {
-                Ok(outcome) => Ok(outcome),
-                Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. }) => {
-                    Err(ProposeFailure::NoLeader)
-                }
-                Err(error) => Err(ProposeFailure::Failed(error.to_string())),
-            };
-        }
-        let leader = self
-            .metadata
-            .leader()
-            .filter(|leader| *leader != self.node_id);
-        match leader {
-            Some(leader) if hops == 0 => {
-                let request = ClusterRequest::Propose { command, hops: 1 };
-                match self
-                    .ask(leader, &request, Instant::now() + self.leader_wait)
-                    .await
-                {
-                    Ok(ClusterReply::Proposed(result)) => result,
-                    Ok(ClusterReply::Pong(_)) => Err(ProposeFailure::NoLeader),
-                    Err(error) if !error.maybe_delivered() => Err(ProposeFailure::NoLeader),
-                    Err(error) => Err(ProposeFailure::Failed(error.to_string())),
-                }
-            }
-            _ => Err(ProposeFailure::NoLeader),
-        }
-    }
-
-    /// What this node leads, for pings.
-    fn ping_report(&self) -> PingReport {
-        let mut leads = Vec::new();
-        if let Some(report) = self.metadata.leader_report() {
-            leads.push(leadership(
-                crate::domain::metadata::METADATA_GROUP,
-                report,
-                Watermarks::default(),
-            ));
-        }
-        for replica in self.local_replicas() {
-            if let Some(report) = replica.leader_report() {
-                leads.push(leadership(replica.group(), report, replica.watermarks()));
-            }
-        }
-        PingReport {
-            node_id: self.node_id,
-            leads,
-        }
-    }
-
-    /// Sends a request of `service` to another node.
-    pub async fn call_node(
-        &self,
-        node: u64,
-        service: crate::rpc::ServiceId,
-        body: Bytes,
-        timeout: Duration,
-    ) -> Result<Bytes, RpcError> {
-        self.rpc.call(node, service, body, timeout).await
-    }
-
-    /// Where requests for `group` go now, waiting until `deadline` for a leader.
-    pub async fn route(&self, group: u64, deadline: Instant) -> Result<Route, ClusterError> {
-        loop {
-            if let Some(route) = self.current_route(group) {
-                return Ok(route);
-            }
-            if Instant::now() >= deadline {
-                return Err(ClusterError::NoLeader(group));
-            }
-            let pause = Duration::from_millis(25);
-            match self.local_replica(group) {
-                Some(replica) => {
-                    let _ = tokio::time::timeout_at(
-                        deadline.min(Instant::now() + pause * 8),
-                        replica.wait_for_leader(),
-                    )
-                    .await;
-                }
-                None => tokio::time::sleep(pause.min(deadline - Instant::now())).await,
-            }
-        }
-    }
-
-    fn current_route(&self, group: u64) -> Option<Route> {
-        if let Some(replica) = self.local_replica(group) {
-            return match replica.leader() {
-                Some(leader) if leader == self.node_id => Some(Route::Local(replica)),
-                Some(leader) => Some(Route::Remote(leader)),
-                None => None,
-            };
-        }
-        match self.leaders.get(group) {
-            Some((leader, _)) if leader != self.node_id => Some(Route::Remote(leader)),
-            _ => None,
-        }
-    }
-
-    /// A forwarded request found that `node` does not lead `group` (any more).
-    pub fn forget_leader(&self, group: u64, node: u64) {
-        self.leaders.forget(group, node);
-    }
-
-    /// The leader of `group`, its in-sync replicas and offsets, as known here: exact on the
-    /// leader, otherwise from the leader's last ping (at most a second old) or a local replica.
-    pub fn partition_state(&self, group: u64) -> PartitionState {
-        let local = self.local_replica(group);
-        if let Some(replica) = &local {
-            if let Some(report) = replica.leader_report() {
-                return PartitionState {
-                    leader: Some(self.node_id),
-                    in_sync: report.in_sync,
-                    watermarks: replica.watermarks(),
-                };
-            }
-        }
-        if let Some((leader, leadership)) = self.leaders.get(group) {
-            let gossiped = Watermarks {
-                log_start_offset: leadership.log_start_offset,
-                high_watermark: leadership.high_watermark,
-            };
-            let local_marks = local.as_ref().map(|replica| replica.watermarks());
-            return PartitionState {
-                leader: Some(leader),
-                in_sync: leadership.in_sync,
-                // A follower may have applied past the leader's last report.
-                watermarks: match local_marks {
-                    Some(marks) if marks.high_watermark > gossiped.high_watermark => marks,
-                    _ => gossiped,
-                },
-            };
-        }
-        PartitionState {
-            leader: local.as_ref().and_then(|replica| replica.leader()),
-            in_sync: Vec::new(),
-            watermarks: local
-                .as_ref()
-                .map(|replica| replica.watermarks())
-                .unwrap_or_default(),
-        }
-    }
-
-    /// The nodes with their status and what each leads.
-    pub fn nodes_view(&self) -> Vec<NodeView> {
-        let metadata = self.metadata();
-        let mut leads: HashMap<u64, Vec<u64>> = HashMap::new();
-        for (group, leader) in self.leaders.leaders() {
-            if group != crate::domain::metadata::METADATA_GROUP {
-                leads.entry(leader).or_default().push(group);
-            }
-        }
-        for replica in self.local_replicas() {
-            if replica.is_leader() {
-                let groups = leads.entry(self.node_id).or_default();
-                if !groups.contains(&replica.group()) {
-                    groups.push(replica.group());
-                }
-            }
-        }
-        metadata
-            .nodes
-            .iter()
-            .map(|(&id, record)| NodeView {
-                id,
-                http_addr: record.http_addr.clone(),
-                raft_addr: record.raft_addr.clone(),
-                status: if record.draining {
-                    "draining"
-                } else if self.is_up(id) {
-                    "up"
-                } else {
-                    "down"
-                },
-                leads: {
-                    let mut groups = leads.remove(&id).unwrap_or_default();
-                    groups.sort_unstable();
-                    groups
-                },
-            })
-            .collect()
     }
 
     /// This node's replica of `group`, if it runs one now.

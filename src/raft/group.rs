@@ -1,30 +1,21 @@
-//! Running raft groups: starting one on its storage, proposing to it, and the handles the
-//! layers above hold for a partition ([`PartitionReplica`]) and for the metadata
-//! ([`MetadataReplica`]).
+//! Starting raft groups on the node's storage and the helpers both kinds of group share; the
+//! handles the layers above hold are [`super::PartitionReplica`] and
+//! [`super::MetadataReplica`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use openraft::errors::{ClientWriteError, LinearizableReadError, RaftError};
+use openraft::errors::{ClientWriteError, RaftError};
 use openraft::rt::watch::WatchReceiver;
-use openraft::{Config, Raft, ReadPolicy, SnapshotPolicy};
-use tokio::sync::watch;
+use openraft::{Config, Raft, SnapshotPolicy};
 
 use super::error::RaftLayerError;
 use super::log_store::LogStore;
-use super::membership::{
-    converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
-};
-use super::metadata::MetadataApplier;
 use super::network::NetworkFactory;
-use super::partition::{PartitionApplier, Watermarks};
-use super::partition_reader::{self, ReadLimits, StoredBatch};
-use super::registry::{GroupRegistry, MetadataRaft, PartitionRaft, RegisteredGroup};
+use super::registry::GroupRegistry;
 use super::state_machine::{GroupApplier, GroupStateMachine};
-use super::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
-use crate::domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState, METADATA_GROUP};
+use super::types::{NodeAddr, TypeConfig};
 use crate::rpc::RpcClient;
 use crate::storage::Store;
 
@@ -62,7 +53,7 @@ pub struct GroupContext {
 
 impl GroupContext {
     /// How long a follower may stay silent and still count as in sync.
-    fn max_ack_age(&self) -> Duration {
+    pub(super) fn max_ack_age(&self) -> Duration {
         Duration::from_millis(self.timing.election_timeout_max_ms)
     }
 }
@@ -81,7 +72,7 @@ pub enum Bootstrap {
     Join,
 }
 
-fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
+pub(super) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
     let config = Config {
         cluster_name: "herald".into(),
         heartbeat_interval: timing.heartbeat_interval_ms,
@@ -103,7 +94,7 @@ fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
     Ok(Arc::new(config))
 }
 
-async fn start_raft<A: GroupApplier>(
+pub(super) async fn start_raft<A: GroupApplier>(
     context: &GroupContext,
     group: u64,
     applier: A,
@@ -129,7 +120,7 @@ async fn start_raft<A: GroupApplier>(
 }
 
 /// Initializes a new group when asked to and when it has no state yet.
-async fn bootstrap_raft<SM>(
+pub(super) async fn bootstrap_raft<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     bootstrap: &Bootstrap,
@@ -162,7 +153,7 @@ where
     Ok(())
 }
 
-fn write_error(
+pub(super) fn write_error(
     group: u64,
     error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
 ) -> RaftLayerError {
@@ -185,7 +176,10 @@ fn write_error(
 }
 
 /// Waits until the group knows a leader, or the deadline passes.
-async fn wait_for_leader<SM>(raft: &Raft<TypeConfig, SM>, timeout: Duration) -> Option<u64>
+pub(super) async fn wait_for_leader<SM>(
+    raft: &Raft<TypeConfig, SM>,
+    timeout: Duration,
+) -> Option<u64>
 where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
@@ -206,7 +200,7 @@ where
     }
 }
 
-fn leader_of<SM>(raft: &Raft<TypeConfig, SM>) -> Option<u64>
+pub(super) fn leader_of<SM>(raft: &Raft<TypeConfig, SM>) -> Option<u64>
 where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
@@ -214,7 +208,7 @@ where
 }
 
 /// Asks the leader to hand leadership to `to` (e.g. back to the preferred replica).
-async fn transfer_leadership<SM>(raft: &Raft<TypeConfig, SM>, group: u64, to: u64)
+pub(super) async fn transfer_leadership<SM>(raft: &Raft<TypeConfig, SM>, group: u64, to: u64)
 where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
@@ -223,314 +217,11 @@ where
     }
 }
 
-/// This node's replica of one partition.
-pub struct PartitionReplica {
-    group: u64,
-    node_id: u64,
-    raft: PartitionRaft,
-    watermarks: watch::Receiver<Watermarks>,
-    store: Store,
-    registry: Arc<GroupRegistry>,
-    leader_wait: Duration,
-    max_ack_age: Duration,
-}
-
-impl PartitionReplica {
-    pub async fn start(
-        context: &GroupContext,
-        group: u64,
-        bootstrap: Bootstrap,
-    ) -> Result<Self, RaftLayerError> {
-        let applier = PartitionApplier::new(group);
-        let watermarks = applier.watermarks();
-        let (raft, leader_wait) = start_raft(context, group, applier).await?;
-        context
-            .registry
-            .insert(group, RegisteredGroup::Partition(raft.clone()));
-        bootstrap_raft(&raft, group, &bootstrap).await?;
-        Ok(PartitionReplica {
-            group,
-            node_id: context.node_id,
-            raft,
-            watermarks,
-            store: context.store.clone(),
-            registry: context.registry.clone(),
-            leader_wait,
-            max_ack_age: context.max_ack_age(),
-        })
-    }
-
-    pub fn group(&self) -> u64 {
-        self.group
-    }
-
-    /// Replicates one stored batch; answers its base offset once applied (durable on a quorum).
-    pub async fn append(&self, batch: Bytes) -> Result<(u64, u32), RaftLayerError> {
-        let response = self
-            .raft
-            .client_write(RaftRequest::Append { batch })
-            .await
-            .map_err(|e| write_error(self.group, e))?;
-        match response.data {
-            RaftResponse::Appended {
-                base_offset,
-                offset_span,
-            } => Ok((base_offset, offset_span)),
-            RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Metadata(_) => Err(RaftLayerError::Rejected(
-                "unexpected metadata answer".into(),
-            )),
-        }
-    }
-
-    pub fn watermarks(&self) -> Watermarks {
-        *self.watermarks.borrow()
-    }
-
-    /// A receiver that changes whenever the high watermark moves: what long polls wait on.
-    pub fn subscribe(&self) -> watch::Receiver<Watermarks> {
-        self.watermarks.clone()
-    }
-
-    pub fn leader(&self) -> Option<u64> {
-        leader_of(&self.raft)
-    }
-
-    pub fn is_leader(&self) -> bool {
-        self.leader() == Some(self.node_id)
-    }
-
-    pub async fn wait_for_leader(&self) -> Option<u64> {
-        wait_for_leader(&self.raft, self.leader_wait).await
-    }
-
-    /// On the leader: waits until everything committed before this call is applied here, so
-    /// a leader elected a moment ago does not report a high watermark below what its
-    /// predecessor served.
-    pub async fn catch_up_applied(&self) -> Result<(), RaftLayerError> {
-        self.raft
-            .ensure_linearizable(ReadPolicy::ReadIndex)
-            .await
-            .map(|_| ())
-            .map_err(|error| RaftLayerError::NotLeader {
-                group: self.group,
-                leader: match error {
-                    RaftError::APIError(LinearizableReadError::ForwardToLeader(forward)) => {
-                        forward.leader_id
-                    }
-                    _ => None,
-                },
-            })
-    }
-
-    /// Leader, voters and in-sync replicas, when this node leads the group.
-    pub fn leader_report(&self) -> Option<LeaderReport> {
-        leader_report(&self.raft, self.node_id, self.max_ack_age)
-    }
-
-    pub fn members(&self) -> GroupMembers {
-        members_of(&self.raft)
-    }
-
-    /// On the leader: one step toward `replicas` being the voters (see [`membership`]).
-    ///
-    /// [`membership`]: super::membership
-    pub async fn converge_replicas(
-        &self,
-        replicas: &BTreeSet<u64>,
-        addresses: &BTreeMap<u64, NodeAddr>,
-    ) -> Result<MembershipStep, RaftLayerError> {
-        converge(
-            &self.raft,
-            self.group,
-            self.node_id,
-            replicas,
-            &BTreeSet::new(),
-            addresses,
-        )
-        .await
-    }
-
-    pub async fn transfer_leadership(&self, to: u64) {
-        transfer_leadership(&self.raft, self.group, to).await
-    }
-
-    /// The group's leader `dead` is gone: elect `candidate` now (see [`take_over_from`]).
-    pub async fn take_over_from(&self, dead: u64, candidate: u64) {
-        take_over_from(&self.raft, self.group, dead, candidate).await
-    }
-
-    /// Batches from `from_offset` to the high watermark, within `limits`.
-    pub async fn read(
-        &self,
-        from_offset: u64,
-        limits: ReadLimits,
-    ) -> Result<Vec<StoredBatch>, RaftLayerError> {
-        let (store, group, high_watermark) = (
-            self.store.clone(),
-            self.group,
-            self.watermarks().high_watermark,
-        );
-        blocking(move || {
-            partition_reader::read_batches(&store, group, from_offset, high_watermark, limits)
-        })
-        .await
-    }
-
-    pub async fn offset_for_timestamp(
-        &self,
-        timestamp: i64,
-    ) -> Result<Option<u64>, RaftLayerError> {
-        let (store, group) = (self.store.clone(), self.group);
-        blocking(move || partition_reader::offset_for_timestamp(&store, group, timestamp)).await
-    }
-
-    pub async fn shutdown(&self) {
-        self.registry.remove(self.group);
-        if let Err(error) = self.raft.shutdown().await {
-            tracing::warn!(group = self.group, %error, "raft group did not shut down cleanly");
-        }
-    }
-
-    /// Stops the group and removes all it stored.
-    pub async fn destroy(&self) -> Result<(), RaftLayerError> {
-        self.shutdown().await;
-        let (store, group) = (self.store.clone(), self.group);
-        blocking(move || partition_reader::destroy_group(&store, group)).await
-    }
-}
-
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, std::io::Error> + Send + 'static,
 ) -> Result<T, RaftLayerError> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|join| RaftLayerError::Storage(std::io::Error::other(join.to_string())))?
         .map_err(RaftLayerError::Storage)
-}
-
-/// This node's replica of the metadata group.
-pub struct MetadataReplica {
-    node_id: u64,
-    raft: MetadataRaft,
-    state: watch::Receiver<Arc<MetadataState>>,
-    registry: Arc<GroupRegistry>,
-    leader_wait: Duration,
-    max_ack_age: Duration,
-}
-
-impl MetadataReplica {
-    pub async fn start(
-        context: &GroupContext,
-        bootstrap: Bootstrap,
-    ) -> Result<Self, RaftLayerError> {
-        let applier = MetadataApplier::new();
-        let state = applier.subscribe();
-        let (raft, leader_wait) = start_raft(context, METADATA_GROUP, applier).await?;
-        context
-            .registry
-            .insert(METADATA_GROUP, RegisteredGroup::Metadata(raft.clone()));
-        bootstrap_raft(&raft, METADATA_GROUP, &bootstrap).await?;
-        Ok(MetadataReplica {
-            node_id: context.node_id,
-            raft,
-            state,
-            registry: context.registry.clone(),
-            leader_wait,
-            max_ack_age: context.max_ack_age(),
-        })
-    }
-
-    /// Whether this node has metadata raft state (it founded or joined a cluster).
-    pub async fn is_initialized(&self) -> bool {
-        self.raft.is_initialized().await.unwrap_or(false)
-    }
-
-    /// Proposes a command on this node, which must be the leader (`NotLeader` otherwise).
-    /// Answers the outcome and the raft index it was applied at.
-    pub async fn propose(
-        &self,
-        command: MetadataCommand,
-    ) -> Result<(MetadataOutcome, u64), RaftLayerError> {
-        let response = self
-            .raft
-            .client_write(RaftRequest::Metadata(command))
-            .await
-            .map_err(|e| write_error(METADATA_GROUP, e))?;
-        match response.data {
-            RaftResponse::Metadata(outcome) => Ok((outcome, response.log_id.index)),
-            RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Appended { .. } => {
-                Err(RaftLayerError::Rejected("unexpected append answer".into()))
-            }
-        }
-    }
-
-    /// Waits until this node applied the metadata up to `index` (read-your-writes after a
-    /// proposal another node made); false if `timeout` passed first.
-    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
-        self.raft
-            .wait(Some(timeout))
-            .applied_index_at_least(Some(index), "metadata proposal applied here")
-            .await
-            .is_ok()
-    }
-
-    /// The latest applied metadata.
-    pub fn state(&self) -> Arc<MetadataState> {
-        self.state.borrow().clone()
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataState>> {
-        self.state.clone()
-    }
-
-    pub fn leader(&self) -> Option<u64> {
-        leader_of(&self.raft)
-    }
-
-    pub fn is_leader(&self) -> bool {
-        self.leader() == Some(self.node_id)
-    }
-
-    pub async fn wait_for_leader(&self) -> Option<u64> {
-        wait_for_leader(&self.raft, self.leader_wait).await
-    }
-
-    pub fn leader_report(&self) -> Option<LeaderReport> {
-        leader_report(&self.raft, self.node_id, self.max_ack_age)
-    }
-
-    pub fn members(&self) -> GroupMembers {
-        members_of(&self.raft)
-    }
-
-    /// On the leader: one step toward these voters and learners.
-    pub async fn converge_members(
-        &self,
-        voters: &BTreeSet<u64>,
-        learners: &BTreeSet<u64>,
-        addresses: &BTreeMap<u64, NodeAddr>,
-    ) -> Result<MembershipStep, RaftLayerError> {
-        converge(
-            &self.raft,
-            METADATA_GROUP,
-            self.node_id,
-            voters,
-            learners,
-            addresses,
-        )
-        .await
-    }
-
-    pub async fn take_over_from(&self, dead: u64, candidate: u64) {
-        take_over_from(&self.raft, METADATA_GROUP, dead, candidate).await
-    }
-
-    pub async fn shutdown(&self) {
-        self.registry.remove(METADATA_GROUP);
-        if let Err(error) = self.raft.shutdown().await {
-            tracing::warn!(%error, "metadata raft group did not shut down cleanly");
-        }
-    }
 }

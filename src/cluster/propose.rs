@@ -1,0 +1,184 @@
+//! Metadata proposals from any node: forwarded to the metadata leader (one hop), then waited
+//! for until this node applied them; and the cluster requests nodes serve each other.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::service::{self, ClusterReply, ClusterRequest, PingReport, ProposeFailure};
+use super::{leadership, Cluster, ClusterError};
+use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
+use crate::raft::{RaftLayerError, Watermarks};
+use crate::rpc::RpcError;
+
+impl Cluster {
+    /// Proposes a metadata change through the metadata leader, wherever it is, waiting up to
+    /// the leader wait for one to be elected. When it returns, this node has applied the
+    /// change too, so what the caller reads next includes it.
+    pub async fn propose(&self, command: MetadataCommand) -> Result<MetadataOutcome, ClusterError> {
+        let deadline = Instant::now() + self.leader_wait;
+        let (outcome, index) = self.propose_anywhere(command, deadline).await?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if !self
+            .metadata
+            .wait_applied(index, remaining.max(Duration::from_secs(1)))
+            .await
+        {
+            return Err(ClusterError::Timeout(
+                "this node to apply the metadata change".into(),
+            ));
+        }
+        Ok(outcome)
+    }
+
+    async fn propose_anywhere(
+        &self,
+        command: MetadataCommand,
+        deadline: Instant,
+    ) -> Result<(MetadataOutcome, u64), ClusterError> {
+        let mut attempt = 0usize;
+        loop {
+            attempt += 1;
+            if self.metadata.is_leader() {
+                match self.metadata.propose(command.clone()).await {
+                    Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. }) => {}
+                    other => return Ok(other?),
+                }
+            } else if let Some(target) = self.metadata_target(attempt) {
+                let request = ClusterRequest::Propose {
+                    command: command.clone(),
+                    hops: 0,
+                };
+                match self.ask(target, &request, deadline).await {
+                    Ok(ClusterReply::Proposed(Ok(outcome))) => return Ok(outcome),
+                    Ok(ClusterReply::Proposed(Err(ProposeFailure::NoLeader))) => {}
+                    Ok(ClusterReply::Proposed(Err(ProposeFailure::Failed(reason)))) => {
+                        return Err(ClusterError::Unavailable(reason))
+                    }
+                    Ok(ClusterReply::Pong(_)) => {}
+                    Err(error) if !error.maybe_delivered() => {}
+                    Err(error) => return Err(ClusterError::Rpc(error)),
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(ClusterError::NoMetadataLeader);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Where to send a metadata proposal: the known leader, or else some other node in turn
+    /// (which passes it on if it knows the leader).
+    fn metadata_target(&self, attempt: usize) -> Option<u64> {
+        if let Some(leader) = self
+            .metadata
+            .leader()
+            .filter(|leader| *leader != self.node_id)
+        {
+            return Some(leader);
+        }
+        let mut candidates: Vec<u64> = self
+            .metadata()
+            .nodes
+            .keys()
+            .chain(self.founders.keys())
+            .copied()
+            .filter(|node| *node != self.node_id)
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        if candidates.is_empty() {
+            return None;
+        }
+        Some(candidates[attempt % candidates.len()])
+    }
+
+    pub(super) async fn ask(
+        &self,
+        node: u64,
+        request: &ClusterRequest,
+        deadline: Instant,
+    ) -> Result<ClusterReply, RpcError> {
+        let body = postcard::to_stdvec(request)
+            .map_err(|error| RpcError::Remote(format!("encoding a cluster request: {error}")))?;
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let answer = self
+            .rpc
+            .call(node, service::CLUSTER_SERVICE, Bytes::from(body), timeout)
+            .await?;
+        postcard::from_bytes(&answer)
+            .map_err(|error| RpcError::Remote(format!("decoding a cluster answer: {error}")))
+    }
+
+    /// Serves a cluster request from another node.
+    pub(super) async fn serve_request(&self, body: Bytes) -> Result<Bytes, String> {
+        let request: ClusterRequest =
+            postcard::from_bytes(&body).map_err(|error| format!("bad cluster request: {error}"))?;
+        let reply = match request {
+            ClusterRequest::Ping => ClusterReply::Pong(self.ping_report()),
+            ClusterRequest::Propose { command, hops } => {
+                ClusterReply::Proposed(self.propose_here(command, hops).await)
+            }
+        };
+        postcard::to_stdvec(&reply)
+            .map(Bytes::from)
+            .map_err(|error| format!("encoding a cluster answer: {error}"))
+    }
+
+    async fn propose_here(
+        &self,
+        command: MetadataCommand,
+        hops: u8,
+    ) -> Result<(MetadataOutcome, u64), ProposeFailure> {
+        if self.metadata.is_leader() {
+            return match self.metadata.propose(command).await {
+                Ok(outcome) => Ok(outcome),
+                Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. }) => {
+                    Err(ProposeFailure::NoLeader)
+                }
+                Err(error) => Err(ProposeFailure::Failed(error.to_string())),
+            };
+        }
+        let leader = self
+            .metadata
+            .leader()
+            .filter(|leader| *leader != self.node_id);
+        match leader {
+            Some(leader) if hops == 0 => {
+                let request = ClusterRequest::Propose { command, hops: 1 };
+                match self
+                    .ask(leader, &request, Instant::now() + self.leader_wait)
+                    .await
+                {
+                    Ok(ClusterReply::Proposed(result)) => result,
+                    Ok(ClusterReply::Pong(_)) => Err(ProposeFailure::NoLeader),
+                    Err(error) if !error.maybe_delivered() => Err(ProposeFailure::NoLeader),
+                    Err(error) => Err(ProposeFailure::Failed(error.to_string())),
+                }
+            }
+            _ => Err(ProposeFailure::NoLeader),
+        }
+    }
+
+    /// What this node leads, for pings.
+    pub(super) fn ping_report(&self) -> PingReport {
+        let mut leads = Vec::new();
+        if let Some(report) = self.metadata.leader_report() {
+            leads.push(leadership(
+                crate::domain::metadata::METADATA_GROUP,
+                report,
+                Watermarks::default(),
+            ));
+        }
+        for replica in self.local_replicas() {
+            if let Some(report) = replica.leader_report() {
+                leads.push(leadership(replica.group(), report, replica.watermarks()));
+            }
+        }
+        PingReport {
+            node_id: self.node_id,
+            leads,
+        }
+    }
+}

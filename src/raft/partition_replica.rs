@@ -1,0 +1,201 @@
+//! This node's replica of one partition: appending, reading, leadership and membership.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use openraft::errors::{LinearizableReadError, RaftError};
+use openraft::ReadPolicy;
+use tokio::sync::watch;
+
+use super::error::RaftLayerError;
+use super::group::{
+    blocking, bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader,
+    write_error, Bootstrap, GroupContext,
+};
+use super::membership::{
+    converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
+};
+use super::partition::{PartitionApplier, Watermarks};
+use super::partition_reader::{self, ReadLimits, StoredBatch};
+use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
+use super::types::{NodeAddr, RaftRequest, RaftResponse};
+use crate::storage::Store;
+
+/// This node's replica of one partition.
+pub struct PartitionReplica {
+    group: u64,
+    node_id: u64,
+    raft: PartitionRaft,
+    watermarks: watch::Receiver<Watermarks>,
+    store: Store,
+    registry: Arc<GroupRegistry>,
+    leader_wait: Duration,
+    max_ack_age: Duration,
+}
+
+impl PartitionReplica {
+    pub async fn start(
+        context: &GroupContext,
+        group: u64,
+        bootstrap: Bootstrap,
+    ) -> Result<Self, RaftLayerError> {
+        let applier = PartitionApplier::new(group);
+        let watermarks = applier.watermarks();
+        let (raft, leader_wait) = start_raft(context, group, applier).await?;
+        context
+            .registry
+            .insert(group, RegisteredGroup::Partition(raft.clone()));
+        bootstrap_raft(&raft, group, &bootstrap).await?;
+        Ok(PartitionReplica {
+            group,
+            node_id: context.node_id,
+            raft,
+            watermarks,
+            store: context.store.clone(),
+            registry: context.registry.clone(),
+            leader_wait,
+            max_ack_age: context.max_ack_age(),
+        })
+    }
+
+    pub fn group(&self) -> u64 {
+        self.group
+    }
+
+    /// Replicates one stored batch; answers its base offset once applied (durable on a quorum).
+    pub async fn append(&self, batch: Bytes) -> Result<(u64, u32), RaftLayerError> {
+        let response = self
+            .raft
+            .client_write(RaftRequest::Append { batch })
+            .await
+            .map_err(|e| write_error(self.group, e))?;
+        match response.data {
+            RaftResponse::Appended {
+                base_offset,
+                offset_span,
+            } => Ok((base_offset, offset_span)),
+            RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
+            RaftResponse::Metadata(_) => Err(RaftLayerError::Rejected(
+                "unexpected metadata answer".into(),
+            )),
+        }
+    }
+
+    pub fn watermarks(&self) -> Watermarks {
+        *self.watermarks.borrow()
+    }
+
+    /// A receiver that changes whenever the high watermark moves: what long polls wait on.
+    pub fn subscribe(&self) -> watch::Receiver<Watermarks> {
+        self.watermarks.clone()
+    }
+
+    pub fn leader(&self) -> Option<u64> {
+        leader_of(&self.raft)
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader() == Some(self.node_id)
+    }
+
+    pub async fn wait_for_leader(&self) -> Option<u64> {
+        wait_for_leader(&self.raft, self.leader_wait).await
+    }
+
+    /// On the leader: waits until everything committed before this call is applied here, so
+    /// a leader elected a moment ago does not report a high watermark below what its
+    /// predecessor served.
+    pub async fn catch_up_applied(&self) -> Result<(), RaftLayerError> {
+        self.raft
+            .ensure_linearizable(ReadPolicy::ReadIndex)
+            .await
+            .map(|_| ())
+            .map_err(|error| RaftLayerError::NotLeader {
+                group: self.group,
+                leader: match error {
+                    RaftError::APIError(LinearizableReadError::ForwardToLeader(forward)) => {
+                        forward.leader_id
+                    }
+                    _ => None,
+                },
+            })
+    }
+
+    /// Leader, voters and in-sync replicas, when this node leads the group.
+    pub fn leader_report(&self) -> Option<LeaderReport> {
+        leader_report(&self.raft, self.node_id, self.max_ack_age)
+    }
+
+    pub fn members(&self) -> GroupMembers {
+        members_of(&self.raft)
+    }
+
+    /// On the leader: one step toward `replicas` being the voters (see [`membership`]).
+    ///
+    /// [`membership`]: super::membership
+    pub async fn converge_replicas(
+        &self,
+        replicas: &BTreeSet<u64>,
+        addresses: &BTreeMap<u64, NodeAddr>,
+    ) -> Result<MembershipStep, RaftLayerError> {
+        converge(
+            &self.raft,
+            self.group,
+            self.node_id,
+            replicas,
+            &BTreeSet::new(),
+            addresses,
+        )
+        .await
+    }
+
+    pub async fn transfer_leadership(&self, to: u64) {
+        transfer_leadership(&self.raft, self.group, to).await
+    }
+
+    /// The group's leader `dead` is gone: elect `candidate` now (see [`take_over_from`]).
+    pub async fn take_over_from(&self, dead: u64, candidate: u64) {
+        take_over_from(&self.raft, self.group, dead, candidate).await
+    }
+
+    /// Batches from `from_offset` to the high watermark, within `limits`.
+    pub async fn read(
+        &self,
+        from_offset: u64,
+        limits: ReadLimits,
+    ) -> Result<Vec<StoredBatch>, RaftLayerError> {
+        let (store, group, high_watermark) = (
+            self.store.clone(),
+            self.group,
+            self.watermarks().high_watermark,
+        );
+        blocking(move || {
+            partition_reader::read_batches(&store, group, from_offset, high_watermark, limits)
+        })
+        .await
+    }
+
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<u64>, RaftLayerError> {
+        let (store, group) = (self.store.clone(), self.group);
+        blocking(move || partition_reader::offset_for_timestamp(&store, group, timestamp)).await
+    }
+
+    pub async fn shutdown(&self) {
+        self.registry.remove(self.group);
+        if let Err(error) = self.raft.shutdown().await {
+            tracing::warn!(group = self.group, %error, "raft group did not shut down cleanly");
+        }
+    }
+
+    /// Stops the group and removes all it stored.
+    pub async fn destroy(&self) -> Result<(), RaftLayerError> {
+        self.shutdown().await;
+        let (store, group) = (self.store.clone(), self.group);
+        blocking(move || partition_reader::destroy_group(&store, group)).await
+    }
+}
