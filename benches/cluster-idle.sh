@@ -50,7 +50,7 @@ for topic in $(seq 1 "$topics"); do
         -d "{\"name\":\"idle$topic\",\"partitions\":$count,\"replication_factor\":3}" >/dev/null
 done
 # Settle: every partition has a leader and 3 in-sync replicas, leaders handed back.
-until [ "$(for topic in $(seq 1 "$topics"); do curl -sf "$(url 1 /v1/topics/idle$topic)"; echo; done |
+until [ "$(for topic in $(seq 1 "$topics"); do curl -sf "$(url 1 "/v1/topics/idle$topic")"; echo; done |
     python3 -c "import json,sys; print(sum(len(p['in_sync']) == 3 for l in sys.stdin if l.strip() for p in json.loads(l)['partitions']))")" = "$PARTITIONS" ]; do
     [ "$(now_ms)" -lt "$deadline" ] || { echo "partitions did not settle" >&2; exit 1; }
     sleep 1

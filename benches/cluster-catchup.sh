@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# Catch-up time: a 3-node cluster on this machine, a topic of PARTITIONS partitions with
+# replication factor 3. SIGKILL node 3, produce BYTES of MSG_SIZE-byte messages through node 1
+# (acks=all, a quorum of nodes 1 and 2), note the leaders' high watermarks, restart node 3 with
+# only its own flags, and measure the time from the restart until
+#   - every partition's leader lists node 3 in in_sync (asked of the leader itself), and
+#   - GET /v1/topics/{topic} on node 3 reports the leaders' high watermarks, and
+#   - node 3 has appended to its raft log at least the bytes node 1 appended while node 3 was
+#     down (herald_raft_log_appended_bytes_total): its own replica has the data, not only a
+#     leader's report of it (in_sync allows a lag of a few entries; node 3 answers high
+#     watermarks it learns from the leaders).
+# Prints the time, the catch-up rate, and the data directory sizes of the three nodes (right after
+# the catch-up and SETTLE_S seconds later).
+#
+#   benches/cluster-catchup.sh                           # 1 GiB of 1 KB messages
+#   BYTES=50000000 benches/cluster-catchup.sh            # a quick smoke run (50 MB)
+#   HERALD=path/to/herald PARTITIONS=1 benches/cluster-catchup.sh
+set -euo pipefail
+
+HERALD=${HERALD:-${CARGO_TARGET_DIR:-/var/tmp/herald-target}/release/herald}
+BYTES=${BYTES:-1073741824}
+MSG_SIZE=${MSG_SIZE:-1024}
+BATCH=${BATCH:-1000}
+CONNECTIONS=${CONNECTIONS:-8}
+PARTITIONS=${PARTITIONS:-3}
+CATCHUP_TIMEOUT_S=${CATCHUP_TIMEOUT_S:-1800}
+SETTLE_S=${SETTLE_S:-30}
+BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-1200}   # a deadline for each load-generator run
+BASE_HTTP=${BASE_HTTP:-19480}
+BASE_RAFT=${BASE_RAFT:-19470}
+EXTRA_ARGS=${EXTRA_ARGS:-}
+KEEP_LOGS=${KEEP_LOGS:-}        # a directory to copy every node's log into before cleanup
+TOPIC=catchup
+DIR=$(mktemp -d /tmp/herald-catchup.XXXXXX)
+declare -A PIDS
+
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [ -n "$KEEP_LOGS" ]; then
+        mkdir -p "$KEEP_LOGS"
+        cp "$DIR"/log* "$DIR"/*.json "$DIR"/bench.log "$KEEP_LOGS"/ 2>/dev/null || true
+    fi
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+CLUSTER="1=127.0.0.1:$((BASE_RAFT + 1)),2=127.0.0.1:$((BASE_RAFT + 2)),3=127.0.0.1:$((BASE_RAFT + 3))"
+url() { echo "http://127.0.0.1:$((BASE_HTTP + $1))$2"; }
+now_ms() { date +%s%3N; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+HZ=$(getconf CLK_TCK)
+# CPU ticks (USER_HZ) the whole machine spent busy, our running nodes spent, and this shell's
+# finished children (the load generator, curl, python) spent. What is left is CPU spent outside
+# them: other processes (a build running alongside makes a contended measurement), and the
+# kernel's own work for ours (loopback softirqs, page-cache writeback): a few % under load.
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+node_ticks() {
+    local pid sum=0
+    for pid in "${PIDS[@]}"; do sum=$(( sum + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) )); done
+    echo "$sum"
+}
+child_ticks() {
+    times >"$DIR/times"   # no pipe: a subshell would report its own (empty) children
+    tail -1 "$DIR/times" | awk -v hz="$HZ" '{t = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); t += a[1] * 60 + a[2]} printf "%.0f", t * hz}'
+}
+# foreign_pct BUSY0 NODES0 CHILDREN0 START_MS: the share of the machine spent outside them since.
+foreign_pct() {
+    awk -v t="$(( $(busy_ticks) - $1 - ($(node_ticks) - $2) - ($(child_ticks) - $3) ))" \
+        -v hz="$HZ" -v ms="$(( $(now_ms) - $4 ))" -v cores="$(nproc)" \
+        'BEGIN {v = 100 * t / hz / (ms / 1000) / cores; printf "%.0f", v < 0 ? 0 : v}'
+}
+# start_node ID [FLAGS...]
+start_node() {
+    local id=$1
+    shift
+    # shellcheck disable=SC2086
+    "$HERALD" serve --node-id "$id" --data-dir "$DIR/d$id" \
+        --http-addr "127.0.0.1:$((BASE_HTTP + id))" --raft-addr "127.0.0.1:$((BASE_RAFT + id))" \
+        "$@" $EXTRA_ARGS >>"$DIR/log$id" 2>&1 &
+    PIDS[$id]=$!
+}
+wait_ready() {
+    local id=$1 deadline=$(( $(now_ms) + 60000 ))
+    until curl -sf -m 5 "$(url "$id" /readyz)" >/dev/null; do
+        [ "$(now_ms)" -lt "$deadline" ] || { echo "node $id not ready" >&2; tail -20 "$DIR/log$id" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+appended_bytes() {
+    curl -sf -m 5 "$(url "$1" /metrics)" | awk '$1 == "herald_raft_log_appended_bytes_total" {printf "%.0f", $2; found=1} END {if (!found) print 0}'
+}
+# views: the topic as each reachable node sees it, one JSON object {"1": {...}, "2": ...}.
+views() {
+    local id first=1
+    printf '{'
+    for id in 1 2 3; do
+        local v
+        v=$(curl -sf -m 5 "$(url "$id" "/v1/topics/$TOPIC")" 2>/dev/null) || continue
+        [ "$first" = 1 ] || printf ','
+        printf '"%s":%s' "$id" "$v"
+        first=0
+    done
+    printf '}\n'
+}
+# exact STATE_PY: evaluates STATE_PY with `exact` = for every partition, the view of the node that
+# leads it (None where no node claims it), and `views`.
+exact() {
+    views | python3 -c "
+import json, sys
+views = json.load(sys.stdin)
+exact = [next((v['partitions'][i] for n, v in views.items()
+               if len(v['partitions']) > i and v['partitions'][i]['leader'] == int(n)), None)
+         for i in range($PARTITIONS)]
+print($1)"
+}
+
+echo "herald: $HERALD ($(date -u -r "$HERALD" '+%F %T UTC'))"
+echo "machine: $(nproc) cores shared by the 3 nodes and the load generator; data in $DIR ($(df -PT "$DIR" | awk 'NR == 2 {print $2}'))"
+echo "load average before the run: $(cut -d" " -f1-3 /proc/loadavg)"
+for id in 1 2 3; do start_node "$id" --initial-cluster "$CLUSTER"; done
+for id in 1 2 3; do wait_ready "$id"; done
+deadline=$(( $(now_ms) + 60000 ))
+until [ "$(curl -sf -m 5 "$(url 1 /v1/cluster)" | json "sum(n['status'] == 'up' for n in d['nodes'])" 2>/dev/null)" = 3 ]; do
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "nodes never all up" >&2; exit 1; }
+    sleep 0.2
+done
+curl -sS --fail-with-body -m 60 -XPOST "$(url 1 /v1/topics)" -H 'content-type: application/json' \
+    -d "{\"name\":\"$TOPIC\",\"partitions\":$PARTITIONS,\"replication_factor\":3}" >/dev/null
+deadline=$(( $(now_ms) + 120000 ))
+until [ "$(exact "all(p and p['leader'] == p['replicas'][0] and len(p['in_sync']) == 3 for p in exact)")" = True ]; do
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "topic never settled" >&2; views >&2; exit 1; }
+    sleep 0.2
+done
+echo "topic $TOPIC: $PARTITIONS partitions, replication factor 3, leaders $(exact "[p['leader'] for p in exact]")"
+
+kill -9 "${PIDS[3]}"
+wait "${PIDS[3]}" 2>/dev/null || true
+unset "PIDS[3]"
+echo "SIGKILLed node 3"
+deadline=$(( $(now_ms) + 60000 ))
+until [ "$(exact "all(p and p['leader'] != 3 for p in exact)")" = True ]; do
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "partitions of node 3 never failed over" >&2; views >&2; exit 1; }
+    sleep 0.2
+done
+echo "leaders without node 3: $(exact "[p['leader'] for p in exact]")"
+
+before1=$(appended_bytes 1)
+messages=$(( BYTES / MSG_SIZE ))
+cpu0="$(busy_ticks) $(node_ticks) $(child_ticks) $(now_ms)"
+echo "producing $messages messages of $MSG_SIZE B ($(( messages * MSG_SIZE )) B) through node 1, acks=all..."
+timeout "$BENCH_TIMEOUT_S" "$HERALD" bench produce --server "$(url 1 "")" --topic "$TOPIC" --message-size "$MSG_SIZE" \
+    --batch-size "$BATCH" --connections "$CONNECTIONS" --messages "$messages" --acks all --json \
+    >"$DIR/produce.json" 2>>"$DIR/bench.log" ||
+    { echo "herald bench failed or passed ${BENCH_TIMEOUT_S} s:" >&2; tail -5 "$DIR/bench.log" >&2; exit 1; }
+json "f\"produced {d['messages']:,} messages in {d['seconds']:.1f} s: {d['messages_per_sec']:,.0f} msg/s, {d['mb_per_sec']:.1f} MB/s, p99 {d['latency_ms']['p99']:.1f} ms, errors {d['errors']} {d['error_samples'][:3]}\"" <"$DIR/produce.json"
+# shellcheck disable=SC2086
+echo "  (CPU outside herald and the load generator: $(foreign_pct $cpu0)% of the machine during the produce)"
+[ "$(json "d['errors']" <"$DIR/produce.json")" = 0 ] || echo "WARNING: the produce run had errors" >&2
+sleep 2   # the leaders' reports travel with their pings (at most a second)
+hws=$(exact "[p['high_watermark'] for p in exact]")
+total_hw=$(exact "sum(p['high_watermark'] for p in exact)")
+missed=$(( $(appended_bytes 1) - before1 ))
+echo "leaders' high watermarks: $hws (sum $total_hw); node 1 appended $missed raft-log bytes while node 3 was down"
+du -sb "$DIR/d1" "$DIR/d2" "$DIR/d3" | sed "s|$DIR/||; s|^|  before restart: |"
+
+log3_lines=$(wc -l <"$DIR/log3")
+cpu0="$(busy_ticks) $(node_ticks) $(child_ticks)"
+started=$(now_ms)
+start_node 3
+ready_ms="" in_sync_ms="" hw_ms="" data_ms="" done_ms=""
+deadline=$(( started + CATCHUP_TIMEOUT_S * 1000 ))
+while :; do
+    now=$(now_ms)
+    [ -n "$ready_ms" ] || { curl -sf -m 1 "$(url 3 /readyz)" >/dev/null 2>&1 && ready_ms=$(( now - started )); }
+    if [ -n "$ready_ms" ]; then
+        state=$(exact "'%s %s' % (all(p and 3 in p['in_sync'] for p in exact), '3' in views and [p['high_watermark'] for p in views['3']['partitions']] == $hws)")
+        [ -n "$in_sync_ms" ] || { [ "${state% *}" = True ] && in_sync_ms=$(( now - started )); }
+        [ -n "$hw_ms" ] || { [ "${state#* }" = True ] && hw_ms=$(( now - started )); }
+        [ -n "$data_ms" ] || { [ "$(appended_bytes 3)" -ge "$missed" ] && data_ms=$(( now - started )); }
+        if [ -n "$in_sync_ms" ] && [ -n "$hw_ms" ] && [ -n "$data_ms" ] && [ "$state" = "True True" ]; then
+            done_ms=$(( now - started ))
+            break
+        fi
+    fi
+    [ "$now" -lt "$deadline" ] || {
+        echo "node 3 did not catch up in ${CATCHUP_TIMEOUT_S} s (ready ${ready_ms:-no}, in_sync ${in_sync_ms:-no}, hw ${hw_ms:-no}, data ${data_ms:-no}; node 3 appended $(appended_bytes 3) of $missed bytes)" >&2
+        views >&2
+        exit 1
+    }
+    sleep 0.2
+done
+# shellcheck disable=SC2086
+foreign=$(foreign_pct $cpu0 "$started")
+appended3=$(appended_bytes 3)
+echo "node 3 restarted: ready after ${ready_ms} ms, in sync on every partition after ${in_sync_ms} ms," \
+    "reports the leaders' high watermarks after ${hw_ms} ms, has appended the missed raft-log bytes after ${data_ms} ms ($appended3 of $missed B);" \
+    "all three at once after ${done_ms} ms (CPU outside herald: ${foreign}% of the machine meanwhile)"
+python3 -c "
+t = $done_ms / 1000
+print(f'catch-up: {t:.1f} s from restart to caught up; {$BYTES / 1e6 / t:.1f} MB/s of message values, {$appended3 / 1e6 / t:.1f} MB/s of raft log')"
+
+# Leadership of node 3's preferred partitions returns to it once it is in sync.
+deadline=$(( $(now_ms) + 60000 ))
+until [ "$(exact "all(p and p['leader'] == p['replicas'][0] for p in exact)")" = True ]; do
+    [ "$(now_ms)" -lt "$deadline" ] || { echo "leaders not back to the preferred replicas after 60 s: $(exact "[p['leader'] for p in exact]")"; break; }
+    sleep 0.2
+done
+echo "leaders $(exact "[p['leader'] for p in exact]") (preferred $(exact "[p['replicas'][0] for p in exact]")) $(( $(now_ms) - started )) ms after the restart"
+echo "data directory sizes after catch-up:"
+du -sb "$DIR/d1" "$DIR/d2" "$DIR/d3" | sed "s|$DIR/||; s|^|  |"
+# RocksDB flushes and compacts in the background: the sizes once that has had time to settle.
+sleep "$SETTLE_S"
+echo "data directory sizes ${SETTLE_S} s later:"
+du -sb "$DIR/d1" "$DIR/d2" "$DIR/d3" | sed "s|$DIR/||; s|^|  |"
+for id in 1 2 3; do
+    printf '  log%s: %s leader elections won, %s WARN, %s ERROR lines (whole run)\n' "$id" \
+        "$(grep -c 'becomes leader' "$DIR/log$id" || true)" "$(grep -c ' WARN' "$DIR/log$id" || true)" \
+        "$(grep -c ' ERROR' "$DIR/log$id" || true)"
+done
+tail -n +"$(( log3_lines + 1 ))" "$DIR/log3" | sed 's/\x1b\[[0-9;]*m//g' >"$DIR/log3-restart"
+echo "node 3 since its restart: $(grep -c 'becomes leader' "$DIR/log3-restart" || true) leader elections won," \
+    "$(grep -c ' WARN\| ERROR' "$DIR/log3-restart" || true) WARN/ERROR lines; the most frequent:"
+{ grep ' WARN\| ERROR' "$DIR/log3-restart" | cut -c29- | sed -E 's/^(.{90}).{20,}(.{90})$/\1 ... \2/' |
+    sort | uniq -c | sort -rn | head -5; } || true
