@@ -15,6 +15,11 @@ use crate::rpc::RpcLimits;
 use crate::storage::{Cf, Store, StoreOptions, WriteSet};
 
 const NODE_ID_KEY: &[u8] = b"node_id";
+const FORMAT_VERSION_KEY: &[u8] = b"format_version";
+/// The on-disk format this build writes. 1: the single-node log core (issue 2; no version key
+/// was written). 2: clustering (partition founders, node draining flags and tombstones in the
+/// metadata state). Pre-release formats are not migrated: an older directory is refused.
+const FORMAT_VERSION: u64 = 2;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -104,29 +109,57 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
     tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {
         let store = Store::open(&options)
             .with_context(|| format!("opening storage in {}", data_dir.display()))?;
-        match store.get(Cf::Node, NODE_ID_KEY)? {
-            Some(bytes) => {
-                let stored =
-                    u64::from_be_bytes(bytes.as_slice().try_into().context("corrupt node id")?);
-                anyhow::ensure!(
-                    stored == node_id,
-                    "data directory {} belongs to node {stored}, not node {node_id}",
-                    data_dir.display()
-                );
-            }
-            None => {
-                let mut writes = WriteSet::new();
-                writes.put(
-                    Cf::Node,
-                    NODE_ID_KEY.to_vec(),
-                    node_id.to_be_bytes().to_vec(),
-                );
-                store.write(writes, true)?;
-            }
-        }
+        check_identity(&store, node_id, &data_dir)?;
         Ok(store)
     })
     .await?
+}
+
+/// Checks (or, in a new directory, records) which node and which on-disk format the data
+/// directory belongs to.
+fn check_identity(store: &Store, node_id: u64, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let read_u64 = |key: &[u8], what: &str| -> anyhow::Result<Option<u64>> {
+        match store.get(Cf::Node, key)? {
+            Some(bytes) => {
+                let array: [u8; 8] = bytes
+                    .as_slice()
+                    .try_into()
+                    .with_context(|| format!("corrupt {what}"))?;
+                Ok(Some(u64::from_be_bytes(array)))
+            }
+            None => Ok(None),
+        }
+    };
+    let stored_node = read_u64(NODE_ID_KEY, "node id")?;
+    let stored_format = read_u64(FORMAT_VERSION_KEY, "format version")?;
+    match (stored_node, stored_format) {
+        (None, _) => {
+            let mut writes = WriteSet::new();
+            writes.put(
+                Cf::Node,
+                NODE_ID_KEY.to_vec(),
+                node_id.to_be_bytes().to_vec(),
+            );
+            writes.put(
+                Cf::Node,
+                FORMAT_VERSION_KEY.to_vec(),
+                FORMAT_VERSION.to_be_bytes().to_vec(),
+            );
+            store.write(writes, true)?;
+            Ok(())
+        }
+        (Some(stored), _) if stored != node_id => anyhow::bail!(
+            "data directory {} belongs to node {stored}, not node {node_id}",
+            data_dir.display()
+        ),
+        (Some(_), Some(FORMAT_VERSION)) => Ok(()),
+        (Some(_), version) => anyhow::bail!(
+            "data directory {} has on-disk format {} but this build reads format {FORMAT_VERSION}; \
+             pre-release formats are not migrated: start this node on an empty data directory",
+            data_dir.display(),
+            version.unwrap_or(1)
+        ),
+    }
 }
 
 async fn shutdown_signal() {
@@ -153,5 +186,41 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = terminate => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &std::path::Path) -> Store {
+        Store::open(&StoreOptions::new(dir)).expect("open a store")
+    }
+
+    #[test]
+    fn a_data_directory_remembers_its_node_and_format() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            check_identity(&store, 3, dir.path()).unwrap();
+            check_identity(&store, 3, dir.path()).unwrap();
+            let error = check_identity(&store, 4, dir.path()).unwrap_err();
+            assert!(error.to_string().contains("belongs to node 3"), "{error}");
+        }
+    }
+
+    #[test]
+    fn an_older_format_is_refused_with_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        // What a node of the single-node release wrote: its id, no format version.
+        let mut writes = WriteSet::new();
+        writes.put(Cf::Node, NODE_ID_KEY.to_vec(), 1u64.to_be_bytes().to_vec());
+        store.write(writes, true).unwrap();
+        let error = check_identity(&store, 1, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("on-disk format 1"), "{error}");
+        assert!(error.contains("empty data directory"), "{error}");
     }
 }
