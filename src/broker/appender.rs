@@ -57,16 +57,20 @@ struct Pending {
     records: Vec<Record>,
     bytes: usize,
     compression: Compression,
+    /// `acks=leader`: answer once the leader has the batch durable, before a quorum has it.
+    leader_ack: bool,
     done: oneshot::Sender<AppendOutcome>,
 }
 
 impl PartitionAppender {
-    /// Queues one request's records for `replica`; the receiver yields their base offset.
+    /// Queues one request's records for `replica`; the receiver yields their base offset, once
+    /// a quorum has them, or with `leader_ack` once the leader has them durable.
     pub(super) fn submit(
         self: &Arc<Self>,
         replica: Arc<PartitionReplica>,
         records: Vec<Record>,
         compression: Compression,
+        leader_ack: bool,
     ) -> oneshot::Receiver<AppendOutcome> {
         let (done, outcome) = oneshot::channel();
         let bytes = records.iter().map(Record::size_bytes).sum();
@@ -76,6 +80,7 @@ impl PartitionAppender {
                 records,
                 bytes,
                 compression,
+                leader_ack,
                 done,
             });
             !std::mem::replace(&mut queue.draining, true)
@@ -117,22 +122,56 @@ async fn append_merged(replica: &PartitionReplica, taken: Vec<Pending>) {
     let compression = taken[0].compression;
     let total = taken.iter().map(|pending| pending.records.len()).sum();
     let mut merged = Vec::with_capacity(total);
-    let mut waiters = Vec::with_capacity(taken.len());
+    let mut quorum_waiters = Vec::with_capacity(taken.len());
+    let mut leader_waiters = Vec::new();
     for pending in taken {
-        waiters.push((merged.len() as u64, pending.done));
+        let waiter = (merged.len() as u64, pending.done);
+        if pending.leader_ack {
+            leader_waiters.push(waiter);
+        } else {
+            quorum_waiters.push(waiter);
+        }
         for mut record in pending.records {
             record.offset_delta = merged.len() as u32;
             merged.push(record);
         }
     }
-    let outcome = match encode_batch(&merged, compression, ProducerStamp::NONE) {
-        Ok(batch) => replica
-            .append(batch)
-            .await
-            .map(|(base_offset, _)| base_offset)
-            .map_err(BrokerError::from),
-        Err(error) => Err(BrokerError::Internal(format!("encoding a batch: {error}"))),
+    let batch = match encode_batch(&merged, compression, ProducerStamp::NONE) {
+        Ok(batch) => batch,
+        Err(error) => {
+            let error = BrokerError::Internal(format!("encoding a batch: {error}"));
+            answer(
+                quorum_waiters.into_iter().chain(leader_waiters),
+                &Err(error),
+            );
+            return;
+        }
     };
+    let outcome = if leader_waiters.is_empty() {
+        replica.append(batch).await
+    } else {
+        let (early, early_base) = oneshot::channel();
+        let appended = replica.append_early(batch, early);
+        tokio::pin!(appended);
+        tokio::select! {
+            outcome = &mut appended => outcome,
+            Ok(base_offset) = early_base => {
+                answer(std::mem::take(&mut leader_waiters), &Ok(base_offset));
+                appended.await
+            }
+        }
+    };
+    let outcome = outcome
+        .map(|(base_offset, _)| base_offset)
+        .map_err(BrokerError::from);
+    answer(quorum_waiters.into_iter().chain(leader_waiters), &outcome);
+}
+
+/// Tells each waiter where its records start (its position in the merged batch added).
+fn answer(
+    waiters: impl IntoIterator<Item = (u64, oneshot::Sender<AppendOutcome>)>,
+    outcome: &AppendOutcome,
+) {
     for (start, done) in waiters {
         // A requester that gave up (its client went away) no longer listens; nothing to do.
         let _ = done.send(outcome.clone().map(|base_offset| base_offset + start));

@@ -31,6 +31,8 @@ enum ForwardRequest {
         /// The records, in the stored batch layout, uncompressed.
         batch: Bytes,
         compression: Compression,
+        /// `acks=leader`: answer at the leader's own fsync.
+        leader_ack: bool,
     },
     Read {
         group: u64,
@@ -245,12 +247,14 @@ impl Broker {
         }
     }
 
-    /// Appends `records` to the partition of `group` on its leader; answers the base offset.
+    /// Appends `records` to the partition of `group` on its leader; answers the base offset
+    /// once a quorum has them, or with `leader_ack` once the leader has them durable.
     pub(super) async fn append_records(
         &self,
         group: u64,
         records: Vec<Record>,
         compression: Compression,
+        leader_ack: bool,
     ) -> BrokerResult<u64> {
         // Encoded once for the wire only when the leader is elsewhere.
         let wire = std::sync::OnceLock::new();
@@ -266,11 +270,12 @@ impl Broker {
                 group,
                 batch,
                 compression,
+                leader_ack,
             }
         };
         let local = |replica: Arc<PartitionReplica>| {
             let records = (*records).clone();
-            self.append_here(replica, records, compression)
+            self.append_here(replica, records, compression, leader_ack)
         };
         self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
             ForwardReply::Appended(result) => Some(result),
@@ -284,12 +289,13 @@ impl Broker {
         replica: Arc<PartitionReplica>,
         records: Vec<Record>,
         compression: Compression,
+        leader_ack: bool,
     ) -> BrokerResult<u64> {
         let group = replica.group();
         self.inner
             .appenders
             .for_group(group)
-            .submit(replica, records, compression)
+            .submit(replica, records, compression, leader_ack)
             .await
             .map_err(|_| BrokerError::Internal("the partition appender stopped".into()))?
     }
@@ -350,11 +356,12 @@ impl Broker {
                 group,
                 batch,
                 compression,
+                leader_ack,
             } => ForwardReply::Appended(match leading(group) {
                 None => Err(WireError::NotLeader),
                 Some(replica) => match decode_batch(&batch) {
                     Ok((_, records)) => self
-                        .append_here(replica, records, compression)
+                        .append_here(replica, records, compression, leader_ack)
                         .await
                         .map_err(WireError::from),
                     Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),

@@ -94,6 +94,7 @@ impl Broker {
 
         let mut appends = Vec::new();
         let compression = topic.config.compression;
+        let leader_ack = acks == Acks::Leader;
         for batch in batches.into_iter().flatten() {
             let group = self.assignment(&topic, batch.partition)?.group_id;
             let value_bytes: usize = batch
@@ -105,7 +106,8 @@ impl Broker {
             let broker = self.clone();
             let timeout = self.inner.options.produce_timeout;
             appends.push(async move {
-                let appended = broker.append_records(group, batch.records, compression);
+                let appended =
+                    broker.append_records(group, batch.records, compression, leader_ack);
                 let base_offset = tokio::time::timeout(timeout, appended)
                     .await
                     .map_err(|_| {

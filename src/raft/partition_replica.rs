@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use openraft::errors::{LinearizableReadError, RaftError};
+use openraft::rt::watch::WatchReceiver;
 use openraft::ReadPolicy;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::error::RaftLayerError;
 use super::group::{
@@ -81,6 +82,85 @@ impl PartitionReplica {
                 "unexpected metadata answer".into(),
             )),
         }
+    }
+
+    /// Like [`append`](Self::append), and also sends the batch's base offset on `early` as soon
+    /// as this node (the leader) has the entry durable on its own disk, before a quorum has it:
+    /// what `acks=leader` waits for. Such an early answer may be lost by a failover.
+    ///
+    /// Offsets are assigned at apply, so the early one is a prediction, made only when it is
+    /// certain: the group's log must be fully applied when the entry is proposed (the base is
+    /// then the high watermark, the index the next one) and the entry found at that index once
+    /// flushed must be this batch. Otherwise `early` is dropped and the caller waits for the
+    /// final answer.
+    pub async fn append_early(
+        &self,
+        batch: Bytes,
+        early: oneshot::Sender<u64>,
+    ) -> Result<(u64, u32), RaftLayerError> {
+        let prediction = self.predict_next().await;
+        tracing::debug!(group = self.group, ?prediction, "acks=leader append");
+        let write = self.append(batch.clone());
+        let Some((index, base_offset)) = prediction else {
+            return write.await;
+        };
+        tokio::pin!(write);
+        let flushed = self.flushed_as_predicted(index, batch);
+        tokio::select! {
+            result = &mut write => result,
+            ours = flushed => {
+                if ours {
+                    let _ = early.send(base_offset);
+                }
+                write.await
+            }
+        }
+    }
+
+    /// The raft index and base offset the next appended batch gets, when the log is fully
+    /// applied (metrics trail the apply by a moment, so that is waited for, briefly).
+    async fn predict_next(&self) -> Option<(u64, u64)> {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        if metrics.current_leader != Some(self.node_id) {
+            return None;
+        }
+        let last_index = metrics.last_log_index?;
+        self.raft
+            .wait(Some(Duration::from_millis(50)))
+            .applied_index_at_least(Some(last_index), "log applied before an acks=leader append")
+            .await
+            .ok()?;
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let applied = metrics.last_applied.as_ref().map(|log_id| log_id.index);
+        (metrics.last_log_index == Some(last_index) && applied == Some(last_index))
+            .then(|| (last_index + 1, self.watermarks().high_watermark))
+    }
+
+    /// Waits until the local log is flushed through `index`; whether the entry there is `batch`.
+    async fn flushed_as_predicted(&self, index: u64, batch: Bytes) -> bool {
+        let mut progress = self.raft.watch_log_progress();
+        let reached = progress
+            .wait_until(|point| {
+                point
+                    .as_ref()
+                    .and_then(|point| point.last_log_id.as_ref())
+                    .is_some_and(|log_id| log_id.index >= index)
+            })
+            .await;
+        if reached.is_err() {
+            return false;
+        }
+        let (store, group) = (self.store.clone(), self.group);
+        let entry =
+            blocking(move || crate::raft::log_store::read_entries(&store, group, index, index + 1))
+                .await;
+        matches!(
+            entry.as_deref(),
+            Ok([found]) if matches!(
+                &found.payload,
+                openraft::EntryPayload::Normal(RaftRequest::Append { batch: stored }) if *stored == batch
+            )
+        )
     }
 
     pub fn watermarks(&self) -> Watermarks {
