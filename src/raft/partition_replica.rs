@@ -102,13 +102,20 @@ impl PartitionReplica {
         tracing::debug!(group = self.group, ?prediction, "acks=leader append");
         let write = self.append(batch.clone());
         let Some((index, base_offset)) = prediction else {
+            metrics::counter!("herald_leader_acks_total", "answered" => "at_quorum").increment(1);
             return write.await;
         };
         tokio::pin!(write);
         let flushed = self.flushed_as_predicted(index, batch);
         tokio::select! {
-            result = &mut write => result,
+            result = &mut write => {
+                // The quorum answered before this node's own flush was confirmed.
+                metrics::counter!("herald_leader_acks_total", "answered" => "at_quorum").increment(1);
+                result
+            }
             ours = flushed => {
+                let answered = if ours { "at_leader_fsync" } else { "at_quorum" };
+                metrics::counter!("herald_leader_acks_total", "answered" => answered).increment(1);
                 if ours {
                     let _ = early.send(base_offset);
                 }
