@@ -41,6 +41,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         metadata_voters: config.metadata_voters,
         rpc_limits: RpcLimits::default(),
         leader_wait: Duration::from_millis(config.leader_wait_ms),
+        retention_check_interval: Duration::from_millis(config.retention_check_interval_ms.max(1)),
     })
     .await
     .context("starting the cluster")?;

@@ -37,6 +37,8 @@ pub struct Config {
     /// How long a produce waits for its batches to be acknowledged before 504 `timeout` (the
     /// outcome is then unknown: the batch may still be written, e.g. when a lost quorum returns).
     pub produce_timeout_ms: u64,
+    /// How often partition leaders check retention (time and size) and trim expired batches.
+    pub retention_check_interval_ms: u64,
     /// How many `acks=none` produce requests may still be writing in the background; past it,
     /// such requests wait (backpressure) instead of buffering without bound.
     pub max_unacknowledged_produces: usize,
@@ -81,6 +83,7 @@ impl Default for Config {
             fetch_max_bytes: 16 << 20,
             leader_wait_ms: 10_000,
             produce_timeout_ms: 30_000,
+            retention_check_interval_ms: 300_000,
             max_unacknowledged_produces: 1024,
             shutdown_grace_ms: 10_000,
             insecure: false,

@@ -104,6 +104,9 @@ struct ServeArgs {
     /// How long a produce waits to be acknowledged before 504 `timeout` [default: 30000].
     #[arg(long, env = "HERALD_PRODUCE_TIMEOUT_MS")]
     produce_timeout_ms: Option<u64>,
+    /// How often retention (time and size) is checked, in ms [default: 300000].
+    #[arg(long, env = "HERALD_RETENTION_CHECK_INTERVAL_MS")]
+    retention_check_interval_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -149,6 +152,9 @@ impl ServeArgs {
         }
         if let Some(timeout) = self.produce_timeout_ms {
             config.produce_timeout_ms = timeout;
+        }
+        if let Some(interval) = self.retention_check_interval_ms {
+            config.retention_check_interval_ms = interval;
         }
         Ok(config)
     }

@@ -15,6 +15,7 @@ mod nodes;
 pub mod placement;
 mod propose;
 mod reconcile;
+mod retention;
 mod routing;
 mod service;
 
@@ -54,6 +55,8 @@ pub struct ClusterOptions {
     pub rpc_limits: RpcLimits,
     /// How long a request waits for a leader (metadata or partition) before giving up.
     pub leader_wait: Duration,
+    /// How often partition leaders check retention.
+    pub retention_check_interval: Duration,
 }
 
 /// Where requests for a partition go.
@@ -184,6 +187,11 @@ impl Cluster {
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;
+        tokio::spawn(retention::retention_loop(
+            Arc::downgrade(&cluster),
+            options.retention_check_interval,
+            stopped.clone(),
+        ));
         reconcile::spawn_loops(&cluster, stopped);
         Ok(cluster)
     }

@@ -69,6 +69,7 @@ async fn tick_loop(cluster: Weak<Cluster>, mut stopped: watch::Receiver<bool>) {
         cluster.converge_led_groups().await;
         cluster.hand_back_leadership().await;
         cluster.control_metadata().await;
+        cluster.purge_trimmed().await;
         cluster.publish_metrics();
     }
 }
@@ -340,6 +341,25 @@ impl Cluster {
                 if report.in_sync.len() < report.voters.len() {
                     under_replicated += 1;
                 }
+            }
+        }
+        // This node's own view of each partition it holds: on a follower it may trail the
+        // leader's; retention moves every replica's log start at the same point of the log.
+        let state = self.metadata();
+        for topic in state.topics.values() {
+            for (index, assignment) in topic.partitions.iter().enumerate() {
+                let Some(replica) = self.local_replica(assignment.group_id) else {
+                    continue;
+                };
+                let marks = replica.watermarks();
+                let labels = [
+                    ("topic", topic.name.clone()),
+                    ("partition", index.to_string()),
+                ];
+                metrics::gauge!("herald_replica_log_start_offset", &labels)
+                    .set(marks.log_start_offset as f64);
+                metrics::gauge!("herald_replica_high_watermark", &labels)
+                    .set(marks.high_watermark as f64);
             }
         }
         metrics::gauge!("herald_cluster_partition_replicas").set(replicas.len() as f64);

@@ -50,7 +50,7 @@ impl GroupApplier for MetadataApplier {
                 self.dirty = true;
                 RaftResponse::Metadata(self.state.apply(command))
             }
-            RaftRequest::Append { .. } => {
+            RaftRequest::Append { .. } | RaftRequest::Trim { .. } => {
                 RaftResponse::Rejected("the metadata group takes no appends".into())
             }
         }

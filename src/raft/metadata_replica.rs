@@ -69,7 +69,7 @@ impl MetadataReplica {
         match response.data {
             RaftResponse::Metadata(outcome) => Ok((outcome, response.log_id.index)),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Appended { .. } => {
+            RaftResponse::Appended { .. } | RaftResponse::Trimmed { .. } => {
                 Err(RaftLayerError::Rejected("unexpected append answer".into()))
             }
         }

@@ -14,6 +14,7 @@ mod partition;
 mod partition_reader;
 mod partition_replica;
 mod registry;
+mod retention;
 mod state_machine;
 mod types;
 
@@ -27,6 +28,7 @@ pub use partition::Watermarks;
 pub use partition_reader::{ReadLimits, StoredBatch};
 pub use partition_replica::PartitionReplica;
 pub use registry::GroupRegistry;
+pub use retention::RetentionPlan;
 pub use types::NodeAddr;
 
 #[cfg(test)]

@@ -47,10 +47,51 @@ impl PartitionApplier {
     }
 }
 
+impl PartitionApplier {
+    /// Moves the log start forward (never back, never past the high watermark) and drops the
+    /// index entries of the removed batches; the raft log prefix itself is purged afterwards
+    /// through raft (`PartitionReplica::purge_trimmed`).
+    fn trim(
+        &mut self,
+        log_start_offset: u64,
+        time_index_before: Option<i64>,
+        writes: &mut WriteSet,
+    ) -> RaftResponse {
+        let progress = &mut self.progress;
+        if log_start_offset <= progress.log_start_offset || log_start_offset > progress.next_offset
+        {
+            return RaftResponse::Trimmed {
+                log_start_offset: progress.log_start_offset,
+            };
+        }
+        progress.log_start_offset = log_start_offset;
+        writes.delete_range(
+            Cf::OffsetIndex,
+            keys::group_u64(self.group, 0).to_vec(),
+            keys::group_u64(self.group, log_start_offset).to_vec(),
+        );
+        if let Some(before) = time_index_before {
+            writes.delete_range(
+                Cf::TimeIndex,
+                keys::time_index(self.group, i64::MIN, 0).to_vec(),
+                keys::time_index(self.group, before, 0).to_vec(),
+            );
+        }
+        RaftResponse::Trimmed { log_start_offset }
+    }
+}
+
 impl GroupApplier for PartitionApplier {
     fn apply(&mut self, index: u64, request: &RaftRequest, writes: &mut WriteSet) -> RaftResponse {
-        let RaftRequest::Append { batch: bytes } = request else {
-            return RaftResponse::Rejected("a partition group only takes appends".into());
+        let bytes = match request {
+            RaftRequest::Append { batch } => batch,
+            RaftRequest::Trim {
+                log_start_offset,
+                time_index_before,
+            } => return self.trim(*log_start_offset, *time_index_before, writes),
+            RaftRequest::Metadata(_) => {
+                return RaftResponse::Rejected("a partition group takes no metadata".into())
+            }
         };
         // The leader checked the batch; checking again here keeps a corrupt entry from ever
         // taking offsets, identically on every replica.
@@ -89,6 +130,14 @@ impl GroupApplier for PartitionApplier {
 
     fn restore_state(&mut self, bytes: &[u8]) -> Result<(), io::Error> {
         self.progress = codec::decode(bytes)?;
+        Ok(())
+    }
+
+    /// A replica that needed a snapshot lacks every batch before it: its log starts at the
+    /// snapshot's next offset (reads go to the leader, whose log may start earlier).
+    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), io::Error> {
+        self.restore_state(bytes)?;
+        self.progress.log_start_offset = self.progress.next_offset;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! This node's replica of one partition: appending, reading, leadership and membership.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +22,8 @@ use super::membership::{
 use super::partition::{PartitionApplier, Watermarks};
 use super::partition_reader::{self, ReadLimits, StoredBatch};
 use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
-use super::types::{NodeAddr, RaftRequest, RaftResponse};
+use super::retention::{self, RetentionPlan};
+use super::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
 use crate::storage::Store;
 
 /// This node's replica of one partition.
@@ -34,7 +36,12 @@ pub struct PartitionReplica {
     registry: Arc<GroupRegistry>,
     leader_wait: Duration,
     max_ack_age: Duration,
+    /// The log start whose prefix was purged here already.
+    purged_offset: AtomicU64,
 }
+
+/// How long a snapshot and a purge may take before the next retention pass retries.
+const PURGE_WAIT: Duration = Duration::from_secs(30);
 
 impl PartitionReplica {
     pub async fn start(
@@ -58,6 +65,7 @@ impl PartitionReplica {
             registry: context.registry.clone(),
             leader_wait,
             max_ack_age: context.max_ack_age(),
+            purged_offset: AtomicU64::new(0),
         })
     }
 
@@ -78,9 +86,9 @@ impl PartitionReplica {
                 offset_span,
             } => Ok((base_offset, offset_span)),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Metadata(_) => Err(RaftLayerError::Rejected(
-                "unexpected metadata answer".into(),
-            )),
+            RaftResponse::Metadata(_) | RaftResponse::Trimmed { .. } => Err(
+                RaftLayerError::Rejected("unexpected metadata answer".into()),
+            ),
         }
     }
 
@@ -172,6 +180,116 @@ impl PartitionReplica {
 
     pub fn watermarks(&self) -> Watermarks {
         *self.watermarks.borrow()
+    }
+
+    /// On the leader: which batches have expired (see [`retention::plan`]).
+    pub async fn plan_retention(
+        &self,
+        cutoff_ms: Option<i64>,
+        max_bytes: Option<u64>,
+    ) -> Result<Option<RetentionPlan>, RaftLayerError> {
+        let (store, group, watermarks) = (self.store.clone(), self.group, self.watermarks());
+        blocking(move || retention::plan(&store, group, watermarks, cutoff_ms, max_bytes)).await
+    }
+
+    /// Replicates a retention decision; answers the log start it left.
+    pub async fn trim(&self, plan: RetentionPlan) -> Result<u64, RaftLayerError> {
+        let response = self
+            .raft
+            .client_write(RaftRequest::Trim {
+                log_start_offset: plan.log_start_offset,
+                time_index_before: plan.time_index_before,
+            })
+            .await
+            .map_err(|e| write_error(self.group, e))?;
+        match response.data {
+            RaftResponse::Trimmed { log_start_offset } => Ok(log_start_offset),
+            RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
+            _ => Err(RaftLayerError::Rejected(
+                "unexpected answer to a trim".into(),
+            )),
+        }
+    }
+
+    /// Waits (a bounded time) until this group's raft metrics satisfy `done`.
+    async fn wait_metrics(
+        &self,
+        done: impl Fn(&openraft::RaftMetrics<TypeConfig>) -> bool,
+    ) -> Result<(), RaftLayerError> {
+        let mut metrics = self.raft.metrics();
+        let deadline = tokio::time::Instant::now() + PURGE_WAIT;
+        loop {
+            if done(&metrics.borrow_watched()) {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, metrics.changed()).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    return Err(RaftLayerError::Rejected(format!(
+                        "group {}: snapshot or purge did not finish in time",
+                        self.group
+                    )))
+                }
+            }
+        }
+    }
+
+    /// After a trim applied here: snapshots the small state, purges the raft log below the
+    /// first retained batch through raft, and compacts the range so the disk space comes back.
+    /// Does nothing when there is nothing new to purge.
+    pub async fn purge_trimmed(&self) -> Result<(), RaftLayerError> {
+        let watermarks = self.watermarks();
+        if watermarks.log_start_offset <= self.purged_offset.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let applied = metrics.last_applied.as_ref().map(|log_id| log_id.index);
+        let (store, group, start) = (self.store.clone(), self.group, watermarks.log_start_offset);
+        let first_kept =
+            blocking(move || retention::raft_index_of_batch(&store, group, start)).await?;
+        let upto = match (first_kept, applied) {
+            (Some(index), _) if index > 0 => index - 1,
+            (None, Some(applied)) if start >= watermarks.high_watermark => applied,
+            _ => return Ok(()),
+        };
+        if metrics
+            .purged
+            .as_ref()
+            .is_some_and(|purged| purged.index >= upto)
+        {
+            self.purged_offset.store(start, Ordering::Relaxed);
+            return Ok(());
+        }
+        let fatal = |error: openraft::errors::Fatal<TypeConfig>| RaftLayerError::Fatal {
+            group: self.group,
+            reason: error.to_string(),
+        };
+        if metrics
+            .snapshot
+            .as_ref()
+            .is_none_or(|snapshot| snapshot.index < upto)
+        {
+            self.raft.trigger().snapshot().await.map_err(fatal)?;
+            self.wait_metrics(|metrics| {
+                metrics
+                    .snapshot
+                    .as_ref()
+                    .is_some_and(|snapshot| snapshot.index >= upto)
+            })
+            .await?;
+        }
+        self.raft.trigger().purge_log(upto).await.map_err(fatal)?;
+        self.wait_metrics(|metrics| {
+            metrics
+                .purged
+                .as_ref()
+                .is_some_and(|purged| purged.index >= upto)
+        })
+        .await?;
+        let (store, group) = (self.store.clone(), self.group);
+        blocking(move || retention::compact_log_prefix(&store, group, upto + 1)).await?;
+        self.purged_offset.store(start, Ordering::Relaxed);
+        Ok(())
     }
 
     /// A receiver that changes whenever the high watermark moves: what long polls wait on.

@@ -26,6 +26,11 @@ pub trait GroupApplier: Send + Sync + 'static {
     fn apply(&mut self, index: u64, request: &RaftRequest, writes: &mut WriteSet) -> RaftResponse;
     fn encode_state(&self) -> Result<Vec<u8>, io::Error>;
     fn restore_state(&mut self, bytes: &[u8]) -> Result<(), io::Error>;
+    /// Restores the state a leader's snapshot carries. Everything before the snapshot point
+    /// was purged on the leader and never reached this replica.
+    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), io::Error> {
+        self.restore_state(bytes)
+    }
     /// Called once the writes of applied entries are stored: makes them visible to readers.
     fn publish(&mut self);
 }
@@ -157,7 +162,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
         snapshot: Vec<u8>,
     ) -> Result<(), io::Error> {
         let record: StateRecord = codec::decode(&snapshot)?;
-        self.applier.restore_state(&record.state)?;
+        self.applier.restore_snapshot(&record.state)?;
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         let mut writes = WriteSet::new();

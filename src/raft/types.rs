@@ -23,6 +23,14 @@ pub enum RaftRequest {
     /// For a partition group: one stored batch (`domain::batch` layout). This entry *is* the
     /// partition's copy of the batch; offsets are assigned when it is applied.
     Append { batch: Bytes },
+    /// For a partition group: retention moves the log start to `log_start_offset` (a batch
+    /// boundary, or the high watermark), decided by the leader and applied by every replica
+    /// at the same point of the log. `time_index_before`: time-index entries with a smaller
+    /// timestamp all belong to removed batches.
+    Trim {
+        log_start_offset: u64,
+        time_index_before: Option<i64>,
+    },
 }
 
 impl fmt::Display for RaftRequest {
@@ -30,6 +38,9 @@ impl fmt::Display for RaftRequest {
         match self {
             RaftRequest::Metadata(command) => write!(formatter, "metadata: {command}"),
             RaftRequest::Append { batch } => write!(formatter, "append {} bytes", batch.len()),
+            RaftRequest::Trim {
+                log_start_offset, ..
+            } => write!(formatter, "trim to offset {log_start_offset}"),
         }
     }
 }
@@ -42,6 +53,10 @@ pub enum RaftResponse {
     Appended {
         base_offset: u64,
         offset_span: u32,
+    },
+    /// The partition's log start after a trim.
+    Trimmed {
+        log_start_offset: u64,
     },
     /// The command was refused deterministically (e.g. a corrupt batch, a wrong group kind).
     Rejected(String),

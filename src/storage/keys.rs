@@ -49,6 +49,15 @@ pub fn decode_time_index(group: u64, key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key[16..].try_into().ok()?))
 }
 
+/// The timestamp of a time-index key of `group`, if the key is one.
+pub fn decode_time_index_timestamp(group: u64, key: &[u8]) -> Option<i64> {
+    if key.len() != 24 || key[..8] != group.to_be_bytes() {
+        return None;
+    }
+    let ordered = u64::from_be_bytes(key[8..16].try_into().ok()?);
+    Some((ordered ^ (1 << 63)) as i64)
+}
+
 /// The first key past every key of `group`, for ranges and deletes.
 pub fn group_end(group: u64) -> [u8; 8] {
     group.saturating_add(1).to_be_bytes()
@@ -77,6 +86,16 @@ mod tests {
             decoded,
             vec![(0, u64::MAX), (1, 2), (1, 256), (1, 300), (2, 0)]
         );
+    }
+
+    #[test]
+    fn time_index_keys_decode_to_their_parts() {
+        for timestamp in [i64::MIN, -5, 0, 1_795_000_000_000, i64::MAX] {
+            let key = time_index(9, timestamp, 42);
+            assert_eq!(decode_time_index_timestamp(9, &key), Some(timestamp));
+            assert_eq!(decode_time_index(9, &key), Some(42));
+            assert_eq!(decode_time_index_timestamp(8, &key), None);
+        }
     }
 
     #[test]

@@ -1,0 +1,102 @@
+//! Retention by time and size, driven by each partition's leader: every
+//! `retention_check_interval` it plans which whole batches expired and replicates a `Trim`, so
+//! every replica moves its log start at the same point of the log. Every replica then purges
+//! the trimmed raft log prefix and gives the disk space back (checked every tick: cheap when
+//! there is nothing to do).
+
+use std::collections::HashMap;
+use std::sync::Weak;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::Cluster;
+use crate::domain::topic::{CleanupPolicy, TopicConfig};
+
+pub(super) async fn retention_loop(
+    cluster: Weak<Cluster>,
+    interval: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = stopped.wait_for(|stopped| *stopped) => return,
+        }
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        cluster.apply_retention().await;
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Cluster {
+    /// On every partition this node leads: trim what its topic's retention lets go.
+    pub(super) async fn apply_retention(&self) {
+        let metadata = self.metadata();
+        let configs: HashMap<u64, &TopicConfig> = metadata
+            .topics
+            .values()
+            .flat_map(|topic| {
+                topic
+                    .partitions
+                    .iter()
+                    .map(move |assignment| (assignment.group_id, &topic.config))
+            })
+            .collect();
+        let now = now_ms();
+        for replica in self.local_replicas() {
+            if !replica.is_leader() {
+                continue;
+            }
+            let Some(config) = configs.get(&replica.group()) else {
+                continue;
+            };
+            if config.cleanup_policy == CleanupPolicy::Compact {
+                continue;
+            }
+            let cutoff =
+                (config.retention_ms >= 0).then(|| now.saturating_sub(config.retention_ms));
+            let max_bytes = u64::try_from(config.retention_bytes).ok();
+            if cutoff.is_none() && max_bytes.is_none() {
+                continue;
+            }
+            let group = replica.group();
+            match replica.plan_retention(cutoff, max_bytes).await {
+                Ok(Some(plan)) => match replica.trim(plan).await {
+                    Ok(start) => {
+                        tracing::info!(
+                            group,
+                            log_start_offset = start,
+                            "retention trimmed a partition"
+                        );
+                        metrics::counter!("herald_retention_trims_total").increment(1);
+                    }
+                    Err(error) => tracing::warn!(group, %error, "retention trim failed"),
+                },
+                Ok(None) => {}
+                Err(error) => tracing::warn!(group, %error, "retention planning failed"),
+            }
+        }
+        self.purge_trimmed().await;
+    }
+
+    /// On every local replica: purge the raft log below its log start, if not done yet.
+    pub(super) async fn purge_trimmed(&self) {
+        for replica in self.local_replicas() {
+            if let Err(error) = replica.purge_trimmed().await {
+                tracing::warn!(group = replica.group(), %error, "purging a trimmed prefix failed");
+            }
+        }
+    }
+}
