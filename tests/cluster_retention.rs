@@ -1,7 +1,8 @@
 //! Retention on a replicated partition, black box, three real nodes: the leader decides what
 //! expired and replicates the decision, so every replica moves its log start to the same
 //! offset (read from each node's own `herald_replica_log_start_offset` gauge), and reads below
-//! it answer 416 through any node.
+//! it answer 416 through any node. A follower that was down while the prefix it needed was
+//! purged catches up from the leader's snapshot.
 
 mod common;
 
@@ -102,4 +103,117 @@ async fn every_replica_moves_its_log_start_to_the_same_offset() {
         assert_eq!(page["messages"][0]["offset"], 15, "node {id}: {page}");
         assert_eq!(page["messages"][0]["value"], "fresh", "node {id}: {page}");
     }
+}
+
+/// This node's own high watermark of `topic`/0, from its metrics.
+async fn local_high_watermark(cluster: &TestCluster, via: u64, topic: &str) -> Option<u64> {
+    let text = cluster
+        .node(via)
+        .get("/metrics")
+        .await
+        .text()
+        .await
+        .unwrap_or_default();
+    let topic_label = format!("topic=\"{topic}\"");
+    text.lines()
+        .find(|line| {
+            line.starts_with("herald_replica_high_watermark{")
+                && line.contains(&topic_label)
+                && line.contains("partition=\"0\"")
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse::<f64>().ok())
+        .map(|value| value as u64)
+}
+
+#[tokio::test]
+async fn a_follower_behind_a_purged_prefix_catches_up_by_snapshot() {
+    let mut cluster = TestCluster::start_with(3, &["--retention-check-interval-ms", "200"]).await;
+    let topic = "snapshot-catch-up";
+    create_replicated(&cluster, 1, topic, 1, 3).await;
+    cluster.wait_until_in_sync(topic, 0, 3).await;
+    let leader = cluster.stable_leader(topic, 0).await;
+    let behind = cluster
+        .ids()
+        .into_iter()
+        .find(|&id| id != leader)
+        .expect("a follower");
+    let via = cluster
+        .ids()
+        .into_iter()
+        .find(|&id| id != behind)
+        .expect("a live node");
+
+    // The follower misses old batches that retention then removes, raft log included.
+    cluster.kill(behind);
+    let old = now_ms() - 3_600_000;
+    for batch in 0..4 {
+        let messages: Vec<Value> = (0..5)
+            .map(|i| json!({"partition": 0, "value": format!("old-{batch}-{i}"), "timestamp": old}))
+            .collect();
+        cluster
+            .node(via)
+            .produce_ok(topic, &json!({ "messages": messages }))
+            .await;
+    }
+    cluster
+        .node(via)
+        .produce_ok(
+            topic,
+            &json!({"messages": [{"partition": 0, "value": "fresh"}]}),
+        )
+        .await;
+    let response = cluster
+        .node(via)
+        .patch_json(
+            &format!("/v1/topics/{topic}"),
+            &json!({"config": {"retention_ms": 60000}}),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let deadline = Instant::now() + RETENTION_DEADLINE;
+    while local_log_start(&cluster, leader, topic).await != Some(20) {
+        if Instant::now() >= deadline {
+            cluster.fail("the leader's log start never reached 20");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Back, it can only catch up from a snapshot: it is in sync again, at the leader's high
+    // watermark.
+    cluster.restart(behind).await;
+    cluster.wait_until_in_sync(topic, 0, 3).await;
+    let deadline = Instant::now() + RETENTION_DEADLINE;
+    loop {
+        let high = local_high_watermark(&cluster, behind, topic).await;
+        let start = local_log_start(&cluster, behind, topic).await;
+        // Caught up from the leader's snapshot: its own log starts at the snapshot's next
+        // offset (21), since it never had the batches before it; log replication would have
+        // applied the trim instead and started at 20.
+        if high == Some(21) && start == Some(21) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            cluster.fail(&format!(
+                "node {behind} after restart: high watermark {high:?}, log start {start:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The partition keeps working through every node, the returned one included.
+    let offsets = cluster
+        .node(behind)
+        .produce_ok(
+            topic,
+            &json!({"messages": [{"partition": 0, "value": "after"}]}),
+        )
+        .await;
+    assert_eq!(offsets, vec![(0, 21)]);
+    let (status, page) = cluster
+        .node(behind)
+        .fetch(topic, 0, "offset=earliest")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["messages"][0]["offset"], 20, "{page}");
+    assert_eq!(page["messages"][1]["value"], "after", "{page}");
 }
