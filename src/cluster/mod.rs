@@ -187,10 +187,11 @@ impl Cluster {
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;
-        tokio::spawn(retention::retention_loop(
+        tokio::spawn(reconcile::every(
             Arc::downgrade(&cluster),
             options.retention_check_interval,
             stopped.clone(),
+            |cluster| async move { cluster.apply_retention().await },
         ));
         reconcile::spawn_loops(&cluster, stopped);
         Ok(cluster)

@@ -28,12 +28,17 @@ pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>
         cluster.metadata.subscribe(),
         stopped.clone(),
     ));
-    tokio::spawn(tick_loop(Arc::downgrade(cluster), stopped.clone()));
+    tokio::spawn(every(Arc::downgrade(cluster), TICK, stopped.clone(), tick));
     tokio::spawn(super::detector::watch_peers(
         Arc::downgrade(cluster),
         stopped.clone(),
     ));
-    tokio::spawn(gossip_loop(Arc::downgrade(cluster), stopped));
+    tokio::spawn(every(
+        Arc::downgrade(cluster),
+        gossip::PING_INTERVAL,
+        stopped,
+        |cluster| async move { cluster.ping_peers().await },
+    ));
 }
 
 async fn follow_metadata(
@@ -53,8 +58,17 @@ async fn follow_metadata(
     }
 }
 
-async fn tick_loop(cluster: Weak<Cluster>, mut stopped: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(TICK);
+/// Runs `step` every `interval` (the first time at once) until the cluster stops or is gone.
+pub(super) async fn every<F, Fut>(
+    cluster: Weak<Cluster>,
+    interval: Duration,
+    mut stopped: watch::Receiver<bool>,
+    step: F,
+) where
+    F: Fn(Arc<Cluster>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -64,29 +78,19 @@ async fn tick_loop(cluster: Weak<Cluster>, mut stopped: watch::Receiver<bool>) {
         let Some(cluster) = cluster.upgrade() else {
             return;
         };
-        cluster.register_self().await;
-        cluster.reconcile().await;
-        cluster.converge_led_groups().await;
-        cluster.hand_back_leadership().await;
-        cluster.control_metadata().await;
-        cluster.purge_trimmed().await;
-        cluster.publish_metrics();
+        step(cluster).await;
     }
 }
 
-async fn gossip_loop(cluster: Weak<Cluster>, mut stopped: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(gossip::PING_INTERVAL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stopped.wait_for(|stopped| *stopped) => return,
-        }
-        let Some(cluster) = cluster.upgrade() else {
-            return;
-        };
-        cluster.ping_peers().await;
-    }
+/// Everything kept in line once a second besides metadata changes.
+async fn tick(cluster: Arc<Cluster>) {
+    cluster.register_self().await;
+    cluster.reconcile().await;
+    cluster.converge_led_groups().await;
+    cluster.hand_back_leadership().await;
+    cluster.control_metadata().await;
+    cluster.purge_trimmed().await;
+    cluster.publish_metrics();
 }
 
 impl Cluster {

@@ -2,36 +2,12 @@
 //! `retention_check_interval` it plans which whole batches expired and replicates a `Trim`, so
 //! every replica moves its log start at the same point of the log. Every replica then purges
 //! the trimmed raft log prefix and gives the disk space back (checked every tick: cheap when
-//! there is nothing to do).
+//! there is nothing to do). The loop itself is `reconcile::every`.
 
 use std::collections::HashMap;
-use std::sync::Weak;
-use std::time::Duration;
-
-use tokio::sync::watch;
 
 use super::Cluster;
 use crate::domain::topic::{CleanupPolicy, TopicConfig};
-
-pub(super) async fn retention_loop(
-    cluster: Weak<Cluster>,
-    interval: Duration,
-    mut stopped: watch::Receiver<bool>,
-) {
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await;
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = stopped.wait_for(|stopped| *stopped) => return,
-        }
-        let Some(cluster) = cluster.upgrade() else {
-            return;
-        };
-        cluster.apply_retention().await;
-    }
-}
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
