@@ -353,3 +353,42 @@ async fn request_body_over_the_limit() {
     assert_eq!(offsets.len(), 30);
     assert_eq!(server.high_watermarks("limited").await, vec![30]);
 }
+
+#[tokio::test]
+async fn compacted_topics_refuse_messages_without_a_key() {
+    let server = Server::start().await;
+    for (name, policy) in [("changelog", "compact"), ("both", "compact,delete")] {
+        server
+            .create_topic_with(
+                &json!({"name": name, "partitions": 1, "config": {"cleanup_policy": policy}}),
+            )
+            .await;
+        // One keyless message among keyed ones refuses the whole request.
+        let response = server
+            .post_json(
+                &format!("/v1/topics/{name}/messages"),
+                &json!({"messages": [{"key": "a", "value": 1}, {"value": 2}]}),
+            )
+            .await;
+        let problem = server
+            .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
+            .await;
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("needs a key"),
+            "{problem}"
+        );
+        assert_eq!(
+            server.high_watermarks(name).await,
+            vec![0],
+            "nothing written"
+        );
+        // Keyed messages are accepted.
+        let offsets = server
+            .produce_ok(name, &json!({"messages": [{"key": "a", "value": 1}]}))
+            .await;
+        assert_eq!(offsets, vec![(0, 0)]);
+    }
+}

@@ -8,6 +8,7 @@ use futures::future::try_join_all;
 use super::topics::now_ms;
 use super::{Acks, Broker, BrokerError, BrokerResult, ProduceMessage, ProducedOffset};
 use crate::domain::partitioner::partition_for_key;
+use crate::domain::topic::CleanupPolicy;
 use crate::domain::Record;
 
 /// The most messages one produce request may carry.
@@ -40,6 +41,9 @@ impl Broker {
         let topic = self.topic(topic_name)?;
         let partition_count = topic.partitions.len() as u32;
         let max_bytes = topic.config.max_message_bytes;
+        // A compacted topic keeps the latest message of every key: a message without one
+        // could never be compacted away, so it is refused.
+        let needs_keys = topic.config.cleanup_policy != CleanupPolicy::Delete;
         let now = now_ms();
         let round_robin_start = self
             .inner
@@ -63,6 +67,12 @@ impl Broker {
                     ((round_robin_start + position as u64) % u64::from(partition_count)) as u32
                 }
             };
+            if needs_keys && message.key.is_none() {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "message {position}: topic '{topic_name}' is compacted (cleanup_policy {}), so every message needs a key",
+                    cleanup_policy_name(topic.config.cleanup_policy)
+                )));
+            }
             if let Some(timestamp) = message.timestamp {
                 if timestamp < 0 {
                     return Err(BrokerError::InvalidRequest(format!(
@@ -164,5 +174,13 @@ impl Broker {
                 offset: Some(base_offsets[partition as usize] + delta),
             })
             .collect())
+    }
+}
+
+fn cleanup_policy_name(policy: CleanupPolicy) -> &'static str {
+    match policy {
+        CleanupPolicy::Delete => "delete",
+        CleanupPolicy::Compact => "compact",
+        CleanupPolicy::CompactDelete => "compact,delete",
     }
 }
