@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 
 const RETENTION_DEADLINE: Duration = Duration::from_secs(30);
 
-/// This node's own log start of `topic`/0, from its metrics.
-async fn local_log_start(cluster: &TestCluster, via: u64, topic: &str) -> Option<u64> {
+/// A per-replica gauge of `topic`/0 on node `via` (its own view), from its metrics.
+async fn local_gauge(cluster: &TestCluster, via: u64, gauge: &str, topic: &str) -> Option<u64> {
     let text = cluster
         .node(via)
         .get("/metrics")
@@ -24,16 +24,20 @@ async fn local_log_start(cluster: &TestCluster, via: u64, topic: &str) -> Option
         .text()
         .await
         .unwrap_or_default();
-    let (topic_label, partition_label) = (format!("topic=\"{topic}\""), "partition=\"0\"");
+    let (topic_label, prefix) = (format!("topic=\"{topic}\""), format!("{gauge}{{"));
     text.lines()
         .find(|line| {
-            line.starts_with("herald_replica_log_start_offset{")
+            line.starts_with(&prefix)
                 && line.contains(&topic_label)
-                && line.contains(partition_label)
+                && line.contains("partition=\"0\"")
         })
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse::<f64>().ok())
         .map(|value| value as u64)
+}
+
+async fn local_log_start(cluster: &TestCluster, via: u64, topic: &str) -> Option<u64> {
+    local_gauge(cluster, via, "herald_replica_log_start_offset", topic).await
 }
 
 #[tokio::test]
@@ -57,7 +61,19 @@ async fn every_replica_moves_its_log_start_to_the_same_offset() {
     )
     .await;
 
-    // Nothing expires under the default retention (7 days) ...
+    // Nothing expires under the default retention (7 days): once every node publishes its
+    // replica's gauges (once a second), and a few retention checks later, all still start at 0.
+    let deadline = Instant::now() + RETENTION_DEADLINE;
+    for id in cluster.ids() {
+        while local_log_start(&cluster, id, topic).await.is_none() {
+            if Instant::now() >= deadline {
+                cluster.fail(&format!(
+                    "node {id} never published its replica's log start"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     tokio::time::sleep(Duration::from_millis(800)).await;
     for id in cluster.ids() {
         assert_eq!(
@@ -103,27 +119,6 @@ async fn every_replica_moves_its_log_start_to_the_same_offset() {
         assert_eq!(page["messages"][0]["offset"], 15, "node {id}: {page}");
         assert_eq!(page["messages"][0]["value"], "fresh", "node {id}: {page}");
     }
-}
-
-/// This node's own high watermark of `topic`/0, from its metrics.
-async fn local_high_watermark(cluster: &TestCluster, via: u64, topic: &str) -> Option<u64> {
-    let text = cluster
-        .node(via)
-        .get("/metrics")
-        .await
-        .text()
-        .await
-        .unwrap_or_default();
-    let topic_label = format!("topic=\"{topic}\"");
-    text.lines()
-        .find(|line| {
-            line.starts_with("herald_replica_high_watermark{")
-                && line.contains(&topic_label)
-                && line.contains("partition=\"0\"")
-        })
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse::<f64>().ok())
-        .map(|value| value as u64)
 }
 
 #[tokio::test]
@@ -172,9 +167,10 @@ async fn a_follower_behind_a_purged_prefix_catches_up_by_snapshot() {
         .await;
     assert_eq!(response.status(), StatusCode::OK);
     let deadline = Instant::now() + RETENTION_DEADLINE;
-    while local_log_start(&cluster, leader, topic).await != Some(20) {
+    // The leader trimmed, and purged its raft log below the kept batch.
+    while local_gauge(&cluster, leader, "herald_replica_purged_offset", topic).await != Some(20) {
         if Instant::now() >= deadline {
-            cluster.fail("the leader's log start never reached 20");
+            cluster.fail("the leader never purged its log below offset 20");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -185,7 +181,7 @@ async fn a_follower_behind_a_purged_prefix_catches_up_by_snapshot() {
     cluster.wait_until_in_sync(topic, 0, 3).await;
     let deadline = Instant::now() + RETENTION_DEADLINE;
     loop {
-        let high = local_high_watermark(&cluster, behind, topic).await;
+        let high = local_gauge(&cluster, behind, "herald_replica_high_watermark", topic).await;
         let start = local_log_start(&cluster, behind, topic).await;
         // Caught up from the leader's snapshot: its own log starts at the snapshot's next
         // offset (21), since it never had the batches before it; log replication would have

@@ -29,6 +29,13 @@ pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>
         stopped.clone(),
     ));
     tokio::spawn(every(Arc::downgrade(cluster), TICK, stopped.clone(), tick));
+    // Its own loop: snapshots and purges after a large trim must not hold up the tick.
+    tokio::spawn(every(
+        Arc::downgrade(cluster),
+        TICK,
+        stopped.clone(),
+        |cluster| async move { cluster.purge_trimmed().await },
+    ));
     tokio::spawn(super::detector::watch_peers(
         Arc::downgrade(cluster),
         stopped.clone(),
@@ -89,7 +96,6 @@ async fn tick(cluster: Arc<Cluster>) {
     cluster.converge_led_groups().await;
     cluster.hand_back_leadership().await;
     cluster.control_metadata().await;
-    cluster.purge_trimmed().await;
     cluster.publish_metrics();
 }
 
@@ -364,6 +370,8 @@ impl Cluster {
                     .set(marks.log_start_offset as f64);
                 metrics::gauge!("herald_replica_high_watermark", &labels)
                     .set(marks.high_watermark as f64);
+                metrics::gauge!("herald_replica_purged_offset", &labels)
+                    .set(replica.purged_offset() as f64);
             }
         }
         metrics::gauge!("herald_cluster_partition_replicas").set(replicas.len() as f64);

@@ -1,8 +1,8 @@
 //! Retention by time and size, driven by each partition's leader: every
 //! `retention_check_interval` it plans which whole batches expired and replicates a `Trim`, so
 //! every replica moves its log start at the same point of the log. Every replica then purges
-//! the trimmed raft log prefix and gives the disk space back (checked every tick: cheap when
-//! there is nothing to do). The loop itself is `reconcile::every`.
+//! the trimmed raft log prefix and gives the disk space back (checked every second in a loop of
+//! its own: cheap when there is nothing to do). The loop itself is `reconcile::every`.
 
 use std::collections::HashMap;
 

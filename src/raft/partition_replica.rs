@@ -38,6 +38,8 @@ pub struct PartitionReplica {
     max_ack_age: Duration,
     /// The log start whose prefix was purged here already.
     purged_offset: AtomicU64,
+    /// One purge at a time: the retention pass and the purge loop may both ask.
+    purge_lock: tokio::sync::Mutex<()>,
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -66,6 +68,7 @@ impl PartitionReplica {
             leader_wait,
             max_ack_age: context.max_ack_age(),
             purged_offset: AtomicU64::new(0),
+            purge_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -211,6 +214,11 @@ impl PartitionReplica {
         }
     }
 
+    /// The log start below which this replica's raft log was purged.
+    pub fn purged_offset(&self) -> u64 {
+        self.purged_offset.load(Ordering::Relaxed)
+    }
+
     /// Waits (a bounded time) until this group's raft metrics satisfy `done`.
     async fn wait_metrics(
         &self,
@@ -238,6 +246,7 @@ impl PartitionReplica {
     /// first retained batch through raft, and compacts the range so the disk space comes back.
     /// Does nothing when there is nothing new to purge.
     pub async fn purge_trimmed(&self) -> Result<(), RaftLayerError> {
+        let _one_at_a_time = self.purge_lock.lock().await;
         let watermarks = self.watermarks();
         if watermarks.log_start_offset <= self.purged_offset.load(Ordering::Relaxed) {
             return Ok(());
