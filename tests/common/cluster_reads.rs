@@ -121,22 +121,9 @@ impl TestCluster {
     }
 
     async fn get_page(&self, via: u64, path: &str) -> Result<FetchAnswer, String> {
-        let url = self.node(via).url(path);
-        let response = self
-            .probe
-            .get(&url)
-            .send()
-            .await
-            .map_err(|err| format!("GET {url}: {err}"))?;
-        let status = response.status();
-        let text = response
-            .text()
-            .await
-            .map_err(|err| format!("GET {url}: {err}"))?;
-        if status != StatusCode::OK {
-            return Err(format!("GET {url}: {status}: {text}"));
-        }
-        serde_json::from_str(&text).map_err(|err| format!("GET {url}: bad answer ({err}): {text}"))
+        let body = self.get_ok(via, path).await?;
+        serde_json::from_value(body.clone())
+            .map_err(|err| format!("GET {path} on node {via}: bad answer ({err}): {body}"))
     }
 }
 
