@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use crate::api::{self, ApiConfig};
 use crate::broker::{Broker, BrokerOptions};
-use crate::cluster::{Cluster, ClusterOptions};
+use crate::cluster::{CleanerOptions, Cluster, ClusterOptions};
 use crate::config::Config;
 use crate::raft::RaftTiming;
 use crate::rpc::RpcLimits;
@@ -42,6 +42,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         rpc_limits: RpcLimits::default(),
         leader_wait: Duration::from_millis(config.leader_wait_ms),
         retention_check_interval: Duration::from_millis(config.retention_check_interval_ms.max(1)),
+        cleaner: CleanerOptions::default(),
     })
     .await
     .context("starting the cluster")?;

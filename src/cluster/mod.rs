@@ -7,6 +7,7 @@
 //! (metadata membership, finishing drains); `gossip` learns who leads what. The broker asks
 //! here for routes to partition leaders and for metadata changes; raft details stay below.
 
+mod compaction;
 mod controller;
 mod detector;
 mod error;
@@ -19,6 +20,7 @@ mod retention;
 mod routing;
 mod service;
 
+pub use compaction::CleanerOptions;
 pub use error::ClusterError;
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
 
@@ -57,6 +59,8 @@ pub struct ClusterOptions {
     pub leader_wait: Duration,
     /// How often partition leaders check retention.
     pub retention_check_interval: Duration,
+    /// Log compaction: I/O budget, memory, when to clean.
+    pub cleaner: CleanerOptions,
 }
 
 /// Where requests for a partition go.
