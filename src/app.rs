@@ -18,8 +18,10 @@ const NODE_ID_KEY: &[u8] = b"node_id";
 const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// The on-disk format this build writes. 1: the single-node log core (issue 2; no version key
 /// was written). 2: clustering (partition founders, node draining flags and tombstones in the
-/// metadata state). Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 2;
+/// metadata state). 3: log compaction settings (`delete_retention_ms`, `min_compaction_lag_ms`)
+/// in each topic's configuration, which is postcard-encoded in the metadata raft log and state.
+/// Pre-release formats are not migrated: an older directory is refused.
+const FORMAT_VERSION: u64 = 3;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -42,7 +44,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         rpc_limits: RpcLimits::default(),
         leader_wait: Duration::from_millis(config.leader_wait_ms),
         retention_check_interval: Duration::from_millis(config.retention_check_interval_ms.max(1)),
-        cleaner: CleanerOptions::default(),
+        cleaner: CleanerOptions {
+            io_max_bytes_per_sec: config.cleaner_io_max_bytes_per_sec,
+            dedupe_buffer_bytes: usize::try_from(config.cleaner_dedupe_buffer_bytes)
+                .unwrap_or(usize::MAX),
+            min_dirty_ratio: config.cleaner_min_dirty_ratio,
+        },
     })
     .await
     .context("starting the cluster")?;
@@ -224,5 +231,25 @@ mod tests {
             .to_string();
         assert!(error.contains("on-disk format 1"), "{error}");
         assert!(error.contains("empty data directory"), "{error}");
+    }
+
+    #[test]
+    fn a_format_2_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        // What a node of the clustering release wrote: topic configs without compaction settings.
+        let mut writes = WriteSet::new();
+        writes.put(Cf::Node, NODE_ID_KEY.to_vec(), 1u64.to_be_bytes().to_vec());
+        writes.put(
+            Cf::Node,
+            FORMAT_VERSION_KEY.to_vec(),
+            2u64.to_be_bytes().to_vec(),
+        );
+        store.write(writes, true).unwrap();
+        let error = check_identity(&store, 1, dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("on-disk format 2"), "{error}");
+        assert!(error.contains("reads format 3"), "{error}");
     }
 }

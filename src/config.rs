@@ -7,6 +7,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+/// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
+pub const DEFAULT_CLEANER_IO_MAX_BYTES_PER_SEC: u64 = 64 << 20;
+/// 128 MiB: the default `cleaner_dedupe_buffer_bytes`.
+pub const DEFAULT_CLEANER_DEDUPE_BUFFER_BYTES: u64 = 128 << 20;
+/// The smallest `cleaner_dedupe_buffer_bytes` accepted: 1 MiB.
+pub const MIN_CLEANER_DEDUPE_BUFFER_BYTES: u64 = 1 << 20;
+/// The default `cleaner_min_dirty_ratio`.
+pub const DEFAULT_CLEANER_MIN_DIRTY_RATIO: f64 = 0.5;
+
 /// Everything a node is configured with. Every field has a default; see `docs/configuration.md`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -39,6 +48,15 @@ pub struct Config {
     pub produce_timeout_ms: u64,
     /// How often partition leaders check retention (time and size) and trim expired batches.
     pub retention_check_interval_ms: u64,
+    /// The log cleaner's budget of bytes read plus written per second, all compacted partitions
+    /// of the node together (one cleaning pass runs at a time). Must be above 0.
+    pub cleaner_io_max_bytes_per_sec: u64,
+    /// Memory for the key map of one cleaning pass, in bytes; a partition leader plans passes
+    /// that fit in it. At least 1 MiB.
+    pub cleaner_dedupe_buffer_bytes: u64,
+    /// A compacted partition is cleaned once this share of its messages was written since the
+    /// last pass: above 0, at most 1.
+    pub cleaner_min_dirty_ratio: f64,
     /// How many `acks=none` produce requests may still be writing in the background; past it,
     /// such requests wait (backpressure) instead of buffering without bound.
     pub max_unacknowledged_produces: usize,
@@ -84,6 +102,9 @@ impl Default for Config {
             leader_wait_ms: 10_000,
             produce_timeout_ms: 30_000,
             retention_check_interval_ms: 300_000,
+            cleaner_io_max_bytes_per_sec: DEFAULT_CLEANER_IO_MAX_BYTES_PER_SEC,
+            cleaner_dedupe_buffer_bytes: DEFAULT_CLEANER_DEDUPE_BUFFER_BYTES,
+            cleaner_min_dirty_ratio: DEFAULT_CLEANER_MIN_DIRTY_RATIO,
             max_unacknowledged_produces: 1024,
             shutdown_grace_ms: 10_000,
             insecure: false,
@@ -163,6 +184,25 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),
             ));
+        }
+        if self.cleaner_io_max_bytes_per_sec == 0 {
+            return Err(ConfigError::Invalid(
+                "cleaner_io_max_bytes_per_sec must be above 0 (there is no unlimited setting)"
+                    .into(),
+            ));
+        }
+        if self.cleaner_dedupe_buffer_bytes < MIN_CLEANER_DEDUPE_BUFFER_BYTES {
+            return Err(ConfigError::Invalid(format!(
+                "cleaner_dedupe_buffer_bytes must be at least {MIN_CLEANER_DEDUPE_BUFFER_BYTES} (1 MiB), got {}",
+                self.cleaner_dedupe_buffer_bytes
+            )));
+        }
+        // Written so that NaN fails too.
+        if !(self.cleaner_min_dirty_ratio > 0.0 && self.cleaner_min_dirty_ratio <= 1.0) {
+            return Err(ConfigError::Invalid(format!(
+                "cleaner_min_dirty_ratio must be above 0 and at most 1, got {}",
+                self.cleaner_min_dirty_ratio
+            )));
         }
         let founders = self.founding_members()?;
         if !founders.is_empty() && !founders.contains_key(&self.node_id) {
@@ -264,6 +304,62 @@ mod tests {
         assert_eq!(config.raft.heartbeat_interval_ms, 100);
         assert_eq!(config.raft.election_timeout_min_ms, 1500);
         assert!(toml::from_str::<Config>("nod_id = 3").is_err());
+    }
+
+    #[test]
+    fn cleaner_defaults_and_toml() {
+        let config = Config::default();
+        assert_eq!(config.cleaner_io_max_bytes_per_sec, 67_108_864);
+        assert_eq!(config.cleaner_dedupe_buffer_bytes, 134_217_728);
+        assert_eq!(config.cleaner_min_dirty_ratio, 0.5);
+        let config: Config = toml::from_str(
+            "cleaner_io_max_bytes_per_sec = 1000\ncleaner_dedupe_buffer_bytes = 1048576\n\
+             cleaner_min_dirty_ratio = 1.0\n",
+        )
+        .unwrap();
+        assert_eq!(config.cleaner_io_max_bytes_per_sec, 1000);
+        assert_eq!(config.cleaner_dedupe_buffer_bytes, 1 << 20);
+        assert_eq!(config.cleaner_min_dirty_ratio, 1.0);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn cleaner_settings_are_checked() {
+        let invalid = |config: Config, key: &str| {
+            let error = config.validate().expect_err(key).to_string();
+            assert!(error.contains(key), "{error}");
+        };
+        invalid(
+            Config {
+                cleaner_io_max_bytes_per_sec: 0,
+                ..Config::default()
+            },
+            "cleaner_io_max_bytes_per_sec",
+        );
+        invalid(
+            Config {
+                cleaner_dedupe_buffer_bytes: (1 << 20) - 1,
+                ..Config::default()
+            },
+            "cleaner_dedupe_buffer_bytes",
+        );
+        for ratio in [0.0, -0.1, 1.01, f64::NAN, f64::INFINITY] {
+            invalid(
+                Config {
+                    cleaner_min_dirty_ratio: ratio,
+                    ..Config::default()
+                },
+                "cleaner_min_dirty_ratio",
+            );
+        }
+        Config {
+            cleaner_io_max_bytes_per_sec: 1,
+            cleaner_dedupe_buffer_bytes: 1 << 20,
+            cleaner_min_dirty_ratio: f64::MIN_POSITIVE,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap();
     }
 
     #[test]

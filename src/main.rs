@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Runs a node. With no flags: a one-node cluster on 127.0.0.1:8080 with data in ./data.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Creates, lists, describes and deletes topics.
     Topics {
         #[command(flatten)]
@@ -107,6 +107,16 @@ struct ServeArgs {
     /// How often retention (time and size) is checked, in ms [default: 300000].
     #[arg(long, env = "HERALD_RETENTION_CHECK_INTERVAL_MS")]
     retention_check_interval_ms: Option<u64>,
+    /// Log cleaner budget, bytes read plus written per second, above 0 [default: 67108864].
+    #[arg(long, env = "HERALD_CLEANER_IO_MAX_BYTES_PER_SEC")]
+    cleaner_io_max_bytes_per_sec: Option<u64>,
+    /// Memory for one cleaning pass's key map in bytes, at least 1048576 [default: 134217728].
+    #[arg(long, env = "HERALD_CLEANER_DEDUPE_BUFFER_BYTES")]
+    cleaner_dedupe_buffer_bytes: Option<u64>,
+    /// Share of a compacted partition written since its last cleaning that triggers the next
+    /// one, in (0, 1] [default: 0.5].
+    #[arg(long, env = "HERALD_CLEANER_MIN_DIRTY_RATIO")]
+    cleaner_min_dirty_ratio: Option<f64>,
 }
 
 impl ServeArgs {
@@ -155,6 +165,15 @@ impl ServeArgs {
         }
         if let Some(interval) = self.retention_check_interval_ms {
             config.retention_check_interval_ms = interval;
+        }
+        if let Some(budget) = self.cleaner_io_max_bytes_per_sec {
+            config.cleaner_io_max_bytes_per_sec = budget;
+        }
+        if let Some(bytes) = self.cleaner_dedupe_buffer_bytes {
+            config.cleaner_dedupe_buffer_bytes = bytes;
+        }
+        if let Some(ratio) = self.cleaner_min_dirty_ratio {
+            config.cleaner_min_dirty_ratio = ratio;
         }
         Ok(config)
     }

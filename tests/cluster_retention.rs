@@ -17,23 +17,7 @@ const RETENTION_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A per-replica gauge of `topic`/0 on node `via` (its own view), from its metrics.
 async fn local_gauge(cluster: &TestCluster, via: u64, gauge: &str, topic: &str) -> Option<u64> {
-    let text = cluster
-        .node(via)
-        .get("/metrics")
-        .await
-        .text()
-        .await
-        .unwrap_or_default();
-    let (topic_label, prefix) = (format!("topic=\"{topic}\""), format!("{gauge}{{"));
-    text.lines()
-        .find(|line| {
-            line.starts_with(&prefix)
-                && line.contains(&topic_label)
-                && line.contains("partition=\"0\"")
-        })
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse::<f64>().ok())
-        .map(|value| value as u64)
+    cluster.node(via).partition_gauge(gauge, topic, 0).await
 }
 
 async fn local_log_start(cluster: &TestCluster, via: u64, topic: &str) -> Option<u64> {

@@ -35,10 +35,16 @@ impl Broker {
         let from = read.from;
         let mut messages = Vec::with_capacity(max_messages.min(1024));
         let mut bytes = 0usize;
+        // Where the batches read end. Compaction leaves gaps (even whole batches without a
+        // message), so when the page is not full the next read starts after the last batch,
+        // not after the last message.
+        let mut batches_end = from;
+        let mut full = false;
         'batches: for (base_offset, batch) in &read.batches {
-            let (_, records) = decode_batch(batch).map_err(|error| {
+            let (header, records) = decode_batch(batch).map_err(|error| {
                 BrokerError::Internal(format!("stored batch at offset {base_offset}: {error}"))
             })?;
+            batches_end = batches_end.max(base_offset + u64::from(header.offset_span));
             for record in records {
                 let offset = base_offset + u64::from(record.offset_delta);
                 if offset < from {
@@ -54,14 +60,15 @@ impl Broker {
                     headers: record.headers,
                 });
                 if messages.len() >= max_messages {
+                    full = true;
                     break 'batches;
                 }
             }
         }
-        let next_offset = messages
-            .last()
-            .map(|message| message.offset + 1)
-            .unwrap_or(from);
+        let next_offset = match messages.last() {
+            Some(last) if full => last.offset + 1,
+            _ => batches_end,
+        };
         metrics::counter!("herald_consumed_messages_total", "topic" => request.topic.clone())
             .increment(messages.len() as u64);
         metrics::counter!("herald_consumed_bytes_total", "topic" => request.topic.clone())

@@ -111,6 +111,7 @@ pub struct Cluster {
     stop: watch::Sender<bool>,
     /// When leadership of a group was last handed to its preferred replica.
     transfers: Mutex<HashMap<u64, Instant>>,
+    cleaner: compaction::Cleaner,
 }
 
 impl Cluster {
@@ -188,6 +189,7 @@ impl Cluster {
             dispatcher,
             stop,
             transfers: Mutex::new(HashMap::new()),
+            cleaner: compaction::Cleaner::new(options.cleaner),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;

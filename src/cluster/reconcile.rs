@@ -36,6 +36,13 @@ pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>
         stopped.clone(),
         |cluster| async move { cluster.purge_trimmed().await },
     ));
+    // The cleaner too: a pass runs as long as the I/O budget makes it.
+    tokio::spawn(every(
+        Arc::downgrade(cluster),
+        TICK,
+        stopped.clone(),
+        |cluster| async move { cluster.clean_queued().await },
+    ));
     tokio::spawn(super::detector::watch_peers(
         Arc::downgrade(cluster),
         stopped.clone(),

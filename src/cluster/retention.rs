@@ -65,6 +65,7 @@ impl Cluster {
             }
         }
         self.purge_trimmed().await;
+        self.plan_compaction().await;
     }
 
     /// On every local replica: purge the raft log below its log start, if not done yet.

@@ -8,11 +8,11 @@
 //! | 0  | 1 | magic ([`BATCH_MAGIC`]) |
 //! | 1  | 1 | format version ([`BATCH_VERSION`]) |
 //! | 2  | 4 | CRC-32C of every byte from offset 6 to the end of the records section |
-//! | 6  | 1 | attributes: bits 0-2 the compression codec, the rest reserved (zero) |
+//! | 6  | 1 | attributes: bits 0-2 the compression codec, bit 3 [`ATTR_COMPACTED`], bits 4-7 reserved (zero) |
 //! | 7  | 4 | record_count |
-//! | 11 | 4 | offset_span (last offset_delta + 1) |
+//! | 11 | 4 | offset_span (last offset_delta + 1; compacted: at least that) |
 //! | 15 | 8 | first_timestamp |
-//! | 23 | 8 | max_timestamp |
+//! | 23 | 8 | max_timestamp (largest record timestamp; compacted: at least that) |
 //! | 31 | 8 | producer_id |
 //! | 39 | 2 | producer_epoch |
 //! | 41 | 4 | base_sequence |
@@ -22,6 +22,16 @@
 //! The CRC sits right after magic and version so it covers every other header field as well as
 //! the records: a flipped bit anywhere is caught before any of it is trusted. Magic and version
 //! are checked on their own, before the CRC, so a foreign or newer format gets a precise error.
+//!
+//! A *compacted* batch ([`ATTR_COMPACTED`] set, written by [`encode_compacted_batch`]) is what log
+//! compaction leaves of a stored batch once superseded records are removed. It keeps the
+//! `offset_span` and `max_timestamp` of the batch it was cleaned from, so a replica that applies
+//! it instead of the original assigns the same offsets and builds the same time index; its
+//! surviving records may therefore end before the span does (every offset_delta is still below
+//! it) and have a smaller largest timestamp. It may even hold no record at all: then it is a
+//! header only, with record_count, records_len and uncompressed_len 0, codec none, and
+//! first_timestamp equal to max_timestamp. Without the flag the span and max timestamp must
+//! match the records exactly and a batch holds at least one record.
 //!
 //! Each record in the (uncompressed) records section is: an attributes byte ([`REC_KEY_PRESENT`],
 //! [`REC_KEY_TEXT`], [`REC_VALUE_JSON`]), offset_delta as an unsigned LEB128 varint, the
@@ -49,6 +59,11 @@ pub const BATCH_HEADER_LEN: usize = 53;
 /// The largest records section (uncompressed) accepted, so a corrupt or hostile length can not
 /// make the decoder allocate without bound.
 pub const MAX_UNCOMPRESSED_LEN: usize = 256 * 1024 * 1024;
+
+/// Batch attribute bit: the batch is what compaction left of a stored batch, so its
+/// `offset_span` and `max_timestamp` may exceed what its records need and it may hold no record
+/// (see the module documentation).
+pub const ATTR_COMPACTED: u8 = 0b0000_1000;
 
 /// Record attribute bit: the record has a key.
 pub const REC_KEY_PRESENT: u8 = 0b001;
@@ -149,12 +164,17 @@ impl Default for ProducerStamp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchHeader {
     pub compression: Compression,
+    /// Whether [`ATTR_COMPACTED`] is set: the batch is what compaction left of a stored batch.
+    pub compacted: bool,
+    /// How many records the batch holds; 0 only for a compacted batch.
     pub record_count: u32,
-    /// Last offset_delta + 1: how many offsets the batch covers, gaps included.
+    /// How many offsets the batch covers, gaps included: last offset_delta + 1, or for a
+    /// compacted batch that of the batch it was cleaned from (larger than every offset_delta).
     pub offset_span: u32,
-    /// Timestamp of the first record.
+    /// Timestamp of the first record (for an empty compacted batch, `max_timestamp`).
     pub first_timestamp: i64,
-    /// Largest timestamp of any record (timestamps need not be ordered).
+    /// Largest timestamp of any record (timestamps need not be ordered), or for a compacted
+    /// batch that of the batch it was cleaned from (at least every record's timestamp).
     pub max_timestamp: i64,
     pub producer: ProducerStamp,
     /// Stored (possibly compressed) length of the records section.
@@ -200,36 +220,129 @@ fn corrupt(what: impl Into<String>) -> BatchError {
 /// Encodes records into one stored batch.
 ///
 /// The records' `offset_delta`s must be strictly increasing (gaps allowed); the first record's
-/// timestamp becomes `first_timestamp`, the largest `max_timestamp`.
+/// timestamp becomes `first_timestamp`, the largest `max_timestamp`, and the last delta + 1
+/// `offset_span`.
 pub fn encode_batch(
     records: &[Record],
     compression: Compression,
     producer: ProducerStamp,
 ) -> Result<Bytes, BatchError> {
-    let first = records.first().ok_or(BatchError::Empty)?;
-    let record_count = u32::try_from(records.len())
-        .map_err(|_| BatchError::InvalidRecords("too many records".into()))?;
-    let first_timestamp = first.timestamp;
-    let mut max_timestamp = first.timestamp;
-    let mut previous_delta: Option<u32> = None;
-    for record in records {
-        if previous_delta.is_some_and(|previous| record.offset_delta <= previous) {
+    let summary = summarize(records)?.ok_or(BatchError::Empty)?;
+    let offset_span = summary
+        .last_delta
+        .checked_add(1)
+        .ok_or_else(|| BatchError::InvalidRecords("offset_delta too large".into()))?;
+    let extent = Extent {
+        compacted: false,
+        offset_span,
+        first_timestamp: summary.first_timestamp,
+        max_timestamp: summary.max_timestamp,
+    };
+    write_batch(records, compression, producer, extent)
+}
+
+/// Encodes what log compaction left of a stored batch: a batch flagged [`ATTR_COMPACTED`] that
+/// keeps the original batch's `offset_span` and `max_timestamp`.
+///
+/// The records' `offset_delta`s must be strictly increasing and below `offset_span`, and no
+/// timestamp may exceed `max_timestamp`. `records` may be empty: the result is then a header
+/// with no records section, uncompressed whatever `compression` says.
+pub fn encode_compacted_batch(
+    records: &[Record],
+    compression: Compression,
+    producer: ProducerStamp,
+    offset_span: u32,
+    max_timestamp: i64,
+) -> Result<Bytes, BatchError> {
+    if offset_span == 0 {
+        return Err(BatchError::InvalidRecords(
+            "a compacted batch covers at least one offset".into(),
+        ));
+    }
+    let Some(summary) = summarize(records)? else {
+        let extent = Extent {
+            compacted: true,
+            offset_span,
+            first_timestamp: max_timestamp,
+            max_timestamp,
+        };
+        return write_batch(records, Compression::None, producer, extent);
+    };
+    if summary.last_delta >= offset_span {
+        return Err(BatchError::InvalidRecords(format!(
+            "offset_delta {} is not below the offset span {offset_span}",
+            summary.last_delta
+        )));
+    }
+    if summary.max_timestamp > max_timestamp {
+        return Err(BatchError::InvalidRecords(format!(
+            "timestamp {} is after the max timestamp {max_timestamp}",
+            summary.max_timestamp
+        )));
+    }
+    let extent = Extent {
+        compacted: true,
+        offset_span,
+        first_timestamp: summary.first_timestamp,
+        max_timestamp,
+    };
+    write_batch(records, compression, producer, extent)
+}
+
+/// What the header needs to know about a non-empty run of records.
+struct Summary {
+    first_timestamp: i64,
+    max_timestamp: i64,
+    last_delta: u32,
+}
+
+/// Checks that the records' offset deltas strictly increase and summarises them; `None` when
+/// there are no records.
+fn summarize(records: &[Record]) -> Result<Option<Summary>, BatchError> {
+    let Some((first, rest)) = records.split_first() else {
+        return Ok(None);
+    };
+    let mut summary = Summary {
+        first_timestamp: first.timestamp,
+        max_timestamp: first.timestamp,
+        last_delta: first.offset_delta,
+    };
+    for record in rest {
+        if record.offset_delta <= summary.last_delta {
             return Err(BatchError::InvalidRecords(format!(
                 "offset_delta {} does not increase",
                 record.offset_delta
             )));
         }
-        previous_delta = Some(record.offset_delta);
-        max_timestamp = max_timestamp.max(record.timestamp);
+        summary.last_delta = record.offset_delta;
+        summary.max_timestamp = summary.max_timestamp.max(record.timestamp);
     }
-    let offset_span = previous_delta
-        .and_then(|last| last.checked_add(1))
-        .ok_or_else(|| BatchError::InvalidRecords("offset_delta too large".into()))?;
+    Ok(Some(summary))
+}
 
+/// The header fields the caller decides rather than the records section: whether the batch is
+/// compacted, and the offsets and time it covers.
+struct Extent {
+    compacted: bool,
+    offset_span: u32,
+    first_timestamp: i64,
+    max_timestamp: i64,
+}
+
+/// Writes the header and records section of a batch whose records and extent the caller has
+/// already checked against each other.
+fn write_batch(
+    records: &[Record],
+    compression: Compression,
+    producer: ProducerStamp,
+    extent: Extent,
+) -> Result<Bytes, BatchError> {
+    let record_count = u32::try_from(records.len())
+        .map_err(|_| BatchError::InvalidRecords("too many records".into()))?;
     let estimate: usize = records.iter().map(|r| r.size_bytes() + 16).sum();
     let mut section = Vec::with_capacity(estimate.min(MAX_UNCOMPRESSED_LEN));
     for record in records {
-        encode_record(&mut section, record, first_timestamp);
+        encode_record(&mut section, record, extent.first_timestamp);
         if section.len() > MAX_UNCOMPRESSED_LEN {
             return Err(BatchError::TooLarge(section.len()));
         }
@@ -246,16 +359,20 @@ pub fn encode_batch(
         u32::try_from(stored.len()).map_err(|_| BatchError::TooLarge(stored.len()))?;
     let uncompressed_len =
         u32::try_from(uncompressed_len).map_err(|_| BatchError::TooLarge(uncompressed_len))?;
+    let mut attributes = compression.codec_id();
+    if extent.compacted {
+        attributes |= ATTR_COMPACTED;
+    }
 
     let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + stored.len());
     out.put_u8(BATCH_MAGIC);
     out.put_u8(BATCH_VERSION);
     out.put_u32(0); // CRC, filled in below once everything it covers is written.
-    out.put_u8(compression.codec_id());
+    out.put_u8(attributes);
     out.put_u32(record_count);
-    out.put_u32(offset_span);
-    out.put_i64(first_timestamp);
-    out.put_i64(max_timestamp);
+    out.put_u32(extent.offset_span);
+    out.put_i64(extent.first_timestamp);
+    out.put_i64(extent.max_timestamp);
     out.put_i64(producer.producer_id);
     out.put_i16(producer.producer_epoch);
     out.put_i32(producer.base_sequence);
@@ -363,11 +480,12 @@ pub fn decode_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     }
 
     // The CRC matched, so what follows catches encoder bugs rather than bit rot.
-    if attributes & !CODEC_MASK != 0 {
+    if attributes & !(CODEC_MASK | ATTR_COMPACTED) != 0 {
         return Err(corrupt(format!(
             "reserved attribute bits set: {attributes:#04x}"
         )));
     }
+    let compacted = attributes & ATTR_COMPACTED != 0;
     let compression = Compression::from_codec_id(attributes & CODEC_MASK).ok_or_else(|| {
         corrupt(format!(
             "unknown compression codec {}",
@@ -375,7 +493,21 @@ pub fn decode_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         ))
     })?;
     if record_count == 0 {
-        return Err(corrupt("batch holds no records"));
+        if !compacted {
+            return Err(corrupt("batch holds no records"));
+        }
+        // All that compaction left of a batch: the header alone, still covering its offsets.
+        if compression != Compression::None || records_len != 0 || uncompressed_len != 0 {
+            return Err(corrupt("empty compacted batch with a records section"));
+        }
+        if offset_span == 0 {
+            return Err(corrupt("empty compacted batch covers no offsets"));
+        }
+        if first_timestamp != max_timestamp {
+            return Err(corrupt(
+                "empty compacted batch with differing first and max timestamps",
+            ));
+        }
     }
     if offset_span < record_count {
         return Err(corrupt(format!(
@@ -401,6 +533,7 @@ pub fn decode_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
 
     Ok(BatchHeader {
         compression,
+        compacted,
         record_count,
         offset_span,
         first_timestamp,
@@ -458,6 +591,9 @@ fn decode_records(section: &[u8], header: &BatchHeader) -> Result<Vec<Record>, B
         if previous_delta.is_some_and(|previous| record.offset_delta <= previous) {
             return Err(corrupt("offset deltas do not increase"));
         }
+        if header.compacted && record.offset_delta >= header.offset_span {
+            return Err(corrupt("offset delta beyond the offset span"));
+        }
         previous_delta = Some(record.offset_delta);
         max_timestamp = max_timestamp.max(record.timestamp);
         records.push(record);
@@ -468,11 +604,19 @@ fn decode_records(section: &[u8], header: &BatchHeader) -> Result<Vec<Record>, B
             reader.buf.len()
         )));
     }
-    if previous_delta.and_then(|last| last.checked_add(1)) != Some(header.offset_span) {
-        return Err(corrupt("offset span does not match the last record"));
-    }
-    if max_timestamp != header.max_timestamp {
-        return Err(corrupt("max timestamp does not match the records"));
+    if header.compacted {
+        // Compaction keeps the original span and max timestamp, which bound what survived
+        // (an empty compacted batch was checked with the header).
+        if max_timestamp > header.max_timestamp {
+            return Err(corrupt("a record's timestamp is after the max timestamp"));
+        }
+    } else {
+        if previous_delta.and_then(|last| last.checked_add(1)) != Some(header.offset_span) {
+            return Err(corrupt("offset span does not match the last record"));
+        }
+        if max_timestamp != header.max_timestamp {
+            return Err(corrupt("max timestamp does not match the records"));
+        }
     }
     Ok(records)
 }
@@ -699,6 +843,7 @@ mod tests {
             let (header, decoded) = decode_batch(&encoded).unwrap();
             assert_eq!(decoded, records, "{compression:?}");
             assert_eq!(header.compression, compression);
+            assert!(!header.compacted);
             assert_eq!(header.record_count, 4);
             assert_eq!(header.offset_span, 301);
             assert_eq!(header.first_timestamp, 1_764_400_000_000);
@@ -777,17 +922,27 @@ mod tests {
     fn every_flipped_byte_is_detected() {
         let records = vec![small_record(0, 10), small_record(2, 9)];
         for compression in ALL {
-            let encoded = encode_batch(&records, compression, stamp()).unwrap();
-            for position in 0..encoded.len() {
-                for flip in [0x01u8, 0x80, 0xff] {
-                    let mut damaged = encoded.to_vec();
-                    damaged[position] ^= flip;
-                    assert!(
-                        decode_batch(&damaged).is_err(),
-                        "{compression:?}: flipping {flip:#x} at {position} went unnoticed"
-                    );
-                    assert!(decode_header(&damaged).is_err());
-                }
+            let batches = [
+                encode_batch(&records, compression, stamp()).unwrap(),
+                encode_compacted_batch(&records, compression, stamp(), 9, 20).unwrap(),
+                encode_compacted_batch(&[], compression, stamp(), 9, 20).unwrap(),
+            ];
+            for encoded in batches {
+                flip_every_byte(&encoded, compression);
+            }
+        }
+    }
+
+    fn flip_every_byte(encoded: &[u8], compression: Compression) {
+        for position in 0..encoded.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut damaged = encoded.to_vec();
+                damaged[position] ^= flip;
+                assert!(
+                    decode_batch(&damaged).is_err(),
+                    "{compression:?}: flipping {flip:#x} at {position} went unnoticed"
+                );
+                assert!(decode_header(&damaged).is_err());
             }
         }
     }
@@ -816,14 +971,22 @@ mod tests {
     #[test]
     fn every_truncation_is_detected() {
         for compression in ALL {
-            let encoded = encode_batch(&sample_records(), compression, stamp()).unwrap();
-            for len in 0..encoded.len() {
-                assert_eq!(
-                    decode_batch(&encoded[..len]),
-                    Err(BatchError::Truncated),
-                    "{compression:?} at {len}"
-                );
-                assert_eq!(decode_header(&encoded[..len]), Err(BatchError::Truncated));
+            let records = sample_records();
+            let batches = [
+                encode_batch(&records, compression, stamp()).unwrap(),
+                encode_compacted_batch(&records[1..3], compression, stamp(), 400, i64::MAX)
+                    .unwrap(),
+                encode_compacted_batch(&[], compression, stamp(), 400, 0).unwrap(),
+            ];
+            for encoded in batches {
+                for len in 0..encoded.len() {
+                    assert_eq!(
+                        decode_batch(&encoded[..len]),
+                        Err(BatchError::Truncated),
+                        "{compression:?} at {len}"
+                    );
+                    assert_eq!(decode_header(&encoded[..len]), Err(BatchError::Truncated));
+                }
             }
         }
     }
@@ -871,9 +1034,25 @@ mod tests {
     /// Re-signs a hand-made batch so the structural checks behind the CRC are exercised.
     fn forge(mut header: Vec<u8>, section: &[u8]) -> Vec<u8> {
         header.extend_from_slice(section);
-        let crc = crc32c::crc32c(&header[CRC_END..]);
-        header[CRC_START..CRC_END].copy_from_slice(&crc.to_be_bytes());
-        header
+        resign(header)
+    }
+
+    /// Recomputes the CRC of a (possibly doctored) batch.
+    fn resign(mut batch: Vec<u8>) -> Vec<u8> {
+        let crc = crc32c::crc32c(&batch[CRC_END..]);
+        batch[CRC_START..CRC_END].copy_from_slice(&crc.to_be_bytes());
+        batch
+    }
+
+    /// A copy of `batch` with `edit` applied to its bytes, re-signed.
+    fn doctored(batch: &[u8], edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut bytes = batch.to_vec();
+        edit(&mut bytes);
+        resign(bytes)
+    }
+
+    fn is_corrupt(result: Result<(BatchHeader, Vec<Record>), BatchError>) -> bool {
+        matches!(result, Err(BatchError::Corrupt(_)))
     }
 
     fn forged_header(
@@ -1004,6 +1183,291 @@ mod tests {
                 plain.len()
             );
             assert_eq!(decode_batch(&packed).unwrap().1, records);
+        }
+    }
+
+    #[test]
+    fn compacted_round_trip_every_compression() {
+        let records = sample_records();
+        let original =
+            decode_header(&encode_batch(&records, Compression::None, stamp()).unwrap()).unwrap();
+        // Every non-empty subset of the records is something compaction might leave of them.
+        for mask in 1..(1u32 << records.len()) {
+            let survivors: Vec<Record> = records
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| mask & (1 << index) != 0)
+                .map(|(_, record)| record.clone())
+                .collect();
+            for compression in ALL {
+                let encoded = encode_compacted_batch(
+                    &survivors,
+                    compression,
+                    stamp(),
+                    original.offset_span,
+                    original.max_timestamp,
+                )
+                .unwrap();
+                let (header, decoded) = decode_batch(&encoded).unwrap();
+                assert_eq!(decoded, survivors, "{compression:?} {mask:#06b}");
+                assert!(header.compacted);
+                assert_eq!(header.compression, compression);
+                assert_eq!(header.record_count as usize, survivors.len());
+                assert_eq!(header.offset_span, 301);
+                assert_eq!(header.first_timestamp, survivors[0].timestamp);
+                assert_eq!(header.max_timestamp, 1_764_400_000_500);
+                assert_eq!(header.producer, stamp());
+                assert_eq!(header.batch_len(), encoded.len());
+                assert_eq!(decode_header(&encoded).unwrap(), header);
+                assert_eq!(encoded[6], compression.codec_id() | ATTR_COMPACTED);
+            }
+        }
+    }
+
+    #[test]
+    fn compacted_batch_may_end_early_and_keep_a_later_max() {
+        let survivors = vec![
+            small_record(2, 100),
+            small_record(7, 50),
+            small_record(40, 90),
+        ];
+        for compression in ALL {
+            let encoded =
+                encode_compacted_batch(&survivors, compression, ProducerStamp::NONE, 1000, 5000)
+                    .unwrap();
+            let (header, decoded) = decode_batch(&encoded).unwrap();
+            assert_eq!(decoded, survivors, "{compression:?}");
+            assert!(header.compacted);
+            assert_eq!(header.record_count, 3);
+            assert_eq!(header.offset_span, 1000);
+            assert_eq!(header.first_timestamp, 100);
+            assert_eq!(header.max_timestamp, 5000);
+        }
+        // The extremes: the last offset a span can hold, the latest timestamp there is.
+        let survivors = vec![small_record(u32::MAX - 1, i64::MIN)];
+        let encoded =
+            encode_compacted_batch(&survivors, Compression::Zstd, stamp(), u32::MAX, i64::MAX)
+                .unwrap();
+        let (header, decoded) = decode_batch(&encoded).unwrap();
+        assert_eq!(decoded, survivors);
+        assert_eq!(header.offset_span, u32::MAX);
+        assert_eq!(header.max_timestamp, i64::MAX);
+    }
+
+    #[test]
+    fn empty_compacted_batch_round_trip() {
+        for compression in ALL {
+            let encoded =
+                encode_compacted_batch(&[], compression, stamp(), 301, 1_764_400_000_500).unwrap();
+            assert_eq!(encoded.len(), BATCH_HEADER_LEN);
+            assert_eq!(encoded[6], ATTR_COMPACTED, "no codec whatever was asked");
+            let (header, records) = decode_batch(&encoded).unwrap();
+            assert!(records.is_empty());
+            assert_eq!(
+                header,
+                BatchHeader {
+                    compression: Compression::None,
+                    compacted: true,
+                    record_count: 0,
+                    offset_span: 301,
+                    first_timestamp: 1_764_400_000_500,
+                    max_timestamp: 1_764_400_000_500,
+                    producer: stamp(),
+                    records_len: 0,
+                    uncompressed_len: 0,
+                }
+            );
+            assert_eq!(header.batch_len(), BATCH_HEADER_LEN);
+            assert_eq!(decode_header(&encoded).unwrap(), header);
+        }
+    }
+
+    #[test]
+    fn compacted_encoding_checks_records_against_span_and_max() {
+        fn invalid(result: Result<Bytes, BatchError>) -> bool {
+            matches!(result, Err(BatchError::InvalidRecords(_)))
+        }
+        let none = Compression::None;
+        let producer = ProducerStamp::NONE;
+        let records = vec![small_record(3, 10), small_record(9, 20)];
+        assert!(encode_compacted_batch(&records, none, producer, 10, 20).is_ok());
+        assert!(invalid(encode_compacted_batch(
+            &records, none, producer, 9, 20
+        )));
+        assert!(invalid(encode_compacted_batch(
+            &records, none, producer, 5, 20
+        )));
+        assert!(invalid(encode_compacted_batch(
+            &records, none, producer, 10, 19
+        )));
+        assert!(invalid(encode_compacted_batch(
+            &records, none, producer, 0, 20
+        )));
+        assert!(invalid(encode_compacted_batch(&[], none, producer, 0, 20)));
+        let repeated = vec![small_record(3, 0), small_record(3, 0)];
+        assert!(invalid(encode_compacted_batch(
+            &repeated, none, producer, 10, 0
+        )));
+        let decreasing = vec![small_record(3, 0), small_record(2, 0)];
+        assert!(invalid(encode_compacted_batch(
+            &decreasing,
+            none,
+            producer,
+            10,
+            0
+        )));
+    }
+
+    #[test]
+    fn without_the_flag_span_max_and_count_stay_strict() {
+        let none = Compression::None;
+        let producer = ProducerStamp::NONE;
+        let clear_flag = |batch: &[u8]| doctored(batch, |bytes| bytes[6] &= !ATTR_COMPACTED);
+        let survivors = vec![small_record(2, 50), small_record(7, 100)];
+
+        // A span beyond the last delta + 1, a max beyond the records', no records at all: each
+        // fine in a compacted batch, corrupt once the flag is cleared.
+        let compacted = [
+            encode_compacted_batch(&survivors, none, producer, 9, 100).unwrap(),
+            encode_compacted_batch(&survivors, none, producer, 8, 101).unwrap(),
+            encode_compacted_batch(&[], none, producer, 8, 101).unwrap(),
+        ];
+        for (index, batch) in compacted.iter().enumerate() {
+            assert!(decode_batch(batch).is_ok(), "case {index}");
+            assert!(is_corrupt(decode_batch(&clear_flag(batch))), "case {index}");
+        }
+        assert!(matches!(
+            decode_header(&clear_flag(&compacted[2])),
+            Err(BatchError::Corrupt(_))
+        ));
+
+        // With exactly the span and max its records give, a compacted batch differs from the
+        // ordinary one only by the flag.
+        let exact = encode_compacted_batch(&survivors, none, producer, 8, 100).unwrap();
+        let plain = encode_batch(&survivors, none, producer).unwrap();
+        assert_eq!(clear_flag(&exact), plain.to_vec());
+
+        // The ordinary batch doctored the same ways is refused, unless the flag is set too.
+        let set_span = |bytes: &mut Vec<u8>| bytes[11..15].copy_from_slice(&9u32.to_be_bytes());
+        let set_max = |bytes: &mut Vec<u8>| bytes[23..31].copy_from_slice(&101i64.to_be_bytes());
+        let set_flag = |bytes: &mut Vec<u8>| bytes[6] |= ATTR_COMPACTED;
+        assert!(is_corrupt(decode_batch(&doctored(&plain, set_span))));
+        assert!(is_corrupt(decode_batch(&doctored(&plain, set_max))));
+        let no_count = |bytes: &mut Vec<u8>| bytes[7..11].copy_from_slice(&0u32.to_be_bytes());
+        assert!(is_corrupt(decode_batch(&doctored(&plain, no_count))));
+        let both = |bytes: &mut Vec<u8>| {
+            set_span(bytes);
+            set_max(bytes);
+            set_flag(bytes);
+        };
+        assert_eq!(decode_batch(&doctored(&plain, both)).unwrap().1, survivors);
+        // A zero count with the flag but a records section left is corrupt too.
+        let emptied = |bytes: &mut Vec<u8>| {
+            no_count(bytes);
+            set_flag(bytes);
+        };
+        assert!(is_corrupt(decode_batch(&doctored(&plain, emptied))));
+    }
+
+    #[test]
+    fn compacted_records_beyond_the_span_or_max_are_refused() {
+        let survivors = vec![small_record(2, 50), small_record(7, 100)];
+        for compression in ALL {
+            let compacted =
+                encode_compacted_batch(&survivors, compression, ProducerStamp::NONE, 9, 100)
+                    .unwrap();
+            for span in [2u32, 3, 7] {
+                let bad = doctored(&compacted, |bytes| {
+                    bytes[11..15].copy_from_slice(&span.to_be_bytes())
+                });
+                assert!(
+                    is_corrupt(decode_batch(&bad)),
+                    "{compression:?} span {span}"
+                );
+            }
+            let fine = doctored(&compacted, |bytes| {
+                bytes[11..15].copy_from_slice(&8u32.to_be_bytes())
+            });
+            assert!(decode_batch(&fine).is_ok());
+            let bad = doctored(&compacted, |bytes| {
+                bytes[23..31].copy_from_slice(&99i64.to_be_bytes())
+            });
+            assert!(is_corrupt(decode_batch(&bad)), "{compression:?} max");
+        }
+        // A minimal record at delta 1 needs a span of at least 2.
+        let section = [0u8, 1, 0, 0, 0];
+        let forged = |span| forge(forged_header(ATTR_COMPACTED, 1, span, 5, 5), &section);
+        assert!(is_corrupt(decode_batch(&forged(1))));
+        assert!(decode_batch(&forged(2)).is_ok());
+    }
+
+    #[test]
+    fn empty_compacted_batch_is_a_bare_header() {
+        assert!(decode_batch(&forge(forged_header(ATTR_COMPACTED, 0, 1, 0, 0), &[])).is_ok());
+        let late_first = {
+            let mut header = forged_header(ATTR_COMPACTED, 0, 1, 0, 0);
+            header[15..23].copy_from_slice(&1i64.to_be_bytes());
+            header
+        };
+        let early_first = {
+            let mut header = forged_header(ATTR_COMPACTED, 0, 1, 0, 0);
+            header[15..23].copy_from_slice(&(-1i64).to_be_bytes());
+            header
+        };
+        let cases: Vec<(Vec<u8>, &[u8])> = vec![
+            (forged_header(ATTR_COMPACTED | 1, 0, 1, 0, 0), &[]), // lz4
+            (forged_header(ATTR_COMPACTED | 2, 0, 1, 0, 0), &[]), // zstd
+            (forged_header(ATTR_COMPACTED, 0, 0, 0, 0), &[]),     // covers no offsets
+            (forged_header(ATTR_COMPACTED, 0, 1, 0, 5), &[]),     // claims a section
+            (forged_header(ATTR_COMPACTED, 0, 1, 5, 5), &[0; 5]), // has a section
+            (late_first, &[]),
+            (early_first, &[]),
+        ];
+        for (index, (header, section)) in cases.into_iter().enumerate() {
+            let forged = forge(header, section);
+            assert!(is_corrupt(decode_batch(&forged)), "case {index}");
+            assert!(decode_header(&forged).is_err(), "case {index}");
+        }
+    }
+
+    #[test]
+    fn reserved_attribute_bits_are_still_refused() {
+        let records = vec![small_record(2, 50), small_record(7, 100)];
+        for compression in ALL {
+            let batches = [
+                encode_batch(&records, compression, stamp()).unwrap(),
+                encode_compacted_batch(&records, compression, stamp(), 9, 200).unwrap(),
+                encode_compacted_batch(&[], compression, stamp(), 9, 200).unwrap(),
+            ];
+            for batch in batches {
+                assert!(decode_batch(&batch).is_ok());
+                for bit in 4..8 {
+                    let bad = doctored(&batch, |bytes| bytes[6] |= 1 << bit);
+                    assert!(is_corrupt(decode_batch(&bad)), "{compression:?} bit {bit}");
+                    assert!(matches!(decode_header(&bad), Err(BatchError::Corrupt(_))));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn compacted_garbage_behind_a_valid_crc_never_panics() {
+        for seed in 0..2000u64 {
+            let len = seed as usize % 120;
+            let section = garbage(seed, len);
+            let codec = (seed % 3) as u8 | ATTR_COMPACTED;
+            let uncompressed = if codec & CODEC_MASK == 0 {
+                len as u32
+            } else {
+                (seed * 37 % 4096) as u32
+            };
+            let count = (seed % 4) as u32;
+            let span = (seed * 13 % 2000) as u32;
+            let forged = forge(
+                forged_header(codec, count, span, len as u32, uncompressed),
+                &section,
+            );
+            let _ = decode_batch(&forged);
         }
     }
 

@@ -70,6 +70,17 @@ impl Record {
             .sum();
         key + self.value.as_bytes().len() + headers
     }
+
+    /// Whether the record is a tombstone: its value is the JSON `null` (the API's
+    /// `"value": null`), ASCII whitespace around it aside. On a compacted topic a tombstone
+    /// deletes its key: compaction drops the key's earlier records, and in time the tombstone
+    /// itself. A bytes value (`value_b64`) is never a tombstone, whatever its bytes.
+    pub fn is_tombstone(&self) -> bool {
+        match &self.value {
+            RecordValue::Json(text) => text.trim_ascii() == b"null",
+            RecordValue::Bytes(_) => false,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +130,58 @@ mod tests {
             headers: Vec::new(),
         };
         assert_eq!(record.size_bytes(), 0);
+    }
+
+    fn with_value(value: RecordValue) -> Record {
+        Record {
+            offset_delta: 0,
+            timestamp: 0,
+            key: Some(RecordKey::Text("k".into())),
+            value,
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn json_null_is_a_tombstone() {
+        for text in [&b"null"[..], b" null", b"null\n", b"\t\r\n null \n"] {
+            let record = with_value(RecordValue::Json(Bytes::copy_from_slice(text)));
+            assert!(record.is_tombstone(), "{:?}", String::from_utf8_lossy(text));
+        }
+    }
+
+    #[test]
+    fn other_values_are_not_tombstones() {
+        for text in [
+            &b""[..],
+            b"  ",
+            b"Null",
+            b"NULL",
+            b"nul",
+            b"nulll",
+            b"\"null\"",
+            b"[null]",
+            b"{\"value\":null}",
+            b"null null",
+            b"0",
+            b"false",
+        ] {
+            let record = with_value(RecordValue::Json(Bytes::copy_from_slice(text)));
+            assert!(
+                !record.is_tombstone(),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        // Bytes are never a tombstone, not even the bytes of the text `null` or no bytes at all.
+        for bytes in [&b"null"[..], b""] {
+            let record = with_value(RecordValue::Bytes(Bytes::copy_from_slice(bytes)));
+            assert!(!record.is_tombstone());
+        }
+        // Without a key it is still a null value; what that means is the caller's business.
+        let mut keyless = with_value(RecordValue::Json(Bytes::from_static(b"null")));
+        keyless.key = None;
+        assert!(keyless.is_tombstone());
     }
 
     #[test]

@@ -12,6 +12,9 @@ pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1024 * 1024;
 /// The most partitions one topic may have.
 pub const MAX_PARTITIONS: u32 = 1024;
+/// One day, Kafka's default `delete.retention.ms`: how long a tombstone stays on a compacted
+/// topic after the cleaner first passed it.
+pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// What happens to old data of a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -56,6 +59,12 @@ pub struct TopicConfig {
     pub max_message_bytes: u32,
     /// How stored batches are compressed.
     pub compression: Compression,
+    /// How long a tombstone (a message with a null value) stays on a compacted topic after
+    /// the cleaner first passed it, in ms, so that consumers catching up still see the delete.
+    pub delete_retention_ms: i64,
+    /// Messages younger than this (in ms) are never compacted; 0 lets the cleaner take any
+    /// message it may.
+    pub min_compaction_lag_ms: i64,
 }
 
 impl Default for TopicConfig {
@@ -66,6 +75,8 @@ impl Default for TopicConfig {
             cleanup_policy: CleanupPolicy::Delete,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             compression: Compression::None,
+            delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
+            min_compaction_lag_ms: 0,
         }
     }
 }
@@ -79,6 +90,8 @@ pub struct TopicConfigPatch {
     pub cleanup_policy: Option<CleanupPolicy>,
     pub max_message_bytes: Option<u32>,
     pub compression: Option<Compression>,
+    pub delete_retention_ms: Option<i64>,
+    pub min_compaction_lag_ms: Option<i64>,
 }
 
 impl TopicConfig {
@@ -114,6 +127,76 @@ impl TopicConfig {
         if let Some(value) = patch.compression {
             next.compression = value;
         }
+        if let Some(value) = patch.delete_retention_ms {
+            if value < 0 {
+                return Err(format!(
+                    "config.delete_retention_ms must be 0 or a positive number of ms, got {value}"
+                ));
+            }
+            next.delete_retention_ms = value;
+        }
+        if let Some(value) = patch.min_compaction_lag_ms {
+            if value < 0 {
+                return Err(format!(
+                    "config.min_compaction_lag_ms must be 0 or a positive number of ms, got {value}"
+                ));
+            }
+            next.min_compaction_lag_ms = value;
+        }
         Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compaction_defaults() {
+        let config = TopicConfig::default();
+        assert_eq!(config.delete_retention_ms, 86_400_000);
+        assert_eq!(config.min_compaction_lag_ms, 0);
+    }
+
+    #[test]
+    fn compaction_settings_are_patched_and_kept() {
+        let config = TopicConfig::default()
+            .patched(&TopicConfigPatch {
+                delete_retention_ms: Some(0),
+                min_compaction_lag_ms: Some(60_000),
+                ..TopicConfigPatch::default()
+            })
+            .expect("valid");
+        assert_eq!(config.delete_retention_ms, 0);
+        assert_eq!(config.min_compaction_lag_ms, 60_000);
+        // An unrelated patch keeps them.
+        let config = config
+            .patched(&TopicConfigPatch {
+                retention_ms: Some(1000),
+                ..TopicConfigPatch::default()
+            })
+            .expect("valid");
+        assert_eq!(config.delete_retention_ms, 0);
+        assert_eq!(config.min_compaction_lag_ms, 60_000);
+        assert_eq!(config.retention_ms, 1000);
+    }
+
+    #[test]
+    fn negative_compaction_settings_are_refused() {
+        let config = TopicConfig::default();
+        let error = config
+            .patched(&TopicConfigPatch {
+                delete_retention_ms: Some(-1),
+                ..TopicConfigPatch::default()
+            })
+            .unwrap_err();
+        assert!(error.contains("config.delete_retention_ms"), "{error}");
+        let error = config
+            .patched(&TopicConfigPatch {
+                min_compaction_lag_ms: Some(-5),
+                ..TopicConfigPatch::default()
+            })
+            .unwrap_err();
+        assert!(error.contains("config.min_compaction_lag_ms"), "{error}");
     }
 }

@@ -98,9 +98,10 @@ pub(super) async fn start_raft<A: GroupApplier>(
     context: &GroupContext,
     group: u64,
     applier: A,
+    log_lock: Arc<std::sync::Mutex<()>>,
 ) -> Result<(Raft<TypeConfig, GroupStateMachine<A>>, Duration), RaftLayerError> {
     let state_machine = GroupStateMachine::open(group, context.store.clone(), applier).await?;
-    let log_store = LogStore::new(group, context.store.clone());
+    let log_store = LogStore::new(group, context.store.clone(), log_lock);
     let raft = Raft::new(
         context.node_id,
         raft_config(context.timing)?,

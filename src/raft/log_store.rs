@@ -6,6 +6,7 @@
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex};
 
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader};
@@ -23,11 +24,18 @@ const TAG_PURGED: u8 = 3;
 pub struct LogStore {
     group: u64,
     store: Store,
+    /// Held while purging: the cleaner, which rewrites committed entries in place, holds it
+    /// while it stores them, so it never writes back an entry that was purged.
+    log_lock: Arc<Mutex<()>>,
 }
 
 impl LogStore {
-    pub fn new(group: u64, store: Store) -> Self {
-        LogStore { group, store }
+    pub fn new(group: u64, store: Store, log_lock: Arc<Mutex<()>>) -> Self {
+        LogStore {
+            group,
+            store,
+            log_lock,
+        }
     }
 
     /// Runs blocking storage work off the async runtime.
@@ -253,7 +261,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Record the purge point first, so a crash in between never shows a log with a hole.
         let upto = log_id.index;
         self.write_state(TAG_PURGED, &log_id, false).await?;
+        let log_lock = self.log_lock.clone();
         self.blocking(move |store, group| {
+            let _no_rewrites = log_lock
+                .lock()
+                .map_err(|_| std::io::Error::other("log lock poisoned"))?;
             let mut set = WriteSet::new();
             set.delete_range(
                 Cf::RaftLog,

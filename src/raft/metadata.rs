@@ -50,8 +50,8 @@ impl GroupApplier for MetadataApplier {
                 self.dirty = true;
                 RaftResponse::Metadata(self.state.apply(command))
             }
-            RaftRequest::Append { .. } | RaftRequest::Trim { .. } => {
-                RaftResponse::Rejected("the metadata group takes no appends".into())
+            RaftRequest::Append { .. } | RaftRequest::Trim { .. } | RaftRequest::Compact(_) => {
+                RaftResponse::Rejected("the metadata group takes only metadata commands".into())
             }
         }
     }

@@ -35,7 +35,8 @@ impl MetadataReplica {
     ) -> Result<Self, RaftLayerError> {
         let applier = MetadataApplier::new();
         let state = applier.subscribe();
-        let (raft, leader_wait) = start_raft(context, METADATA_GROUP, applier).await?;
+        let (raft, leader_wait) =
+            start_raft(context, METADATA_GROUP, applier, Default::default()).await?;
         context
             .registry
             .insert(METADATA_GROUP, RegisteredGroup::Metadata(raft.clone()));
@@ -69,9 +70,9 @@ impl MetadataReplica {
         match response.data {
             RaftResponse::Metadata(outcome) => Ok((outcome, response.log_id.index)),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Appended { .. } | RaftResponse::Trimmed { .. } => {
-                Err(RaftLayerError::Rejected("unexpected append answer".into()))
-            }
+            _ => Err(RaftLayerError::Rejected(
+                "unexpected answer to a metadata command".into(),
+            )),
         }
     }
 

@@ -2,7 +2,9 @@
 //! groups (one for metadata, one per partition). This is the only module that imports
 //! `openraft`.
 
+mod cleaner_state;
 mod codec;
+mod compaction;
 mod error;
 mod group;
 mod log_store;
@@ -11,13 +13,17 @@ mod metadata;
 mod metadata_replica;
 mod network;
 mod partition;
+mod partition_cleaning;
 mod partition_reader;
 mod partition_replica;
 mod registry;
 mod retention;
 mod state_machine;
+mod throttle;
 mod types;
 
+pub use cleaner_state::CleanTally;
+pub use compaction::{PassReport, PlanSettings};
 pub use error::RaftLayerError;
 pub use group::{Bootstrap, GroupContext, RaftTiming};
 pub use log_store::LogStore;
@@ -25,11 +31,15 @@ pub use membership::{GroupMembers, LeaderReport, MembershipStep};
 pub use metadata_replica::MetadataReplica;
 pub use network::{RaftService, RAFT_SERVICE};
 pub use partition::Watermarks;
+pub use partition_cleaning::CompactionCheck;
 pub use partition_reader::{ReadLimits, StoredBatch};
 pub use partition_replica::PartitionReplica;
 pub use registry::GroupRegistry;
 pub use retention::RetentionPlan;
-pub use types::NodeAddr;
+pub use throttle::Throttle;
+pub use types::{CompactionPlan, NodeAddr};
 
+#[cfg(test)]
+mod compaction_tests;
 #[cfg(test)]
 mod storage_suite;

@@ -6,9 +6,10 @@ use std::io;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use super::cleaner_state::{self, QueuedPass};
 use super::codec;
 use super::state_machine::GroupApplier;
-use super::types::{RaftRequest, RaftResponse};
+use super::types::{CompactionPlan, RaftRequest, RaftResponse};
 use crate::domain::batch;
 use crate::storage::{keys, Cf, WriteSet};
 
@@ -25,12 +26,42 @@ struct PartitionProgress {
     log_start_offset: u64,
     /// The largest timestamp applied so far: the time index records where it grows.
     max_timestamp: Option<i64>,
+    /// Compaction: where the last planned pass ended (the next one's dirty section starts
+    /// here), how many passes were planned, and when recent ones were, newest last.
+    compaction: CompactionProgress,
+}
+
+/// The replicated part of log compaction (what each replica's cleaner did is its own).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CompactionProgress {
+    pub clean_end: u64,
+    pub passes: u64,
+    /// `(end, planned_at_ms)` of the last [`PASS_HISTORY`] passes: a tombstone below a pass's
+    /// end was first cleaned when that pass was planned, so once that is `delete_retention_ms`
+    /// ago it may go.
+    pub history: Vec<(u64, i64)>,
+}
+
+/// How many passes the history keeps. Forgetting older ones only keeps tombstones longer.
+const PASS_HISTORY: usize = 32;
+
+impl CompactionProgress {
+    /// The offset below which tombstones were first cleaned at or before `cutoff_ms`.
+    pub fn tombstone_horizon(&self, cutoff_ms: i64) -> u64 {
+        self.history
+            .iter()
+            .filter(|(_, planned_at)| *planned_at <= cutoff_ms)
+            .map(|(end, _)| *end)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 pub struct PartitionApplier {
     group: u64,
     progress: PartitionProgress,
     watermarks: watch::Sender<Watermarks>,
+    compaction: watch::Sender<CompactionProgress>,
 }
 
 impl PartitionApplier {
@@ -39,11 +70,17 @@ impl PartitionApplier {
             group,
             progress: PartitionProgress::default(),
             watermarks: watch::Sender::new(Watermarks::default()),
+            compaction: watch::Sender::new(CompactionProgress::default()),
         }
     }
 
     pub fn watermarks(&self) -> watch::Receiver<Watermarks> {
         self.watermarks.subscribe()
+    }
+
+    /// The applied compaction progress, for the leader's planning.
+    pub fn compaction(&self) -> watch::Receiver<CompactionProgress> {
+        self.compaction.subscribe()
     }
 }
 
@@ -79,6 +116,42 @@ impl PartitionApplier {
         }
         RaftResponse::Trimmed { log_start_offset }
     }
+
+    /// Queues a compaction pass on this replica. The dirty section starts where the last pass
+    /// ended, or at the log start if retention removed that point since.
+    fn compact(
+        &mut self,
+        plan: &CompactionPlan,
+        writes: &mut WriteSet,
+    ) -> Result<RaftResponse, io::Error> {
+        let progress = &mut self.progress;
+        let compaction = &mut progress.compaction;
+        if plan.clean_end != compaction.clean_end
+            || plan.end < plan.clean_end
+            || plan.end > progress.next_offset
+        {
+            return Ok(RaftResponse::Rejected(format!(
+                "stale compaction plan: offsets {}..{}, the last pass ended at {} and the log at {}",
+                plan.clean_end, plan.end, compaction.clean_end, progress.next_offset
+            )));
+        }
+        let dirty_start = plan.clean_end.max(progress.log_start_offset);
+        let queued = QueuedPass {
+            pass: compaction.passes + 1,
+            dirty_start: dirty_start.min(plan.end),
+            end: plan.end,
+            // Tombstones in the dirty section are seen for the first time: they stay.
+            tombstone_horizon: plan.tombstone_horizon.min(dirty_start),
+        };
+        cleaner_state::queue(writes, self.group, &queued)?;
+        compaction.passes = queued.pass;
+        compaction.clean_end = plan.end;
+        compaction.history.push((plan.end, plan.planned_at_ms));
+        if compaction.history.len() > PASS_HISTORY {
+            compaction.history.remove(0);
+        }
+        Ok(RaftResponse::CompactionQueued { pass: queued.pass })
+    }
 }
 
 impl GroupApplier for PartitionApplier {
@@ -89,6 +162,11 @@ impl GroupApplier for PartitionApplier {
                 log_start_offset,
                 time_index_before,
             } => return self.trim(*log_start_offset, *time_index_before, writes),
+            RaftRequest::Compact(plan) => {
+                return self.compact(plan, writes).unwrap_or_else(|error| {
+                    RaftResponse::Rejected(format!("compaction plan: {error}"))
+                })
+            }
             RaftRequest::Metadata(_) => {
                 return RaftResponse::Rejected("a partition group takes no metadata".into())
             }
@@ -149,6 +227,14 @@ impl GroupApplier for PartitionApplier {
         self.watermarks.send_if_modified(|current| {
             let changed = *current != next;
             *current = next;
+            changed
+        });
+        let compaction = &self.progress.compaction;
+        self.compaction.send_if_modified(|current| {
+            let changed = current.passes != compaction.passes;
+            if changed {
+                *current = compaction.clone();
+            }
             changed
         });
     }

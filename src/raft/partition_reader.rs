@@ -82,7 +82,9 @@ pub fn read_batches(
                 .map_err(|error| io::Error::other(error.to_string()))?;
             let end = base_offset + u64::from(header.offset_span);
             if end > from_offset {
-                records += end.saturating_sub(from_offset.max(base_offset)) as usize;
+                // Compaction may have removed records: the header's count is what is there.
+                let span_read = end.saturating_sub(from_offset.max(base_offset));
+                records += (header.record_count as u64).min(span_read) as usize;
                 bytes += batch_bytes.len();
                 batches.push(StoredBatch {
                     base_offset,
@@ -112,21 +114,43 @@ pub fn offset_for_timestamp(
     let Some(base_offset) = keys::decode_time_index(group, &key) else {
         return Ok(None);
     };
-    let Some(index_value) = store.get(Cf::OffsetIndex, &keys::group_u64(group, base_offset))?
-    else {
-        return Err(io::Error::other(format!(
-            "group {group}: time index points at unindexed offset {base_offset}"
-        )));
-    };
-    let batch_bytes = batch_at_raft_index(store, group, raft_index_of(&index_value)?)?;
-    let (_, records) =
-        batch::decode_batch(&batch_bytes).map_err(|error| io::Error::other(error.to_string()))?;
     // The indexed batch is where the running maximum first reached `timestamp`, so no earlier
-    // batch has a message this late, and this one has at least one.
-    Ok(records
-        .iter()
-        .find(|record| record.timestamp >= timestamp)
-        .map(|record| base_offset + u64::from(record.offset_delta)))
+    // batch has a message this late. It had one when it was written; compaction may have
+    // removed it since, so the search goes on through the batches after it.
+    let mut found = None;
+    let mut scan_error = None;
+    store.scan(
+        Cf::OffsetIndex,
+        &keys::group_u64(group, base_offset),
+        &keys::group_end(group),
+        |key, value| {
+            let Some((_, batch_base)) = keys::decode_group_u64(key) else {
+                return Ok(false);
+            };
+            let outcome = raft_index_of(value)
+                .and_then(|index| batch_at_raft_index(store, group, index))
+                .and_then(|bytes| {
+                    batch::decode_batch(&bytes).map_err(|error| io::Error::other(error.to_string()))
+                });
+            match outcome {
+                Ok((_, records)) => {
+                    found = records
+                        .iter()
+                        .find(|record| record.timestamp >= timestamp)
+                        .map(|record| batch_base + u64::from(record.offset_delta));
+                    Ok(found.is_none())
+                }
+                Err(error) => {
+                    scan_error = Some(error);
+                    Ok(false)
+                }
+            }
+        },
+    )?;
+    match scan_error {
+        Some(error) => Err(error),
+        None => Ok(found),
+    }
 }
 
 /// Removes everything a group stored: its log, indexes and raft state.

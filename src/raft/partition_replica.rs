@@ -1,7 +1,7 @@
 //! This node's replica of one partition: appending, reading, leadership and membership.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use openraft::rt::watch::WatchReceiver;
 use openraft::ReadPolicy;
 use tokio::sync::{oneshot, watch};
 
+use super::compaction::KeyMap;
 use super::error::RaftLayerError;
 use super::group::{
     blocking, bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader,
@@ -19,7 +20,7 @@ use super::group::{
 use super::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
-use super::partition::{PartitionApplier, Watermarks};
+use super::partition::{CompactionProgress, PartitionApplier, Watermarks};
 use super::partition_reader::{self, ReadLimits, StoredBatch};
 use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use super::retention::{self, RetentionPlan};
@@ -30,9 +31,9 @@ use crate::storage::Store;
 pub struct PartitionReplica {
     group: u64,
     node_id: u64,
-    raft: PartitionRaft,
+    pub(super) raft: PartitionRaft,
     watermarks: watch::Receiver<Watermarks>,
-    store: Store,
+    pub(super) store: Store,
     registry: Arc<GroupRegistry>,
     leader_wait: Duration,
     max_ack_age: Duration,
@@ -40,6 +41,13 @@ pub struct PartitionReplica {
     purged_offset: AtomicU64,
     /// One purge at a time: the retention pass and the purge loop may both ask.
     purge_lock: tokio::sync::Mutex<()>,
+    /// Shared with the log store: see [`compaction`](super::compaction).
+    pub(super) log_lock: Arc<std::sync::Mutex<()>>,
+    /// Set when the group stops: a running compaction pass stops at the next batch.
+    pub(super) closing: Arc<AtomicBool>,
+    pub(super) compaction: watch::Receiver<CompactionProgress>,
+    /// The key map the leader built when it planned a pass, for its own cleaner.
+    pub(super) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -53,7 +61,9 @@ impl PartitionReplica {
     ) -> Result<Self, RaftLayerError> {
         let applier = PartitionApplier::new(group);
         let watermarks = applier.watermarks();
-        let (raft, leader_wait) = start_raft(context, group, applier).await?;
+        let compaction = applier.compaction();
+        let log_lock = Arc::new(std::sync::Mutex::new(()));
+        let (raft, leader_wait) = start_raft(context, group, applier, log_lock.clone()).await?;
         context
             .registry
             .insert(group, RegisteredGroup::Partition(raft.clone()));
@@ -69,6 +79,10 @@ impl PartitionReplica {
             max_ack_age: context.max_ack_age(),
             purged_offset: AtomicU64::new(0),
             purge_lock: tokio::sync::Mutex::new(()),
+            log_lock,
+            closing: Arc::new(AtomicBool::new(false)),
+            compaction,
+            prepared_map: std::sync::Mutex::new(None),
         })
     }
 
@@ -89,9 +103,9 @@ impl PartitionReplica {
                 offset_span,
             } => Ok((base_offset, offset_span)),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
-            RaftResponse::Metadata(_) | RaftResponse::Trimmed { .. } => Err(
-                RaftLayerError::Rejected("unexpected metadata answer".into()),
-            ),
+            _ => Err(RaftLayerError::Rejected(
+                "unexpected answer to an append".into(),
+            )),
         }
     }
 
@@ -400,6 +414,7 @@ impl PartitionReplica {
     }
 
     pub async fn shutdown(&self) {
+        self.closing.store(true, Ordering::Relaxed);
         self.registry.remove(self.group);
         if let Err(error) = self.raft.shutdown().await {
             tracing::warn!(group = self.group, %error, "raft group did not shut down cleanly");
@@ -409,7 +424,14 @@ impl PartitionReplica {
     /// Stops the group and removes all it stored.
     pub async fn destroy(&self) -> Result<(), RaftLayerError> {
         self.shutdown().await;
-        let (store, group) = (self.store.clone(), self.group);
-        blocking(move || partition_reader::destroy_group(&store, group)).await
+        let (store, group, log_lock) = (self.store.clone(), self.group, self.log_lock.clone());
+        blocking(move || {
+            // A cleaner storing rewrites finishes first, and stores nothing after this.
+            let _no_rewrites = log_lock
+                .lock()
+                .map_err(|_| std::io::Error::other("log lock poisoned"))?;
+            partition_reader::destroy_group(&store, group)
+        })
+        .await
     }
 }

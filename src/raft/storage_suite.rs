@@ -38,7 +38,11 @@ impl StoreBuilder<TypeConfig, LogStore, GroupStateMachine<PartitionApplier>, tem
             GroupStateMachine::open(group, store.clone(), PartitionApplier::new(group))
                 .await
                 .map_err(|error| storage_error(&error))?;
-        Ok((dir, LogStore::new(group, store), state_machine))
+        Ok((
+            dir,
+            LogStore::new(group, store, Default::default()),
+            state_machine,
+        ))
     }
 }
 

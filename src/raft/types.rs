@@ -31,6 +31,26 @@ pub enum RaftRequest {
         log_start_offset: u64,
         time_index_before: Option<i64>,
     },
+    /// For a partition group: queues one log-compaction pass on every replica (see
+    /// `raft::compaction`). Planned by the leader; refused when `clean_end` is not where the
+    /// last pass ended (a stale or repeated plan).
+    Compact(CompactionPlan),
+}
+
+/// One compaction pass, as the leader planned it. Every replica runs it on the same committed
+/// log, so all end with the same messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionPlan {
+    /// Where the previous pass ended: the dirty section starts here.
+    pub clean_end: u64,
+    /// The dirty section ends here (a batch boundary before the active tail).
+    pub end: u64,
+    /// Tombstones below this offset have been passed by the cleaner at least
+    /// `delete_retention_ms` ago and go.
+    pub tombstone_horizon: u64,
+    /// The leader's clock when it planned: what later passes measure `delete_retention_ms`
+    /// from.
+    pub planned_at_ms: i64,
 }
 
 impl fmt::Display for RaftRequest {
@@ -41,6 +61,11 @@ impl fmt::Display for RaftRequest {
             RaftRequest::Trim {
                 log_start_offset, ..
             } => write!(formatter, "trim to offset {log_start_offset}"),
+            RaftRequest::Compact(plan) => write!(
+                formatter,
+                "compact offsets {}..{} (tombstones below {})",
+                plan.clean_end, plan.end, plan.tombstone_horizon
+            ),
         }
     }
 }
@@ -57,6 +82,10 @@ pub enum RaftResponse {
     /// The partition's log start after a trim.
     Trimmed {
         log_start_offset: u64,
+    },
+    /// The number of the compaction pass a `Compact` queued.
+    CompactionQueued {
+        pass: u64,
     },
     /// The command was refused deterministically (e.g. a corrupt batch, a wrong group kind).
     Rejected(String),

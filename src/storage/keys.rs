@@ -27,6 +27,16 @@ pub fn group_tag(group: u64, tag: u8) -> [u8; 9] {
     key
 }
 
+/// `(group, tag, u64)`: one of a numbered series of records of a group (e.g. queued
+/// compaction passes).
+pub fn group_tag_u64(group: u64, tag: u8, value: u64) -> [u8; 17] {
+    let mut key = [0u8; 17];
+    key[..8].copy_from_slice(&group.to_be_bytes());
+    key[8] = tag;
+    key[9..].copy_from_slice(&value.to_be_bytes());
+    key
+}
+
 /// Maps an `i64` to a `u64` with the same order, so negative timestamps sort first.
 pub fn ordered_i64(value: i64) -> u64 {
     (value as u64) ^ (1 << 63)

@@ -10,6 +10,7 @@
 //! - `http`: plain requests to a node and the checks of their answers (problem+json);
 //! - `topics`: creating and describing topics on a single node, waiting for their leaders;
 //! - `messages`: produce, fetch and read-back helpers and the parsed shapes of their answers;
+//! - `gauges`: a node's own metrics (per-replica gauges, counters);
 //! - `cluster` (with the `cluster_*` files): several nodes formed into one cluster;
 //! - `book`: what a cluster test sent and what was acknowledged.
 
@@ -22,6 +23,7 @@ mod cluster_members;
 mod cluster_produce;
 mod cluster_reads;
 mod cluster_topics;
+mod gauges;
 mod http;
 mod messages;
 mod server;

@@ -36,7 +36,8 @@ pub enum CompressionDto {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "retention_ms": 604800000, "retention_bytes": -1, "cleanup_policy": "delete",
-    "max_message_bytes": 1048576, "compression": "none"
+    "max_message_bytes": 1048576, "compression": "none",
+    "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0
 }))]
 #[schema(as = TopicConfig)]
 pub struct TopicConfigDto {
@@ -48,6 +49,13 @@ pub struct TopicConfigDto {
     /// The largest message (key + value + headers) accepted, in bytes.
     pub max_message_bytes: u32,
     pub compression: CompressionDto,
+    /// How long a tombstone (a message with a null value) stays on a compacted topic after the
+    /// cleaner first passed it, in ms.
+    #[schema(minimum = 0, example = 86400000)]
+    pub delete_retention_ms: i64,
+    /// Messages younger than this, in ms, are never compacted.
+    #[schema(minimum = 0, example = 0)]
+    pub min_compaction_lag_ms: i64,
 }
 
 /// Configuration to set on create or update; absent keys keep their current (or default) value.
@@ -69,6 +77,15 @@ pub struct TopicConfigPatchDto {
     pub max_message_bytes: Option<u32>,
     #[serde(default)]
     pub compression: Option<CompressionDto>,
+    /// How long a tombstone (a message with a null value) stays on a compacted topic after the
+    /// cleaner first passed it, in ms; 0 or more (default 86400000, one day).
+    #[serde(default)]
+    #[schema(minimum = 0, example = 86400000)]
+    pub delete_retention_ms: Option<i64>,
+    /// Messages younger than this, in ms, are never compacted; 0 or more (default 0).
+    #[serde(default)]
+    #[schema(minimum = 0, example = 60000)]
+    pub min_compaction_lag_ms: Option<i64>,
 }
 
 /// `POST /v1/topics`.
@@ -122,7 +139,8 @@ pub struct PartitionDto {
     "partitions": [{"partition": 0, "leader": 1, "replicas": [1], "in_sync": [1], "log_start_offset": 0, "high_watermark": 17}],
     "replication_factor": 1,
     "config": {"retention_ms": 604800000, "retention_bytes": -1, "cleanup_policy": "delete",
-               "max_message_bytes": 1048576, "compression": "none"}
+               "max_message_bytes": 1048576, "compression": "none",
+               "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0}
 }))]
 #[schema(as = Topic)]
 pub struct TopicDto {
@@ -176,6 +194,8 @@ impl TopicConfigPatchDto {
             cleanup_policy: self.cleanup_policy.map(CleanupPolicy::from),
             max_message_bytes: self.max_message_bytes,
             compression: self.compression.map(Compression::from),
+            delete_retention_ms: self.delete_retention_ms,
+            min_compaction_lag_ms: self.min_compaction_lag_ms,
         };
         // Value checks do not depend on the current configuration, so the default will do.
         TopicConfig::default()
@@ -263,6 +283,8 @@ impl From<TopicConfig> for TopicConfigDto {
             cleanup_policy: config.cleanup_policy.into(),
             max_message_bytes: config.max_message_bytes,
             compression: config.compression.into(),
+            delete_retention_ms: config.delete_retention_ms,
+            min_compaction_lag_ms: config.min_compaction_lag_ms,
         }
     }
 }
@@ -344,6 +366,9 @@ mod tests {
             r#"{"name":"orders","replication_factor":0}"#,
             r#"{"name":"orders","config":{"retention_ms":0}}"#,
             r#"{"name":"orders","config":{"max_message_bytes":0}}"#,
+            r#"{"name":"orders","config":{"delete_retention_ms":-1}}"#,
+            r#"{"name":"orders","config":{"min_compaction_lag_ms":-1}}"#,
+            r#"{"name":"orders","config":{"min_compaction_lag_ms":"1h"}}"#,
             r#"{"name":"orders","config":{"cleanup_policy":"forever"}}"#,
             r#"{"name":"orders","config":{"compression":"gzip"}}"#,
             r#"{"name":"orders","config":{"colour":"blue"}}"#,
@@ -352,6 +377,24 @@ mod tests {
             let error = create(json).expect_err(json);
             assert_eq!(error.code, "invalid_request", "{json}");
         }
+    }
+
+    #[test]
+    fn create_with_compaction_config() {
+        let request = create(
+            r#"{"name":"users","config":{"cleanup_policy":"compact","delete_retention_ms":0,"min_compaction_lag_ms":60000}}"#,
+        )
+        .expect("valid");
+        assert_eq!(request.config.delete_retention_ms, Some(0));
+        assert_eq!(request.config.min_compaction_lag_ms, Some(60_000));
+        let error = create(r#"{"name":"users","config":{"delete_retention_ms":-1}}"#)
+            .expect_err("negative");
+        assert_eq!(error.code, "invalid_request");
+        assert!(
+            error.detail.contains("delete_retention_ms"),
+            "{}",
+            error.detail
+        );
     }
 
     #[test]
@@ -390,7 +433,8 @@ mod tests {
                                 "log_start_offset": 3, "high_watermark": 9}],
                 "replication_factor": 2,
                 "config": {"retention_ms": 604800000, "retention_bytes": -1, "cleanup_policy": "compact,delete",
-                           "max_message_bytes": 1048576, "compression": "none"}
+                           "max_message_bytes": 1048576, "compression": "none",
+                           "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0}
             })
         );
     }

@@ -1,0 +1,33 @@
+//! Reading a node's own metrics: per-replica gauges (what this node holds, not what the leader
+//! says) and node-wide counters, from `GET /metrics`.
+
+use super::Server;
+
+impl Server {
+    /// The value of metric `name` on this node whose labels include every `labels` pair;
+    /// `None` when the node does not (yet) publish it.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let text = self.get("/metrics").await.text().await.unwrap_or_default();
+        let wanted: Vec<String> = labels
+            .iter()
+            .map(|(label, value)| format!("{label}=\"{value}\""))
+            .collect();
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .find(|line| {
+                let series = line.split(' ').next().unwrap_or_default();
+                let metric = series.split('{').next().unwrap_or_default();
+                metric == name && wanted.iter().all(|pair| series.contains(pair.as_str()))
+            })
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+    }
+
+    /// A per-partition gauge of `topic`/`partition` on this node.
+    pub async fn partition_gauge(&self, name: &str, topic: &str, partition: u32) -> Option<u64> {
+        let partition = partition.to_string();
+        self.metric(name, &[("topic", topic), ("partition", &partition)])
+            .await
+            .map(|value| value as u64)
+    }
+}
