@@ -22,6 +22,9 @@ use crate::cli::client::{Acks, Api, CreateTopic, ProblemError};
 
 /// How many different bodies rotate through the requests.
 const DISTINCT_BODIES: usize = 4;
+/// The most bodies built to cover `--keys`: keys beyond `MAX_KEYED_BODIES * --batch-size` are
+/// not sent.
+const MAX_KEYED_BODIES: u64 = 256;
 
 /// After this many transport failures in a row (server down, refused connections) a worker stops
 /// the whole run rather than burn through the message budget in errors.
@@ -67,6 +70,10 @@ pub struct BenchProduceArgs {
     /// request's scheduled time).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Give messages keys, cycling through this many distinct ones (`k0`, `k1`, ...): what a
+    /// compacted topic needs (0: no keys; not with --raw).
+    #[arg(long, default_value_t = 0)]
+    pub keys: u64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -133,8 +140,26 @@ pub fn payload(size: usize, seed: u64, mode: BodyMode) -> Vec<u8> {
         .collect()
 }
 
+/// Message keys of a run: message `n` of the run's bodies gets key `k{(first + n) % distinct}`.
+#[derive(Debug, Clone, Copy)]
+pub struct Keys {
+    pub first: u64,
+    pub distinct: u64,
+}
+
 /// One request body carrying `count` messages of `size` bytes.
 pub fn request_body(count: u64, size: usize, seed: u64, mode: BodyMode) -> Bytes {
+    keyed_request_body(count, size, seed, mode, None)
+}
+
+/// Like [`request_body`], with keys.
+pub fn keyed_request_body(
+    count: u64,
+    size: usize,
+    seed: u64,
+    mode: BodyMode,
+    keys: Option<Keys>,
+) -> Bytes {
     if mode == BodyMode::Raw {
         return Bytes::from(payload(size, seed, mode));
     }
@@ -149,7 +174,14 @@ pub fn request_body(count: u64, size: usize, seed: u64, mode: BodyMode) -> Bytes
             body.push(',');
         }
         let value = payload(size, seed.wrapping_mul(1_000_003).wrapping_add(i), mode);
-        body.push_str(r#"{""#);
+        body.push('{');
+        if let Some(keys) = keys {
+            body.push_str(&format!(
+                r#""key":"k{}","#,
+                (keys.first + i) % keys.distinct.max(1)
+            ));
+        }
+        body.push('"');
         body.push_str(field);
         body.push_str(r#"":""#);
         match mode {
@@ -175,12 +207,26 @@ pub struct Bodies {
 }
 
 impl Bodies {
-    pub fn build(total: u64, per_request: u64, size: usize, mode: BodyMode) -> Self {
-        let full = (0..DISTINCT_BODIES as u64)
-            .map(|seed| request_body(per_request, size, seed + 1, mode))
+    /// With `keys`, enough distinct bodies that every key is sent (up to [`MAX_KEYED_BODIES`]).
+    pub fn build(total: u64, per_request: u64, size: usize, mode: BodyMode, keys: u64) -> Self {
+        let distinct = if keys == 0 {
+            DISTINCT_BODIES as u64
+        } else {
+            keys.div_ceil(per_request)
+                .clamp(DISTINCT_BODIES as u64, MAX_KEYED_BODIES)
+        };
+        let keys_of = |body: u64| {
+            (keys > 0).then_some(Keys {
+                first: body * per_request,
+                distinct: keys,
+            })
+        };
+        let full = (0..distinct)
+            .map(|body| keyed_request_body(per_request, size, body + 1, mode, keys_of(body)))
             .collect();
         let rest = total % per_request;
-        let remainder = (rest > 0).then(|| request_body(rest, size, 99, mode));
+        let remainder =
+            (rest > 0).then(|| keyed_request_body(rest, size, 99, mode, keys_of(distinct)));
         Bodies {
             full,
             per_request,
@@ -348,7 +394,17 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         apis.push(Api::new(server)?);
     }
     futures::future::join_all(apis.iter().map(warm_up)).await;
-    let bodies = Bodies::build(args.messages, per_request, args.message_size, mode);
+    anyhow::ensure!(
+        !(args.raw && args.keys > 0),
+        "--keys needs JSON bodies (not --raw)"
+    );
+    let bodies = Bodies::build(
+        args.messages,
+        per_request,
+        args.message_size,
+        mode,
+        args.keys,
+    );
     let params = json!({
         "topic": args.topic,
         "partitions": partitions,
@@ -358,6 +414,7 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         "acks": args.acks.as_str(),
         "mode": mode.name(),
         "rate": rate,
+        "keys": args.keys,
     });
 
     // Everything is ready: the clock and the pacer's schedule start now.
@@ -408,6 +465,22 @@ mod tests {
     }
 
     #[test]
+    fn keyed_bodies_send_every_key() {
+        let bodies = Bodies::build(100_000, 100, 10, BodyMode::JsonString, 1000);
+        assert_eq!(bodies.full.len(), 10);
+        let mut keys = std::collections::BTreeSet::new();
+        for body in &bodies.full {
+            let parsed: Value = serde_json::from_slice(body).unwrap();
+            for message in parsed["messages"].as_array().unwrap() {
+                keys.insert(message["key"].as_str().unwrap().to_string());
+                assert_eq!(message["value"].as_str().unwrap().len(), 10);
+            }
+        }
+        assert_eq!(keys.len(), 1000);
+        assert!(keys.contains("k0") && keys.contains("k999"));
+    }
+
+    #[test]
     fn base64_bodies_decode_to_the_size() {
         let body = request_body(2, 1000, 1, BodyMode::JsonBase64);
         let parsed: Value = serde_json::from_slice(&body).unwrap();
@@ -425,7 +498,7 @@ mod tests {
 
     #[test]
     fn bodies_cover_the_remainder() {
-        let bodies = Bodies::build(2500, 1000, 10, BodyMode::JsonString);
+        let bodies = Bodies::build(2500, 1000, 10, BodyMode::JsonString, 0);
         assert_eq!(bodies.full.len(), DISTINCT_BODIES);
         let count = |body: Bytes| {
             let parsed: Value = serde_json::from_slice(&body).unwrap();
@@ -433,7 +506,7 @@ mod tests {
         };
         assert_eq!(count(bodies.get(1000, 5)), 1000);
         assert_eq!(count(bodies.get(500, 0)), 500);
-        assert!(Bodies::build(2000, 1000, 10, BodyMode::Raw)
+        assert!(Bodies::build(2000, 1000, 10, BodyMode::Raw, 0)
             .remainder
             .is_none());
     }

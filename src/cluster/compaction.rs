@@ -108,6 +108,7 @@ impl Cluster {
                 ("topic", partition.topic.clone()),
                 ("partition", partition.partition.to_string()),
             ];
+            let started = std::time::Instant::now();
             match replica
                 .plan_compaction(settings, self.cleaner.throttle.clone())
                 .await
@@ -120,6 +121,7 @@ impl Cluster {
                             group = replica.group(),
                             pass,
                             dirty_ratio = check.dirty_ratio,
+                            plan_ms = started.elapsed().as_millis() as u64,
                             "compaction pass planned"
                         );
                     }

@@ -23,7 +23,11 @@ const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// subscriber is already set.
 pub fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    // Colours only on a terminal: logs redirected to a file or a collector stay plain text.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .try_init();
 }
 
 /// Installs the Prometheus recorder as the global `metrics` recorder, once, and answers its
