@@ -109,9 +109,7 @@ async fn a_replica_killed_mid_pass_ends_like_its_peers() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.kill(follower);
-    tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.restart(follower).await;
 
     // The leader ends with exactly the latest value of every key...

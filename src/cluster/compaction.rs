@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::Cluster;
+use super::{now_ms, Cluster};
 use crate::domain::topic::{CleanupPolicy, TopicConfig};
 use crate::raft::{PartitionReplica, PassReport, PlanSettings, Throttle};
 
@@ -54,13 +54,6 @@ struct CompactedPartition {
     topic: String,
     partition: u32,
     config: TopicConfig,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl Cluster {

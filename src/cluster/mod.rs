@@ -63,6 +63,15 @@ pub struct ClusterOptions {
     pub cleaner: CleanerOptions,
 }
 
+/// The wall clock in ms since the Unix epoch: what retention and compaction plans are decided
+/// by (on the leader, once; replicas never read their own clocks for them).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// Where requests for a partition go.
 pub enum Route {
     /// This node leads it.

@@ -6,15 +6,8 @@
 
 use std::collections::HashMap;
 
-use super::Cluster;
+use super::{now_ms, Cluster};
 use crate::domain::topic::{CleanupPolicy, TopicConfig};
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 impl Cluster {
     /// On every partition this node leads: trim what its topic's retention lets go.

@@ -1,7 +1,7 @@
 //! Log compaction on one replica: the leader plans passes and replicates them; every replica
 //! runs the passes it has queued (see [`compaction`](super::compaction)).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::cleaner_state::{self, CleanTally};
@@ -11,7 +11,7 @@ use super::partition_replica::PartitionReplica;
 use super::throttle::Throttle;
 use super::types::{RaftRequest, RaftResponse};
 use super::RaftLayerError;
-use crate::storage::{keys, Cf};
+use crate::storage::{keys, Cf, Store};
 
 /// What the leader found when it checked a partition for cleaning.
 #[derive(Debug, Clone, Copy)]
@@ -22,7 +22,38 @@ pub struct CompactionCheck {
     pub queued_pass: Option<u64>,
 }
 
+/// What a cleaning job on the blocking pool owns, to lend as a [`CleanContext`].
+struct CleanerHandles {
+    store: Store,
+    group: u64,
+    throttle: Arc<Mutex<Throttle>>,
+    closing: Arc<AtomicBool>,
+    log_lock: Arc<Mutex<()>>,
+}
+
+impl CleanerHandles {
+    fn context(&self) -> CleanContext<'_> {
+        CleanContext {
+            store: &self.store,
+            group: self.group,
+            throttle: &self.throttle,
+            closing: &self.closing,
+            log_lock: &self.log_lock,
+        }
+    }
+}
+
 impl PartitionReplica {
+    fn cleaner_handles(&self, throttle: Arc<Mutex<Throttle>>) -> CleanerHandles {
+        CleanerHandles {
+            store: self.store.clone(),
+            group: self.group(),
+            throttle,
+            closing: self.closing.clone(),
+            log_lock: self.log_lock.clone(),
+        }
+    }
+
     /// On the leader: plans a compaction pass when one is due and replicates it. Plans nothing
     /// while this replica still has a pass to run, so passes never pile up behind the
     /// leader's own cleaner.
@@ -31,26 +62,15 @@ impl PartitionReplica {
         settings: PlanSettings,
         throttle: Arc<Mutex<Throttle>>,
     ) -> Result<CompactionCheck, RaftLayerError> {
-        let (store, group, closing, log_lock) = (
-            self.store.clone(),
-            self.group(),
-            self.closing.clone(),
-            self.log_lock.clone(),
-        );
+        let handles = self.cleaner_handles(throttle);
         let watermarks = self.watermarks();
         let progress = self.compaction.borrow().clone();
         let outcome = blocking(move || {
-            if cleaner_state::next_queued(&store, group)?.is_some() {
+            let context = handles.context();
+            if cleaner_state::next_queued(context.store, context.group)?.is_some() {
                 return Ok(None);
             }
-            let cleaner = cleaner_state::load(&store, group)?;
-            let context = CleanContext {
-                store: &store,
-                group,
-                throttle: &throttle,
-                closing: &closing,
-                log_lock: &log_lock,
-            };
+            let cleaner = cleaner_state::load(context.store, context.group)?;
             compaction::plan(&context, watermarks, &progress, &cleaner, settings).map(Some)
         })
         .await?;
@@ -99,34 +119,23 @@ impl PartitionReplica {
             if self.closing.load(Ordering::Relaxed) {
                 return Ok(reports);
             }
-            let (store, group, closing, log_lock) = (
-                self.store.clone(),
-                self.group(),
-                self.closing.clone(),
-                self.log_lock.clone(),
-            );
+            let handles = self.cleaner_handles(throttle.clone());
             let prepared = self
                 .prepared_map
                 .lock()
                 .ok()
                 .and_then(|mut prepared| prepared.take());
             let log_start_offset = self.watermarks().log_start_offset;
-            let throttle = throttle.clone();
             let ended = blocking(move || {
-                let Some(pass) = cleaner_state::next_queued(&store, group)? else {
+                let context = handles.context();
+                let (store, group) = (context.store, context.group);
+                let Some(pass) = cleaner_state::next_queued(store, group)? else {
                     return Ok(None);
                 };
                 let map = prepared
                     .filter(|(prepared_pass, _)| *prepared_pass == pass.pass)
                     .map(|(_, map)| map);
-                let state = cleaner_state::load(&store, group)?;
-                let context = CleanContext {
-                    store: &store,
-                    group,
-                    throttle: &throttle,
-                    closing: &closing,
-                    log_lock: &log_lock,
-                };
+                let state = cleaner_state::load(store, group)?;
                 let ended = compaction::run_pass(&context, &pass, log_start_offset, map, state)?;
                 if let PassEnd::Finished(PassReport {
                     rewritten: Some((first, last)),
