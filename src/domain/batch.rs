@@ -41,14 +41,20 @@
 //! byte; compression (LZ4 block or zstd level 1) applies to the records section only, so the
 //! header can be read without decompressing.
 //!
+//! [`decode_batch`] copies every record out; [`visit_records`] walks them as borrowed
+//! [`RecordView`]s instead, for readers that only look (the log cleaner). Both run the same walk,
+//! so they accept and refuse exactly the same batches.
+//!
 //! Decoding treats its input as untrusted (a disk can rot, a peer can be buggy): it never panics,
 //! checks every length against what is actually there, and allocates at most
 //! [`MAX_UNCOMPRESSED_LEN`] for decompression, and only after the CRC matched.
 
+use std::borrow::Cow;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
-use super::record::{Record, RecordKey, RecordValue};
+use super::record::{is_json_null, Record, RecordKey, RecordValue};
 
 /// First byte of every batch ('H' for Herald): tells a batch from garbage or a foreign format.
 pub const BATCH_MAGIC: u8 = 0x48;
@@ -549,23 +555,128 @@ pub fn decode_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
 }
 
 /// Decodes the batch in `buf` (exactly one batch): its verified header and all its records.
+///
+/// The owned counterpart of [`visit_records`], built on the same walk: it accepts and refuses
+/// exactly the same inputs, with the same errors.
 pub fn decode_batch(buf: &[u8]) -> Result<(BatchHeader, Vec<Record>), BatchError> {
     let header = decode_header(buf)?;
+    let section = records_section(buf, &header)?;
+    let mut records =
+        Vec::with_capacity((header.record_count as usize).min(section.len() / MIN_RECORD_LEN));
+    walk_records(&section, &header, |view| {
+        records.push(view.to_record()?);
+        Ok(())
+    })?;
+    Ok((header, records))
+}
+
+/// Walks the records of the batch in `buf` (exactly one batch) without copying them: `visit`
+/// gets each record, in order, as a [`RecordView`] borrowed from the batch (or from its
+/// decompressed records section), and the verified header is returned at the end.
+///
+/// Everything [`decode_batch`] checks is checked here too, so the two accept and refuse exactly
+/// the same inputs; only the allocation per record is saved (a compressed batch still costs one
+/// buffer to decompress into). The header, CRC and decompression are checked before the first
+/// record is visited, but the records are checked as they are walked, and some checks (trailing
+/// bytes, the offset span and max timestamp against the records) can only be made after the
+/// last one. So on `Err`, `visit` may already have seen some records of the refused batch:
+/// callers must discard whatever they gathered from them.
+///
+/// A view lives only for its call (it may borrow the decompression buffer): copy out what is
+/// kept.
+pub fn visit_records(
+    buf: &[u8],
+    mut visit: impl FnMut(RecordView<'_>),
+) -> Result<BatchHeader, BatchError> {
+    let header = decode_header(buf)?;
+    let section = records_section(buf, &header)?;
+    walk_records(&section, &header, |view| {
+        visit(view);
+        Ok(())
+    })?;
+    Ok(header)
+}
+
+/// One record of a batch, borrowed from the batch's records section instead of copied: what
+/// [`visit_records`] hands its callback. It has passed every check decoding makes (text keys and
+/// headers are valid UTF-8), and [`RecordView::to_record`] turns it into the [`Record`]
+/// [`decode_batch`] would have returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// Offset relative to the batch's base offset.
+    pub offset_delta: u32,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: i64,
+    /// The key's bytes, what [`RecordKey::as_bytes`] returns; `None` when there is no key.
+    pub key: Option<&'a [u8]>,
+    /// Whether the key is text ([`RecordKey::Text`], its bytes valid UTF-8) rather than bytes;
+    /// false without a key.
+    pub key_is_text: bool,
+    /// The value's bytes, what [`RecordValue::as_bytes`] returns.
+    pub value: &'a [u8],
+    /// Whether the value is JSON text ([`RecordValue::Json`]) rather than bytes.
+    pub value_is_json: bool,
+    /// The record's encoded headers, `header_count` (name, value) pairs, already checked.
+    headers: &'a [u8],
+    header_count: usize,
+}
+
+impl RecordView<'_> {
+    /// Whether the record is a tombstone, by the rule of [`Record::is_tombstone`]: a JSON value
+    /// that is `null`, ASCII whitespace around it aside.
+    #[inline]
+    pub fn is_tombstone(&self) -> bool {
+        self.value_is_json && is_json_null(self.value)
+    }
+
+    /// The owned record, as [`decode_batch`] returns it (allocates the key, value and headers).
+    ///
+    /// A view from [`visit_records`] always converts; the `Result` only guards against public
+    /// fields changed since (a text key that is not UTF-8 is refused as decoding would).
+    #[inline(always)]
+    pub fn to_record(&self) -> Result<Record, BatchError> {
+        let key = match self.key {
+            None => None,
+            Some(key) if self.key_is_text => Some(RecordKey::Text(utf8(key, "key")?.to_owned())),
+            Some(key) => Some(RecordKey::Bytes(Bytes::copy_from_slice(key))),
+        };
+        let value = Bytes::copy_from_slice(self.value);
+        let value = if self.value_is_json {
+            RecordValue::Json(value)
+        } else {
+            RecordValue::Bytes(value)
+        };
+        let mut reader = Reader { buf: self.headers };
+        let mut headers = Vec::with_capacity(self.header_count);
+        for _ in 0..self.header_count {
+            let (name, value) = reader.header()?;
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        Ok(Record {
+            offset_delta: self.offset_delta,
+            timestamp: self.timestamp,
+            key,
+            value,
+            headers,
+        })
+    }
+}
+
+/// The records section of the verified batch in `buf`: borrowed as stored, or decompressed into
+/// one buffer of the length the header declares.
+fn records_section<'b>(buf: &'b [u8], header: &BatchHeader) -> Result<Cow<'b, [u8]>, BatchError> {
     let stored = &buf[BATCH_HEADER_LEN..header.batch_len()];
     let expected_len = header.uncompressed_len as usize;
-    let decompressed;
-    let section: &[u8] = match header.compression {
-        Compression::None => stored,
-        Compression::Lz4 => {
-            decompressed = lz4_flex::block::decompress(stored, expected_len)
-                .map_err(|err| corrupt(format!("lz4: {err}")))?;
-            &decompressed
-        }
-        Compression::Zstd => {
-            decompressed = zstd::bulk::decompress(stored, expected_len)
-                .map_err(|err| corrupt(format!("zstd: {err}")))?;
-            &decompressed
-        }
+    let section = match header.compression {
+        Compression::None => Cow::Borrowed(stored),
+        Compression::Lz4 => Cow::Owned(
+            lz4_flex::block::decompress(stored, expected_len)
+                .map_err(|err| corrupt(format!("lz4: {err}")))?,
+        ),
+        Compression::Zstd => Cow::Owned(
+            zstd::bulk::decompress(stored, expected_len)
+                .map_err(|err| corrupt(format!("zstd: {err}")))?,
+        ),
     };
     if section.len() != expected_len {
         return Err(corrupt(format!(
@@ -573,17 +684,20 @@ pub fn decode_batch(buf: &[u8]) -> Result<(BatchHeader, Vec<Record>), BatchError
             section.len()
         )));
     }
-    let records = decode_records(section, &header)?;
-    Ok((header, records))
+    Ok(section)
 }
 
-fn decode_records(section: &[u8], header: &BatchHeader) -> Result<Vec<Record>, BatchError> {
-    let count = header.record_count as usize;
+/// Parses and checks every record of a records section against its header, handing each to
+/// `visit` as it goes, and stops at the first error, its own or `visit`'s.
+fn walk_records<'s>(
+    section: &'s [u8],
+    header: &BatchHeader,
+    mut visit: impl FnMut(RecordView<'s>) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
     let mut reader = Reader { buf: section };
-    let mut records = Vec::with_capacity(count.min(section.len() / MIN_RECORD_LEN));
     let mut previous_delta: Option<u32> = None;
     let mut max_timestamp = header.first_timestamp;
-    for index in 0..count {
+    for index in 0..header.record_count {
         let record = reader.record(header.first_timestamp)?;
         if index == 0 && record.timestamp != header.first_timestamp {
             return Err(corrupt("first record's timestamp differs from the header"));
@@ -596,7 +710,7 @@ fn decode_records(section: &[u8], header: &BatchHeader) -> Result<Vec<Record>, B
         }
         previous_delta = Some(record.offset_delta);
         max_timestamp = max_timestamp.max(record.timestamp);
-        records.push(record);
+        visit(record)?;
     }
     if !reader.buf.is_empty() {
         return Err(corrupt(format!(
@@ -618,7 +732,7 @@ fn decode_records(section: &[u8], header: &BatchHeader) -> Result<Vec<Record>, B
             return Err(corrupt("max timestamp does not match the records"));
         }
     }
-    Ok(records)
+    Ok(())
 }
 
 /// Reads the fixed header fields; the caller guarantees the slice is long enough (it is cut from
@@ -657,7 +771,14 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn record(&mut self, first_timestamp: i64) -> Result<Record, BatchError> {
+    /// One record, checked as decoding requires (attribute bits, the text key flag, lengths,
+    /// the header count, UTF-8 of text keys and headers) but borrowed, not copied.
+    ///
+    /// This, [`RecordView::to_record`], [`Reader::str`] and [`utf8`] are forced inline: left as
+    /// calls per record they made `decode_batch` some 20-25% slower than it was before it went
+    /// through views (measured on 100-byte records).
+    #[inline(always)]
+    fn record(&mut self, first_timestamp: i64) -> Result<RecordView<'a>, BatchError> {
         let attributes = self.u8()?;
         if attributes & !(REC_KEY_PRESENT | REC_KEY_TEXT | REC_VALUE_JSON) != 0 {
             return Err(corrupt(format!(
@@ -670,37 +791,42 @@ impl<'a> Reader<'a> {
         let offset_delta =
             u32::try_from(self.varint()?).map_err(|_| corrupt("offset delta out of range"))?;
         let timestamp = first_timestamp.wrapping_add(unzigzag(self.varint()?));
+        let key_is_text = attributes & REC_KEY_TEXT != 0;
         let key = if attributes & REC_KEY_PRESENT == 0 {
             None
-        } else if attributes & REC_KEY_TEXT != 0 {
-            Some(RecordKey::Text(self.string("key")?))
+        } else if key_is_text {
+            Some(self.str("key")?.as_bytes())
         } else {
-            Some(RecordKey::Bytes(Bytes::copy_from_slice(self.bytes()?)))
+            Some(self.bytes()?)
         };
-        let value = Bytes::copy_from_slice(self.bytes()?);
-        let value = if attributes & REC_VALUE_JSON != 0 {
-            RecordValue::Json(value)
-        } else {
-            RecordValue::Bytes(value)
-        };
+        let value = self.bytes()?;
         let header_count = self.varint()?;
         let header_count = usize::try_from(header_count)
             .ok()
             .filter(|&count| count <= self.buf.len() / MIN_HEADER_LEN)
             .ok_or(BatchError::Truncated)?;
-        let mut headers = Vec::with_capacity(header_count);
+        let headers_start = self.buf;
         for _ in 0..header_count {
-            let name = self.string("header name")?;
-            let value = self.string("header value")?;
-            headers.push((name, value));
+            self.header()?;
         }
-        Ok(Record {
+        let headers = &headers_start[..headers_start.len() - self.buf.len()];
+        Ok(RecordView {
             offset_delta,
             timestamp,
             key,
+            key_is_text,
             value,
+            value_is_json: attributes & REC_VALUE_JSON != 0,
             headers,
+            header_count,
         })
+    }
+
+    /// One header: its name and value, each a length-prefixed UTF-8 string.
+    fn header(&mut self) -> Result<(&'a str, &'a str), BatchError> {
+        let name = self.str("header name")?;
+        let value = self.str("header value")?;
+        Ok((name, value))
     }
 
     fn u8(&mut self) -> Result<u8, BatchError> {
@@ -737,12 +863,17 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn string(&mut self, what: &str) -> Result<String, BatchError> {
-        let bytes = self.bytes()?;
-        std::str::from_utf8(bytes)
-            .map(str::to_owned)
-            .map_err(|_| corrupt(format!("{what} is not valid UTF-8")))
+    /// A length-prefixed UTF-8 string, borrowed from the section; `what` names it in the error.
+    #[inline(always)]
+    fn str(&mut self, what: &str) -> Result<&'a str, BatchError> {
+        utf8(self.bytes()?, what)
     }
+}
+
+/// `bytes` as UTF-8 text; `what` names it in the error.
+#[inline(always)]
+fn utf8<'b>(bytes: &'b [u8], what: &str) -> Result<&'b str, BatchError> {
+    std::str::from_utf8(bytes).map_err(|_| corrupt(format!("{what} is not valid UTF-8")))
 }
 
 #[cfg(test)]
@@ -794,6 +925,43 @@ mod tests {
         }
     }
 
+    /// Decodes `buf` both ways, with [`decode_batch`] and with [`visit_records`] turning every
+    /// view into a record, checks that they agree (the same header and records in the same
+    /// order, or the same error) and that every view agrees with its record, and returns
+    /// `decode_batch`'s result.
+    fn decode_both(buf: &[u8]) -> Result<(BatchHeader, Vec<Record>), BatchError> {
+        let decoded = decode_batch(buf);
+        let mut visited = Vec::new();
+        let visit = visit_records(buf, |view| {
+            let record = view.to_record().expect("a visited view converts");
+            assert_view_matches(&view, &record);
+            visited.push(record);
+        });
+        match (&decoded, visit) {
+            (Ok((header, records)), Ok(visit_header)) => {
+                assert_eq!(visit_header, *header);
+                assert_eq!(&visited, records);
+            }
+            (Err(error), Err(visit_error)) => assert_eq!(visit_error, *error),
+            (decoded, visit) => {
+                panic!("decode_batch gave {decoded:?} but visit_records {visit:?}")
+            }
+        }
+        decoded
+    }
+
+    fn assert_view_matches(view: &RecordView<'_>, record: &Record) {
+        assert_eq!(view.offset_delta, record.offset_delta);
+        assert_eq!(view.timestamp, record.timestamp);
+        assert_eq!(view.key, record.key.as_ref().map(RecordKey::as_bytes));
+        let text_key = matches!(record.key, Some(RecordKey::Text(_)));
+        assert_eq!(view.key_is_text, text_key);
+        assert_eq!(view.value, record.value.as_bytes());
+        let json_value = matches!(record.value, RecordValue::Json(_));
+        assert_eq!(view.value_is_json, json_value);
+        assert_eq!(view.is_tombstone(), record.is_tombstone());
+    }
+
     fn stamp() -> ProducerStamp {
         ProducerStamp {
             producer_id: 77,
@@ -840,7 +1008,7 @@ mod tests {
         let records = sample_records();
         for compression in ALL {
             let encoded = encode_batch(&records, compression, stamp()).unwrap();
-            let (header, decoded) = decode_batch(&encoded).unwrap();
+            let (header, decoded) = decode_both(&encoded).unwrap();
             assert_eq!(decoded, records, "{compression:?}");
             assert_eq!(header.compression, compression);
             assert!(!header.compacted);
@@ -858,7 +1026,7 @@ mod tests {
     fn round_trip_single_record_without_producer() {
         let records = vec![small_record(0, 5)];
         let encoded = encode_batch(&records, Compression::None, ProducerStamp::NONE).unwrap();
-        let (header, decoded) = decode_batch(&encoded).unwrap();
+        let (header, decoded) = decode_both(&encoded).unwrap();
         assert_eq!(decoded, records);
         assert_eq!(header.producer, ProducerStamp::NONE);
         assert_eq!(header.offset_span, 1);
@@ -874,11 +1042,110 @@ mod tests {
         ];
         for compression in ALL {
             let encoded = encode_batch(&records, compression, stamp()).unwrap();
-            let (header, decoded) = decode_batch(&encoded).unwrap();
+            let (header, decoded) = decode_both(&encoded).unwrap();
             assert_eq!(decoded, records);
             assert_eq!(header.offset_span, u32::MAX);
             assert_eq!(header.max_timestamp, i64::MAX);
         }
+    }
+
+    #[test]
+    fn visited_views_are_the_decoded_records() {
+        let mut records = sample_records();
+        // Values near the tombstone rule: a padded JSON null (a tombstone), the bytes of `null`
+        // and a JSON string "null" (neither).
+        let near_nulls: [(&[u8], bool); 3] =
+            [(b" null\n", true), (b"null", false), (b"\"null\"", true)];
+        for (index, (value, json)) in near_nulls.into_iter().enumerate() {
+            let value = Bytes::copy_from_slice(value);
+            records.push(Record {
+                offset_delta: 301 + index as u32,
+                timestamp: 1_764_400_000_100,
+                key: Some(RecordKey::Text(format!("key-{index}"))),
+                value: if json {
+                    RecordValue::Json(value)
+                } else {
+                    RecordValue::Bytes(value)
+                },
+                headers: vec![("h".into(), "ü".into())],
+            });
+        }
+        let tombstones = [false, false, false, true, true, false, false];
+        assert_eq!(
+            records.iter().map(Record::is_tombstone).collect::<Vec<_>>(),
+            tombstones
+        );
+        for compression in ALL {
+            let batches = [
+                encode_batch(&records, compression, stamp()).unwrap(),
+                encode_compacted_batch(&records[1..5], compression, stamp(), 400, i64::MAX)
+                    .unwrap(),
+                encode_compacted_batch(&records[3..], compression, stamp(), 400, i64::MAX).unwrap(),
+                encode_compacted_batch(&[], compression, stamp(), 400, 7).unwrap(),
+            ];
+            for batch in batches {
+                let (header, decoded) = decode_batch(&batch).unwrap();
+                let mut visited = Vec::new();
+                let mut seen_tombstones = Vec::new();
+                let visit_header = visit_records(&batch, |view| {
+                    // Stored uncompressed, the view borrows straight from the batch.
+                    if header.compression == Compression::None {
+                        let within = batch.as_ptr_range();
+                        assert!(within.contains(&view.value.as_ptr()) || view.value.is_empty());
+                    }
+                    seen_tombstones.push(view.is_tombstone());
+                    visited.push(view.to_record().unwrap());
+                })
+                .unwrap();
+                assert_eq!(visit_header, header, "{compression:?}");
+                assert_eq!(visited, decoded, "{compression:?}");
+                let expected: Vec<bool> = decoded.iter().map(Record::is_tombstone).collect();
+                assert_eq!(seen_tombstones, expected);
+                assert_eq!(decode_both(&batch).unwrap().1, decoded);
+            }
+        }
+    }
+
+    #[test]
+    fn visit_may_see_records_of_a_batch_it_then_refuses() {
+        let records = vec![small_record(2, 50), small_record(7, 100)];
+        let plain = encode_batch(&records, Compression::None, stamp()).unwrap();
+        // Only once both records are read does the span turn out not to match them.
+        let bad_span = doctored(&plain, |bytes| {
+            bytes[11..15].copy_from_slice(&9u32.to_be_bytes())
+        });
+        // Likewise a stray byte after the last record.
+        let trailing = doctored(&plain, |bytes| {
+            bytes.push(0);
+            let len = bytes.len() - BATCH_HEADER_LEN;
+            let len = (len as u32).to_be_bytes();
+            bytes[45..49].copy_from_slice(&len);
+            bytes[49..53].copy_from_slice(&len);
+        });
+        for batch in [bad_span, trailing] {
+            let mut seen = Vec::new();
+            let result = visit_records(&batch, |view| seen.push(view.offset_delta));
+            assert!(matches!(result, Err(BatchError::Corrupt(_))), "{result:?}");
+            assert_eq!(seen, [2, 7]);
+            assert_eq!(decode_batch(&batch).unwrap_err(), result.unwrap_err());
+        }
+    }
+
+    #[test]
+    fn a_view_changed_into_an_invalid_text_key_does_not_convert() {
+        let encoded = encode_batch(&sample_records(), Compression::None, stamp()).unwrap();
+        let mut checked = 0;
+        visit_records(&encoded, |mut view| {
+            if view.key == Some(&[0, 159, 255]) {
+                assert!(!view.key_is_text);
+                assert!(view.to_record().is_ok());
+                view.key_is_text = true;
+                assert!(matches!(view.to_record(), Err(BatchError::Corrupt(_))));
+                checked += 1;
+            }
+        })
+        .unwrap();
+        assert_eq!(checked, 1);
     }
 
     #[test]
@@ -939,7 +1206,7 @@ mod tests {
                 let mut damaged = encoded.to_vec();
                 damaged[position] ^= flip;
                 assert!(
-                    decode_batch(&damaged).is_err(),
+                    decode_both(&damaged).is_err(),
                     "{compression:?}: flipping {flip:#x} at {position} went unnoticed"
                 );
                 assert!(decode_header(&damaged).is_err());
@@ -954,16 +1221,16 @@ mod tests {
         let last = damaged.len() - 1;
         damaged[last] ^= 0x10;
         assert!(matches!(
-            decode_batch(&damaged),
+            decode_both(&damaged),
             Err(BatchError::CrcMismatch { .. })
         ));
         damaged = encoded.to_vec();
         damaged[0] = b'X';
-        assert_eq!(decode_batch(&damaged), Err(BatchError::BadMagic));
+        assert_eq!(decode_both(&damaged), Err(BatchError::BadMagic));
         damaged = encoded.to_vec();
         damaged[1] = 9;
         assert_eq!(
-            decode_batch(&damaged),
+            decode_both(&damaged),
             Err(BatchError::UnsupportedVersion(9))
         );
     }
@@ -981,7 +1248,7 @@ mod tests {
             for encoded in batches {
                 for len in 0..encoded.len() {
                     assert_eq!(
-                        decode_batch(&encoded[..len]),
+                        decode_both(&encoded[..len]),
                         Err(BatchError::Truncated),
                         "{compression:?} at {len}"
                     );
@@ -997,10 +1264,7 @@ mod tests {
             .unwrap()
             .to_vec();
         encoded.push(0);
-        assert!(matches!(
-            decode_batch(&encoded),
-            Err(BatchError::Corrupt(_))
-        ));
+        assert!(matches!(decode_both(&encoded), Err(BatchError::Corrupt(_))));
     }
 
     /// A deterministic pseudo-random byte stream (xorshift), so the test needs no extra crate.
@@ -1021,12 +1285,12 @@ mod tests {
         for seed in 0..2000u64 {
             let len = (seed as usize * 7) % 300;
             let mut bytes = garbage(seed, len);
-            assert!(decode_batch(&bytes).is_err());
+            assert!(decode_both(&bytes).is_err());
             // With a valid magic and version the decoder has to go further before refusing.
             if bytes.len() >= 2 {
                 bytes[0] = BATCH_MAGIC;
                 bytes[1] = BATCH_VERSION;
-                assert!(decode_batch(&bytes).is_err());
+                assert!(decode_both(&bytes).is_err());
             }
         }
     }
@@ -1096,7 +1360,7 @@ mod tests {
                 &section,
             );
             // Random bytes may by chance decode; what matters is no panic and no wild allocation.
-            let _ = decode_batch(&forged);
+            let _ = decode_both(&forged);
         }
     }
 
@@ -1104,7 +1368,7 @@ mod tests {
     fn hostile_lengths_are_refused_before_allocating() {
         // A huge declared uncompressed length, correctly signed.
         let forged = forge(forged_header(2, 1, 1, 5, u32::MAX), &[0; 5]);
-        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+        assert!(matches!(decode_both(&forged), Err(BatchError::Corrupt(_))));
         // A huge header count inside a valid record.
         let mut section = vec![0u8, 0, 0, 0];
         section.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
@@ -1112,21 +1376,21 @@ mod tests {
             forged_header(0, 1, 1, section.len() as u32, section.len() as u32),
             &section,
         );
-        assert_eq!(decode_batch(&forged), Err(BatchError::Truncated));
+        assert_eq!(decode_both(&forged), Err(BatchError::Truncated));
         // A huge value length.
         let section = [0u8, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0];
         let forged = forge(forged_header(0, 1, 1, 9, 9), &section);
-        assert_eq!(decode_batch(&forged), Err(BatchError::Truncated));
+        assert_eq!(decode_both(&forged), Err(BatchError::Truncated));
         // More records claimed than the bytes can hold.
         let forged = forge(forged_header(0, 1000, 1000, 5, 5), &[0; 5]);
-        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+        assert!(matches!(decode_both(&forged), Err(BatchError::Corrupt(_))));
     }
 
     #[test]
     fn structural_checks_behind_the_crc() {
         // A minimal valid record: attributes 0, delta 0, ts delta 0, empty value, no headers.
         let good = [0u8, 0, 0, 0, 0];
-        assert!(decode_batch(&forge(forged_header(0, 1, 1, 5, 5), &good)).is_ok());
+        assert!(decode_both(&forge(forged_header(0, 1, 1, 5, 5), &good)).is_ok());
         let cases: Vec<(Vec<u8>, &[u8])> = vec![
             (forged_header(7, 1, 1, 5, 5), &good),    // unknown codec
             (forged_header(0x10, 1, 1, 5, 5), &good), // reserved attribute bits
@@ -1142,7 +1406,7 @@ mod tests {
         for (index, (header, section)) in cases.into_iter().enumerate() {
             assert!(
                 matches!(
-                    decode_batch(&forge(header, section)),
+                    decode_both(&forge(header, section)),
                     Err(BatchError::Corrupt(_))
                 ),
                 "case {index}"
@@ -1151,13 +1415,13 @@ mod tests {
         // Invalid UTF-8 in a text key.
         let section = [REC_KEY_PRESENT | REC_KEY_TEXT, 0, 0, 1, 0xff, 0, 0];
         let forged = forge(forged_header(0, 1, 1, 7, 7), &section);
-        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+        assert!(matches!(decode_both(&forged), Err(BatchError::Corrupt(_))));
         // An overlong varint.
         let section = [
             0u8, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 0, 0,
         ];
         let forged = forge(forged_header(0, 1, 1, 15, 15), &section);
-        assert!(matches!(decode_batch(&forged), Err(BatchError::Corrupt(_))));
+        assert!(matches!(decode_both(&forged), Err(BatchError::Corrupt(_))));
     }
 
     #[test]
@@ -1182,7 +1446,7 @@ mod tests {
                 packed.len(),
                 plain.len()
             );
-            assert_eq!(decode_batch(&packed).unwrap().1, records);
+            assert_eq!(decode_both(&packed).unwrap().1, records);
         }
     }
 
@@ -1208,7 +1472,7 @@ mod tests {
                     original.max_timestamp,
                 )
                 .unwrap();
-                let (header, decoded) = decode_batch(&encoded).unwrap();
+                let (header, decoded) = decode_both(&encoded).unwrap();
                 assert_eq!(decoded, survivors, "{compression:?} {mask:#06b}");
                 assert!(header.compacted);
                 assert_eq!(header.compression, compression);
@@ -1235,7 +1499,7 @@ mod tests {
             let encoded =
                 encode_compacted_batch(&survivors, compression, ProducerStamp::NONE, 1000, 5000)
                     .unwrap();
-            let (header, decoded) = decode_batch(&encoded).unwrap();
+            let (header, decoded) = decode_both(&encoded).unwrap();
             assert_eq!(decoded, survivors, "{compression:?}");
             assert!(header.compacted);
             assert_eq!(header.record_count, 3);
@@ -1248,7 +1512,7 @@ mod tests {
         let encoded =
             encode_compacted_batch(&survivors, Compression::Zstd, stamp(), u32::MAX, i64::MAX)
                 .unwrap();
-        let (header, decoded) = decode_batch(&encoded).unwrap();
+        let (header, decoded) = decode_both(&encoded).unwrap();
         assert_eq!(decoded, survivors);
         assert_eq!(header.offset_span, u32::MAX);
         assert_eq!(header.max_timestamp, i64::MAX);
@@ -1261,7 +1525,7 @@ mod tests {
                 encode_compacted_batch(&[], compression, stamp(), 301, 1_764_400_000_500).unwrap();
             assert_eq!(encoded.len(), BATCH_HEADER_LEN);
             assert_eq!(encoded[6], ATTR_COMPACTED, "no codec whatever was asked");
-            let (header, records) = decode_batch(&encoded).unwrap();
+            let (header, records) = decode_both(&encoded).unwrap();
             assert!(records.is_empty());
             assert_eq!(
                 header,
@@ -1333,8 +1597,8 @@ mod tests {
             encode_compacted_batch(&[], none, producer, 8, 101).unwrap(),
         ];
         for (index, batch) in compacted.iter().enumerate() {
-            assert!(decode_batch(batch).is_ok(), "case {index}");
-            assert!(is_corrupt(decode_batch(&clear_flag(batch))), "case {index}");
+            assert!(decode_both(batch).is_ok(), "case {index}");
+            assert!(is_corrupt(decode_both(&clear_flag(batch))), "case {index}");
         }
         assert!(matches!(
             decode_header(&clear_flag(&compacted[2])),
@@ -1351,22 +1615,22 @@ mod tests {
         let set_span = |bytes: &mut Vec<u8>| bytes[11..15].copy_from_slice(&9u32.to_be_bytes());
         let set_max = |bytes: &mut Vec<u8>| bytes[23..31].copy_from_slice(&101i64.to_be_bytes());
         let set_flag = |bytes: &mut Vec<u8>| bytes[6] |= ATTR_COMPACTED;
-        assert!(is_corrupt(decode_batch(&doctored(&plain, set_span))));
-        assert!(is_corrupt(decode_batch(&doctored(&plain, set_max))));
+        assert!(is_corrupt(decode_both(&doctored(&plain, set_span))));
+        assert!(is_corrupt(decode_both(&doctored(&plain, set_max))));
         let no_count = |bytes: &mut Vec<u8>| bytes[7..11].copy_from_slice(&0u32.to_be_bytes());
-        assert!(is_corrupt(decode_batch(&doctored(&plain, no_count))));
+        assert!(is_corrupt(decode_both(&doctored(&plain, no_count))));
         let both = |bytes: &mut Vec<u8>| {
             set_span(bytes);
             set_max(bytes);
             set_flag(bytes);
         };
-        assert_eq!(decode_batch(&doctored(&plain, both)).unwrap().1, survivors);
+        assert_eq!(decode_both(&doctored(&plain, both)).unwrap().1, survivors);
         // A zero count with the flag but a records section left is corrupt too.
         let emptied = |bytes: &mut Vec<u8>| {
             no_count(bytes);
             set_flag(bytes);
         };
-        assert!(is_corrupt(decode_batch(&doctored(&plain, emptied))));
+        assert!(is_corrupt(decode_both(&doctored(&plain, emptied))));
     }
 
     #[test]
@@ -1380,30 +1644,27 @@ mod tests {
                 let bad = doctored(&compacted, |bytes| {
                     bytes[11..15].copy_from_slice(&span.to_be_bytes())
                 });
-                assert!(
-                    is_corrupt(decode_batch(&bad)),
-                    "{compression:?} span {span}"
-                );
+                assert!(is_corrupt(decode_both(&bad)), "{compression:?} span {span}");
             }
             let fine = doctored(&compacted, |bytes| {
                 bytes[11..15].copy_from_slice(&8u32.to_be_bytes())
             });
-            assert!(decode_batch(&fine).is_ok());
+            assert!(decode_both(&fine).is_ok());
             let bad = doctored(&compacted, |bytes| {
                 bytes[23..31].copy_from_slice(&99i64.to_be_bytes())
             });
-            assert!(is_corrupt(decode_batch(&bad)), "{compression:?} max");
+            assert!(is_corrupt(decode_both(&bad)), "{compression:?} max");
         }
         // A minimal record at delta 1 needs a span of at least 2.
         let section = [0u8, 1, 0, 0, 0];
         let forged = |span| forge(forged_header(ATTR_COMPACTED, 1, span, 5, 5), &section);
-        assert!(is_corrupt(decode_batch(&forged(1))));
-        assert!(decode_batch(&forged(2)).is_ok());
+        assert!(is_corrupt(decode_both(&forged(1))));
+        assert!(decode_both(&forged(2)).is_ok());
     }
 
     #[test]
     fn empty_compacted_batch_is_a_bare_header() {
-        assert!(decode_batch(&forge(forged_header(ATTR_COMPACTED, 0, 1, 0, 0), &[])).is_ok());
+        assert!(decode_both(&forge(forged_header(ATTR_COMPACTED, 0, 1, 0, 0), &[])).is_ok());
         let late_first = {
             let mut header = forged_header(ATTR_COMPACTED, 0, 1, 0, 0);
             header[15..23].copy_from_slice(&1i64.to_be_bytes());
@@ -1425,7 +1686,7 @@ mod tests {
         ];
         for (index, (header, section)) in cases.into_iter().enumerate() {
             let forged = forge(header, section);
-            assert!(is_corrupt(decode_batch(&forged)), "case {index}");
+            assert!(is_corrupt(decode_both(&forged)), "case {index}");
             assert!(decode_header(&forged).is_err(), "case {index}");
         }
     }
@@ -1440,10 +1701,10 @@ mod tests {
                 encode_compacted_batch(&[], compression, stamp(), 9, 200).unwrap(),
             ];
             for batch in batches {
-                assert!(decode_batch(&batch).is_ok());
+                assert!(decode_both(&batch).is_ok());
                 for bit in 4..8 {
                     let bad = doctored(&batch, |bytes| bytes[6] |= 1 << bit);
-                    assert!(is_corrupt(decode_batch(&bad)), "{compression:?} bit {bit}");
+                    assert!(is_corrupt(decode_both(&bad)), "{compression:?} bit {bit}");
                     assert!(matches!(decode_header(&bad), Err(BatchError::Corrupt(_))));
                 }
             }
@@ -1467,7 +1728,7 @@ mod tests {
                 forged_header(codec, count, span, len as u32, uncompressed),
                 &section,
             );
-            let _ = decode_batch(&forged);
+            let _ = decode_both(&forged);
         }
     }
 

@@ -77,10 +77,16 @@ impl Record {
     /// itself. A bytes value (`value_b64`) is never a tombstone, whatever its bytes.
     pub fn is_tombstone(&self) -> bool {
         match &self.value {
-            RecordValue::Json(text) => text.trim_ascii() == b"null",
+            RecordValue::Json(text) => is_json_null(text),
             RecordValue::Bytes(_) => false,
         }
     }
+}
+
+/// Whether JSON value text is `null`, ASCII whitespace around it aside: the tombstone rule, shared
+/// by [`Record::is_tombstone`] and the batch's borrowed record view.
+pub(crate) fn is_json_null(text: &[u8]) -> bool {
+    text.trim_ascii() == b"null"
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use openraft::EntryPayload;
 
 use super::cleaner_state::{self, CleanTally, CleanerState, PassCheckpoint, QueuedPass};
@@ -32,7 +33,7 @@ use super::codec;
 use super::partition::{CompactionProgress, Watermarks};
 use super::throttle::Throttle;
 use super::types::{CompactionPlan, Entry, RaftRequest};
-use crate::domain::batch::{self, encode_compacted_batch};
+use crate::domain::batch::{self, encode_compacted_batch, RecordView};
 use crate::domain::record::Record;
 use crate::storage::{keys, Cf, Store, WriteSet};
 
@@ -149,33 +150,34 @@ fn for_each_batch(
     }
 }
 
-/// A stored batch as the cleaner reads it.
-struct LoadedBatch {
+/// A raft entry holding a batch, as the cleaner reads it (records not decoded yet).
+struct StoredEntry {
     entry: Entry,
-    header: batch::BatchHeader,
-    records: Vec<Record>,
+    batch: Bytes,
     stored_len: usize,
 }
 
 /// The batch in raft entry `index`; `None` when the entry is gone (purged meanwhile).
-fn load_batch(store: &Store, group: u64, index: u64) -> Result<Option<LoadedBatch>, io::Error> {
+fn load_entry(store: &Store, group: u64, index: u64) -> Result<Option<StoredEntry>, io::Error> {
     let Some(value) = store.get(Cf::RaftLog, &keys::group_u64(group, index))? else {
         return Ok(None);
     };
     let entry = codec::decode_entry(&value)?;
-    let EntryPayload::Normal(RaftRequest::Append { batch: bytes }) = &entry.payload else {
+    let EntryPayload::Normal(RaftRequest::Append { batch }) = &entry.payload else {
         return Err(io::Error::other(format!(
             "group {group}: indexed raft entry {index} holds no batch"
         )));
     };
-    let (header, records) =
-        batch::decode_batch(bytes).map_err(|error| io::Error::other(error.to_string()))?;
-    Ok(Some(LoadedBatch {
+    let batch = batch.clone();
+    Ok(Some(StoredEntry {
         entry,
-        header,
-        records,
+        batch,
         stored_len: value.len(),
     }))
+}
+
+fn corrupt(error: batch::BatchError) -> io::Error {
+    io::Error::other(error.to_string())
 }
 
 /// What the leader found when it looked at a partition for cleaning.
@@ -273,8 +275,8 @@ pub fn plan(
 }
 
 /// Maps each key in the batches starting in `[from, to)` to its latest offset. With a
-/// `budget`, stops before the batch that would take the map past it (the first batch always
-/// goes in); answers where it stopped.
+/// `budget`, stops after the batch that took the map to it (so the map holds at most the budget
+/// plus one batch's keys); answers where it stopped.
 fn build_map(
     context: &CleanContext<'_>,
     from: u64,
@@ -288,44 +290,30 @@ fn build_map(
         if context.closing.load(Ordering::Relaxed) {
             return Err(io::Error::other("the group is shutting down"));
         }
-        let Some(loaded) = load_batch(store, group, index)? else {
+        let Some(stored) = load_entry(store, group, index)? else {
             return Ok(true);
         };
-        context.spend(loaded.stored_len);
-        let mut next = KeyMap::default();
-        let mut added = 0usize;
-        for record in &loaded.records {
-            if let Some(key) = &record.key {
-                let key = key.as_bytes();
-                if map.latest(key).is_none() && next.latest(key).is_none() {
-                    added += key.len() + KEY_OVERHEAD;
-                }
-                next.note(key, base + u64::from(record.offset_delta));
+        context.spend(stored.stored_len);
+        let header = batch::visit_records(&stored.batch, |record| {
+            if let Some(key) = record.key {
+                map.note(key, base + u64::from(record.offset_delta));
             }
-        }
-        if budget.is_some_and(|budget| end > from && map.memory() + added > budget) {
-            return Ok(false);
-        }
-        for (key, offset) in next.latest {
-            map.note(&key, offset);
-        }
-        end = base + u64::from(loaded.header.offset_span);
-        Ok(true)
+        })
+        .map_err(corrupt)?;
+        end = base + u64::from(header.offset_span);
+        Ok(budget.is_none_or(|budget| map.memory() < budget))
     })?;
     Ok((end.max(from), map))
 }
 
 /// Whether cleaning keeps `record` at `offset`.
-fn survives(record: &Record, offset: u64, map: &KeyMap, tombstone_horizon: u64) -> bool {
+fn survives(record: &RecordView<'_>, offset: u64, map: &KeyMap, tombstone_horizon: u64) -> bool {
     // A compacted topic refuses messages without a key; any written before the topic became
     // compacted have nothing to be kept by.
-    let Some(key) = &record.key else {
+    let Some(key) = record.key else {
         return false;
     };
-    if map
-        .latest(key.as_bytes())
-        .is_some_and(|latest| offset < latest)
-    {
+    if map.latest(key).is_some_and(|latest| offset < latest) {
         return false;
     }
     !(record.is_tombstone() && offset < tombstone_horizon)
@@ -413,48 +401,50 @@ pub fn run_pass(
             interrupted = true;
             return Ok(false);
         }
-        let Some(loaded) = load_batch(store, group, index)? else {
+        let Some(stored) = load_entry(store, group, index)? else {
             return Ok(true);
         };
-        context.spend(loaded.stored_len);
-        report.bytes_read += loaded.stored_len as u64;
-        let before = loaded.records.len();
-        let kept: Vec<Record> = loaded
-            .records
-            .into_iter()
-            .filter(|record| {
-                survives(
-                    record,
-                    base + u64::from(record.offset_delta),
-                    &map,
-                    pass.tombstone_horizon,
-                )
-            })
-            .collect();
-        for record in &kept {
-            tally.records_kept += 1;
-            if record.is_tombstone() {
-                tally.note_tombstone(base + u64::from(record.offset_delta));
+        context.spend(stored.stored_len);
+        report.bytes_read += stored.stored_len as u64;
+        // Decide from views; decode (allocate) only a batch that loses records.
+        let mut survivors: Vec<bool> = Vec::new();
+        let header = batch::visit_records(&stored.batch, |record| {
+            let offset = base + u64::from(record.offset_delta);
+            let keep = survives(&record, offset, &map, pass.tombstone_horizon);
+            if keep {
+                tally.records_kept += 1;
+                if record.is_tombstone() {
+                    tally.note_tombstone(offset);
+                }
             }
-        }
-        next_offset = base + u64::from(loaded.header.offset_span);
-        if kept.len() == before {
-            tally.bytes_kept += loaded.stored_len as u64;
+            survivors.push(keep);
+        })
+        .map_err(corrupt)?;
+        next_offset = base + u64::from(header.offset_span);
+        let removed = survivors.iter().filter(|keep| !**keep).count();
+        if removed == 0 {
+            tally.bytes_kept += stored.stored_len as u64;
         } else {
+            let (_, records) = batch::decode_batch(&stored.batch).map_err(corrupt)?;
+            let kept: Vec<Record> = records
+                .into_iter()
+                .zip(&survivors)
+                .filter_map(|(record, keep)| keep.then_some(record))
+                .collect();
             let compacted = encode_compacted_batch(
                 &kept,
-                loaded.header.compression,
-                loaded.header.producer,
-                loaded.header.offset_span,
-                loaded.header.max_timestamp,
+                header.compression,
+                header.producer,
+                header.offset_span,
+                header.max_timestamp,
             )
-            .map_err(|error| io::Error::other(error.to_string()))?;
-            let mut entry = loaded.entry;
+            .map_err(corrupt)?;
+            let mut entry = stored.entry;
             entry.payload = EntryPayload::Normal(RaftRequest::Append { batch: compacted });
             let value = codec::encode_entry(&entry)?;
             context.spend(value.len());
-            report.records_removed += (before - kept.len()) as u64;
-            report.bytes_reclaimed += loaded.stored_len.saturating_sub(value.len()) as u64;
+            report.records_removed += removed as u64;
+            report.bytes_reclaimed += stored.stored_len.saturating_sub(value.len()) as u64;
             tally.bytes_kept += value.len() as u64;
             report.rewritten = Some(match report.rewritten {
                 Some((first, _)) => (first, index),

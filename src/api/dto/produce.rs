@@ -68,7 +68,8 @@ pub struct ProduceMessageDto {
     /// A binary key, base64 (standard alphabet, padded).
     #[serde(default)]
     pub key_b64: Option<String>,
-    /// Any JSON value, stored as the exact text sent (`null` included).
+    /// Any JSON value, stored as the exact text sent (`null` included). On a compacted topic a
+    /// `null` value is a tombstone: it deletes the message's key.
     #[serde(default, deserialize_with = "deserialize_present_raw")]
     #[schema(value_type = Option<serde_json::Value>)]
     pub value: Option<Box<RawValue>>,

@@ -10,7 +10,9 @@ use crate::domain::names::{is_internal, validate_name};
 use crate::domain::topic::MAX_PARTITIONS;
 use crate::domain::{CleanupPolicy, Compression, TopicConfig, TopicConfigPatch};
 
-/// What happens to old data of a topic.
+/// What happens to old data of a topic: `delete` removes whole batches past `retention_ms` /
+/// `retention_bytes`; `compact` keeps the latest message of every key (a `null` value deletes
+/// the key; messages need a key); `compact,delete` does both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(as = CleanupPolicy)]
 pub enum CleanupPolicyDto {
