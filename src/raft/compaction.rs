@@ -425,12 +425,23 @@ pub fn run_pass(
         if removed == 0 {
             tally.bytes_kept += stored.stored_len as u64;
         } else {
-            let (_, records) = batch::decode_batch(&stored.batch).map_err(corrupt)?;
-            let kept: Vec<Record> = records
-                .into_iter()
-                .zip(&survivors)
-                .filter_map(|(record, keep)| keep.then_some(record))
-                .collect();
+            // A second walk makes owned records of the survivors only.
+            let mut kept: Vec<Record> = Vec::with_capacity(survivors.len() - removed);
+            let mut position = 0;
+            let mut failed = None;
+            batch::visit_records(&stored.batch, |record| {
+                if survivors.get(position) == Some(&true) {
+                    match record.to_record() {
+                        Ok(record) => kept.push(record),
+                        Err(error) => failed = Some(error),
+                    }
+                }
+                position += 1;
+            })
+            .map_err(corrupt)?;
+            if let Some(error) = failed {
+                return Err(corrupt(error));
+            }
             let compacted = encode_compacted_batch(
                 &kept,
                 header.compression,
