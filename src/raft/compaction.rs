@@ -8,7 +8,7 @@
 //! entry and a replica that receives compacted entries from its leader assigns the same
 //! offsets as if it had received the originals.
 //!
-//! A pass is planned by the leader (the dirty section `[dirty_start, end)` and the tombstone
+//! A pass is planned by the leader (`compaction_plan`: the dirty section `[dirty_start, end)` and the tombstone
 //! horizon) and replicated as a `Compact` command; every replica then runs the same passes in
 //! the same order on the same committed entries, so all end with the same messages. Running a
 //! pass again over its own output, or over output of later passes, changes nothing, which is
@@ -30,9 +30,8 @@ use openraft::EntryPayload;
 
 use super::cleaner_state::{self, CleanTally, CleanerState, PassCheckpoint, QueuedPass};
 use super::codec;
-use super::partition::{CompactionProgress, Watermarks};
 use super::throttle::Throttle;
-use super::types::{CompactionPlan, Entry, RaftRequest};
+use super::types::{Entry, RaftRequest};
 use crate::domain::batch::{self, encode_compacted_batch, RecordView};
 use crate::domain::record::Record;
 use crate::storage::{keys, Cf, Store, WriteSet};
@@ -180,104 +179,10 @@ fn corrupt(error: batch::BatchError) -> io::Error {
     io::Error::other(error.to_string())
 }
 
-/// What the leader found when it looked at a partition for cleaning.
-pub struct PlanOutcome {
-    /// Messages written since the last pass, as a share of all messages.
-    pub dirty_ratio: f64,
-    /// The pass to replicate, and the key map it built for it (the leader's own cleaner runs
-    /// the pass with it instead of reading the dirty section again).
-    pub plan: Option<(CompactionPlan, KeyMap)>,
-}
-
-/// What decides whether and how far a partition is cleaned.
-#[derive(Debug, Clone, Copy)]
-pub struct PlanSettings {
-    pub now_ms: i64,
-    pub delete_retention_ms: i64,
-    pub min_compaction_lag_ms: i64,
-    pub min_dirty_ratio: f64,
-    pub map_budget: usize,
-}
-
-/// On the leader: whether the partition needs a pass, and which. The active tail (the newest
-/// batch, and every batch holding a message younger than `min_compaction_lag_ms`) is never
-/// part of a pass. A pass is planned when the dirty share reached `min_dirty_ratio`, or when
-/// tombstones this replica still holds are past the horizon.
-pub fn plan(
-    context: &CleanContext<'_>,
-    watermarks: Watermarks,
-    progress: &CompactionProgress,
-    cleaner: &CleanerState,
-    settings: PlanSettings,
-) -> Result<PlanOutcome, io::Error> {
-    let (store, group) = (context.store, context.group);
-    let dirty_start = progress.clean_end.max(watermarks.log_start_offset);
-    let dirty = watermarks.high_watermark.saturating_sub(dirty_start);
-    let clean = cleaner.cleaned.records_kept;
-    let dirty_ratio = if dirty == 0 {
-        0.0
-    } else {
-        dirty as f64 / (dirty + clean) as f64
-    };
-    let idle = PlanOutcome {
-        dirty_ratio,
-        plan: None,
-    };
-    let mut tail_start = match store.last_at_or_before(
-        Cf::OffsetIndex,
-        &keys::group_u64(group, watermarks.log_start_offset),
-        &keys::group_u64(group, watermarks.high_watermark.saturating_sub(1)),
-    )? {
-        Some((key, _)) => keys::decode_group_u64(&key).map_or(dirty_start, |(_, base)| base),
-        None => return Ok(idle),
-    };
-    if settings.min_compaction_lag_ms > 0 {
-        let cutoff = settings
-            .now_ms
-            .saturating_sub(settings.min_compaction_lag_ms);
-        if let Some((key, _)) = store.first_at_or_after(
-            Cf::TimeIndex,
-            &keys::time_index(group, cutoff, 0),
-            &keys::group_end(group),
-        )? {
-            if let Some(base) = keys::decode_time_index(group, &key) {
-                tail_start = tail_start.min(base);
-            }
-        }
-    }
-    let horizon =
-        progress.tombstone_horizon(settings.now_ms.saturating_sub(settings.delete_retention_ms));
-    let tombstones_due = cleaner
-        .cleaned
-        .oldest_tombstone
-        .is_some_and(|oldest| oldest < horizon);
-    let dirty_due = tail_start > dirty_start && dirty_ratio >= settings.min_dirty_ratio;
-    if !dirty_due && !tombstones_due {
-        return Ok(idle);
-    }
-    let (end, map) = if tail_start > dirty_start {
-        build_map(context, dirty_start, tail_start, Some(settings.map_budget))?
-    } else {
-        (dirty_start, KeyMap::default())
-    };
-    Ok(PlanOutcome {
-        dirty_ratio,
-        plan: Some((
-            CompactionPlan {
-                clean_end: progress.clean_end,
-                end,
-                tombstone_horizon: horizon,
-                planned_at_ms: settings.now_ms,
-            },
-            map,
-        )),
-    })
-}
-
 /// Maps each key in the batches starting in `[from, to)` to its latest offset. With a
 /// `budget`, stops after the batch that took the map to it (so the map holds at most the budget
 /// plus one batch's keys); answers where it stopped.
-fn build_map(
+pub(super) fn build_map(
     context: &CleanContext<'_>,
     from: u64,
     to: u64,

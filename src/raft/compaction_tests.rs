@@ -10,7 +10,8 @@ use openraft::EntryPayload;
 
 use super::cleaner_state::{self, CleanerState};
 use super::codec;
-use super::compaction::{self, CleanContext, PassEnd, PlanSettings};
+use super::compaction::{self, CleanContext, PassEnd};
+use super::compaction_plan::{self, PlanSettings};
 use super::partition::PartitionApplier;
 use super::partition_reader::{self, ReadLimits};
 use super::state_machine::GroupApplier;
@@ -202,7 +203,7 @@ impl TestReplica {
             min_dirty_ratio: 0.5,
             map_budget: 64 << 20,
         };
-        compaction::plan(&self.context(), watermarks, &progress, &cleaner, settings)
+        compaction_plan::plan(&self.context(), watermarks, &progress, &cleaner, settings)
             .unwrap()
             .plan
     }

@@ -5,6 +5,7 @@
 mod cleaner_state;
 mod codec;
 mod compaction;
+mod compaction_plan;
 mod error;
 mod group;
 mod log_store;
@@ -23,7 +24,8 @@ mod throttle;
 mod types;
 
 pub use cleaner_state::CleanTally;
-pub use compaction::{PassReport, PlanSettings};
+pub use compaction::PassReport;
+pub use compaction_plan::PlanSettings;
 pub use error::RaftLayerError;
 pub use group::{Bootstrap, GroupContext, RaftTiming};
 pub use log_store::LogStore;

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::cleaner_state::{self, CleanTally};
-use super::compaction::{self, CleanContext, PassEnd, PassReport, PlanSettings};
+use super::compaction::{self, CleanContext, PassEnd, PassReport};
+use super::compaction_plan::{self, PlanSettings};
 use super::group::{blocking, write_error};
 use super::partition_replica::PartitionReplica;
 use super::throttle::Throttle;
@@ -71,7 +72,7 @@ impl PartitionReplica {
                 return Ok(None);
             }
             let cleaner = cleaner_state::load(context.store, context.group)?;
-            compaction::plan(&context, watermarks, &progress, &cleaner, settings).map(Some)
+            compaction_plan::plan(&context, watermarks, &progress, &cleaner, settings).map(Some)
         })
         .await?;
         let Some(outcome) = outcome else {
