@@ -6,9 +6,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::TestCluster;
+use common::poll;
 use serde_json::{json, Value};
 
 const TOPIC: &str = "replicated-changelog";
@@ -93,35 +94,37 @@ async fn a_replica_killed_mid_pass_ends_like_its_peers() {
     expected.insert("tail".into(), (tail[0].1, json!("end")));
 
     // Kill the follower while it has a planned pass it has not finished.
-    let deadline = Instant::now() + DEADLINE;
-    loop {
+    let under_way = poll(DEADLINE, Duration::from_millis(50), || async {
         let planned = gauge(&cluster, follower, "herald_compaction_planned_passes").await;
         let done = gauge(&cluster, follower, "herald_compaction_last_pass").await;
-        if let (Some(planned), Some(done)) = (planned, done) {
-            if planned > done {
-                break;
-            }
+        match (planned, done) {
+            (Some(planned), Some(done)) if planned > done => Ok(()),
+            _ => Err(format!("planned {planned:?}, done {done:?}")),
         }
-        if Instant::now() >= deadline {
-            cluster.fail(&format!(
-                "node {follower} never had a pass under way: planned {planned:?}, done {done:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    })
+    .await;
+    if let Err(seen) = under_way {
+        cluster.fail(&format!(
+            "node {follower} never had a pass under way: {seen}"
+        ));
     }
     cluster.kill(follower);
     cluster.restart(follower).await;
 
     // The leader ends with exactly the latest value of every key...
-    let deadline = Instant::now() + DEADLINE;
-    while latest_through(&cluster, follower).await.as_ref() != Some(&expected) {
-        if Instant::now() >= deadline {
-            cluster.fail("the partition was never compacted to the latest values");
+    let compacted = poll(DEADLINE, Duration::from_millis(200), || async {
+        match latest_through(&cluster, follower).await {
+            Some(latest) if latest == expected => Ok(()),
+            Some(latest) => Err(format!("{} keys, not the latest values", latest.len())),
+            None => Err("some key still appears twice".to_string()),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(seen) = compacted {
+        cluster.fail(&format!("the partition was never compacted: {seen}"));
     }
     // ... and every replica finishes every planned pass, keeping byte for byte the same.
-    loop {
+    let converged = poll(DEADLINE, Duration::from_millis(200), || async {
         let mut views = Vec::new();
         for id in cluster.ids() {
             views.push((
@@ -135,14 +138,14 @@ async fn a_replica_killed_mid_pass_ends_like_its_peers() {
             *view == views[0] && view.0.is_some() && view.0 == view.1 && view.2 == Some(KEYS as u64)
         });
         if settled {
-            break;
+            Ok(())
+        } else {
+            Err(format!("(planned, done, keys, bytes) per node: {views:?}"))
         }
-        if Instant::now() >= deadline {
-            cluster.fail(&format!(
-                "replicas did not converge (planned, done, keys, bytes): {views:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(seen) = converged {
+        cluster.fail(&format!("replicas did not converge: {seen}"));
     }
 
     // Exactly the latest value of every key, whichever replica leads.

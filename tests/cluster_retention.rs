@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::{create_replicated, TestCluster};
-use common::now_ms;
+use common::{now_ms, poll};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -47,15 +47,17 @@ async fn every_replica_moves_its_log_start_to_the_same_offset() {
 
     // Nothing expires under the default retention (7 days): once every node publishes its
     // replica's gauges (once a second), and a few retention checks later, all still start at 0.
-    let deadline = Instant::now() + RETENTION_DEADLINE;
     for id in cluster.ids() {
-        while local_log_start(&cluster, id, topic).await.is_none() {
-            if Instant::now() >= deadline {
-                cluster.fail(&format!(
-                    "node {id} never published its replica's log start"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let published = poll(RETENTION_DEADLINE, Duration::from_millis(100), || async {
+            local_log_start(&cluster, id, topic)
+                .await
+                .ok_or_else(|| "no gauge".to_string())
+        })
+        .await;
+        if published.is_err() {
+            cluster.fail(&format!(
+                "node {id} never published its replica's log start"
+            ));
         }
     }
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -74,21 +76,20 @@ async fn every_replica_moves_its_log_start_to_the_same_offset() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::OK);
-    let deadline = Instant::now() + RETENTION_DEADLINE;
-    loop {
+    let trimmed = poll(RETENTION_DEADLINE, Duration::from_millis(200), || async {
         let mut starts = Vec::new();
         for id in cluster.ids() {
             starts.push(local_log_start(&cluster, id, topic).await);
         }
         if starts.iter().all(|start| *start == Some(15)) {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{starts:?}"))
         }
-        if Instant::now() >= deadline {
-            cluster.fail(&format!(
-                "replica log starts: {starts:?}, expected 15 on all"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(starts) = trimmed {
+        cluster.fail(&format!("replica log starts: {starts}, expected 15 on all"));
     }
     for id in cluster.ids() {
         let (status, problem) = cluster.node(id).fetch(topic, 0, "offset=0").await;
@@ -150,35 +151,39 @@ async fn a_follower_behind_a_purged_prefix_catches_up_by_snapshot() {
         )
         .await;
     assert_eq!(response.status(), StatusCode::OK);
-    let deadline = Instant::now() + RETENTION_DEADLINE;
     // The leader trimmed, and purged its raft log below the kept batch.
-    while local_gauge(&cluster, leader, "herald_replica_purged_offset", topic).await != Some(20) {
-        if Instant::now() >= deadline {
-            cluster.fail("the leader never purged its log below offset 20");
+    let purged = poll(RETENTION_DEADLINE, Duration::from_millis(200), || async {
+        match local_gauge(&cluster, leader, "herald_replica_purged_offset", topic).await {
+            Some(20) => Ok(()),
+            other => Err(format!("{other:?}")),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(seen) = purged {
+        cluster.fail(&format!(
+            "the leader never purged its log below offset 20 (purged offset {seen})"
+        ));
     }
 
     // Back, it can only catch up from a snapshot: it is in sync again, at the leader's high
     // watermark.
     cluster.restart(behind).await;
     cluster.wait_until_in_sync(topic, 0, 3).await;
-    let deadline = Instant::now() + RETENTION_DEADLINE;
-    loop {
+    let caught_up = poll(RETENTION_DEADLINE, Duration::from_millis(200), || async {
         let high = local_gauge(&cluster, behind, "herald_replica_high_watermark", topic).await;
         let start = local_log_start(&cluster, behind, topic).await;
         // Caught up from the leader's snapshot: its own log starts at the snapshot's next
         // offset (21), since it never had the batches before it; log replication would have
         // applied the trim instead and started at 20.
         if high == Some(21) && start == Some(21) {
-            break;
+            Ok(())
+        } else {
+            Err(format!("high watermark {high:?}, log start {start:?}"))
         }
-        if Instant::now() >= deadline {
-            cluster.fail(&format!(
-                "node {behind} after restart: high watermark {high:?}, log start {start:?}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(seen) = caught_up {
+        cluster.fail(&format!("node {behind} after restart: {seen}"));
     }
     // The partition keeps working through every node, the returned one included.
     let offsets = cluster

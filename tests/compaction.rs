@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{RawMessage, Server};
+use common::{poll, RawMessage, Server};
 use serde_json::{json, Value};
 
 /// Compaction is checked this often in these tests (production default: 5 minutes).
@@ -67,50 +67,55 @@ async fn wait_until_compacted(
     tombstones: (&Expected, Instant),
     expected: &Expected,
 ) {
-    let deadline = Instant::now() + COMPACTION_DEADLINE;
-    let mut checked_tombstones = 0;
-    loop {
-        let started = Instant::now();
-        let now = stored(&server.read_all(topic, 0).await);
-        if started < tombstones.1 {
-            checked_tombstones += 1;
-            for (offset, message) in tombstones.0 {
-                if now.get(offset) != Some(message) {
+    // Reads made while the tombstones had to stay.
+    let checked_tombstones = std::cell::Cell::new(0);
+    let compacted = poll(COMPACTION_DEADLINE, Duration::from_millis(200), || {
+        let checked_tombstones = &checked_tombstones;
+        async move {
+            let started = Instant::now();
+            let now = stored(&server.read_all(topic, 0).await);
+            if started < tombstones.1 {
+                checked_tombstones.set(checked_tombstones.get() + 1);
+                for (offset, message) in tombstones.0 {
+                    if now.get(offset) != Some(message) {
+                        server.fail(&format!(
+                            "tombstone {message:?} at {offset} went before delete_retention_ms"
+                        ));
+                    }
+                }
+            }
+            for (offset, message) in &now {
+                if produced.get(offset) != Some(message) {
                     server.fail(&format!(
-                        "tombstone {message:?} at {offset} went before delete_retention_ms"
+                        "offset {offset} holds {message:?}, produced {:?}",
+                        produced.get(offset)
                     ));
                 }
             }
-        }
-        for (offset, message) in &now {
-            if produced.get(offset) != Some(message) {
-                server.fail(&format!(
-                    "offset {offset} holds {message:?}, produced {:?}",
-                    produced.get(offset)
-                ));
+            for (offset, message) in must_keep {
+                if now.get(offset) != Some(message) {
+                    server.fail(&format!("the latest {message:?} at {offset} is missing"));
+                }
+            }
+            if &now == expected {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} messages, expected {}",
+                    now.len(),
+                    expected.len()
+                ))
             }
         }
-        for (offset, message) in must_keep {
-            if now.get(offset) != Some(message) {
-                server.fail(&format!("the latest {message:?} at {offset} is missing"));
-            }
-        }
-        if &now == expected {
-            assert!(
-                tombstones.0.is_empty() || checked_tombstones > 0,
-                "no read happened while tombstones had to stay"
-            );
-            return;
-        }
-        if Instant::now() >= deadline {
-            server.fail(&format!(
-                "not compacted in time: {} messages, expected {}",
-                now.len(),
-                expected.len()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    if let Err(seen) = compacted {
+        server.fail(&format!("not compacted in time: {seen}"));
     }
+    assert!(
+        tombstones.0.is_empty() || checked_tombstones.get() > 0,
+        "no read happened while tombstones had to stay"
+    );
 }
 
 #[tokio::test]
@@ -192,18 +197,18 @@ async fn a_compacted_topic_keeps_the_latest_value_of_each_key_and_drops_tombston
         .unwrap_or(0.0);
     assert!(passes >= 2.0, "{passes} passes");
     // The cleaned section holds the live keys (the gauge follows within a second).
-    let deadline = Instant::now() + COMPACTION_DEADLINE;
-    loop {
-        let kept = server
+    let kept = poll(COMPACTION_DEADLINE, Duration::from_millis(100), || async {
+        match server
             .partition_gauge("herald_compaction_keys_kept", "changelog", 0)
-            .await;
-        if kept == Some(270) {
-            break;
+            .await
+        {
+            Some(270) => Ok(()),
+            other => Err(format!("{other:?}")),
         }
-        if Instant::now() >= deadline {
-            server.fail(&format!("keys kept gauge stayed at {kept:?}, expected 270"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
+    if let Err(seen) = kept {
+        server.fail(&format!("keys kept gauge stayed at {seen}, expected 270"));
     }
 
     // The log is unchanged by a restart, keeps its offsets, and goes on where it was.

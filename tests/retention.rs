@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{now_ms, Server};
+use common::{now_ms, poll, Server};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -21,22 +21,23 @@ async fn start() -> Server {
 
 /// Waits until the partition's log start reaches `at_least`; answers it.
 async fn wait_for_log_start(server: &Server, topic: &str, at_least: u64) -> u64 {
-    let deadline = Instant::now() + RETENTION_DEADLINE;
-    loop {
+    let reached = poll(RETENTION_DEADLINE, Duration::from_millis(100), || async {
         let described = server.describe(topic).await;
         let start = described["partitions"][0]["log_start_offset"]
             .as_u64()
             .unwrap_or(0);
         if start >= at_least {
-            return start;
+            Ok(start)
+        } else {
+            Err(format!("{start}: {described}"))
         }
-        if Instant::now() >= deadline {
-            server.fail(&format!(
-                "log start of {topic} stayed at {start}, expected >= {at_least}: {described}"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    reached.unwrap_or_else(|seen| {
+        server.fail(&format!(
+            "log start of {topic} stayed at {seen}, expected >= {at_least}"
+        ))
+    })
 }
 
 fn values(server_messages: &[common::RawMessage]) -> Vec<String> {
@@ -138,18 +139,19 @@ async fn size_retention_keeps_the_partition_within_its_bytes_and_frees_disk() {
     assert_eq!(stored.first().map(|m| m.offset), Some(start));
 
     // The disk space comes back (purge + RocksDB compaction), within a deadline.
-    let deadline = Instant::now() + RETENTION_DEADLINE;
-    loop {
+    let shrunk = poll(RETENTION_DEADLINE, Duration::from_millis(250), || async {
         let now = dir_size(&data_dir);
         if now + 2_000_000 < before {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{now}"))
         }
-        if Instant::now() >= deadline {
-            server.fail(&format!(
-                "the data directory did not shrink: {before} bytes before, {now} now"
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    })
+    .await;
+    if let Err(now) = shrunk {
+        server.fail(&format!(
+            "the data directory did not shrink: {before} bytes before, {now} now"
+        ));
     }
 }
 

@@ -11,6 +11,7 @@
 //! - `topics`: creating and describing topics on a single node, waiting for their leaders;
 //! - `messages`: produce, fetch and read-back helpers and the parsed shapes of their answers;
 //! - `gauges`: a node's own metrics (per-replica gauges, counters);
+//! - `poll`: waiting on a condition with a deadline;
 //! - `cluster` (with the `cluster_*` files): several nodes formed into one cluster;
 //! - `book`: what a cluster test sent and what was acknowledged.
 
@@ -26,6 +27,7 @@ mod cluster_topics;
 mod gauges;
 mod http;
 mod messages;
+mod poll;
 mod server;
 mod topics;
 
@@ -35,6 +37,8 @@ mod topics;
 pub use http::{client, PROBLEM_JSON, REQUEST_TIMEOUT};
 #[allow(unused_imports)]
 pub use messages::{b64, now_ms, parse_offsets, FetchAnswer, RawMessage};
+#[allow(unused_imports)]
+pub use poll::poll;
 #[allow(unused_imports)]
 pub use server::{free_port_list, tail, Server, StartError, Wait, READY_DEADLINE, STOP_DEADLINE};
 #[allow(unused_imports)]
