@@ -10,22 +10,13 @@ impl Broker {
         let cluster = self.cluster();
         let metadata = cluster.metadata();
         let partitions: HashMap<u64, PartitionRef> = metadata
-            .topics
-            .values()
-            .flat_map(|topic| {
-                topic
-                    .partitions
-                    .iter()
-                    .enumerate()
-                    .map(|(index, assignment)| {
-                        (
-                            assignment.group_id,
-                            PartitionRef {
-                                topic: topic.name.clone(),
-                                partition: index as u32,
-                            },
-                        )
-                    })
+            .partitions()
+            .map(|(topic, partition, assignment)| {
+                let reference = PartitionRef {
+                    topic: topic.name.clone(),
+                    partition,
+                };
+                (assignment.group_id, reference)
             })
             .collect();
         let nodes = cluster

@@ -59,24 +59,18 @@ struct CompactedPartition {
 impl Cluster {
     /// The partitions of compacted topics, by raft group.
     fn compacted_partitions(&self) -> HashMap<u64, CompactedPartition> {
-        let metadata = self.metadata();
-        let mut partitions = HashMap::new();
-        for topic in metadata.topics.values() {
-            if topic.config.cleanup_policy == CleanupPolicy::Delete {
-                continue;
-            }
-            for (index, assignment) in topic.partitions.iter().enumerate() {
-                partitions.insert(
-                    assignment.group_id,
-                    CompactedPartition {
-                        topic: topic.name.clone(),
-                        partition: index as u32,
-                        config: topic.config.clone(),
-                    },
-                );
-            }
-        }
-        partitions
+        self.metadata()
+            .partitions()
+            .filter(|(topic, _, _)| topic.config.cleanup_policy != CleanupPolicy::Delete)
+            .map(|(topic, partition, assignment)| {
+                let compacted = CompactedPartition {
+                    topic: topic.name.clone(),
+                    partition,
+                    config: topic.config.clone(),
+                };
+                (assignment.group_id, compacted)
+            })
+            .collect()
     }
 
     /// On every compacted partition this node leads: replicate a compaction pass when one is

@@ -14,14 +14,8 @@ impl Cluster {
     pub(super) async fn apply_retention(&self) {
         let metadata = self.metadata();
         let configs: HashMap<u64, &TopicConfig> = metadata
-            .topics
-            .values()
-            .flat_map(|topic| {
-                topic
-                    .partitions
-                    .iter()
-                    .map(move |assignment| (assignment.group_id, &topic.config))
-            })
+            .partitions()
+            .map(|(topic, _, assignment)| (assignment.group_id, &topic.config))
             .collect();
         let now = now_ms();
         for replica in self.local_replicas() {

@@ -345,6 +345,17 @@ impl MetadataState {
         MetadataOutcome::Done
     }
 
+    /// Every partition of every topic: its topic, its index, where it is placed.
+    pub fn partitions(&self) -> impl Iterator<Item = (&TopicMeta, u32, &PartitionAssignment)> {
+        self.topics.values().flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .enumerate()
+                .map(move |(index, assignment)| (topic, index as u32, assignment))
+        })
+    }
+
     /// Nodes that take new replicas: registered and not draining.
     pub fn active_nodes(&self) -> Vec<u64> {
         self.nodes
