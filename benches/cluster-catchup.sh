@@ -17,7 +17,6 @@
 #   HERALD=path/to/herald PARTITIONS=1 benches/cluster-catchup.sh
 set -euo pipefail
 
-HERALD=${HERALD:-${CARGO_TARGET_DIR:-/var/tmp/herald-target}/release/herald}
 BYTES=${BYTES:-1073741824}
 MSG_SIZE=${MSG_SIZE:-1024}
 BATCH=${BATCH:-1000}
@@ -31,62 +30,9 @@ BASE_RAFT=${BASE_RAFT:-19470}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 KEEP_LOGS=${KEEP_LOGS:-}        # a directory to copy every node's log into before cleanup
 TOPIC=catchup
-DIR=$(mktemp -d /tmp/herald-catchup.XXXXXX)
-declare -A PIDS
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib/cluster.sh" catchup
 
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "$KEEP_LOGS" ]; then
-        mkdir -p "$KEEP_LOGS"
-        cp "$DIR"/log* "$DIR"/*.json "$DIR"/bench.log "$KEEP_LOGS"/ 2>/dev/null || true
-    fi
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-CLUSTER="1=127.0.0.1:$((BASE_RAFT + 1)),2=127.0.0.1:$((BASE_RAFT + 2)),3=127.0.0.1:$((BASE_RAFT + 3))"
-url() { echo "http://127.0.0.1:$((BASE_HTTP + $1))$2"; }
-now_ms() { date +%s%3N; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-HZ=$(getconf CLK_TCK)
-# CPU ticks (USER_HZ) the whole machine spent busy, our running nodes spent, and this shell's
-# finished children (the load generator, curl, python) spent. What is left is CPU spent outside
-# them: other processes (a build running alongside makes a contended measurement), and the
-# kernel's own work for ours (loopback softirqs, page-cache writeback): a few % under load.
-busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-node_ticks() {
-    local pid sum=0
-    for pid in "${PIDS[@]}"; do sum=$(( sum + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) )); done
-    echo "$sum"
-}
-child_ticks() {
-    times >"$DIR/times"   # no pipe: a subshell would report its own (empty) children
-    tail -1 "$DIR/times" | awk -v hz="$HZ" '{t = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); t += a[1] * 60 + a[2]} printf "%.0f", t * hz}'
-}
-# foreign_pct BUSY0 NODES0 CHILDREN0 START_MS: the share of the machine spent outside them since.
-foreign_pct() {
-    awk -v t="$(( $(busy_ticks) - $1 - ($(node_ticks) - $2) - ($(child_ticks) - $3) ))" \
-        -v hz="$HZ" -v ms="$(( $(now_ms) - $4 ))" -v cores="$(nproc)" \
-        'BEGIN {v = 100 * t / hz / (ms / 1000) / cores; printf "%.0f", v < 0 ? 0 : v}'
-}
-# start_node ID [FLAGS...]
-start_node() {
-    local id=$1
-    shift
-    # shellcheck disable=SC2086
-    "$HERALD" serve --node-id "$id" --data-dir "$DIR/d$id" \
-        --http-addr "127.0.0.1:$((BASE_HTTP + id))" --raft-addr "127.0.0.1:$((BASE_RAFT + id))" \
-        "$@" $EXTRA_ARGS >>"$DIR/log$id" 2>&1 &
-    PIDS[$id]=$!
-}
-wait_ready() {
-    local id=$1 deadline=$(( $(now_ms) + 60000 ))
-    until curl -sf -m 5 "$(url "$id" /readyz)" >/dev/null; do
-        [ "$(now_ms)" -lt "$deadline" ] || { echo "node $id not ready" >&2; tail -20 "$DIR/log$id" >&2; exit 1; }
-        sleep 0.1
-    done
-}
 appended_bytes() {
     curl -sf -m 5 "$(url "$1" /metrics)" | awk '$1 == "herald_raft_log_appended_bytes_total" {printf "%.0f", $2; found=1} END {if (!found) print 0}'
 }
@@ -118,15 +64,8 @@ print($1)"
 echo "herald: $HERALD ($(date -u -r "$HERALD" '+%F %T UTC'))"
 echo "machine: $(nproc) cores shared by the 3 nodes and the load generator; data in $DIR ($(df -PT "$DIR" | awk 'NR == 2 {print $2}'))"
 echo "load average before the run: $(cut -d" " -f1-3 /proc/loadavg)"
-for id in 1 2 3; do start_node "$id" --initial-cluster "$CLUSTER"; done
-for id in 1 2 3; do wait_ready "$id"; done
-deadline=$(( $(now_ms) + 60000 ))
-until [ "$(curl -sf -m 5 "$(url 1 /v1/cluster)" | json "sum(n['status'] == 'up' for n in d['nodes'])" 2>/dev/null)" = 3 ]; do
-    [ "$(now_ms)" -lt "$deadline" ] || { echo "nodes never all up" >&2; exit 1; }
-    sleep 0.2
-done
-curl -sS --fail-with-body -m 60 -XPOST "$(url 1 /v1/topics)" -H 'content-type: application/json' \
-    -d "{\"name\":\"$TOPIC\",\"partitions\":$PARTITIONS,\"replication_factor\":3}" >/dev/null
+start_cluster
+create_topic 1 "$TOPIC" "$PARTITIONS" 3
 deadline=$(( $(now_ms) + 120000 ))
 until [ "$(exact "all(p and p['leader'] == p['replicas'][0] and len(p['in_sync']) == 3 for p in exact)")" = True ]; do
     [ "$(now_ms)" -lt "$deadline" ] || { echo "topic never settled" >&2; views >&2; exit 1; }
@@ -149,10 +88,8 @@ before1=$(appended_bytes 1)
 messages=$(( BYTES / MSG_SIZE ))
 cpu0="$(busy_ticks) $(node_ticks) $(child_ticks) $(now_ms)"
 echo "producing $messages messages of $MSG_SIZE B ($(( messages * MSG_SIZE )) B) through node 1, acks=all..."
-timeout "$BENCH_TIMEOUT_S" "$HERALD" bench produce --server "$(url 1 "")" --topic "$TOPIC" --message-size "$MSG_SIZE" \
-    --batch-size "$BATCH" --connections "$CONNECTIONS" --messages "$messages" --acks all --json \
-    >"$DIR/produce.json" 2>>"$DIR/bench.log" ||
-    { echo "herald bench failed or passed ${BENCH_TIMEOUT_S} s:" >&2; tail -5 "$DIR/bench.log" >&2; exit 1; }
+bench_produce 1 --topic "$TOPIC" --message-size "$MSG_SIZE" --batch-size "$BATCH" --connections "$CONNECTIONS" \
+    --messages "$messages" --acks all >"$DIR/produce.json"
 json "f\"produced {d['messages']:,} messages in {d['seconds']:.1f} s: {d['messages_per_sec']:,.0f} msg/s, {d['mb_per_sec']:.1f} MB/s, p99 {d['latency_ms']['p99']:.1f} ms, errors {d['errors']} {d['error_samples'][:3]}\"" <"$DIR/produce.json"
 # shellcheck disable=SC2086
 echo "  (CPU outside herald and the load generator: $(foreign_pct $cpu0)% of the machine during the produce)"
@@ -218,8 +155,7 @@ for id in 1 2 3; do
         "$(grep -c 'becomes leader' "$DIR/log$id" || true)" "$(grep -c ' WARN' "$DIR/log$id" || true)" \
         "$(grep -c ' ERROR' "$DIR/log$id" || true)"
 done
-tail -n +"$(( log3_lines + 1 ))" "$DIR/log3" | sed 's/\x1b\[[0-9;]*m//g' >"$DIR/log3-restart"
+log_after "$DIR/log3" "$log3_lines" >"$DIR/log3-restart"
 echo "node 3 since its restart: $(grep -c 'becomes leader' "$DIR/log3-restart" || true) leader elections won," \
     "$(grep -c ' WARN\| ERROR' "$DIR/log3-restart" || true) WARN/ERROR lines; the most frequent:"
-{ grep ' WARN\| ERROR' "$DIR/log3-restart" | cut -c29- | sed -E 's/^(.{90}).{20,}(.{90})$/\1 ... \2/' |
-    sort | uniq -c | sort -rn | head -5; } || true
+top_warnings 5 "$DIR/log3-restart"

@@ -15,7 +15,6 @@
 #   MSGS_100=2000000 MSGS_1K=300000 RUNS=1 benches/cluster-throughput.sh   # a quick smoke run
 set -euo pipefail
 
-HERALD=${HERALD:-${CARGO_TARGET_DIR:-/var/tmp/herald-target}/release/herald}
 RUNS=${RUNS:-3}
 PARTITIONS=${PARTITIONS:-4}
 CONNECTIONS=${CONNECTIONS:-8}
@@ -28,50 +27,8 @@ BASE_HTTP=${BASE_HTTP:-19380}
 BASE_RAFT=${BASE_RAFT:-19370}
 EXTRA_ARGS=${EXTRA_ARGS:-}
 KEEP_LOGS=${KEEP_LOGS:-}        # a directory to copy every node's log into before cleanup
-DIR=$(mktemp -d /tmp/herald-throughput.XXXXXX)
-declare -A PIDS
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "$KEEP_LOGS" ]; then
-        mkdir -p "$KEEP_LOGS"
-        cp "$DIR"/*.log "$DIR"/results.tsv "$KEEP_LOGS"/ 2>/dev/null || true
-    fi
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-CLUSTER="1=127.0.0.1:$((BASE_RAFT + 1)),2=127.0.0.1:$((BASE_RAFT + 2)),3=127.0.0.1:$((BASE_RAFT + 3))"
-url() { echo "http://127.0.0.1:$((BASE_HTTP + $1))$2"; }
-now_ms() { date +%s%3N; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-HZ=$(getconf CLK_TCK)
-# CPU ticks (USER_HZ) the whole machine spent busy, our running nodes spent, and this shell's
-# finished children (the load generator, curl, python) spent. What is left is CPU spent outside
-# them: other processes (a build running alongside makes a contended measurement), and the
-# kernel's own work for ours (loopback softirqs, page-cache writeback): a few % under load.
-busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-node_ticks() {
-    local pid sum=0
-    for pid in "${PIDS[@]}"; do sum=$(( sum + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) )); done
-    echo "$sum"
-}
-child_ticks() {
-    times >"$DIR/times"   # no pipe: a subshell would report its own (empty) children
-    tail -1 "$DIR/times" | awk -v hz="$HZ" '{t = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); t += a[1] * 60 + a[2]} printf "%.0f", t * hz}'
-}
-
-# start_node ID DATA LOG [--initial-cluster ...]: node 0 is the single node.
-start_node() {
-    local id=$1 data=$2 log=$3
-    shift 3
-    # shellcheck disable=SC2086
-    "$HERALD" serve --node-id "$(( id == 0 ? 1 : id ))" --data-dir "$data" \
-        --http-addr "127.0.0.1:$((BASE_HTTP + id))" --raft-addr "127.0.0.1:$((BASE_RAFT + id))" \
-        "$@" $EXTRA_ARGS >>"$log" 2>&1 &
-    PIDS[$id]=$!
-}
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib/cluster.sh" throughput
 
 # stop_node ID: SIGTERM, then SIGKILL if it is still there after 20 s.
 stop_node() {
@@ -88,24 +45,12 @@ stop_node() {
     unset "PIDS[$id]"
 }
 
-wait_ready() {
-    local id=$1 log=$2 deadline=$(( $(now_ms) + 60000 ))
-    until curl -sf -m 5 "$(url "$id" /readyz)" >/dev/null; do
-        [ "$(now_ms)" -lt "$deadline" ] || { echo "node $id not ready" >&2; tail -20 "$log" >&2; exit 1; }
-        sleep 0.1
-    done
-}
-
 # create_settled NODE TOPIC RF: creates the topic and waits until every partition is led by its
 # preferred replica (the first of `replicas`) and has RF in-sync replicas, as node NODE sees it.
 create_settled() {
-    local node=$1 topic=$2 rf=$3 deadline=$(( $(now_ms) + 120000 ))
-    curl -sS --fail-with-body -m 60 -XPOST "$(url "$node" /v1/topics)" -H 'content-type: application/json' \
-        -d "{\"name\":\"$topic\",\"partitions\":$PARTITIONS,\"replication_factor\":$rf}" >/dev/null
-    until [ "$(curl -sf -m 5 "$(url "$node" "/v1/topics/$topic")" | json "all(p['leader'] == p['replicas'][0] and len(p['in_sync']) == $rf for p in d['partitions'])" 2>/dev/null)" = True ]; do
-        [ "$(now_ms)" -lt "$deadline" ] || { echo "topic $topic never settled:" >&2; curl -s "$(url "$node" "/v1/topics/$topic")" >&2; exit 1; }
-        sleep 0.2
-    done
+    local node=$1 topic=$2 rf=$3
+    create_topic "$node" "$topic" "$PARTITIONS" "$rf"
+    wait_topics 120 "$node" "p['leader'] == p['replicas'][0] and len(p['in_sync']) == $rf" "$topic"
     sleep 1   # let the last in-sync ping and any leadership hand-back pass
 }
 
@@ -118,14 +63,10 @@ bench() {
     for log in "$@"; do lines[$log]=$(wc -l <"$log"); done
     local busy0 nodes0 children0 started foreign
     busy0=$(busy_ticks) nodes0=$(node_ticks) children0=$(child_ticks) started=$(now_ms)
-    out=$(timeout "$BENCH_TIMEOUT_S" "$HERALD" bench produce --server "$(url "$node" "")" --topic "$topic" \
-        --message-size "$size" --batch-size "$BATCH" --connections "$CONNECTIONS" \
-        --messages "$count" --acks all --json 2>>"$DIR/bench.log") ||
-        { echo "herald bench failed or passed ${BENCH_TIMEOUT_S} s:" >&2; tail -5 "$DIR/bench.log" >&2; exit 1; }
+    out=$(bench_produce "$node" --topic "$topic" --message-size "$size" --batch-size "$BATCH" \
+        --connections "$CONNECTIONS" --messages "$count" --acks all)
     # The share of the machine spent outside the nodes and the load generator during the run.
-    foreign=$(awk -v t="$(( $(busy_ticks) - busy0 - ($(node_ticks) - nodes0) - ($(child_ticks) - children0) ))" \
-        -v hz="$HZ" -v ms="$(( $(now_ms) - started ))" -v cores="$(nproc)" \
-        'BEGIN {v = 100 * t / hz / (ms / 1000) / cores; printf "%.0f", v < 0 ? 0 : v}')
+    foreign=$(foreign_pct "$busy0" "$nodes0" "$children0" "$started")
     printf '%s\t%s\t%s\t%s\t%s\n' "$setup" "$size" "$round" "$foreign" "$out" >>"$DIR/results.tsv"
     echo "$out" | python3 -c "
 import json, sys
@@ -138,14 +79,13 @@ if r['errors']:
     print('  error samples:', r['error_samples'], file=sys.stderr)
 "
     for log in "$@"; do
-        tail -n +"$(( lines[$log] + 1 ))" "$log" | sed 's/\x1b\[[0-9;]*m//g' >"$DIR/window.log"
+        log_after "$log" "${lines[$log]}" >"$DIR/window.log"
         local won warns
         won=$(grep -c 'becomes leader' "$DIR/window.log" || true)
         warns=$(grep -c ' WARN\| ERROR' "$DIR/window.log" || true)
         if [ "$won" != 0 ] || [ "$warns" != 0 ]; then
             echo "  during the run, $(basename "$log" .log): $won leader elections won, $warns WARN/ERROR lines, e.g.:"
-            { grep ' WARN\| ERROR' "$DIR/window.log" | cut -c29- | sed -E 's/^(.{90}).{20,}(.{90})$/\1 ... \2/' |
-                sort | uniq -c | sort -rn | head -3; } || true
+            top_warnings 3 "$DIR/window.log"
         fi
     done
 }
@@ -157,8 +97,8 @@ echo "load average before the run: $(cut -d" " -f1-3 /proc/loadavg)"
 : >"$DIR/results.tsv"
 for round in $(seq 1 "$RUNS"); do
     # rf1: one node.
-    start_node 0 "$DIR/single$round" "$DIR/single$round.log"
-    wait_ready 0 "$DIR/single$round.log"
+    start_node_at 0 "$DIR/single$round" "$DIR/single$round.log"
+    wait_ready 0
     create_settled 0 p100 1
     bench rf1 0 p100 100 "$MSGS_100" "$round" "$DIR/single$round.log"
     if [ "$WITH_1K" = 1 ]; then
@@ -169,13 +109,8 @@ for round in $(seq 1 "$RUNS"); do
     rm -rf "$DIR/single$round"
 
     # rf3: three nodes, load through node 1.
-    for id in 1 2 3; do start_node "$id" "$DIR/c$round-d$id" "$DIR/c$round-node$id.log" --initial-cluster "$CLUSTER"; done
-    for id in 1 2 3; do wait_ready "$id" "$DIR/c$round-node$id.log"; done
-    deadline=$(( $(now_ms) + 60000 ))
-    until [ "$(curl -sf -m 5 "$(url 1 /v1/cluster)" | json "sum(n['status'] == 'up' for n in d['nodes'])" 2>/dev/null)" = 3 ]; do
-        [ "$(now_ms)" -lt "$deadline" ] || { echo "nodes never all up" >&2; exit 1; }
-        sleep 0.2
-    done
+    for id in 1 2 3; do start_node_at "$id" "$DIR/c$round-d$id" "$DIR/c$round-node$id.log" --initial-cluster "$CLUSTER"; done
+    wait_cluster
     create_settled 1 p100 3
     bench rf3 1 p100 100 "$MSGS_100" "$round" "$DIR"/c"$round"-node{1,2,3}.log
     if [ "$WITH_1K" = 1 ]; then

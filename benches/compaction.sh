@@ -30,10 +30,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib/common.sh"
 url() { echo "http://127.0.0.1:$PORT$1"; }
-now_ms() { date +%s%3N; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 metric() { curl -sf "$(url /metrics)" | awk -v name="$1" '$1 == name {print $2}' | tail -1; }
 
 # start DATA_DIR CHECK_INTERVAL_MS [BUDGET]: a node, waited for until ready.
