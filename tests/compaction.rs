@@ -309,3 +309,60 @@ async fn producing_while_the_cleaner_runs_loses_nothing() {
     let no_tombstones = (&Expected::new(), Instant::now());
     wait_until_compacted(&server, "busy", &produced, &live, no_tombstones, &live).await;
 }
+
+/// `compact,delete`: retention removes expired batches (the log start moves, reads below it are
+/// 416) and compaction keeps the latest value of every key in what remains.
+#[tokio::test]
+async fn compact_delete_applies_retention_and_compaction() {
+    let server = Server::start_with(&["--retention-check-interval-ms", CHECK_INTERVAL]).await;
+    server
+        .create_topic_with(&json!({
+            "name": "both",
+            "partitions": 1,
+            "config": {"cleanup_policy": "compact,delete", "retention_ms": 60000}
+        }))
+        .await;
+    let hour_ago = common::now_ms() - 3_600_000;
+    let old: Vec<Value> = (0..10)
+        .map(|key| json!({"key": format!("k{key}"), "value": "old", "timestamp": hour_ago}))
+        .collect();
+    server.produce_ok("both", &json!({ "messages": old })).await;
+    let mut expected = Expected::new();
+    for version in ["v1", "v2"] {
+        let messages: Vec<(String, Value)> = (0..5)
+            .map(|key| (format!("k{key}"), json!(version)))
+            .collect();
+        let offsets = produce(&server, "both", &messages).await;
+        if version == "v2" {
+            for ((key, value), offset) in messages.iter().zip(offsets) {
+                expected.insert(offset, (key.clone(), value.to_string()));
+            }
+        }
+    }
+    let tail = produce(&server, "both", &[("tail".into(), json!("end"))]).await[0];
+    expected.insert(tail, ("tail".into(), "\"end\"".into()));
+    assert_eq!(tail, 20);
+
+    let done = poll(COMPACTION_DEADLINE, Duration::from_millis(200), || async {
+        let now = stored(&server.read_all("both", 0).await);
+        let start = server.describe("both").await["partitions"][0]["log_start_offset"].as_u64();
+        if now == expected && start == Some(10) {
+            Ok(())
+        } else {
+            Err(format!("log start {start:?}, messages {now:?}"))
+        }
+    })
+    .await;
+    if let Err(seen) = done {
+        server.fail(&format!(
+            "retention and compaction did not both apply: {seen}"
+        ));
+    }
+    let (status, problem) = server.fetch("both", 0, "offset=5").await;
+    assert_eq!(
+        status,
+        reqwest::StatusCode::RANGE_NOT_SATISFIABLE,
+        "{problem}"
+    );
+    assert_eq!(problem["log_start_offset"], 10);
+}
