@@ -419,7 +419,7 @@ fn store_rewrites(
     let mut writes = WriteSet::new();
     for rewrite in rewrites {
         let key = keys::group_u64(group, rewrite.index);
-        if store.get(Cf::RaftLog, &key)?.is_some() {
+        if store.contains(Cf::RaftLog, &key)? {
             writes.put(Cf::RaftLog, key.to_vec(), rewrite.value);
         }
     }

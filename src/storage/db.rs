@@ -130,6 +130,11 @@ impl Store {
             .map(|value| value.to_vec()))
     }
 
+    /// Whether `key` holds a value, without copying the value out.
+    pub fn contains(&self, cf: Cf, key: &[u8]) -> Result<bool, StorageError> {
+        Ok(self.db.get_pinned_cf(self.handle(cf)?, key)?.is_some())
+    }
+
     /// Visits keys in `[from, to)` in order until `visit` returns false.
     pub fn scan(
         &self,
