@@ -46,11 +46,7 @@ async fn leader_acks_come_from_the_leaders_disk_and_all_acks_from_a_quorum() {
     create_replicated(&cluster, 1, topic, 1, 3).await;
     cluster.wait_until_in_sync(topic, 0, 3).await;
     let leader = cluster.stable_leader(topic, 0).await;
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|&id| id != leader)
-        .collect();
+    let followers = cluster.others_than(leader);
     let client = produce_client();
     // The harness's URL asks for acks=all; each produce here names its own level.
     let url = messages_url(&cluster, leader, topic)

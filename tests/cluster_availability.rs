@@ -22,6 +22,30 @@ use common::PROBLEM_JSON;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+/// Sends a batch of 3 messages (ids `{prefix}-0..3`) whose outcome the test expects to be
+/// unknown, booked as sent and unacknowledged; answers the response and how long it took.
+async fn post_unacknowledged(
+    cluster: &TestCluster,
+    client: &reqwest::Client,
+    book: &mut Book,
+    url: &str,
+    prefix: &str,
+    situation: &str,
+) -> (reqwest::Response, std::time::Duration) {
+    let ids: Vec<String> = (0..3).map(|i| format!("{prefix}-{i}")).collect();
+    book.sent.extend(ids.iter().cloned());
+    book.unacknowledged.extend(ids.iter().cloned());
+    let sent_at = Instant::now();
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(batch(&ids, 0).to_string())
+        .send()
+        .await
+        .unwrap_or_else(|err| cluster.fail(&format!("POST {url} {situation}: {err}")));
+    (response, sent_at.elapsed())
+}
+
 #[tokio::test]
 async fn metadata_leader_failover_allows_topic_creation() {
     let mut cluster = TestCluster::start(3).await;
@@ -191,11 +215,7 @@ async fn lost_quorum_answers_no_leader_with_retry_after() {
     create_replicated(&cluster, 1, topic, 1, 3).await;
     cluster.wait_until_in_sync(topic, 0, 3).await;
     let leader = cluster.stable_leader(topic, 0).await;
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|&id| id != leader)
-        .collect();
+    let followers = cluster.others_than(leader);
     let (survivor, other) = (followers[0], followers[1]);
 
     let client = produce_client();
@@ -212,18 +232,15 @@ async fn lost_quorum_answers_no_leader_with_retry_after() {
 
     // A produce through the survivor is refused after the leader wait, not left hanging.
     let url = messages_url(&cluster, survivor, topic);
-    let ids: Vec<String> = (0..3).map(|i| format!("no-quorum-{i}")).collect();
-    book.sent.extend(ids.iter().cloned());
-    book.unacknowledged.extend(ids.iter().cloned());
-    let sent_at = Instant::now();
-    let response = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(batch(&ids, 0).to_string())
-        .send()
-        .await
-        .unwrap_or_else(|err| cluster.fail(&format!("POST {url} without a majority: {err}")));
-    let took = sent_at.elapsed();
+    let (response, took) = post_unacknowledged(
+        &cluster,
+        &client,
+        &mut book,
+        &url,
+        "no-quorum",
+        "without a majority",
+    )
+    .await;
     let status = response.status();
     let header = |name: &str| {
         response
@@ -303,11 +320,7 @@ async fn a_leader_without_its_quorum_answers_instead_of_hanging() {
     create_replicated(&cluster, 1, topic, 1, 3).await;
     cluster.wait_until_in_sync(topic, 0, 3).await;
     let leader = cluster.stable_leader(topic, 0).await;
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|&id| id != leader)
-        .collect();
+    let followers = cluster.others_than(leader);
 
     let client = produce_client();
     let mut book = Book::default();
@@ -319,18 +332,15 @@ async fn a_leader_without_its_quorum_answers_instead_of_hanging() {
     for follower in &followers {
         cluster.kill(*follower);
     }
-    let ids: Vec<String> = (0..3).map(|i| format!("stranded-{i}")).collect();
-    book.sent.extend(ids.iter().cloned());
-    book.unacknowledged.extend(ids.iter().cloned());
-    let sent_at = Instant::now();
-    let response = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(batch(&ids, 0).to_string())
-        .send()
-        .await
-        .unwrap_or_else(|err| cluster.fail(&format!("POST {url} without followers: {err}")));
-    let took = sent_at.elapsed();
+    let (response, took) = post_unacknowledged(
+        &cluster,
+        &client,
+        &mut book,
+        &url,
+        "stranded",
+        "without followers",
+    )
+    .await;
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
     eprintln!("the leader without followers answered {status} after {took:?}: {text}");

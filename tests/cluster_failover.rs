@@ -46,11 +46,7 @@ async fn leader_failover_loses_no_acknowledged_message() {
     create_replicated(&cluster, 1, topic, 1, 3).await;
     cluster.wait_until_in_sync(topic, 0, 3).await;
     let leader = cluster.stable_leader(topic, 0).await;
-    let survivors: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|&id| id != leader)
-        .collect();
+    let survivors = cluster.others_than(leader);
     let urls: Vec<String> = survivors
         .iter()
         .map(|&id| messages_url(&cluster, id, topic))

@@ -157,6 +157,14 @@ impl TestCluster {
         self.members.iter().copied().collect()
     }
 
+    /// Every member but `id` (e.g. a partition's followers, given its leader).
+    pub fn others_than(&self, id: u64) -> Vec<u64> {
+        self.ids()
+            .into_iter()
+            .filter(|&other| other != id)
+            .collect()
+    }
+
     /// Members whose process runs and is not paused.
     pub fn live_ids(&self) -> Vec<u64> {
         self.members
