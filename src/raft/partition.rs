@@ -213,7 +213,7 @@ impl GroupApplier for PartitionApplier {
 
     /// A replica that needed a snapshot lacks every batch before it: its log starts at the
     /// snapshot's next offset (reads go to the leader, whose log may start earlier).
-    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), io::Error> {
+    fn restore_snapshot(&mut self, bytes: &[u8], _writes: &mut WriteSet) -> Result<(), io::Error> {
         self.restore_state(bytes)?;
         self.progress.log_start_offset = self.progress.next_offset;
         Ok(())

@@ -24,11 +24,24 @@ pub trait GroupApplier: Send + Sync + 'static {
     /// Applies the command in the entry at raft `index`, adding its writes to `writes`.
     /// Must be deterministic: every replica applies the same commands to the same state.
     fn apply(&mut self, index: u64, request: &RaftRequest, writes: &mut WriteSet) -> RaftResponse;
+    /// The small state persisted after every applied batch of entries (offsets, topics).
     fn encode_state(&self) -> Result<Vec<u8>, io::Error>;
     fn restore_state(&mut self, bytes: &[u8]) -> Result<(), io::Error>;
-    /// Restores the state a leader's snapshot carries. Everything before the snapshot point
-    /// was purged on the leader and never reached this replica.
-    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), io::Error> {
+    /// Loads, once when the group opens, state the applier keeps in rows of its own beside
+    /// the small state (a partition's dedup window, the consumer groups): rows are written
+    /// as they change, so a large state does not cost a full rewrite per apply. Runs on a
+    /// blocking thread.
+    fn load_rows(&mut self, _store: &Store) -> Result<(), io::Error> {
+        Ok(())
+    }
+    /// What a snapshot carries: the small state and whatever the applier keeps in rows.
+    fn encode_snapshot(&self) -> Result<Vec<u8>, io::Error> {
+        self.encode_state()
+    }
+    /// Restores the state a leader's snapshot carries, replacing the applier's rows through
+    /// `writes`. Everything before the snapshot point was purged on the leader and never
+    /// reached this replica.
+    fn restore_snapshot(&mut self, bytes: &[u8], _writes: &mut WriteSet) -> Result<(), io::Error> {
         self.restore_state(bytes)
     }
     /// Called once the writes of applied entries are stored: makes them visible to readers.
@@ -67,6 +80,12 @@ impl<A: GroupApplier> GroupStateMachine<A> {
         if !record.state.is_empty() {
             applier.restore_state(&record.state)?;
         }
+        let rows = store.clone();
+        let mut applier = tokio::task::spawn_blocking(move || {
+            applier.load_rows(&rows).map(|()| applier)
+        })
+        .await
+        .map_err(io::Error::other)??;
         applier.publish();
         Ok(GroupStateMachine {
             group,
@@ -82,6 +101,14 @@ impl<A: GroupApplier> GroupStateMachine<A> {
             last_applied: self.last_applied,
             membership: self.membership.clone(),
             state: self.applier.encode_state()?,
+        })
+    }
+
+    /// The record a snapshot carries: as [`Self::record`], with the applier's rows.
+    fn snapshot_record(&self) -> Result<StateRecord, io::Error> {
+        Ok(StateRecord {
+            state: self.applier.encode_snapshot()?,
+            ..self.record()?
         })
     }
 
@@ -152,7 +179,9 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
                 last_log_id: self.last_applied,
                 last_membership: self.membership.clone(),
             },
-            record: self.record().and_then(|record| codec::encode(&record)),
+            record: self
+                .snapshot_record()
+                .and_then(|record| codec::encode(&record)),
         }
     }
 
@@ -162,10 +191,10 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
         snapshot: Vec<u8>,
     ) -> Result<(), io::Error> {
         let record: StateRecord = codec::decode(&snapshot)?;
-        self.applier.restore_snapshot(&record.state)?;
+        let mut writes = WriteSet::new();
+        self.applier.restore_snapshot(&record.state, &mut writes)?;
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
-        let mut writes = WriteSet::new();
         writes.put(
             Cf::RaftState,
             keys::group_tag(self.group, TAG_STATE).to_vec(),
