@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::api::{self, ApiConfig};
-use crate::broker::{Broker, BrokerOptions};
+use crate::broker::{Broker, BrokerOptions, GroupOptions};
 use crate::cluster::{CleanerOptions, Cluster, ClusterOptions};
 use crate::config::Config;
 use crate::raft::RaftTiming;
@@ -60,6 +60,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             leader_wait: Duration::from_millis(config.leader_wait_ms),
             produce_timeout: Duration::from_millis(config.produce_timeout_ms),
             max_unacknowledged_produces: config.max_unacknowledged_produces,
+            groups: GroupOptions {
+                min_session_timeout: Duration::from_millis(config.groups.min_session_timeout_ms),
+                max_session_timeout: Duration::from_millis(config.groups.max_session_timeout_ms),
+                default_session_timeout: Duration::from_millis(
+                    config.groups.default_session_timeout_ms,
+                ),
+                max_members: config.groups.max_members,
+            },
         },
     );
     cluster.set_broker_service(broker.forwarding_service());

@@ -66,6 +66,7 @@ pub struct Config {
     pub insecure: bool,
     pub raft: RaftConfig,
     pub storage: StorageConfig,
+    pub groups: GroupsConfig,
 }
 
 /// Raft timing, shared by every group of the node.
@@ -85,6 +86,33 @@ pub struct StorageConfig {
     pub block_cache_bytes: usize,
     /// Memtable size of the raft log (where produced data lands first), in bytes.
     pub log_write_buffer_bytes: usize,
+}
+
+/// Consumer group limits (`[groups]`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GroupsConfig {
+    /// The shortest `session_timeout_ms` a member may ask for. Short sessions make the metadata
+    /// leader expire members that merely paused.
+    pub min_session_timeout_ms: u64,
+    /// The longest `session_timeout_ms` a member may ask for: how long a dead member's
+    /// partitions may sit unread at most.
+    pub max_session_timeout_ms: u64,
+    /// The session a member gets when its join names none.
+    pub default_session_timeout_ms: u64,
+    /// The most members one group may have; a join past it is 409 `group_full`.
+    pub max_members: u32,
+}
+
+impl Default for GroupsConfig {
+    fn default() -> Self {
+        GroupsConfig {
+            min_session_timeout_ms: 1_000,
+            max_session_timeout_ms: 300_000,
+            default_session_timeout_ms: 10_000,
+            max_members: 1_000,
+        }
+    }
 }
 
 impl Default for Config {
@@ -110,6 +138,7 @@ impl Default for Config {
             insecure: false,
             raft: RaftConfig::default(),
             storage: StorageConfig::default(),
+            groups: GroupsConfig::default(),
         }
     }
 }
@@ -178,6 +207,21 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "raft timing must satisfy heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms"
                     .into(),
+            ));
+        }
+        let groups = &self.groups;
+        if groups.min_session_timeout_ms < 100
+            || groups.min_session_timeout_ms > groups.default_session_timeout_ms
+            || groups.default_session_timeout_ms > groups.max_session_timeout_ms
+        {
+            return Err(ConfigError::Invalid(
+                "groups: session timeouts must satisfy 100 <= min_session_timeout_ms <= default_session_timeout_ms <= max_session_timeout_ms"
+                    .into(),
+            ));
+        }
+        if groups.max_members == 0 {
+            return Err(ConfigError::Invalid(
+                "groups.max_members must be at least 1".into(),
             ));
         }
         if ![1, 3, 5].contains(&self.metadata_voters) {

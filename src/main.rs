@@ -117,6 +117,15 @@ struct ServeArgs {
     /// one, in (0, 1] [default: 0.5].
     #[arg(long, env = "HERALD_CLEANER_MIN_DIRTY_RATIO")]
     cleaner_min_dirty_ratio: Option<f64>,
+    /// The shortest consumer group session a member may ask for, in ms [default: 1000].
+    #[arg(long, env = "HERALD_GROUP_MIN_SESSION_TIMEOUT_MS")]
+    group_min_session_timeout_ms: Option<u64>,
+    /// The longest consumer group session a member may ask for, in ms [default: 300000].
+    #[arg(long, env = "HERALD_GROUP_MAX_SESSION_TIMEOUT_MS")]
+    group_max_session_timeout_ms: Option<u64>,
+    /// The most members one consumer group may have [default: 1000].
+    #[arg(long, env = "HERALD_GROUP_MAX_MEMBERS")]
+    group_max_members: Option<u32>,
 }
 
 impl ServeArgs {
@@ -174,6 +183,15 @@ impl ServeArgs {
         }
         if let Some(ratio) = self.cleaner_min_dirty_ratio {
             config.cleaner_min_dirty_ratio = ratio;
+        }
+        if let Some(timeout) = self.group_min_session_timeout_ms {
+            config.groups.min_session_timeout_ms = timeout;
+        }
+        if let Some(timeout) = self.group_max_session_timeout_ms {
+            config.groups.max_session_timeout_ms = timeout;
+        }
+        if let Some(members) = self.group_max_members {
+            config.groups.max_members = members;
         }
         Ok(config)
     }

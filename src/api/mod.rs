@@ -1,7 +1,7 @@
 //! The HTTP transport: axum routers, DTOs, problem+json errors and the OpenAPI document.
 //!
 //! Handlers are thin: extract, validate, make one call on [`Broker`], map the answer to a DTO.
-//! Each resource has its own router (`topics`, `messages`, `offsets`, `cluster`, `health`); they
+//! Each resource has its own router (`topics`, `messages`, `offsets`, `groups`, `cluster`, `health`); they
 //! are merged here with the docs, the fallbacks and the cross-cutting layers (body limit, metrics,
 //! tracing, panic catching).
 
@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod docs;
 pub mod dto;
 pub mod extract;
+pub mod groups;
 pub mod health;
 pub mod messages;
 pub mod metrics_layer;
@@ -64,6 +65,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(topics::router())
         .merge(messages::router())
         .merge(offsets::router())
+        .merge(groups::router())
         .merge(cluster::router())
         .merge(health::router())
 }

@@ -13,6 +13,7 @@ use utoipa::OpenApi;
     tags(
         (name = "topics", description = "Create, list, describe, update and delete topics"),
         (name = "messages", description = "Produce to a topic and read a partition"),
+        (name = "groups", description = "Consumer groups: members, polls, committed offsets and lag"),
         (name = "cluster", description = "Nodes and leadership"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )
@@ -70,6 +71,14 @@ mod tests {
             "/v1/topics/{topic}/messages",
             "/v1/topics/{topic}/partitions/{partition}/messages",
             "/v1/topics/{topic}/partitions/{partition}/offsets",
+            "/v1/groups",
+            "/v1/groups/{group}",
+            "/v1/groups/{group}/members",
+            "/v1/groups/{group}/members/{member}",
+            "/v1/groups/{group}/members/{member}/heartbeat",
+            "/v1/groups/{group}/members/{member}/poll",
+            "/v1/groups/{group}/offsets",
+            "/v1/groups/{group}/offsets/reset",
             "/v1/cluster",
             "/v1/cluster/nodes",
             "/v1/cluster/nodes/{id}",

@@ -215,6 +215,9 @@ impl From<BrokerError> for ApiError {
                 "Node not found",
                 detail,
             ),
+            BrokerError::NotFound { code, .. } => {
+                ApiError::new(StatusCode::NOT_FOUND, code, "Not found", detail)
+            }
             BrokerError::Timeout(_) => {
                 ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", "Timed out", detail)
             }

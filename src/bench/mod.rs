@@ -2,17 +2,21 @@
 //!
 //! They report throughput (messages/s, MB/s of values, requests/s) and request latency
 //! percentiles; see `benches/README.md` for how to run them and how results are recorded. Each
-//! concept has its own file: the produce and consume generators, the shared message budget, the
-//! `--rate` pacer, and the statistics/report.
+//! concept has its own file: the produce and consume generators, the consumer group reader and
+//! rebalance timer, the shared message budget, the `--rate` pacer, and the statistics/report.
 
 pub mod budget;
 pub mod consume;
+pub mod group;
 pub mod pacer;
 pub mod produce;
+pub mod rebalance;
 pub mod stats;
 
 pub use consume::BenchConsumeArgs;
+pub use group::BenchGroupArgs;
 pub use produce::BenchProduceArgs;
+pub use rebalance::BenchRebalanceArgs;
 
 /// `herald bench ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -21,6 +25,10 @@ pub enum BenchCommand {
     Produce(BenchProduceArgs),
     /// Read a topic from the beginning and report throughput and latency.
     Consume(BenchConsumeArgs),
+    /// Read a topic as a consumer group of several members, committing after each poll.
+    Group(BenchGroupArgs),
+    /// Time how long a consumer group takes to rebalance when one member leaves.
+    Rebalance(BenchRebalanceArgs),
 }
 
 /// Runs one benchmark against `server` and prints its report on stdout (text, or one JSON object
@@ -34,6 +42,19 @@ pub async fn run_bench(server: &str, command: BenchCommand) -> anyhow::Result<()
         BenchCommand::Consume(args) => {
             let as_json = args.json;
             (consume::run(server, args).await?, as_json)
+        }
+        BenchCommand::Group(args) => {
+            let as_json = args.json;
+            (group::run(server, args).await?, as_json)
+        }
+        BenchCommand::Rebalance(args) => {
+            let report = rebalance::run(server, args.clone()).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.render_text());
+            }
+            return Ok(());
         }
     };
     if as_json {

@@ -32,6 +32,10 @@ pub enum BrokerError {
     Conflict { code: &'static str, message: String },
     #[error("node {0} is not in the cluster")]
     NodeNotFound(u64),
+    /// Something named in the path does not exist, with its stable code (e.g.
+    /// `group_not_found`, `unknown_member`).
+    #[error("{message}")]
+    NotFound { code: &'static str, message: String },
     /// A fault of ours (storage, raft): logged in full, answered as a bare 500.
     #[error("internal error: {0}")]
     Internal(String),

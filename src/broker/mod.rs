@@ -9,11 +9,15 @@ mod cluster_info;
 pub mod error;
 mod fetch;
 mod forward;
+mod group_poll;
+pub mod group_types;
+mod groups;
 mod produce;
 mod topics;
 pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
+pub use group_types::*;
 pub use types::*;
 
 use std::sync::atomic::AtomicU64;
@@ -38,6 +42,8 @@ pub struct BrokerOptions {
     pub produce_timeout: Duration,
     /// How many `acks=none` produce requests may be in flight at once.
     pub max_unacknowledged_produces: usize,
+    /// Consumer group limits.
+    pub groups: GroupOptions,
 }
 
 impl Default for BrokerOptions {
@@ -47,6 +53,7 @@ impl Default for BrokerOptions {
             leader_wait: Duration::from_secs(10),
             produce_timeout: Duration::from_secs(30),
             max_unacknowledged_produces: 1024,
+            groups: GroupOptions::default(),
         }
     }
 }

@@ -243,7 +243,7 @@ impl Api {
 
     /// Sends a request and turns a non-2xx answer into a [`ProblemError`], and a transport failure
     /// into an error naming the server.
-    async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Response> {
+    pub(crate) async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Response> {
         let request = request.build().context("could not build the request")?;
         let method = request.method().clone();
         let shown = format!("{} {}", method, request.url());
@@ -259,7 +259,7 @@ impl Api {
         }
     }
 
-    async fn send_json<T: serde::de::DeserializeOwned>(
+    pub(crate) async fn send_json<T: serde::de::DeserializeOwned>(
         &self,
         request: reqwest::RequestBuilder,
     ) -> anyhow::Result<T> {

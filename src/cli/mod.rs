@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod consume;
+pub mod groups_api;
 pub mod produce;
 pub mod topics;
 

@@ -12,6 +12,7 @@ mod controller;
 mod detector;
 mod error;
 mod gossip;
+mod groups;
 mod nodes;
 pub mod placement;
 mod propose;
@@ -22,6 +23,7 @@ mod service;
 
 pub use compaction::CleanerOptions;
 pub use error::ClusterError;
+pub use groups::{topic_partition_counts, MemberView};
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
 
 use std::collections::{BTreeMap, HashMap};
@@ -121,6 +123,8 @@ pub struct Cluster {
     /// When leadership of a group was last handed to its preferred replica.
     transfers: Mutex<HashMap<u64, Instant>>,
     cleaner: compaction::Cleaner,
+    /// Consumer group members' liveness, kept while this node leads the metadata group.
+    liveness: groups::Liveness,
 }
 
 impl Cluster {
@@ -199,6 +203,7 @@ impl Cluster {
             stop,
             transfers: Mutex::new(HashMap::new()),
             cleaner: compaction::Cleaner::new(options.cleaner),
+            liveness: groups::Liveness::default(),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;

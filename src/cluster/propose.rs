@@ -56,7 +56,7 @@ impl Cluster {
                     Ok(ClusterReply::Proposed(Err(ProposeFailure::Failed(reason)))) => {
                         return Err(ClusterError::Unavailable(reason))
                     }
-                    Ok(ClusterReply::Pong(_)) => {}
+                    Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {}
                     Err(error) if !error.maybe_delivered() => {}
                     Err(error) => return Err(ClusterError::Rpc(error)),
                 }
@@ -70,7 +70,7 @@ impl Cluster {
 
     /// Where to send a metadata proposal: the known leader, or else some other node in turn
     /// (which passes it on if it knows the leader).
-    fn metadata_target(&self, attempt: usize) -> Option<u64> {
+    pub(super) fn metadata_target(&self, attempt: usize) -> Option<u64> {
         if let Some(leader) = self
             .metadata
             .leader()
@@ -120,6 +120,9 @@ impl Cluster {
             ClusterRequest::Propose { command, hops } => {
                 ClusterReply::Proposed(self.propose_here(command, hops).await)
             }
+            ClusterRequest::GroupHeartbeat { group, member_id } => {
+                ClusterReply::GroupHeartbeat(self.serve_heartbeat(&group, &member_id))
+            }
         };
         postcard::to_stdvec(&reply)
             .map(Bytes::from)
@@ -152,7 +155,9 @@ impl Cluster {
                     .await
                 {
                     Ok(ClusterReply::Proposed(result)) => result,
-                    Ok(ClusterReply::Pong(_)) => Err(ProposeFailure::NoLeader),
+                    Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {
+                        Err(ProposeFailure::NoLeader)
+                    }
                     Err(error) if !error.maybe_delivered() => Err(ProposeFailure::NoLeader),
                     Err(error) => Err(ProposeFailure::Failed(error.to_string())),
                 }

@@ -43,6 +43,12 @@ pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>
         stopped.clone(),
         |cluster| async move { cluster.clean_queued().await },
     ));
+    tokio::spawn(every(
+        Arc::downgrade(cluster),
+        super::groups::COORDINATION_INTERVAL,
+        stopped.clone(),
+        |cluster| async move { cluster.coordinate_groups().await },
+    ));
     tokio::spawn(super::detector::watch_peers(
         Arc::downgrade(cluster),
         stopped.clone(),

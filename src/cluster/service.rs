@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use super::groups::MemberView;
 use super::Cluster;
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
 use crate::raft::{RaftService, RAFT_SERVICE};
@@ -27,6 +28,11 @@ pub(super) enum ClusterRequest {
         hops: u8,
     },
     Ping,
+    /// A consumer group member is alive; served by the metadata leader.
+    GroupHeartbeat {
+        group: String,
+        member_id: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -34,6 +40,8 @@ pub(super) enum ClusterReply {
     /// The outcome and the raft index it was applied at.
     Proposed(Result<(MetadataOutcome, u64), ProposeFailure>),
     Pong(PingReport),
+    /// The member's generation and partitions; None for an unknown member.
+    GroupHeartbeat(Result<Option<MemberView>, ProposeFailure>),
 }
 
 /// Why a forwarded proposal was not applied. Only `NoLeader` is safe to retry blindly.

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::groups::{GroupCommand, GroupOutcome};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 
 /// The raft group id of the metadata group; partition groups count up from 1.
@@ -112,6 +113,10 @@ pub enum MetadataCommand {
     RemoveNode {
         node_id: u64,
     },
+    /// A consumer group change. Replicated by the metadata group but kept apart from this
+    /// state (see `domain::groups`): group commits are frequent and must not rewrite or
+    /// republish the topics.
+    Groups(GroupCommand),
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -137,6 +142,7 @@ impl std::fmt::Display for MetadataCommand {
                 write!(formatter, "drain node {node_id} ({} moves)", moves.len())
             }
             MetadataCommand::RemoveNode { node_id } => write!(formatter, "remove node {node_id}"),
+            MetadataCommand::Groups(command) => write!(formatter, "{command}"),
         }
     }
 }
@@ -151,6 +157,7 @@ pub enum MetadataOutcome {
     /// The node id belongs to a node with other addresses.
     NodeExists,
     NodeNotFound,
+    Groups(GroupOutcome),
 }
 
 impl MetadataState {
@@ -210,6 +217,9 @@ impl MetadataState {
                 }
             },
             MetadataCommand::DrainNode { node_id, moves } => self.drain(*node_id, moves),
+            MetadataCommand::Groups(_) => {
+                MetadataOutcome::Invalid("group commands apply to the consumer groups".into())
+            }
             MetadataCommand::RemoveNode { node_id } => {
                 if !self.nodes.contains_key(node_id) {
                     return MetadataOutcome::NodeNotFound;

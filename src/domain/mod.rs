@@ -2,6 +2,7 @@
 //! Nothing here does I/O.
 
 pub mod batch;
+pub mod groups;
 pub mod metadata;
 pub mod names;
 pub mod partitioner;

@@ -1,21 +1,33 @@
 //! The metadata group's state machine: applies topic and node commands to
-//! [`MetadataState`] and publishes each new state to the node's watchers.
+//! [`MetadataState`] and publishes each new state to the node's watchers; consumer group
+//! commands go to the groups' own store (`consumer_groups`).
 
 use std::io;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::codec;
+use super::consumer_groups::{ConsumerGroupsView, GroupsStore};
 use super::state_machine::GroupApplier;
 use super::types::{RaftRequest, RaftResponse};
-use crate::domain::metadata::MetadataState;
-use crate::storage::WriteSet;
+use crate::domain::groups::ConsumerGroups;
+use crate::domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use crate::storage::{Store, WriteSet};
 
 pub struct MetadataApplier {
     state: MetadataState,
     published: watch::Sender<Arc<MetadataState>>,
     dirty: bool,
+    groups: GroupsStore,
+}
+
+/// What a metadata snapshot carries: the state, and the consumer groups kept in rows.
+#[derive(Serialize, Deserialize)]
+struct MetadataSnapshot {
+    state: MetadataState,
+    groups: ConsumerGroups,
 }
 
 impl MetadataApplier {
@@ -24,11 +36,16 @@ impl MetadataApplier {
             state: MetadataState::default(),
             published: watch::Sender::new(Arc::default()),
             dirty: true,
+            groups: GroupsStore::new(),
         }
     }
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataState>> {
         self.published.subscribe()
+    }
+
+    pub fn groups(&self) -> ConsumerGroupsView {
+        self.groups.view()
     }
 }
 
@@ -39,13 +56,11 @@ impl Default for MetadataApplier {
 }
 
 impl GroupApplier for MetadataApplier {
-    fn apply(
-        &mut self,
-        _index: u64,
-        request: &RaftRequest,
-        _writes: &mut WriteSet,
-    ) -> RaftResponse {
+    fn apply(&mut self, _index: u64, request: &RaftRequest, writes: &mut WriteSet) -> RaftResponse {
         match request {
+            RaftRequest::Metadata(MetadataCommand::Groups(command)) => {
+                RaftResponse::Metadata(MetadataOutcome::Groups(self.groups.apply(command, writes)))
+            }
             RaftRequest::Metadata(command) => {
                 self.dirty = true;
                 RaftResponse::Metadata(self.state.apply(command))
@@ -66,10 +81,29 @@ impl GroupApplier for MetadataApplier {
         Ok(())
     }
 
+    fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
+        self.groups.load_rows(store)
+    }
+
+    fn encode_snapshot(&self) -> Result<Vec<u8>, io::Error> {
+        codec::encode(&MetadataSnapshot {
+            state: self.state.clone(),
+            groups: self.groups.snapshot(),
+        })
+    }
+
+    fn restore_snapshot(&mut self, bytes: &[u8], writes: &mut WriteSet) -> Result<(), io::Error> {
+        let snapshot: MetadataSnapshot = codec::decode(bytes)?;
+        self.state = snapshot.state;
+        self.dirty = true;
+        self.groups.restore(snapshot.groups, writes)
+    }
+
     fn publish(&mut self) {
         if self.dirty {
             self.published.send_replace(Arc::new(self.state.clone()));
             self.dirty = false;
         }
+        self.groups.publish();
     }
 }

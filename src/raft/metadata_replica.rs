@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::consumer_groups::ConsumerGroupsView;
 use super::error::RaftLayerError;
 use super::group::{
     bootstrap_raft, leader_of, start_raft, wait_for_leader, write_error, Bootstrap, GroupContext,
@@ -23,6 +24,7 @@ pub struct MetadataReplica {
     node_id: u64,
     raft: MetadataRaft,
     state: watch::Receiver<Arc<MetadataState>>,
+    groups: ConsumerGroupsView,
     registry: Arc<GroupRegistry>,
     leader_wait: Duration,
     max_ack_age: Duration,
@@ -35,6 +37,7 @@ impl MetadataReplica {
     ) -> Result<Self, RaftLayerError> {
         let applier = MetadataApplier::new();
         let state = applier.subscribe();
+        let groups = applier.groups();
         let (raft, leader_wait) =
             start_raft(context, METADATA_GROUP, applier, Default::default()).await?;
         context
@@ -45,6 +48,7 @@ impl MetadataReplica {
             node_id: context.node_id,
             raft,
             state,
+            groups,
             registry: context.registry.clone(),
             leader_wait,
             max_ack_age: context.max_ack_age(),
@@ -93,6 +97,11 @@ impl MetadataReplica {
 
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataState>> {
         self.state.clone()
+    }
+
+    /// The consumer groups as applied on this node.
+    pub fn groups(&self) -> &ConsumerGroupsView {
+        &self.groups
     }
 
     pub fn leader(&self) -> Option<u64> {

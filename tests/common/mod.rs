@@ -11,6 +11,7 @@
 //! - `topics`: creating and describing topics on a single node, waiting for their leaders;
 //! - `messages`: produce, fetch and read-back helpers and the parsed shapes of their answers;
 //! - `gauges`: a node's own metrics (per-replica gauges, counters);
+//! - `groups`: consumer groups: join, heartbeat, poll, commit, describe;
 //! - `poll`: waiting on a condition with a deadline;
 //! - `cluster` (with the `cluster_*` files): several nodes formed into one cluster;
 //! - `book`: what a cluster test sent and what was acknowledged.
@@ -25,6 +26,7 @@ mod cluster_produce;
 mod cluster_reads;
 mod cluster_topics;
 mod gauges;
+mod groups;
 mod http;
 mod messages;
 mod poll;
@@ -33,6 +35,8 @@ mod topics;
 
 // Re-exports: each test binary uses a subset, so an unused one is no mistake (like
 // `dead_code` above).
+#[allow(unused_imports)]
+pub use groups::{parse_assignments, Delivered, Member, Polled};
 #[allow(unused_imports)]
 pub use http::{client, PROBLEM_JSON, REQUEST_TIMEOUT};
 #[allow(unused_imports)]

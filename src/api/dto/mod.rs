@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod consume;
+pub mod groups;
 pub mod headers;
 pub mod produce;
 pub mod topic;

@@ -1,0 +1,383 @@
+//! Consumer group DTOs: joining, polling, committing, describing and resetting.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::consume::{ConsumedMessageDto, MAX_MAX_MESSAGES, MAX_WAIT_MS};
+use crate::api::problem::ApiError;
+use crate::broker::{
+    CommitOffsets, GroupInfo, GroupPoll, GroupPollResult, GroupSummary, JoinGroup, Membership,
+    ResetOffsets, ResetTarget,
+};
+use crate::domain::groups::{OffsetReset, TopicPartition};
+
+/// Default `max_messages` of a poll.
+pub const DEFAULT_POLL_MESSAGES: usize = 100;
+
+/// Where a member starts on a partition its group has no committed offset for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OffsetResetDto {
+    /// The oldest message still in the partition (the default).
+    Earliest,
+    /// Only messages produced after the member first polls.
+    Latest,
+}
+
+impl From<OffsetResetDto> for OffsetReset {
+    fn from(reset: OffsetResetDto) -> Self {
+        match reset {
+            OffsetResetDto::Earliest => OffsetReset::Earliest,
+            OffsetResetDto::Latest => OffsetReset::Latest,
+        }
+    }
+}
+
+impl From<OffsetReset> for OffsetResetDto {
+    fn from(reset: OffsetReset) -> Self {
+        match reset {
+            OffsetReset::Earliest => OffsetResetDto::Earliest,
+            OffsetReset::Latest => OffsetResetDto::Latest,
+        }
+    }
+}
+
+/// One partition of one topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TopicPartitionDto {
+    pub topic: String,
+    pub partition: u32,
+}
+
+impl From<TopicPartition> for TopicPartitionDto {
+    fn from(partition: TopicPartition) -> Self {
+        TopicPartitionDto {
+            topic: partition.topic,
+            partition: partition.partition,
+        }
+    }
+}
+
+fn assignments_dto(assignments: Vec<TopicPartition>) -> Vec<TopicPartitionDto> {
+    assignments.into_iter().map(Into::into).collect()
+}
+
+/// Body of `POST /v1/groups/{group}/members`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"topics": ["orders"], "session_timeout_ms": 10000}))]
+pub struct JoinGroupRequest {
+    /// The topics to read (1 to 100).
+    pub topics: Vec<String>,
+    /// Without a heartbeat or poll for this long, the member is removed and its partitions
+    /// go to the others. Default 10000; the node's limits apply (1000 to 300000 by default).
+    #[serde(default)]
+    pub session_timeout_ms: Option<u64>,
+    /// Where members start on partitions without a committed offset; sets the group's policy.
+    /// Default `earliest`.
+    #[serde(default)]
+    pub auto_offset_reset: Option<OffsetResetDto>,
+}
+
+impl JoinGroupRequest {
+    pub fn into_domain(self, group: String) -> JoinGroup {
+        JoinGroup {
+            group,
+            topics: self.topics,
+            session_timeout: self.session_timeout_ms.map(Duration::from_millis),
+            offset_reset: self.auto_offset_reset.map(Into::into),
+        }
+    }
+}
+
+/// A member's place in its group: answer of a join or a heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"member_id": "member-1-5f0c2a9d13e4b7aa", "generation": 3,
+    "assignments": [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 1}]}))]
+pub struct MembershipDto {
+    pub member_id: String,
+    /// Bumped by every rebalance; commits must name the current one.
+    pub generation: u64,
+    /// The partitions this member reads in this generation.
+    pub assignments: Vec<TopicPartitionDto>,
+}
+
+impl From<Membership> for MembershipDto {
+    fn from(membership: Membership) -> Self {
+        MembershipDto {
+            member_id: membership.member_id,
+            generation: membership.generation,
+            assignments: assignments_dto(membership.assignments),
+        }
+    }
+}
+
+/// Body of `POST /v1/groups/{group}/members/{member}/poll`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"max_messages": 100, "max_wait_ms": 1000, "auto_commit": false}))]
+pub struct PollRequest {
+    /// 1 to 10000; default 100. Shared evenly by the member's partitions.
+    #[serde(default)]
+    pub max_messages: Option<usize>,
+    /// Long poll: wait up to this long (0 to 60000 ms; default 0) for a first message.
+    #[serde(default)]
+    pub max_wait_ms: Option<u64>,
+    /// Commit what this poll answers before answering (at-most-once). Default false: commit
+    /// after processing (at-least-once).
+    #[serde(default)]
+    pub auto_commit: bool,
+    /// The generation the member knows; if the group moved on, the poll is 409
+    /// `stale_generation` instead of reading the new assignment.
+    #[serde(default)]
+    pub generation: Option<u64>,
+}
+
+impl PollRequest {
+    pub fn into_domain(self, group: String, member_id: String) -> Result<GroupPoll, ApiError> {
+        let max_messages = self.max_messages.unwrap_or(DEFAULT_POLL_MESSAGES);
+        if max_messages == 0 || max_messages > MAX_MAX_MESSAGES {
+            return Err(ApiError::invalid_request(format!(
+                "max_messages must be between 1 and {MAX_MAX_MESSAGES}, got {max_messages}"
+            )));
+        }
+        let max_wait_ms = self.max_wait_ms.unwrap_or(0);
+        if max_wait_ms > MAX_WAIT_MS {
+            return Err(ApiError::invalid_request(format!(
+                "max_wait_ms must be between 0 and {MAX_WAIT_MS}, got {max_wait_ms}"
+            )));
+        }
+        Ok(GroupPoll {
+            group,
+            member_id,
+            generation: self.generation,
+            max_messages,
+            max_wait: Duration::from_millis(max_wait_ms),
+            auto_commit: self.auto_commit,
+        })
+    }
+}
+
+/// Answer of a poll.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PollResponse {
+    /// Interleaved across the member's partitions; in offset order within each.
+    pub messages: Vec<ConsumedMessageDto>,
+    /// The generation the messages were read in: commit them with it.
+    pub generation: u64,
+    pub assignments: Vec<TopicPartitionDto>,
+}
+
+impl From<GroupPollResult> for PollResponse {
+    fn from(result: GroupPollResult) -> Self {
+        PollResponse {
+            messages: result
+                .messages
+                .into_iter()
+                .map(|delivered| {
+                    ConsumedMessageDto::from_domain(&delivered.topic, delivered.message)
+                })
+                .collect(),
+            generation: result.generation,
+            assignments: assignments_dto(result.assignments),
+        }
+    }
+}
+
+/// One offset to commit: the next offset to read.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OffsetCommitDto {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+}
+
+/// Body of `POST /v1/groups/{group}/offsets`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"member_id": "member-1-5f0c2a9d13e4b7aa", "generation": 3,
+    "offsets": [{"topic": "orders", "partition": 0, "offset": 18}]}))]
+pub struct CommitRequest {
+    pub member_id: String,
+    pub generation: u64,
+    pub offsets: Vec<OffsetCommitDto>,
+}
+
+impl CommitRequest {
+    pub fn into_domain(self, group: String) -> CommitOffsets {
+        CommitOffsets {
+            group,
+            member_id: self.member_id,
+            generation: self.generation,
+            offsets: self
+                .offsets
+                .into_iter()
+                .map(|offset| {
+                    (
+                        TopicPartition::new(offset.topic, offset.partition),
+                        offset.offset,
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Where `POST /v1/groups/{group}/offsets/reset` moves offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResetToDto {
+    Earliest,
+    Latest,
+    /// The first offset with a timestamp at or after `timestamp`.
+    Timestamp,
+    /// `offset`, brought into each partition's bounds.
+    Offset,
+}
+
+/// Body of `POST /v1/groups/{group}/offsets/reset`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"to": "timestamp", "timestamp": 1764400000000i64, "topics": ["orders"]}))]
+pub struct ResetOffsetsRequest {
+    pub to: ResetToDto,
+    /// With `to: timestamp`: milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub timestamp: Option<i64>,
+    /// With `to: offset`.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// The topics whose partitions move; default every topic the group has offsets for.
+    #[serde(default)]
+    pub topics: Vec<String>,
+}
+
+impl ResetOffsetsRequest {
+    pub fn into_domain(self, group: String) -> Result<ResetOffsets, ApiError> {
+        let to = match (self.to, self.timestamp, self.offset) {
+            (ResetToDto::Earliest, None, None) => ResetTarget::Earliest,
+            (ResetToDto::Latest, None, None) => ResetTarget::Latest,
+            (ResetToDto::Timestamp, Some(timestamp), None) if timestamp >= 0 => {
+                ResetTarget::Timestamp(timestamp)
+            }
+            (ResetToDto::Offset, None, Some(offset)) => ResetTarget::Offset(offset),
+            _ => {
+                return Err(ApiError::invalid_request(
+                    "give `timestamp` (>= 0) exactly with to=timestamp and `offset` exactly with to=offset",
+                ))
+            }
+        };
+        Ok(ResetOffsets {
+            group,
+            topics: self.topics,
+            to,
+        })
+    }
+}
+
+/// A member as `GET /v1/groups/{group}` shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GroupMemberDto {
+    pub member_id: String,
+    pub topics: Vec<String>,
+    pub session_timeout_ms: u64,
+    pub joined_at: i64,
+    pub assignments: Vec<TopicPartitionDto>,
+}
+
+/// A partition's committed offset and lag.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GroupOffsetDto {
+    pub topic: String,
+    pub partition: u32,
+    /// The next offset the group reads; null when it never committed this partition.
+    pub committed: Option<u64>,
+    /// The offset after the last readable message; null for a partition of a deleted topic.
+    pub high_watermark: Option<u64>,
+    /// `high_watermark - committed`: messages not yet processed.
+    pub lag: Option<u64>,
+}
+
+/// Answer of `GET /v1/groups/{group}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"group": "billing", "state": "stable", "generation": 3,
+    "auto_offset_reset": "earliest",
+    "members": [{"member_id": "member-1-5f0c2a9d13e4b7aa", "topics": ["orders"],
+                 "session_timeout_ms": 10000, "joined_at": 1764400000000i64,
+                 "assignments": [{"topic": "orders", "partition": 0}]}],
+    "offsets": [{"topic": "orders", "partition": 0, "committed": 15, "high_watermark": 18, "lag": 3}]}))]
+pub struct GroupDto {
+    pub group: String,
+    /// `stable` (it has members) or `empty`.
+    pub state: String,
+    pub generation: u64,
+    pub auto_offset_reset: OffsetResetDto,
+    pub members: Vec<GroupMemberDto>,
+    /// Every partition of the subscribed topics, and every partition with a committed offset.
+    pub offsets: Vec<GroupOffsetDto>,
+}
+
+impl From<GroupInfo> for GroupDto {
+    fn from(info: GroupInfo) -> Self {
+        GroupDto {
+            group: info.group,
+            state: info.state.to_string(),
+            generation: info.generation,
+            auto_offset_reset: info.offset_reset.into(),
+            members: info
+                .members
+                .into_iter()
+                .map(|member| GroupMemberDto {
+                    member_id: member.member_id,
+                    topics: member.topics,
+                    session_timeout_ms: member.session_timeout_ms,
+                    joined_at: member.joined_at_ms,
+                    assignments: assignments_dto(member.assignments),
+                })
+                .collect(),
+            offsets: info
+                .offsets
+                .into_iter()
+                .map(|offset| GroupOffsetDto {
+                    topic: offset.topic,
+                    partition: offset.partition,
+                    committed: offset.committed,
+                    high_watermark: offset.high_watermark,
+                    lag: offset.lag,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A group as `GET /v1/groups` lists it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GroupSummaryDto {
+    pub group: String,
+    pub state: String,
+    pub generation: u64,
+    pub members: usize,
+    /// Summed over the partitions with a committed offset.
+    pub lag: u64,
+}
+
+impl From<GroupSummary> for GroupSummaryDto {
+    fn from(summary: GroupSummary) -> Self {
+        GroupSummaryDto {
+            group: summary.group,
+            state: summary.state.to_string(),
+            generation: summary.generation,
+            members: summary.members,
+            lag: summary.total_lag,
+        }
+    }
+}
+
+/// Answer of `GET /v1/groups`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GroupListDto {
+    pub groups: Vec<GroupSummaryDto>,
+}

@@ -1,0 +1,236 @@
+//! `/v1/groups`: consumer groups. Members join, heartbeat, poll and commit; operators list,
+//! describe, reset and delete groups.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::groups::{
+    CommitRequest, GroupDto, GroupListDto, JoinGroupRequest, MembershipDto, PollRequest,
+    PollResponse, ResetOffsetsRequest,
+};
+use super::extract::{ApiJson, ApiPath};
+use super::problem::{ApiResult, Problem};
+use super::AppState;
+use crate::broker::Broker;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_groups))
+        .routes(routes!(describe_group, delete_group))
+        .routes(routes!(join_group))
+        .routes(routes!(heartbeat))
+        .routes(routes!(poll))
+        .routes(routes!(leave_group))
+        .routes(routes!(commit_offsets))
+        .routes(routes!(reset_offsets))
+}
+
+/// Join a consumer group (creating it if needed).
+///
+/// The group rebalances: every partition of its members' topics is assigned to exactly one
+/// member, keeping partitions where they were when it can. Heartbeat (or poll) within
+/// `session_timeout_ms`, or the member is removed.
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/members",
+    tag = "groups",
+    params(("group" = String, Path, description = "Group name")),
+    request_body = JoinGroupRequest,
+    responses(
+        (status = 200, description = "The new member's id, generation and partitions", body = MembershipDto),
+        (status = 400, description = "Invalid name, topics or session timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`topic_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`group_full`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader` or `unavailable`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn join_group(
+    State(broker): State<Broker>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(request): ApiJson<JoinGroupRequest>,
+) -> ApiResult<Json<MembershipDto>> {
+    let membership = broker.join_group(request.into_domain(group)).await?;
+    Ok(Json(membership.into()))
+}
+
+/// Keep a member alive; answers its current generation and partitions.
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/members/{member}/heartbeat",
+    tag = "groups",
+    params(
+        ("group" = String, Path, description = "Group name"),
+        ("member" = String, Path, description = "Member id from the join"),
+    ),
+    responses(
+        (status = 200, description = "The member's generation and partitions", body = MembershipDto),
+        (status = 404, description = "`unknown_member`: it left or its session expired; join again", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn heartbeat(
+    State(broker): State<Broker>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
+) -> ApiResult<Json<MembershipDto>> {
+    Ok(Json(broker.group_heartbeat(&group, &member).await?.into()))
+}
+
+/// Poll messages from the member's partitions.
+///
+/// Starts where the member left off: its position, else the committed offset, else where
+/// the group's `auto_offset_reset` says. A poll is also a heartbeat.
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/members/{member}/poll",
+    tag = "groups",
+    params(
+        ("group" = String, Path, description = "Group name"),
+        ("member" = String, Path, description = "Member id from the join"),
+    ),
+    request_body = PollRequest,
+    responses(
+        (status = 200, description = "Messages (possibly none), with the generation they were read in", body = PollResponse),
+        (status = 400, description = "Invalid limits", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_member`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`stale_generation`: the request named an older generation", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn poll(
+    State(broker): State<Broker>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
+    ApiJson(request): ApiJson<PollRequest>,
+) -> ApiResult<Json<PollResponse>> {
+    let request = request.into_domain(group, member)?;
+    Ok(Json(broker.poll_group(request).await?.into()))
+}
+
+/// Leave a group; its partitions go to the other members at once.
+#[utoipa::path(
+    delete,
+    path = "/v1/groups/{group}/members/{member}",
+    tag = "groups",
+    params(
+        ("group" = String, Path, description = "Group name"),
+        ("member" = String, Path, description = "Member id from the join"),
+    ),
+    responses(
+        (status = 204, description = "The member left and the group rebalanced"),
+        (status = 404, description = "`unknown_member`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn leave_group(
+    State(broker): State<Broker>,
+    ApiPath((group, member)): ApiPath<(String, String)>,
+) -> ApiResult<StatusCode> {
+    broker.leave_group(&group, &member).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Commit offsets (the next offset to read) of the member's partitions.
+///
+/// Refused with 409 `stale_generation` when the group rebalanced since the member's
+/// generation. A commit never moves an offset backwards (a late retry does not undo a newer
+/// commit); use the reset to go back.
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/offsets",
+    tag = "groups",
+    params(("group" = String, Path, description = "Group name")),
+    request_body = CommitRequest,
+    responses(
+        (status = 204, description = "Committed, on a quorum"),
+        (status = 400, description = "Invalid request", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_member`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`stale_generation` or `partition_not_assigned`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn commit_offsets(
+    State(broker): State<Broker>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(request): ApiJson<CommitRequest>,
+) -> ApiResult<StatusCode> {
+    broker.commit_offsets(request.into_domain(group)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Move the offsets of a group without live members: to the earliest or latest offset, a
+/// timestamp or an offset (possibly backwards, to reprocess).
+#[utoipa::path(
+    post,
+    path = "/v1/groups/{group}/offsets/reset",
+    tag = "groups",
+    params(("group" = String, Path, description = "Group name")),
+    request_body = ResetOffsetsRequest,
+    responses(
+        (status = 200, description = "The group with its new offsets", body = GroupDto),
+        (status = 400, description = "Invalid target, or no topics to reset", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`topic_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`group_not_empty`: the group has live members", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn reset_offsets(
+    State(broker): State<Broker>,
+    ApiPath(group): ApiPath<String>,
+    ApiJson(request): ApiJson<ResetOffsetsRequest>,
+) -> ApiResult<Json<GroupDto>> {
+    let request = request.into_domain(group)?;
+    Ok(Json(broker.reset_group_offsets(request).await?.into()))
+}
+
+/// Describe a group: members, assignments, committed offsets, high watermarks and lag.
+#[utoipa::path(
+    get,
+    path = "/v1/groups/{group}",
+    tag = "groups",
+    params(("group" = String, Path, description = "Group name")),
+    responses(
+        (status = 200, description = "The group", body = GroupDto),
+        (status = 404, description = "`group_not_found`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn describe_group(
+    State(broker): State<Broker>,
+    ApiPath(group): ApiPath<String>,
+) -> ApiResult<Json<GroupDto>> {
+    Ok(Json(broker.describe_group(&group)?.into()))
+}
+
+/// Delete a group without live members, with its offsets.
+#[utoipa::path(
+    delete,
+    path = "/v1/groups/{group}",
+    tag = "groups",
+    params(("group" = String, Path, description = "Group name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "`group_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`group_not_empty`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn delete_group(
+    State(broker): State<Broker>,
+    ApiPath(group): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    broker.delete_group(&group).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// List consumer groups.
+#[utoipa::path(
+    get,
+    path = "/v1/groups",
+    tag = "groups",
+    responses((status = 200, description = "Every group", body = GroupListDto))
+)]
+async fn list_groups(State(broker): State<Broker>) -> Json<GroupListDto> {
+    Json(GroupListDto {
+        groups: broker.list_groups().into_iter().map(Into::into).collect(),
+    })
+}

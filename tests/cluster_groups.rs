@@ -1,0 +1,175 @@
+//! Consumer groups on a cluster, black box: members served by different nodes, committed
+//! offsets visible through every node, and group state surviving the death of the node that
+//! coordinated it (the metadata leader) and a restart of every node.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::cluster::{create_replicated, TestCluster, CLUSTER_DEADLINE};
+use common::{poll, Member, Server};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const EVERY: Duration = Duration::from_millis(200);
+const MESSAGES: u64 = 120;
+
+fn id_of(value: &str) -> u64 {
+    serde_json::from_str::<Value>(value).expect("JSON")["id"]
+        .as_u64()
+        .expect("an id")
+}
+
+/// The committed offsets `GET /v1/groups/g` shows, per (topic, partition).
+async fn committed_via(node: &Server) -> Vec<(String, u64, Value)> {
+    let described = node.describe_group("g").await;
+    described["offsets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|offset| {
+            (
+                offset["topic"].as_str().unwrap_or_default().to_string(),
+                offset["partition"].as_u64().unwrap_or_default(),
+                offset["committed"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until every live node shows the same committed offsets; answers them.
+async fn agreed_offsets(cluster: &TestCluster) -> Vec<(String, u64, Value)> {
+    poll(CLUSTER_DEADLINE, EVERY, || async {
+        let mut views = Vec::new();
+        for id in cluster.live_ids() {
+            views.push(committed_via(cluster.node(id)).await);
+        }
+        if views.windows(2).all(|pair| pair[0] == pair[1]) {
+            Ok(views.remove(0))
+        } else {
+            Err(format!("nodes disagree: {views:?}"))
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| cluster.fail(&seen))
+}
+
+/// Polls through `via` and commits through `commit_via`; answers the ids processed.
+async fn poll_and_commit(via: &Server, commit_via: &Server, member: &str) -> Vec<u64> {
+    let polled = match via
+        .poll_group(
+            "g",
+            member,
+            &json!({"max_messages": 30, "max_wait_ms": 200}),
+        )
+        .await
+    {
+        Ok(polled) => polled,
+        Err((status, body)) => via.fail(&format!("poll: {status}: {body}")),
+    };
+    if polled.messages.is_empty() {
+        return Vec::new();
+    }
+    let (status, body) = commit_via.commit("g", &polled.commit_body(member)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "commit: {body}");
+    polled
+        .messages
+        .iter()
+        .map(|message| id_of(&message.value))
+        .collect()
+}
+
+#[tokio::test]
+async fn group_state_survives_its_coordinators_death_and_a_full_restart() {
+    let mut cluster = TestCluster::start(3).await;
+    create_replicated(&cluster, 1, "orders", 6, 3).await;
+    for partition in 0..6 {
+        cluster.leader_of("orders", partition).await;
+    }
+    let messages: Vec<Value> = (0..MESSAGES)
+        .map(|id| json!({"partition": id % 6, "value": {"id": id}}))
+        .collect();
+    cluster
+        .node(1)
+        .produce_ok("orders", &json!({ "messages": messages }))
+        .await;
+
+    // Members join through different nodes and see one consistent group.
+    let join = json!({"topics": ["orders"], "session_timeout_ms": 20_000});
+    let first = cluster.node(1).join_group("g", &join).await;
+    let second = cluster.node(2).join_group("g", &join).await;
+    let first: Member = cluster
+        .node(3)
+        .heartbeat("g", &first.id)
+        .await
+        .expect("alive");
+    assert_eq!((first.generation, second.generation), (2, 2));
+    let owned: BTreeSet<_> = first.assignments.union(&second.assignments).collect();
+    assert_eq!(owned.len(), 6);
+    assert_eq!(first.assignments.len(), 3);
+
+    // Polls and commits go through any node.
+    let mut seen = BTreeSet::new();
+    seen.extend(poll_and_commit(cluster.node(3), cluster.node(1), &first.id).await);
+    seen.extend(poll_and_commit(cluster.node(2), cluster.node(3), &second.id).await);
+    assert!(!seen.is_empty());
+    let stale = json!({"member_id": first.id, "generation": 1,
+                       "offsets": [{"topic": "orders", "partition": first.assignments.iter().next().unwrap().1, "offset": 1}]});
+    let (status, problem) = cluster.node(2).commit("g", &stale).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(problem["code"], "stale_generation");
+    let before = agreed_offsets(&cluster).await;
+    assert!(before.iter().any(|(_, _, committed)| committed.is_u64()));
+
+    // The metadata leader kept the group's liveness and proposed its changes: kill it.
+    let coordinator = cluster.metadata_leader().await;
+    cluster.kill(coordinator);
+    let survivors = cluster.others_than(coordinator);
+    assert_eq!(agreed_offsets(&cluster).await, before, "offsets survive");
+    for (member, via) in [(&first, survivors[0]), (&second, survivors[1])] {
+        let alive = poll(CLUSTER_DEADLINE, EVERY, || async {
+            cluster
+                .node(via)
+                .heartbeat("g", &member.id)
+                .await
+                .map_err(|refused| format!("{refused:?}"))
+        })
+        .await
+        .unwrap_or_else(|seen| cluster.fail(&seen));
+        assert_eq!(
+            alive.generation, 2,
+            "no member was lost with the coordinator"
+        );
+        assert_eq!(alive.assignments, member.assignments);
+    }
+
+    // Consumption goes on from the committed offsets through the survivors.
+    let deadline = std::time::Instant::now() + CLUSTER_DEADLINE;
+    while (seen.len() as u64) < MESSAGES {
+        if std::time::Instant::now() >= deadline {
+            cluster.fail(&format!("{} of {MESSAGES} messages seen", seen.len()));
+        }
+        let (one, other) = (cluster.node(survivors[0]), cluster.node(survivors[1]));
+        seen.extend(poll_and_commit(one, other, &first.id).await);
+        seen.extend(poll_and_commit(other, one, &second.id).await);
+    }
+
+    // Every node back, then every node restarted at once: the offsets are still there.
+    cluster.restart(coordinator).await;
+    let finished = agreed_offsets(&cluster).await;
+    for (_, _, committed) in &finished {
+        assert_eq!(
+            committed,
+            &json!(MESSAGES / 6),
+            "all committed: {finished:?}"
+        );
+    }
+    cluster.restart_all(&[1, 2, 3]).await;
+    assert_eq!(agreed_offsets(&cluster).await, finished);
+    let described = cluster.node(coordinator).describe_group("g").await;
+    for offset in described["offsets"].as_array().expect("offsets") {
+        assert_eq!(offset["lag"], 0, "{described}");
+    }
+}

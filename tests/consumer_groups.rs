@@ -1,0 +1,669 @@
+//! Consumer groups on one node, black box: assignment and rebalancing as members join, leave
+//! and expire; polls from the committed offset; commit-after-processing loses nothing across
+//! a rebalance; generation fencing; lag; auto-commit; resets; restarts; bad input.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{poll, Member, Polled, Server};
+use parking_lot::Mutex;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// How long a test waits for a rebalance or for every message to arrive.
+const DEADLINE: Duration = Duration::from_secs(60);
+const EVERY: Duration = Duration::from_millis(100);
+
+/// Produces `count` messages `{"id": i}`, message i to partition `i % partitions`.
+async fn produce_ids(server: &Server, topic: &str, partitions: u32, ids: std::ops::Range<u64>) {
+    let messages: Vec<Value> = ids
+        .map(|id| json!({"partition": (id % u64::from(partitions)) as u32, "value": {"id": id}}))
+        .collect();
+    server
+        .produce_ok(topic, &json!({ "messages": messages }))
+        .await;
+}
+
+fn id_of(value: &str) -> u64 {
+    let parsed: Value = serde_json::from_str(value).expect("a JSON value");
+    parsed["id"].as_u64().expect("an id")
+}
+
+async fn topic_with(server: &Server, topic: &str, partitions: u32) {
+    server.create_topic(topic, partitions).await;
+    server.wait_for_leaders(topic).await;
+}
+
+fn join_body(session_ms: u64) -> Value {
+    json!({"topics": ["orders"], "session_timeout_ms": session_ms})
+}
+
+async fn poll_ok(server: &Server, group: &str, member: &str, body: Value) -> Polled {
+    server
+        .poll_group(group, member, &body)
+        .await
+        .unwrap_or_else(|(status, answer)| server.fail(&format!("poll: {status}: {answer}")))
+}
+
+/// Polls (and commits after each poll) until `want` messages came or the deadline.
+async fn consume(server: &Server, group: &str, member: &str, want: usize) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    while ids.len() < want && Instant::now() < deadline {
+        let polled = poll_ok(
+            server,
+            group,
+            member,
+            json!({"max_messages": 100, "max_wait_ms": 200}),
+        )
+        .await;
+        if polled.messages.is_empty() {
+            continue;
+        }
+        ids.extend(polled.messages.iter().map(|message| id_of(&message.value)));
+        let (status, answer) = server.commit(group, &polled.commit_body(member)).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "commit: {answer}");
+    }
+    ids
+}
+
+fn assert_partitioned(members: &[&Member], partitions: u32) {
+    let mut seen = BTreeSet::new();
+    for member in members {
+        for assignment in &member.assignments {
+            assert!(
+                seen.insert(assignment.clone()),
+                "{assignment:?} assigned twice"
+            );
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        partitions as usize,
+        "every partition has an owner"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_split_rebalance_on_join_and_expiry_and_nothing_is_lost() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 6).await;
+    produce_ids(&server, "orders", 6, 0..600).await;
+
+    let first = server.join_group("g", &join_body(2000)).await;
+    assert_eq!((first.generation, first.assignments.len()), (1, 6));
+    let second = server.join_group("g", &join_body(2000)).await;
+    let first = server.heartbeat("g", &first.id).await.expect("alive");
+    assert_eq!(second.generation, 2);
+    assert_eq!((first.assignments.len(), second.assignments.len()), (3, 3));
+    assert_partitioned(&[&first, &second], 6);
+
+    let third = server.join_group("g", &join_body(2000)).await;
+    let first = server.heartbeat("g", &first.id).await.expect("alive");
+    let second = server.heartbeat("g", &second.id).await.expect("alive");
+    assert_eq!(third.generation, 3);
+    assert_eq!(first.generation, 3);
+    for member in [&first, &second, &third] {
+        assert_eq!(member.assignments.len(), 2, "2/2/2: {member:?}");
+    }
+    assert_partitioned(&[&first, &second, &third], 6);
+    // Stickiness: the new member's partitions came one from each of the others.
+    let described = server.describe_group("g").await;
+    assert_eq!(described["state"], "stable");
+    assert_eq!(described["members"].as_array().map(Vec::len), Some(3));
+
+    // The third member takes messages and dies before committing them.
+    let lost_work = poll_ok(&server, "g", &third.id, json!({"max_messages": 40})).await;
+    assert!(!lost_work.messages.is_empty());
+    for message in &lost_work.messages {
+        assert!(third
+            .assignments
+            .contains(&(message.topic.clone(), message.partition)));
+    }
+
+    // The others process and commit until everything is seen: the dead member's partitions
+    // come to them once its session expires, from its last commit (none), so its
+    // uncommitted messages are delivered again, and nothing is lost.
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let mut workers = Vec::new();
+    for member in [first.id.clone(), second.id.clone()] {
+        let (seen, url) = (seen.clone(), server.url(""));
+        workers.push(tokio::spawn(async move {
+            let client = common::client();
+            let deadline = Instant::now() + DEADLINE;
+            while seen.lock().len() < 600 && Instant::now() < deadline {
+                let answer: Value = client
+                    .post(format!("{url}/v1/groups/g/members/{member}/poll"))
+                    .json(&json!({"max_messages": 50, "max_wait_ms": 200}))
+                    .send()
+                    .await
+                    .expect("poll")
+                    .json()
+                    .await
+                    .expect("poll answer");
+                let messages = answer["messages"].as_array().cloned().unwrap_or_default();
+                if messages.is_empty() {
+                    continue;
+                }
+                let mut next = std::collections::BTreeMap::new();
+                for message in &messages {
+                    seen.lock().insert(id_of(&message["value"].to_string()));
+                    let key = (
+                        message["topic"].as_str().unwrap().to_string(),
+                        message["partition"].as_u64().unwrap(),
+                    );
+                    next.insert(key, message["offset"].as_u64().unwrap() + 1);
+                }
+                let offsets: Vec<Value> = next
+                    .iter()
+                    .map(|((topic, partition), offset)| {
+                        json!({"topic": topic, "partition": partition, "offset": offset})
+                    })
+                    .collect();
+                // A commit may meet a rebalance (409): the messages were processed anyway.
+                client
+                    .post(format!("{url}/v1/groups/g/offsets"))
+                    .json(&json!({"member_id": member, "generation": answer["generation"], "offsets": offsets}))
+                    .send()
+                    .await
+                    .expect("commit");
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    let seen = seen.lock().clone();
+    assert_eq!(seen.len(), 600, "every message reached the group");
+    for message in &lost_work.messages {
+        assert!(seen.contains(&id_of(&message.value)));
+    }
+    let (status, _) = server
+        .heartbeat("g", &third.id)
+        .await
+        .expect_err("the silent member expired");
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let first = server.heartbeat("g", &first.id).await.expect("alive");
+    let second = server.heartbeat("g", &second.id).await.expect("alive");
+    assert_eq!(first.generation, 4);
+    assert_eq!((first.assignments.len(), second.assignments.len()), (3, 3));
+    assert_partitioned(&[&first, &second], 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_generation_is_refused_and_members_commit_only_their_partitions() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 2).await;
+    produce_ids(&server, "orders", 2, 0..10).await;
+    let first = server.join_group("g", &join_body(10_000)).await;
+    let polled = poll_ok(&server, "g", &first.id, json!({"max_messages": 4})).await;
+    assert_eq!(polled.generation, 1);
+    let second = server.join_group("g", &join_body(10_000)).await;
+
+    // The first member's commit names generation 1: the group is at 2 now.
+    let (status, problem) = server.commit("g", &polled.commit_body(&first.id)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert_eq!(problem["code"], "stale_generation");
+    let stale_poll = server
+        .poll_group("g", &first.id, &json!({"generation": 1}))
+        .await
+        .expect_err("a poll naming generation 1");
+    assert_eq!(stale_poll.0, StatusCode::CONFLICT);
+    assert_eq!(stale_poll.1["code"], "stale_generation");
+    let described = server.describe_group("g").await;
+    assert!(
+        described["offsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|offset| offset["committed"].is_null()),
+        "nothing was committed: {described}"
+    );
+
+    let first = server.heartbeat("g", &first.id).await.expect("alive");
+    let (mine, theirs) = (
+        first.assignments.iter().next().unwrap().1,
+        second.assignments.iter().next().unwrap().1,
+    );
+    let commit = |partition: u32, offset: u64| {
+        json!({"member_id": first.id, "generation": 2,
+               "offsets": [{"topic": "orders", "partition": partition, "offset": offset}]})
+    };
+    let (status, problem) = server.commit("g", &commit(theirs, 3)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(problem["code"], "partition_not_assigned");
+    assert_eq!(
+        server.commit("g", &commit(mine, 3)).await.0,
+        StatusCode::NO_CONTENT
+    );
+    // A late, lower commit does not move the group backwards.
+    assert_eq!(
+        server.commit("g", &commit(mine, 1)).await.0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(server.committed("g", "orders", mine).await, Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lag_is_the_high_watermark_minus_the_committed_offset() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 3).await;
+    for (partition, count) in [(0u32, 10u64), (1, 20), (2, 30)] {
+        let messages: Vec<Value> = (0..count)
+            .map(|id| json!({"partition": partition, "value": {"id": id}}))
+            .collect();
+        server
+            .produce_ok("orders", &json!({ "messages": messages }))
+            .await;
+    }
+    let member = server.join_group("lagging", &join_body(10_000)).await;
+    let offsets: Vec<Value> = [(0, 4), (1, 5), (2, 6)]
+        .iter()
+        .map(|(partition, offset)| json!({"topic": "orders", "partition": partition, "offset": offset}))
+        .collect();
+    let (status, answer) = server
+        .commit(
+            "lagging",
+            &json!({"member_id": member.id, "generation": member.generation, "offsets": offsets}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
+    let described = server.describe_group("lagging").await;
+    let offsets = described["offsets"].as_array().expect("offsets");
+    assert_eq!(offsets.len(), 3);
+    for (offset, (high_watermark, committed)) in offsets.iter().zip([(10, 4), (20, 5), (30, 6)]) {
+        assert_eq!(offset["high_watermark"], high_watermark, "{described}");
+        assert_eq!(offset["committed"], committed);
+        assert_eq!(offset["lag"], high_watermark - committed);
+    }
+    let (status, listed) = server.json(server.get("/v1/groups").await).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed["groups"][0]["group"], "lagging");
+    assert_eq!(listed["groups"][0]["lag"], 6 + 15 + 24);
+    assert_eq!(listed["groups"][0]["members"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_commit_commits_before_answering_and_a_poll_resumes_where_the_last_ended() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 1).await;
+    produce_ids(&server, "orders", 1, 0..20).await;
+    let member = server.join_group("g", &join_body(10_000)).await;
+    let polled = poll_ok(
+        &server,
+        "g",
+        &member.id,
+        json!({"max_messages": 5, "auto_commit": true}),
+    )
+    .await;
+    let offsets: Vec<u64> = polled
+        .messages
+        .iter()
+        .map(|message| message.offset)
+        .collect();
+    assert_eq!(offsets, vec![0, 1, 2, 3, 4]);
+    assert_eq!(server.committed("g", "orders", 0).await, Some(5));
+    // Without auto-commit the position still moves on, the commit stays.
+    let polled = poll_ok(&server, "g", &member.id, json!({"max_messages": 5})).await;
+    assert_eq!(polled.messages[0].offset, 5);
+    assert_eq!(server.committed("g", "orders", 0).await, Some(5));
+    // A member that leaves without committing hands over from the committed offset.
+    let (status, _) = server
+        .json(
+            server
+                .delete(&format!("/v1/groups/g/members/{}", member.id))
+                .await,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let next = server.join_group("g", &join_body(10_000)).await;
+    let polled = poll_ok(&server, "g", &next.id, json!({"max_messages": 100})).await;
+    assert_eq!(
+        polled.messages.first().map(|message| message.offset),
+        Some(5)
+    );
+    assert_eq!(polled.messages.len(), 15);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_shares_its_messages_fairly_between_partitions_and_long_polls() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 2).await;
+    let busy: Vec<Value> = (0..500)
+        .map(|id| json!({"partition": 0, "value": {"id": id}}))
+        .collect();
+    server
+        .produce_ok("orders", &json!({ "messages": busy }))
+        .await;
+    server
+        .produce_ok(
+            "orders",
+            &json!({"messages": [{"partition": 1, "value": {"id": 9999}}]}),
+        )
+        .await;
+    let member = server.join_group("g", &join_body(10_000)).await;
+    let polled = poll_ok(&server, "g", &member.id, json!({"max_messages": 20})).await;
+    assert!(polled.messages.len() <= 20);
+    assert!(
+        polled.messages.iter().any(|message| message.partition == 1),
+        "the quiet partition is not starved by the busy one"
+    );
+    // Drain, then a long poll answers as soon as a message arrives.
+    let drained = consume(&server, "g", &member.id, 501 - polled.messages.len()).await;
+    assert_eq!(drained.len() + polled.messages.len(), 501);
+    let started = Instant::now();
+    let waiting = {
+        let url = server.url(&format!("/v1/groups/g/members/{}/poll", member.id));
+        tokio::spawn(async move {
+            common::client()
+                .post(url)
+                .json(&json!({"max_wait_ms": 20_000}))
+                .send()
+                .await
+                .expect("long poll")
+                .json::<Value>()
+                .await
+                .expect("poll answer")
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    produce_ids(&server, "orders", 2, 1000..1001).await;
+    let answer = waiting.await.expect("long poll task");
+    assert_eq!(
+        answer["messages"].as_array().map(Vec::len),
+        Some(1),
+        "{answer}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_polls_of_one_member_never_deliver_a_message_twice() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 1).await;
+    produce_ids(&server, "orders", 1, 0..300).await;
+    let member = server.join_group("g", &join_body(10_000)).await;
+    let mut pollers = Vec::new();
+    for _ in 0..3 {
+        let url = server.url(&format!("/v1/groups/g/members/{}/poll", member.id));
+        pollers.push(tokio::spawn(async move {
+            let client = common::client();
+            let mut offsets = Vec::new();
+            for _ in 0..40 {
+                let answer: Value = client
+                    .post(&url)
+                    .json(&json!({"max_messages": 7}))
+                    .send()
+                    .await
+                    .expect("poll")
+                    .json()
+                    .await
+                    .expect("answer");
+                offsets.extend(
+                    answer["messages"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|message| message["offset"].as_u64().unwrap()),
+                );
+            }
+            offsets
+        }));
+    }
+    let mut all = Vec::new();
+    for poller in pollers {
+        all.extend(poller.await.expect("poller"));
+    }
+    let distinct: BTreeSet<u64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "a message was delivered twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_reset_only_without_members_to_earliest_offset_or_time() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 1).await;
+    produce_ids(&server, "orders", 1, 0..10).await;
+    let middle = common::now_ms();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    produce_ids(&server, "orders", 1, 10..20).await;
+    let member = server.join_group("g", &join_body(10_000)).await;
+    consume(&server, "g", &member.id, 20).await;
+    assert_eq!(server.committed("g", "orders", 0).await, Some(20));
+
+    let server_ref = &server;
+    let reset = |body: Value| async move {
+        server_ref
+            .post_json("/v1/groups/g/offsets/reset", &body)
+            .await
+    };
+    let refused = reset(json!({"to": "earliest"})).await;
+    server
+        .expect_problem(refused, StatusCode::CONFLICT, "group_not_empty")
+        .await;
+    server
+        .delete(&format!("/v1/groups/g/members/{}", member.id))
+        .await;
+    for (body, expected) in [
+        (json!({"to": "earliest"}), 0),
+        (json!({"to": "offset", "offset": 7}), 7),
+        (json!({"to": "offset", "offset": 999}), 20),
+        (json!({"to": "timestamp", "timestamp": middle}), 10),
+        (json!({"to": "latest", "topics": ["orders"]}), 20),
+    ] {
+        let (status, answer) = server.json(reset(body.clone()).await).await;
+        assert_eq!(status, StatusCode::OK, "{body}: {answer}");
+        assert_eq!(
+            answer["offsets"][0]["committed"], expected,
+            "{body}: {answer}"
+        );
+    }
+    let invalid = reset(json!({"to": "offset"})).await;
+    server
+        .expect_problem(invalid, StatusCode::BAD_REQUEST, "invalid_request")
+        .await;
+    reset(json!({"to": "offset", "offset": 7})).await;
+    let next = server.join_group("g", &join_body(10_000)).await;
+    let polled = poll_ok(&server, "g", &next.id, json!({"max_messages": 100})).await;
+    assert_eq!(
+        polled.messages.first().map(|message| message.offset),
+        Some(7)
+    );
+    // An empty group can be deleted, with its offsets.
+    server
+        .delete(&format!("/v1/groups/g/members/{}", next.id))
+        .await;
+    let deleted = server.delete("/v1/groups/g").await;
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let gone = server.get("/v1/groups/g").await;
+    server
+        .expect_problem(gone, StatusCode::NOT_FOUND, "group_not_found")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_starts_at_the_end_and_added_partitions_are_assigned() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 2).await;
+    produce_ids(&server, "orders", 2, 0..10).await;
+    let body = json!({"topics": ["orders"], "auto_offset_reset": "latest"});
+    let first = server.join_group("g", &body).await;
+    let polled = poll_ok(&server, "g", &first.id, json!({})).await;
+    assert!(polled.messages.is_empty(), "latest skips what was there");
+    produce_ids(&server, "orders", 2, 10..14).await;
+    let polled = poll_ok(&server, "g", &first.id, json!({"max_wait_ms": 1000})).await;
+    let mut ids: Vec<u64> = polled
+        .messages
+        .iter()
+        .map(|message| id_of(&message.value))
+        .collect();
+    if ids.len() < 4 {
+        let more = poll_ok(&server, "g", &first.id, json!({"max_wait_ms": 1000})).await;
+        ids.extend(more.messages.iter().map(|message| id_of(&message.value)));
+    }
+    ids.sort();
+    assert_eq!(ids, vec![10, 11, 12, 13]);
+
+    let second = server.join_group("g", &body).await;
+    assert_eq!(second.assignments.len(), 1);
+    let grown = server
+        .patch_json("/v1/topics/orders", &json!({"partitions": 4}))
+        .await;
+    assert_eq!(grown.status(), StatusCode::OK);
+    let (first, second) = poll(DEADLINE, EVERY, || async {
+        let first = server
+            .heartbeat("g", &first.id)
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let second = server
+            .heartbeat("g", &second.id)
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        if first.assignments.len() == 2 && second.assignments.len() == 2 {
+            Ok((first, second))
+        } else {
+            Err(format!("not rebalanced yet: {first:?} {second:?}"))
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+    assert_eq!(first.generation, 3);
+    assert_partitioned(&[&first, &second], 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_survive_a_restart_with_members_offsets_and_positions() {
+    let mut server = Server::start().await;
+    topic_with(&server, "orders", 2).await;
+    produce_ids(&server, "orders", 2, 0..40).await;
+    let member = server.join_group("g", &join_body(30_000)).await;
+    let polled = poll_ok(&server, "g", &member.id, json!({"max_messages": 10})).await;
+    let (status, _) = server.commit("g", &polled.commit_body(&member.id)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let before = server.describe_group("g").await;
+
+    server.restart().await;
+    server.wait_for_leaders("orders").await;
+    let after = server.describe_group("g").await;
+    assert_eq!(before["offsets"], after["offsets"]);
+    assert_eq!(before["members"], after["members"]);
+    let alive = server
+        .heartbeat("g", &member.id)
+        .await
+        .expect("the member survives");
+    assert_eq!(alive.generation, member.generation);
+    let seen: BTreeSet<u64> = polled
+        .messages
+        .iter()
+        .map(|message| id_of(&message.value))
+        .collect();
+    let rest = consume(&server, "g", &member.id, 30).await;
+    assert_eq!(rest.len(), 30, "the poll resumed after what was delivered");
+    assert!(rest.iter().all(|id| !seen.contains(id)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_group_requests_get_clear_errors_and_change_nothing() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 1).await;
+    let cases: Vec<(&str, Value, StatusCode, &str)> = vec![
+        (
+            "/v1/groups/g/members",
+            json!({"topics": ["nope"]}),
+            StatusCode::NOT_FOUND,
+            "topic_not_found",
+        ),
+        (
+            "/v1/groups/g/members",
+            json!({"topics": []}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "/v1/groups/g/members",
+            json!({"topics": ["orders"], "session_timeout_ms": 10}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "/v1/groups/g/members",
+            json!({"topics": ["orders"], "auto_offset_reset": "middle"}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "/v1/groups/g/members",
+            json!({"topics": ["orders"], "surprise": 1}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "/v1/groups/bad%20name/members",
+            json!({"topics": ["orders"]}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "/v1/groups/g/members/nobody/heartbeat",
+            json!({}),
+            StatusCode::NOT_FOUND,
+            "unknown_member",
+        ),
+        (
+            "/v1/groups/g/members/nobody/poll",
+            json!({}),
+            StatusCode::NOT_FOUND,
+            "unknown_member",
+        ),
+        (
+            "/v1/groups/g/offsets",
+            json!({"member_id": "nobody", "generation": 1, "offsets": [{"topic": "orders", "partition": 0, "offset": 1}]}),
+            StatusCode::NOT_FOUND,
+            "unknown_member",
+        ),
+        (
+            "/v1/groups/g/offsets",
+            json!({"member_id": "nobody", "generation": 1, "offsets": []}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+        (
+            "/v1/groups/g/offsets/reset",
+            json!({"to": "earliest"}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
+    ];
+    for (path, body, status, code) in cases {
+        let response = server.post_json(path, &body).await;
+        let problem = server.expect_problem(response, status, code).await;
+        assert!(!problem["detail"].as_str().unwrap_or_default().is_empty());
+    }
+    let member = server.join_group("g", &json!({"topics": ["orders"]})).await;
+    for body in [json!({"max_messages": 0}), json!({"max_wait_ms": 60_001})] {
+        let response = server
+            .post_json(&format!("/v1/groups/g/members/{}/poll", member.id), &body)
+            .await;
+        server
+            .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
+            .await;
+    }
+    let missing = server.get("/v1/groups/other").await;
+    server
+        .expect_problem(missing, StatusCode::NOT_FOUND, "group_not_found")
+        .await;
+    let (_, listed) = server.json(server.get("/v1/groups").await).await;
+    assert_eq!(
+        listed["groups"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let described = server.describe_group("g").await;
+    assert_eq!(
+        described["generation"], 1,
+        "refused requests changed nothing"
+    );
+}
