@@ -20,8 +20,10 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// was written). 2: clustering (partition founders, node draining flags and tombstones in the
 /// metadata state). 3: log compaction settings (`delete_retention_ms`, `min_compaction_lag_ms`)
 /// in each topic's configuration, which is postcard-encoded in the metadata raft log and state.
+/// 4: consumer groups and idempotent producing (group commands in the metadata raft log, group
+/// rows, metadata and partition snapshots that carry rows, dedup windows, producer ids).
 /// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 3;
+const FORMAT_VERSION: u64 = 4;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
