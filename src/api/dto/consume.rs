@@ -60,26 +60,36 @@ impl FetchQuery {
             None => OffsetSpec::Earliest,
             Some(text) => parse_offset(text)?,
         };
-        let max_messages = self.max_messages.unwrap_or(DEFAULT_MAX_MESSAGES);
-        if max_messages == 0 || max_messages > MAX_MAX_MESSAGES {
-            return Err(ApiError::invalid_request(format!(
-                "max_messages must be between 1 and {MAX_MAX_MESSAGES}, got {max_messages}"
-            )));
-        }
-        let max_wait_ms = self.max_wait_ms.unwrap_or(0);
-        if max_wait_ms > MAX_WAIT_MS {
-            return Err(ApiError::invalid_request(format!(
-                "max_wait_ms must be between 0 and {MAX_WAIT_MS}, got {max_wait_ms}"
-            )));
-        }
+        let (max_messages, max_wait) = read_limits(self.max_messages, self.max_wait_ms)?;
         Ok(FetchRequest {
             topic,
             partition,
             offset,
             max_messages,
-            max_wait: Duration::from_millis(max_wait_ms),
+            max_wait,
         })
     }
+}
+
+/// Checks a read's `max_messages` (default 100) and `max_wait_ms` (default 0), shared by
+/// partition reads and group polls.
+pub fn read_limits(
+    max_messages: Option<usize>,
+    max_wait_ms: Option<u64>,
+) -> Result<(usize, Duration), ApiError> {
+    let max_messages = max_messages.unwrap_or(DEFAULT_MAX_MESSAGES);
+    if max_messages == 0 || max_messages > MAX_MAX_MESSAGES {
+        return Err(ApiError::invalid_request(format!(
+            "max_messages must be between 1 and {MAX_MAX_MESSAGES}, got {max_messages}"
+        )));
+    }
+    let max_wait_ms = max_wait_ms.unwrap_or(0);
+    if max_wait_ms > MAX_WAIT_MS {
+        return Err(ApiError::invalid_request(format!(
+            "max_wait_ms must be between 0 and {MAX_WAIT_MS}, got {max_wait_ms}"
+        )));
+    }
+    Ok((max_messages, Duration::from_millis(max_wait_ms)))
 }
 
 /// A message read back, with where it is.

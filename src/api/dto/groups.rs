@@ -5,16 +5,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::consume::{ConsumedMessageDto, MAX_MAX_MESSAGES, MAX_WAIT_MS};
+use super::consume::{read_limits, ConsumedMessageDto};
 use crate::api::problem::ApiError;
 use crate::broker::{
     CommitOffsets, GroupInfo, GroupPoll, GroupPollResult, GroupSummary, JoinGroup, Membership,
     ResetOffsets, ResetTarget,
 };
 use crate::domain::groups::{OffsetReset, TopicPartition};
-
-/// Default `max_messages` of a poll.
-pub const DEFAULT_POLL_MESSAGES: usize = 100;
 
 /// Where a member starts on a partition its group has no committed offset for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -137,24 +134,13 @@ pub struct PollRequest {
 
 impl PollRequest {
     pub fn into_domain(self, group: String, member_id: String) -> Result<GroupPoll, ApiError> {
-        let max_messages = self.max_messages.unwrap_or(DEFAULT_POLL_MESSAGES);
-        if max_messages == 0 || max_messages > MAX_MAX_MESSAGES {
-            return Err(ApiError::invalid_request(format!(
-                "max_messages must be between 1 and {MAX_MAX_MESSAGES}, got {max_messages}"
-            )));
-        }
-        let max_wait_ms = self.max_wait_ms.unwrap_or(0);
-        if max_wait_ms > MAX_WAIT_MS {
-            return Err(ApiError::invalid_request(format!(
-                "max_wait_ms must be between 0 and {MAX_WAIT_MS}, got {max_wait_ms}"
-            )));
-        }
+        let (max_messages, max_wait) = read_limits(self.max_messages, self.max_wait_ms)?;
         Ok(GroupPoll {
             group,
             member_id,
             generation: self.generation,
             max_messages,
-            max_wait: Duration::from_millis(max_wait_ms),
+            max_wait,
             auto_commit: self.auto_commit,
         })
     }
