@@ -81,11 +81,10 @@ impl<A: GroupApplier> GroupStateMachine<A> {
             applier.restore_state(&record.state)?;
         }
         let rows = store.clone();
-        let mut applier = tokio::task::spawn_blocking(move || {
-            applier.load_rows(&rows).map(|()| applier)
-        })
-        .await
-        .map_err(io::Error::other)??;
+        let mut applier =
+            tokio::task::spawn_blocking(move || applier.load_rows(&rows).map(|()| applier))
+                .await
+                .map_err(io::Error::other)??;
         applier.publish();
         Ok(GroupStateMachine {
             group,
