@@ -24,9 +24,11 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
         MetadataOutcome::TopicExists => Err(BrokerError::TopicExists(name.to_string())),
         MetadataOutcome::TopicNotFound => Err(BrokerError::TopicNotFound(name.to_string())),
         MetadataOutcome::Invalid(message) => Err(BrokerError::InvalidRequest(message)),
-        other @ (MetadataOutcome::NodeExists | MetadataOutcome::NodeNotFound) => Err(
-            BrokerError::Internal(format!("unexpected outcome for topic '{name}': {other:?}")),
-        ),
+        other @ (MetadataOutcome::NodeExists
+        | MetadataOutcome::NodeNotFound
+        | MetadataOutcome::ProducerInitialized(_)) => Err(BrokerError::Internal(format!(
+            "unexpected outcome for topic '{name}': {other:?}"
+        ))),
     }
 }
 

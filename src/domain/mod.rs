@@ -5,6 +5,7 @@ pub mod batch;
 pub mod metadata;
 pub mod names;
 pub mod partitioner;
+pub mod producers;
 pub mod record;
 pub mod topic;
 
