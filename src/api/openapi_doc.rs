@@ -13,6 +13,7 @@ use utoipa::OpenApi;
     tags(
         (name = "topics", description = "Create, list, describe, update and delete topics"),
         (name = "messages", description = "Produce to a topic and read a partition"),
+        (name = "producers", description = "Idempotent producer ids"),
         (name = "cluster", description = "Nodes and leadership"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )
@@ -70,6 +71,7 @@ mod tests {
             "/v1/topics/{topic}/messages",
             "/v1/topics/{topic}/partitions/{partition}/messages",
             "/v1/topics/{topic}/partitions/{partition}/offsets",
+            "/v1/producers",
             "/v1/cluster",
             "/v1/cluster/nodes",
             "/v1/cluster/nodes/{id}",

@@ -15,6 +15,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::idempotence::{Landing, OnceClaim};
 use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
@@ -45,6 +46,15 @@ enum ForwardRequest {
         group: u64,
         timestamp: i64,
     },
+    /// An idempotent produce's share of one partition: appended alone, through the leader's
+    /// dedup window. The producer stamp is in the batch header.
+    AppendOnce {
+        group: u64,
+        /// The records, in the stored batch layout, uncompressed, with the producer stamp.
+        batch: Bytes,
+        compression: Compression,
+        claim: OnceClaim,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -59,6 +69,7 @@ enum ForwardReply {
     Appended(Result<u64, WireError>),
     Read(Result<RawRead, WireError>),
     Offset(Result<u64, WireError>),
+    AppendedOnce(Result<Landing, WireError>),
 }
 
 /// The errors a leader answers a forwarded request with.
@@ -275,10 +286,58 @@ impl Broker {
         };
         let local = |replica: Arc<PartitionReplica>| {
             let records = (*records).clone();
-            self.append_here(replica, records, compression, leader_ack)
+            self.append_here(replica, records, compression, leader_ack, None)
+        };
+        let landing = self
+            .on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+                ForwardReply::Appended(result) => {
+                    Some(result.map(|base_offset| Landing::Appended { base_offset }))
+                }
+                _ => None,
+            })
+            .await?;
+        match landing {
+            Landing::Appended { base_offset } => Ok(base_offset),
+            other => Err(BrokerError::Internal(format!(
+                "an ordinary append landed as {other:?}"
+            ))),
+        }
+    }
+
+    /// Appends an idempotent request's `records` (one partition's share, stamped with
+    /// `stamp`) on the leader of `group`, alone, through the partition's dedup window;
+    /// answers what the window decided. Retried at a new leader only when certainly not
+    /// written, like any append; a retry the window saw before is answered as a duplicate.
+    pub(super) async fn append_once(
+        &self,
+        group: u64,
+        records: Vec<Record>,
+        compression: Compression,
+        claim: OnceClaim,
+        stamp: ProducerStamp,
+    ) -> BrokerResult<Landing> {
+        let wire = std::sync::OnceLock::new();
+        let records = Arc::new(records);
+        let request = || {
+            let batch = wire
+                .get_or_init(|| {
+                    encode_batch(&records, Compression::None, stamp).unwrap_or_default()
+                })
+                .clone();
+            ForwardRequest::AppendOnce {
+                group,
+                batch,
+                compression,
+                claim: claim.clone(),
+            }
+        };
+        let local = |replica: Arc<PartitionReplica>| {
+            let records = (*records).clone();
+            let once = Some((claim.clone(), stamp));
+            self.append_here(replica, records, compression, false, once)
         };
         self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
-            ForwardReply::Appended(result) => Some(result),
+            ForwardReply::AppendedOnce(result) => Some(result),
             _ => None,
         })
         .await
@@ -290,12 +349,13 @@ impl Broker {
         records: Vec<Record>,
         compression: Compression,
         leader_ack: bool,
-    ) -> BrokerResult<u64> {
+        once: Option<(OnceClaim, ProducerStamp)>,
+    ) -> BrokerResult<Landing> {
         let group = replica.group();
         self.inner
             .appenders
             .for_group(group)
-            .submit(replica, records, compression, leader_ack)
+            .submit(replica, records, compression, leader_ack, once)
             .await
             .map_err(|_| BrokerError::Internal("the partition appender stopped".into()))?
     }
@@ -361,7 +421,34 @@ impl Broker {
                 None => Err(WireError::NotLeader),
                 Some(replica) => match decode_batch(&batch) {
                     Ok((_, records)) => self
-                        .append_here(replica, records, compression, leader_ack)
+                        .append_here(replica, records, compression, leader_ack, None)
+                        .await
+                        .and_then(|landing| match landing {
+                            Landing::Appended { base_offset } => Ok(base_offset),
+                            other => Err(BrokerError::Internal(format!(
+                                "an ordinary append landed as {other:?}"
+                            ))),
+                        })
+                        .map_err(WireError::from),
+                    Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),
+                },
+            }),
+            ForwardRequest::AppendOnce {
+                group,
+                batch,
+                compression,
+                claim,
+            } => ForwardReply::AppendedOnce(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => match decode_batch(&batch) {
+                    Ok((header, records)) => self
+                        .append_here(
+                            replica,
+                            records,
+                            compression,
+                            false,
+                            Some((claim, header.producer)),
+                        )
                         .await
                         .map_err(WireError::from),
                     Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),

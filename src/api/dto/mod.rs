@@ -5,4 +5,5 @@ pub mod cluster;
 pub mod consume;
 pub mod headers;
 pub mod produce;
+pub mod producer;
 pub mod topic;

@@ -13,7 +13,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::headers::{deserialize_headers, deserialize_present_raw};
 use crate::api::extract::{json_from_bytes, ContentType};
 use crate::api::problem::ApiError;
-use crate::broker::{Acks, ProduceMessage, ProducedOffset};
+use crate::broker::{
+    validate_idempotency_key, Acks, ProduceAnswer, ProduceMessage, ProducedOffset, ProducerFields,
+};
 use crate::domain::{RecordKey, RecordValue};
 
 /// How durable a produce must be before it is answered.
@@ -97,6 +99,23 @@ pub struct ProduceMessageDto {
 pub struct ProduceRequest {
     /// At least one message.
     pub messages: Vec<ProduceMessageDto>,
+    /// An idempotent producer's id (from `POST /v1/producers`). With `producer_epoch` and
+    /// `sequence` (all three or none): every message must go to one partition, and needs
+    /// `acks=all`.
+    #[serde(default)]
+    #[schema(minimum = 0, example = 7)]
+    pub producer_id: Option<i64>,
+    /// The producer's epoch (from `POST /v1/producers`); an older epoch than the partition
+    /// or the cluster knows is refused with 409 `producer_fenced`.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 32767, example = 0)]
+    pub producer_epoch: Option<i64>,
+    /// The partition sequence of the first message; the others follow on. The next request's
+    /// sequence is this one plus the number of messages. A sequence already written is
+    /// acknowledged as a duplicate; a gap is 409 `out_of_order_sequence`.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 2147483647, example = 0)]
+    pub sequence: Option<i64>,
 }
 
 /// `application/octet-stream` body of `POST /v1/topics/{topic}/messages`: one message's value,
@@ -130,6 +149,11 @@ pub struct ProducedOffsetDto {
 #[schema(example = json!({"offsets": [{"partition": 0, "offset": 17}]}))]
 pub struct ProduceResponse {
     pub offsets: Vec<ProducedOffsetDto>,
+    /// Present (`true`) when an idempotent request had been written before and nothing was
+    /// written now: the offsets are the first answer's (`null` for a producer's duplicate
+    /// older than the batches the partition remembers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 impl From<Vec<ProducedOffset>> for ProduceResponse {
@@ -142,8 +166,43 @@ impl From<Vec<ProducedOffset>> for ProduceResponse {
                     offset: produced.offset,
                 })
                 .collect(),
+            duplicate: false,
         }
     }
+}
+
+impl From<ProduceAnswer> for ProduceResponse {
+    fn from(answer: ProduceAnswer) -> Self {
+        ProduceResponse {
+            duplicate: answer.duplicate,
+            ..ProduceResponse::from(answer.offsets)
+        }
+    }
+}
+
+/// A decoded produce body: the messages, and the producer fields of a JSON body.
+#[derive(Debug)]
+pub struct DecodedProduce {
+    pub messages: Vec<ProduceMessage>,
+    pub producer: Option<ProducerFields>,
+}
+
+/// The `Idempotency-Key` header, checked: at most one, 1 to 255 printable ASCII characters.
+pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
+    let mut values = headers.get_all("idempotency-key").iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::invalid_request(
+            "send at most one Idempotency-Key header",
+        ));
+    }
+    let key = value.to_str().map_err(|_| {
+        ApiError::invalid_request("the Idempotency-Key header must be printable ASCII")
+    })?;
+    validate_idempotency_key(key).map_err(ApiError::invalid_request)?;
+    Ok(Some(key.to_string()))
 }
 
 fn decode_b64(field: &str, index: usize, text: &str) -> Result<Bytes, ApiError> {
@@ -207,18 +266,66 @@ impl ProduceMessageDto {
 }
 
 impl ProduceRequest {
-    pub fn into_domain(self) -> Result<Vec<ProduceMessage>, ApiError> {
+    pub fn into_domain(self) -> Result<DecodedProduce, ApiError> {
         if self.messages.is_empty() {
             return Err(ApiError::invalid_request(
                 "messages must hold at least one message",
             ));
         }
-        self.messages
+        let producer = producer_fields(self.producer_id, self.producer_epoch, self.sequence)?;
+        let messages = self
+            .messages
             .into_iter()
             .enumerate()
             .map(|(index, message)| message.into_domain(index))
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(DecodedProduce { messages, producer })
     }
+}
+
+/// The idempotent producer fields: all three or none, each in its range.
+fn producer_fields(
+    producer_id: Option<i64>,
+    producer_epoch: Option<i64>,
+    sequence: Option<i64>,
+) -> Result<Option<ProducerFields>, ApiError> {
+    let (producer_id, producer_epoch, sequence) = match (producer_id, producer_epoch, sequence) {
+        (None, None, None) => return Ok(None),
+        (Some(id), Some(epoch), Some(sequence)) => (id, epoch, sequence),
+        _ => {
+            return Err(ApiError::invalid_request(
+                "producer_id, producer_epoch and sequence go together: send all three or none",
+            ))
+        }
+    };
+    if producer_id < 0 {
+        return Err(ApiError::invalid_request(format!(
+            "producer_id must be 0 or more, got {producer_id}"
+        )));
+    }
+    let producer_epoch = i16::try_from(producer_epoch)
+        .ok()
+        .filter(|epoch| *epoch >= 0)
+        .ok_or_else(|| {
+            ApiError::invalid_request(format!(
+                "producer_epoch must be between 0 and {}, got {producer_epoch}",
+                i16::MAX
+            ))
+        })?;
+    let sequence = i32::try_from(sequence)
+        .ok()
+        .filter(|sequence| *sequence >= 0)
+        .ok_or_else(|| {
+            ApiError::invalid_request(format!(
+                "sequence must be between 0 and {}, got {sequence}",
+                i32::MAX
+            ))
+        })?;
+    Ok(Some(ProducerFields {
+        producer_id,
+        producer_epoch,
+        sequence,
+    }))
 }
 
 /// Decodes a produce body by its content type: a JSON batch, or one message's raw bytes.
@@ -226,7 +333,7 @@ pub fn decode_produce(
     content_type: &ContentType,
     query: &ProduceQuery,
     body: Bytes,
-) -> Result<Vec<ProduceMessage>, ApiError> {
+) -> Result<DecodedProduce, ApiError> {
     if content_type.is_json() {
         if query.key.is_some() || query.partition.is_some() {
             return Err(ApiError::invalid_request(
@@ -236,13 +343,16 @@ pub fn decode_produce(
         }
         json_from_bytes::<ProduceRequest>(&body)?.into_domain()
     } else if content_type.is_octet_stream() {
-        Ok(vec![ProduceMessage {
-            key: query.key.clone().map(RecordKey::Text),
-            value: RecordValue::Bytes(body),
-            headers: Vec::new(),
-            partition: query.partition,
-            timestamp: None,
-        }])
+        Ok(DecodedProduce {
+            messages: vec![ProduceMessage {
+                key: query.key.clone().map(RecordKey::Text),
+                value: RecordValue::Bytes(body),
+                headers: Vec::new(),
+                partition: query.partition,
+                timestamp: None,
+            }],
+            producer: None,
+        })
     } else {
         Err(ApiError::unsupported_media_type(format!(
             "expected Content-Type application/json or application/octet-stream, got {}",
@@ -260,6 +370,10 @@ mod tests {
     }
 
     fn decode(body: &str) -> Result<Vec<ProduceMessage>, ApiError> {
+        decode_full(body).map(|decoded| decoded.messages)
+    }
+
+    fn decode_full(body: &str) -> Result<DecodedProduce, ApiError> {
         decode_produce(
             &json(),
             &ProduceQuery::default(),
@@ -339,6 +453,83 @@ mod tests {
     }
 
     #[test]
+    fn producer_fields_go_together_and_in_range() {
+        let decoded = decode_full(
+            r#"{"messages":[{"value":1}],"producer_id":7,"producer_epoch":2,"sequence":40}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            decoded.producer,
+            Some(ProducerFields {
+                producer_id: 7,
+                producer_epoch: 2,
+                sequence: 40
+            })
+        );
+        assert_eq!(
+            decode_full(r#"{"messages":[{"value":1}]}"#)
+                .expect("valid")
+                .producer,
+            None
+        );
+        for body in [
+            r#"{"messages":[{"value":1}],"producer_id":7}"#,
+            r#"{"messages":[{"value":1}],"producer_id":7,"producer_epoch":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":-1,"producer_epoch":0,"sequence":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":32768,"sequence":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":-1,"sequence":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":0,"sequence":2147483648}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":0,"sequence":-3}"#,
+        ] {
+            let error = decode_full(body).expect_err(body);
+            assert_eq!(error.code, "invalid_request", "{body}");
+        }
+    }
+
+    #[test]
+    fn idempotency_key_header_is_checked() {
+        use axum::http::{HeaderMap, HeaderValue};
+        let mut headers = HeaderMap::new();
+        assert_eq!(idempotency_key(&headers).expect("none"), None);
+        headers.insert("idempotency-key", HeaderValue::from_static("order-17"));
+        assert_eq!(
+            idempotency_key(&headers).expect("valid"),
+            Some("order-17".to_string())
+        );
+        headers.append("idempotency-key", HeaderValue::from_static("again"));
+        assert!(idempotency_key(&headers).is_err(), "two keys");
+        for bad in [&b""[..], b"caf\xc3\xa9", b"tab\there"] {
+            let mut headers = HeaderMap::new();
+            if let Ok(value) = HeaderValue::from_bytes(bad) {
+                headers.insert("idempotency-key", value);
+                let error = idempotency_key(&headers).expect_err("bad key");
+                assert_eq!(error.code, "invalid_request");
+            }
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "idempotency-key",
+            HeaderValue::from_str(&"k".repeat(256)).expect("ascii"),
+        );
+        assert!(idempotency_key(&headers).is_err(), "too long");
+    }
+
+    #[test]
+    fn duplicate_shows_only_when_true() {
+        let answer = ProduceResponse::from(ProduceAnswer {
+            offsets: vec![ProducedOffset {
+                partition: 0,
+                offset: Some(3),
+            }],
+            duplicate: true,
+        });
+        assert_eq!(
+            serde_json::to_value(answer).expect("json"),
+            serde_json::json!({"offsets": [{"partition": 0, "offset": 3}], "duplicate": true})
+        );
+    }
+
+    #[test]
     fn octet_stream_is_one_message() {
         let query = ProduceQuery {
             acks: None,
@@ -346,8 +537,9 @@ mod tests {
             partition: Some(3),
         };
         let content_type = ContentType(Some("application/octet-stream".into()));
-        let messages =
-            decode_produce(&content_type, &query, Bytes::from_static(&[1, 2, 3])).expect("valid");
+        let messages = decode_produce(&content_type, &query, Bytes::from_static(&[1, 2, 3]))
+            .expect("valid")
+            .messages;
         assert_eq!(messages.len(), 1);
         assert_eq!(messages[0].key, Some(RecordKey::Text("k".into())));
         assert_eq!(
