@@ -8,8 +8,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::dto::consume::{FetchQuery, FetchResponse};
+use super::dto::idempotence::idempotency_key;
 use super::dto::produce::{
-    decode_produce, idempotency_key, ProduceQuery, ProduceRequest, ProduceResponse, RawValueBody,
+    decode_produce, ProduceQuery, ProduceRequest, ProduceResponse, RawValueBody,
 };
 use super::dto::topic::check_topic_name;
 use super::extract::{ApiBytes, ApiPath, ApiQuery, ContentType};

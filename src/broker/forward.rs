@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::forward_wire::{ForwardReply, ForwardRequest, WireError};
 use super::idempotence::{Landing, OnceClaim};
 use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
@@ -22,139 +22,10 @@ use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
 use crate::domain::{Compression, Record};
 use crate::raft::{PartitionReplica, ReadLimits};
 
+pub(super) use super::forward_wire::RawRead;
+
 /// How long past its own wait a forwarded long poll may take before the caller gives up.
 const FORWARD_SLACK: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Serialize, Deserialize)]
-enum ForwardRequest {
-    Append {
-        group: u64,
-        /// The records, in the stored batch layout, uncompressed.
-        batch: Bytes,
-        compression: Compression,
-        /// `acks=leader`: answer at the leader's own fsync.
-        leader_ack: bool,
-    },
-    Read {
-        group: u64,
-        from: WireOffset,
-        max_records: usize,
-        max_bytes: usize,
-        max_wait_ms: u64,
-    },
-    OffsetForTimestamp {
-        group: u64,
-        timestamp: i64,
-    },
-    /// An idempotent produce's share of one partition: appended alone, through the leader's
-    /// dedup window. The producer stamp is in the batch header.
-    AppendOnce {
-        group: u64,
-        /// The records, in the stored batch layout, uncompressed, with the producer stamp.
-        batch: Bytes,
-        compression: Compression,
-        claim: OnceClaim,
-    },
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-enum WireOffset {
-    Earliest,
-    Latest,
-    At(u64),
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-enum ForwardReply {
-    Appended(Result<u64, WireError>),
-    Read(Result<RawRead, WireError>),
-    Offset(Result<u64, WireError>),
-    AppendedOnce(Result<Landing, WireError>),
-}
-
-/// The errors a leader answers a forwarded request with.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-enum WireError {
-    /// This node does not lead the group: nothing was written, ask the leader.
-    NotLeader,
-    OffsetOutOfRange {
-        offset: u64,
-        log_start_offset: u64,
-        high_watermark: u64,
-    },
-    Timeout(String),
-    Failed(String),
-}
-
-/// Stored batches from a partition's leader, with its watermarks after the read.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct RawRead {
-    /// The offset the read started at (resolved from earliest/latest).
-    pub from: u64,
-    pub batches: Vec<(u64, Bytes)>,
-    pub log_start_offset: u64,
-    pub high_watermark: u64,
-}
-
-impl From<BrokerError> for WireError {
-    fn from(error: BrokerError) -> Self {
-        match error {
-            BrokerError::NoLeader(_) => WireError::NotLeader,
-            BrokerError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            } => WireError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            },
-            BrokerError::Timeout(what) => WireError::Timeout(what),
-            other => WireError::Failed(other.to_string()),
-        }
-    }
-}
-
-impl WireError {
-    fn into_broker(self, group: u64) -> BrokerError {
-        match self {
-            WireError::NotLeader => BrokerError::NoLeader(format!("partition group {group}")),
-            WireError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            } => BrokerError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            },
-            WireError::Timeout(what) => BrokerError::Timeout(what),
-            WireError::Failed(reason) => {
-                BrokerError::Internal(format!("the partition leader failed: {reason}"))
-            }
-        }
-    }
-}
-
-impl From<OffsetSpec> for WireOffset {
-    fn from(spec: OffsetSpec) -> Self {
-        match spec {
-            OffsetSpec::Earliest => WireOffset::Earliest,
-            OffsetSpec::Latest => WireOffset::Latest,
-            OffsetSpec::At(offset) => WireOffset::At(offset),
-        }
-    }
-}
-
-impl From<WireOffset> for OffsetSpec {
-    fn from(spec: WireOffset) -> Self {
-        match spec {
-            WireOffset::Earliest => OffsetSpec::Earliest,
-            WireOffset::Latest => OffsetSpec::Latest,
-            WireOffset::At(offset) => OffsetSpec::At(offset),
-        }
-    }
-}
 
 /// One attempt's verdict: done, or worth another try at the (possibly new) leader.
 enum Attempt<T> {
@@ -267,36 +138,10 @@ impl Broker {
         compression: Compression,
         leader_ack: bool,
     ) -> BrokerResult<u64> {
-        // Encoded once for the wire only when the leader is elsewhere.
-        let wire = std::sync::OnceLock::new();
-        let records = Arc::new(records);
-        let request = || {
-            let batch = wire
-                .get_or_init(|| {
-                    encode_batch(&records, Compression::None, ProducerStamp::NONE)
-                        .unwrap_or_default()
-                })
-                .clone();
-            ForwardRequest::Append {
-                group,
-                batch,
-                compression,
-                leader_ack,
-            }
-        };
-        let local = |replica: Arc<PartitionReplica>| {
-            let records = (*records).clone();
-            self.append_here(replica, records, compression, leader_ack, None)
-        };
-        let landing = self
-            .on_leader(group, request, Duration::ZERO, local, |reply| match reply {
-                ForwardReply::Appended(result) => {
-                    Some(result.map(|base_offset| Landing::Appended { base_offset }))
-                }
-                _ => None,
-            })
-            .await?;
-        match landing {
+        match self
+            .append_on_leader(group, records, compression, leader_ack, None)
+            .await?
+        {
             Landing::Appended { base_offset } => Ok(base_offset),
             other => Err(BrokerError::Internal(format!(
                 "an ordinary append landed as {other:?}"
@@ -316,27 +161,53 @@ impl Broker {
         claim: OnceClaim,
         stamp: ProducerStamp,
     ) -> BrokerResult<Landing> {
+        self.append_on_leader(group, records, compression, false, Some((claim, stamp)))
+            .await
+    }
+
+    async fn append_on_leader(
+        &self,
+        group: u64,
+        records: Vec<Record>,
+        compression: Compression,
+        leader_ack: bool,
+        once: Option<(OnceClaim, ProducerStamp)>,
+    ) -> BrokerResult<Landing> {
+        // Encoded once for the wire only when the leader is elsewhere.
         let wire = std::sync::OnceLock::new();
         let records = Arc::new(records);
+        let stamp = once
+            .as_ref()
+            .map_or(ProducerStamp::NONE, |(_, stamp)| *stamp);
         let request = || {
             let batch = wire
                 .get_or_init(|| {
                     encode_batch(&records, Compression::None, stamp).unwrap_or_default()
                 })
                 .clone();
-            ForwardRequest::AppendOnce {
-                group,
-                batch,
-                compression,
-                claim: claim.clone(),
+            match &once {
+                Some((claim, _)) => ForwardRequest::AppendOnce {
+                    group,
+                    batch,
+                    compression,
+                    claim: claim.clone(),
+                },
+                None => ForwardRequest::Append {
+                    group,
+                    batch,
+                    compression,
+                    leader_ack,
+                },
             }
         };
         let local = |replica: Arc<PartitionReplica>| {
             let records = (*records).clone();
-            let once = Some((claim.clone(), stamp));
-            self.append_here(replica, records, compression, false, once)
+            self.append_here(replica, records, compression, leader_ack, once.clone())
         };
         self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::Appended(result) => {
+                Some(result.map(|base_offset| Landing::Appended { base_offset }))
+            }
             ForwardReply::AppendedOnce(result) => Some(result),
             _ => None,
         })

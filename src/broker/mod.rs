@@ -10,6 +10,7 @@ mod cluster_info;
 pub mod error;
 mod fetch;
 mod forward;
+mod forward_wire;
 mod idempotence;
 mod produce;
 mod producers;

@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod consume;
 pub mod headers;
+pub mod idempotence;
 pub mod produce;
 pub mod producer;
 pub mod topic;

@@ -11,11 +11,10 @@ use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::headers::{deserialize_headers, deserialize_present_raw};
+use super::idempotence::producer_fields;
 use crate::api::extract::{json_from_bytes, ContentType};
 use crate::api::problem::ApiError;
-use crate::broker::{
-    validate_idempotency_key, Acks, ProduceAnswer, ProduceMessage, ProducedOffset, ProducerFields,
-};
+use crate::broker::{Acks, ProduceAnswer, ProduceMessage, ProducedOffset, ProducerFields};
 use crate::domain::{RecordKey, RecordValue};
 
 /// How durable a produce must be before it is answered.
@@ -187,24 +186,6 @@ pub struct DecodedProduce {
     pub producer: Option<ProducerFields>,
 }
 
-/// The `Idempotency-Key` header, checked: at most one, 1 to 255 printable ASCII characters.
-pub fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
-    let mut values = headers.get_all("idempotency-key").iter();
-    let Some(value) = values.next() else {
-        return Ok(None);
-    };
-    if values.next().is_some() {
-        return Err(ApiError::invalid_request(
-            "send at most one Idempotency-Key header",
-        ));
-    }
-    let key = value.to_str().map_err(|_| {
-        ApiError::invalid_request("the Idempotency-Key header must be printable ASCII")
-    })?;
-    validate_idempotency_key(key).map_err(ApiError::invalid_request)?;
-    Ok(Some(key.to_string()))
-}
-
 fn decode_b64(field: &str, index: usize, text: &str) -> Result<Bytes, ApiError> {
     BASE64.decode(text).map(Bytes::from).map_err(|error| {
         ApiError::invalid_request(format!(
@@ -281,51 +262,6 @@ impl ProduceRequest {
             .collect::<Result<_, _>>()?;
         Ok(DecodedProduce { messages, producer })
     }
-}
-
-/// The idempotent producer fields: all three or none, each in its range.
-fn producer_fields(
-    producer_id: Option<i64>,
-    producer_epoch: Option<i64>,
-    sequence: Option<i64>,
-) -> Result<Option<ProducerFields>, ApiError> {
-    let (producer_id, producer_epoch, sequence) = match (producer_id, producer_epoch, sequence) {
-        (None, None, None) => return Ok(None),
-        (Some(id), Some(epoch), Some(sequence)) => (id, epoch, sequence),
-        _ => {
-            return Err(ApiError::invalid_request(
-                "producer_id, producer_epoch and sequence go together: send all three or none",
-            ))
-        }
-    };
-    if producer_id < 0 {
-        return Err(ApiError::invalid_request(format!(
-            "producer_id must be 0 or more, got {producer_id}"
-        )));
-    }
-    let producer_epoch = i16::try_from(producer_epoch)
-        .ok()
-        .filter(|epoch| *epoch >= 0)
-        .ok_or_else(|| {
-            ApiError::invalid_request(format!(
-                "producer_epoch must be between 0 and {}, got {producer_epoch}",
-                i16::MAX
-            ))
-        })?;
-    let sequence = i32::try_from(sequence)
-        .ok()
-        .filter(|sequence| *sequence >= 0)
-        .ok_or_else(|| {
-            ApiError::invalid_request(format!(
-                "sequence must be between 0 and {}, got {sequence}",
-                i32::MAX
-            ))
-        })?;
-    Ok(Some(ProducerFields {
-        producer_id,
-        producer_epoch,
-        sequence,
-    }))
 }
 
 /// Decodes a produce body by its content type: a JSON batch, or one message's raw bytes.
@@ -484,34 +420,6 @@ mod tests {
             let error = decode_full(body).expect_err(body);
             assert_eq!(error.code, "invalid_request", "{body}");
         }
-    }
-
-    #[test]
-    fn idempotency_key_header_is_checked() {
-        use axum::http::{HeaderMap, HeaderValue};
-        let mut headers = HeaderMap::new();
-        assert_eq!(idempotency_key(&headers).expect("none"), None);
-        headers.insert("idempotency-key", HeaderValue::from_static("order-17"));
-        assert_eq!(
-            idempotency_key(&headers).expect("valid"),
-            Some("order-17".to_string())
-        );
-        headers.append("idempotency-key", HeaderValue::from_static("again"));
-        assert!(idempotency_key(&headers).is_err(), "two keys");
-        for bad in [&b""[..], b"caf\xc3\xa9", b"tab\there"] {
-            let mut headers = HeaderMap::new();
-            if let Ok(value) = HeaderValue::from_bytes(bad) {
-                headers.insert("idempotency-key", value);
-                let error = idempotency_key(&headers).expect_err("bad key");
-                assert_eq!(error.code, "invalid_request");
-            }
-        }
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "idempotency-key",
-            HeaderValue::from_str(&"k".repeat(256)).expect("ascii"),
-        );
-        assert!(idempotency_key(&headers).is_err(), "too long");
     }
 
     #[test]
