@@ -244,22 +244,23 @@ mod tests {
     }
 
     #[test]
-    fn a_format_2_directory_is_refused() {
+    fn a_format_3_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        // What a node of the clustering release wrote: topic configs without compaction settings.
+        // What a node of the compaction release wrote: metadata without consumer groups or
+        // producer ids, partition snapshots without dedup windows.
         let mut writes = WriteSet::new();
         writes.put(Cf::Node, NODE_ID_KEY.to_vec(), 1u64.to_be_bytes().to_vec());
         writes.put(
             Cf::Node,
             FORMAT_VERSION_KEY.to_vec(),
-            2u64.to_be_bytes().to_vec(),
+            3u64.to_be_bytes().to_vec(),
         );
         store.write(writes, true).unwrap();
         let error = check_identity(&store, 1, dir.path())
             .unwrap_err()
             .to_string();
-        assert!(error.contains("on-disk format 2"), "{error}");
-        assert!(error.contains("reads format 3"), "{error}");
+        assert!(error.contains("on-disk format 3"), "{error}");
+        assert!(error.contains("reads format 4"), "{error}");
     }
 }

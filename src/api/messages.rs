@@ -2,11 +2,13 @@
 //! (read a partition).
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::dto::consume::{FetchQuery, FetchResponse};
+use super::dto::idempotence::idempotency_key;
 use super::dto::produce::{
     decode_produce, ProduceQuery, ProduceRequest, ProduceResponse, RawValueBody,
 };
@@ -14,7 +16,7 @@ use super::dto::topic::check_topic_name;
 use super::extract::{ApiBytes, ApiPath, ApiQuery, ContentType};
 use super::problem::{ApiResult, Problem};
 use super::AppState;
-use crate::broker::Broker;
+use crate::broker::{Broker, Idempotence};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -23,11 +25,21 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Produce messages: a JSON batch, or one message's raw bytes.
+///
+/// Idempotent producing (both need `acks=all`): with an `Idempotency-Key` header, a retry of
+/// the same request within the topic's `idempotency_window_ms` writes nothing again and answers
+/// the first offsets with `"duplicate": true`; with `producer_id`, `producer_epoch` and
+/// `sequence` (from `POST /v1/producers`), a sequence already written is acknowledged without a
+/// second write, a gap is refused.
 #[utoipa::path(
     post,
     path = "/v1/topics/{topic}/messages",
     tag = "messages",
-    params(("topic" = String, Path, description = "Topic name"), ProduceQuery),
+    params(
+        ("topic" = String, Path, description = "Topic name"),
+        ProduceQuery,
+        ("Idempotency-Key" = Option<String>, Header, description = "1-255 printable ASCII characters: a retry with the same key (same topic) within the dedup window answers the first offsets and writes nothing again"),
+    ),
     request_body(
         description = "`application/json`: a batch of messages; `application/octet-stream`: one message's value",
         content(
@@ -37,8 +49,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     ),
     responses(
         (status = 200, description = "One offset per message, in request order", body = ProduceResponse),
-        (status = 400, description = "Malformed messages or parameters", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed messages or parameters; an idempotent request with acks other than `all`, a bad Idempotency-Key, or producer fields on messages for several partitions", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`topic_not_found` or `partition_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`out_of_order_sequence` (with `expected_sequence`), `producer_fenced` or `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large` (body over the server limit) or `message_too_large` (over the topic's max_message_bytes)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`unsupported_media_type`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader` (with Retry-After) or `unavailable`", body = Problem, content_type = "application/problem+json"),
@@ -49,14 +62,22 @@ async fn produce(
     State(broker): State<Broker>,
     ApiPath(topic): ApiPath<String>,
     ApiQuery(query): ApiQuery<ProduceQuery>,
+    headers: HeaderMap,
     content_type: ContentType,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Json<ProduceResponse>> {
     check_topic_name(&topic, false)?;
-    let messages = decode_produce(&content_type, &query, body)?;
+    let idempotency_key = idempotency_key(&headers)?;
+    let decoded = decode_produce(&content_type, &query, body)?;
     let acks = query.acks.unwrap_or_default().into();
-    let offsets = broker.produce(&topic, messages, acks).await?;
-    Ok(Json(offsets.into()))
+    let idempotence = Idempotence {
+        idempotency_key,
+        producer: decoded.producer,
+    };
+    let answer = broker
+        .produce(&topic, decoded.messages, acks, idempotence)
+        .await?;
+    Ok(Json(answer.into()))
 }
 
 /// Read a partition from an offset; with `max_wait_ms`, a long poll.

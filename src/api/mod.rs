@@ -1,9 +1,9 @@
 //! The HTTP transport: axum routers, DTOs, problem+json errors and the OpenAPI document.
 //!
 //! Handlers are thin: extract, validate, make one call on [`Broker`], map the answer to a DTO.
-//! Each resource has its own router (`topics`, `messages`, `offsets`, `groups`, `cluster`, `health`); they
-//! are merged here with the docs, the fallbacks and the cross-cutting layers (body limit, metrics,
-//! tracing, panic catching).
+//! Each resource has its own router (`topics`, `messages`, `offsets`, `groups`, `producers`,
+//! `cluster`, `health`); they are merged here with the docs, the fallbacks and the
+//! cross-cutting layers (body limit, metrics, tracing, panic catching).
 
 pub mod cluster;
 pub mod docs;
@@ -16,6 +16,7 @@ pub mod metrics_layer;
 pub mod offsets;
 pub mod openapi_doc;
 pub mod problem;
+pub mod producers;
 pub mod topics;
 
 use std::any::Any;
@@ -66,6 +67,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(offsets::router())
         .merge(groups::router())
+        .merge(producers::router())
         .merge(cluster::router())
         .merge(health::router())
 }

@@ -14,6 +14,7 @@ use utoipa::OpenApi;
         (name = "topics", description = "Create, list, describe, update and delete topics"),
         (name = "messages", description = "Produce to a topic and read a partition"),
         (name = "groups", description = "Consumer groups: members, polls, committed offsets and lag"),
+        (name = "producers", description = "Idempotent producer ids"),
         (name = "cluster", description = "Nodes and leadership"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )
@@ -79,6 +80,7 @@ mod tests {
             "/v1/groups/{group}/members/{member}/poll",
             "/v1/groups/{group}/offsets",
             "/v1/groups/{group}/offsets/reset",
+            "/v1/producers",
             "/v1/cluster",
             "/v1/cluster/nodes",
             "/v1/cluster/nodes/{id}",

@@ -42,6 +42,9 @@ pub struct Problem {
     /// With `offset_out_of_range`: the offset after the last readable message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high_watermark: Option<u64>,
+    /// With `out_of_order_sequence`: the sequence the partition expects next from the producer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_sequence: Option<i64>,
 }
 
 /// An error answer of the HTTP API: status, stable code and detail, rendered as a [`Problem`].
@@ -55,6 +58,8 @@ pub struct ApiError {
     pub bounds: Option<(u64, u64)>,
     /// Seconds for a `Retry-After` header.
     pub retry_after: Option<u32>,
+    /// The next sequence, for `out_of_order_sequence`.
+    pub expected_sequence: Option<i64>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -73,6 +78,7 @@ impl ApiError {
             detail: detail.into(),
             bounds: None,
             retry_after: None,
+            expected_sequence: None,
         }
     }
 
@@ -142,6 +148,7 @@ impl ApiError {
             code: self.code.to_string(),
             log_start_offset: self.bounds.map(|(start, _)| start),
             high_watermark: self.bounds.map(|(_, end)| end),
+            expected_sequence: self.expected_sequence,
         }
     }
 }
@@ -218,6 +225,27 @@ impl From<BrokerError> for ApiError {
             BrokerError::NotFound { code, .. } => {
                 ApiError::new(StatusCode::NOT_FOUND, code, "Not found", detail)
             }
+            BrokerError::OutOfOrderSequence { expected, .. } => ApiError {
+                expected_sequence: Some(expected),
+                ..ApiError::new(
+                    StatusCode::CONFLICT,
+                    "out_of_order_sequence",
+                    "Out of order sequence",
+                    detail,
+                )
+            },
+            BrokerError::ProducerFenced(_) => ApiError::new(
+                StatusCode::CONFLICT,
+                "producer_fenced",
+                "Producer fenced",
+                detail,
+            ),
+            BrokerError::IdempotencyKeyReused(_) => ApiError::new(
+                StatusCode::CONFLICT,
+                "idempotency_key_reused",
+                "Idempotency key reused",
+                detail,
+            ),
             BrokerError::Timeout(_) => {
                 ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", "Timed out", detail)
             }
@@ -332,6 +360,23 @@ mod tests {
             (504, "timeout")
         );
         assert_eq!(
+            status_and_code(BrokerError::OutOfOrderSequence {
+                producer_id: 3,
+                partition: 0,
+                sequence: 9,
+                expected: 5
+            }),
+            (409, "out_of_order_sequence")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::ProducerFenced("x".into())),
+            (409, "producer_fenced")
+        );
+        assert_eq!(
+            status_and_code(BrokerError::IdempotencyKeyReused("k".into())),
+            (409, "idempotency_key_reused")
+        );
+        assert_eq!(
             status_and_code(BrokerError::Internal("disk on fire".into())),
             (500, "internal_error")
         );
@@ -367,6 +412,21 @@ mod tests {
         assert_eq!(body["status"], 416);
         assert_eq!(body["log_start_offset"], 10);
         assert_eq!(body["high_watermark"], 42);
+    }
+
+    #[tokio::test]
+    async fn out_of_order_sequence_says_what_comes_next() {
+        let error = BrokerError::OutOfOrderSequence {
+            producer_id: 3,
+            partition: 1,
+            sequence: 9,
+            expected: 5,
+        };
+        let body = body_json(ApiError::from(error).into_response()).await;
+        assert_eq!(body["code"], "out_of_order_sequence");
+        assert_eq!(body["expected_sequence"], 5);
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("expects sequence 5"), "{detail}");
     }
 
     #[tokio::test]

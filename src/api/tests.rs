@@ -31,7 +31,8 @@ fn app() -> Router {
                 |ApiQuery(query): ApiQuery<ProduceQuery>,
                  content_type: ContentType,
                  ApiBytes(body): ApiBytes| async move {
-                    decode_produce(&content_type, &query, body).map(|messages| Json(messages.len()))
+                    decode_produce(&content_type, &query, body)
+                        .map(|decoded| Json(decoded.messages.len()))
                 },
             ),
         )

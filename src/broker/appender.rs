@@ -5,6 +5,10 @@
 //! one RocksDB write and one share of an fsync instead of one each; an idle partition adds no
 //! delay, since the first request starts a batch at once. Each request still gets its own
 //! contiguous offsets, in the order the requests arrived.
+//!
+//! An idempotent request is never merged: its batch goes alone, as one `AppendOnce` entry, so
+//! the partition's dedup window decides about exactly what the client sent (and its retry).
+//! It still waits its turn in the queue, so requests keep their order.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,16 +16,19 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
+use super::idempotence::{Landing, OnceClaim};
+use super::topics::now_ms;
 use super::BrokerError;
 use crate::domain::batch::{encode_batch, ProducerStamp};
 use crate::domain::{Compression, Record};
-use crate::raft::PartitionReplica;
+use crate::raft::{DedupClaim, PartitionReplica};
 
 /// The most record bytes merged into one raft entry; a single larger request still goes alone.
 const MAX_MERGED_BYTES: usize = 8 << 20;
 
-/// The base offset a request's records got, or why they were not written.
-pub(super) type AppendOutcome = Result<u64, BrokerError>;
+/// Where a request's records landed (for an ordinary request always
+/// [`Landing::Appended`] with their base offset), or why they were not written.
+pub(super) type AppendOutcome = Result<Landing, BrokerError>;
 
 /// One appender per partition group on this node.
 #[derive(Default)]
@@ -59,18 +66,22 @@ struct Pending {
     compression: Compression,
     /// `acks=leader`: answer once the leader has the batch durable, before a quorum has it.
     leader_ack: bool,
+    /// An idempotent request: its claim and its batch's producer stamp. Goes alone.
+    once: Option<(OnceClaim, ProducerStamp)>,
     done: oneshot::Sender<AppendOutcome>,
 }
 
 impl PartitionAppender {
-    /// Queues one request's records for `replica`; the receiver yields their base offset, once
-    /// a quorum has them, or with `leader_ack` once the leader has them durable.
+    /// Queues one request's records for `replica`; the receiver yields where they landed, once
+    /// a quorum has them, or with `leader_ack` once the leader has them durable. With `once`,
+    /// an idempotent request's claim and stamp, the records go as their own entry.
     pub(super) fn submit(
         self: &Arc<Self>,
         replica: Arc<PartitionReplica>,
         records: Vec<Record>,
         compression: Compression,
         leader_ack: bool,
+        once: Option<(OnceClaim, ProducerStamp)>,
     ) -> oneshot::Receiver<AppendOutcome> {
         let (done, outcome) = oneshot::channel();
         let bytes = records.iter().map(Record::size_bytes).sum();
@@ -81,6 +92,7 @@ impl PartitionAppender {
                 bytes,
                 compression,
                 leader_ack,
+                once,
                 done,
             });
             !std::mem::replace(&mut queue.draining, true)
@@ -94,27 +106,68 @@ impl PartitionAppender {
     /// Appends queued requests, batch after batch, until the queue is empty.
     async fn drain(self: Arc<Self>, replica: Arc<PartitionReplica>) {
         loop {
-            let taken = {
+            let mut taken = {
                 let mut queue = self.queue.lock();
                 if queue.pending.is_empty() {
                     queue.draining = false;
                     return;
                 }
-                let mut bytes = 0;
-                let count = queue
-                    .pending
-                    .iter()
-                    .take_while(|pending| {
-                        let fits = bytes == 0 || bytes + pending.bytes <= MAX_MERGED_BYTES;
-                        bytes += pending.bytes;
-                        fits
-                    })
-                    .count();
+                let count = if queue.pending[0].once.is_some() {
+                    1
+                } else {
+                    let mut bytes = 0;
+                    queue
+                        .pending
+                        .iter()
+                        .take_while(|pending| {
+                            let fits = bytes == 0 || bytes + pending.bytes <= MAX_MERGED_BYTES;
+                            bytes += pending.bytes;
+                            fits && pending.once.is_none()
+                        })
+                        .count()
+                };
                 queue.pending.drain(..count).collect::<Vec<_>>()
             };
-            append_merged(&replica, taken).await;
+            if taken[0].once.is_some() {
+                // Taken alone, above.
+                if let Some(alone) = taken.pop() {
+                    append_alone(&replica, alone).await;
+                }
+            } else {
+                append_merged(&replica, taken).await;
+            }
         }
     }
+}
+
+/// Writes an idempotent request's records as one `AppendOnce` entry, stamped with the
+/// leader's clock now: the partition's dedup window decides at apply whether they are new.
+async fn append_alone(replica: &PartitionReplica, pending: Pending) {
+    let Some((once, stamp)) = pending.once else {
+        return;
+    };
+    let mut records = pending.records;
+    for (delta, record) in records.iter_mut().enumerate() {
+        record.offset_delta = delta as u32;
+    }
+    let outcome = match encode_batch(&records, pending.compression, stamp) {
+        Ok(batch) => {
+            let claim = DedupClaim {
+                idempotency_key: once.idempotency_key,
+                fingerprint: once.fingerprint,
+                leader_time_ms: now_ms(),
+                limits: once.limits,
+            };
+            replica
+                .append_once(batch, claim)
+                .await
+                .map(Landing::from)
+                .map_err(BrokerError::from)
+        }
+        Err(error) => Err(BrokerError::Internal(format!("encoding a batch: {error}"))),
+    };
+    // A requester that gave up (its client went away) no longer listens; nothing to do.
+    let _ = pending.done.send(outcome);
 }
 
 /// Writes several requests' records as one batch and tells each where its records landed.
@@ -170,10 +223,13 @@ async fn append_merged(replica: &PartitionReplica, taken: Vec<Pending>) {
 /// Tells each waiter where its records start (its position in the merged batch added).
 fn answer(
     waiters: impl IntoIterator<Item = (u64, oneshot::Sender<AppendOutcome>)>,
-    outcome: &AppendOutcome,
+    outcome: &Result<u64, BrokerError>,
 ) {
     for (start, done) in waiters {
+        let landed = outcome.clone().map(|base_offset| Landing::Appended {
+            base_offset: base_offset + start,
+        });
         // A requester that gave up (its client went away) no longer listens; nothing to do.
-        let _ = done.send(outcome.clone().map(|base_offset| base_offset + start));
+        let _ = done.send(landed);
     }
 }

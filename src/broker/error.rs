@@ -36,6 +36,20 @@ pub enum BrokerError {
     /// `group_not_found`, `unknown_member`).
     #[error("{message}")]
     NotFound { code: &'static str, message: String },
+    /// An idempotent producer's request does not continue its sequence on the partition.
+    #[error("producer {producer_id} sent sequence {sequence} to partition {partition}, which expects sequence {expected} next")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        partition: u32,
+        sequence: i64,
+        expected: i64,
+    },
+    /// An idempotent producer's epoch was superseded: a newer holder of the id registered.
+    #[error("{0}")]
+    ProducerFenced(String),
+    /// The `Idempotency-Key` was used before for a different request.
+    #[error("Idempotency-Key '{0}' was already used for a different request to this topic; a retry must send the same request")]
+    IdempotencyKeyReused(String),
     /// A fault of ours (storage, raft): logged in full, answered as a bare 500.
     #[error("internal error: {0}")]
     Internal(String),

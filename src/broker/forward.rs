@@ -12,138 +12,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use super::forward_wire::{ForwardReply, ForwardRequest, WireError};
+use super::idempotence::{Landing, OnceClaim};
 use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
 use crate::domain::{Compression, Record};
 use crate::raft::{PartitionReplica, ReadLimits};
 
+pub(super) use super::forward_wire::RawRead;
+
 /// How long past its own wait a forwarded long poll may take before the caller gives up.
 const FORWARD_SLACK: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Serialize, Deserialize)]
-enum ForwardRequest {
-    Append {
-        group: u64,
-        /// The records, in the stored batch layout, uncompressed.
-        batch: Bytes,
-        compression: Compression,
-        /// `acks=leader`: answer at the leader's own fsync.
-        leader_ack: bool,
-    },
-    Read {
-        group: u64,
-        from: WireOffset,
-        max_records: usize,
-        max_bytes: usize,
-        max_wait_ms: u64,
-    },
-    OffsetForTimestamp {
-        group: u64,
-        timestamp: i64,
-    },
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-enum WireOffset {
-    Earliest,
-    Latest,
-    At(u64),
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-enum ForwardReply {
-    Appended(Result<u64, WireError>),
-    Read(Result<RawRead, WireError>),
-    Offset(Result<u64, WireError>),
-}
-
-/// The errors a leader answers a forwarded request with.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-enum WireError {
-    /// This node does not lead the group: nothing was written, ask the leader.
-    NotLeader,
-    OffsetOutOfRange {
-        offset: u64,
-        log_start_offset: u64,
-        high_watermark: u64,
-    },
-    Timeout(String),
-    Failed(String),
-}
-
-/// Stored batches from a partition's leader, with its watermarks after the read.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct RawRead {
-    /// The offset the read started at (resolved from earliest/latest).
-    pub from: u64,
-    pub batches: Vec<(u64, Bytes)>,
-    pub log_start_offset: u64,
-    pub high_watermark: u64,
-}
-
-impl From<BrokerError> for WireError {
-    fn from(error: BrokerError) -> Self {
-        match error {
-            BrokerError::NoLeader(_) => WireError::NotLeader,
-            BrokerError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            } => WireError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            },
-            BrokerError::Timeout(what) => WireError::Timeout(what),
-            other => WireError::Failed(other.to_string()),
-        }
-    }
-}
-
-impl WireError {
-    fn into_broker(self, group: u64) -> BrokerError {
-        match self {
-            WireError::NotLeader => BrokerError::NoLeader(format!("partition group {group}")),
-            WireError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            } => BrokerError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                high_watermark,
-            },
-            WireError::Timeout(what) => BrokerError::Timeout(what),
-            WireError::Failed(reason) => {
-                BrokerError::Internal(format!("the partition leader failed: {reason}"))
-            }
-        }
-    }
-}
-
-impl From<OffsetSpec> for WireOffset {
-    fn from(spec: OffsetSpec) -> Self {
-        match spec {
-            OffsetSpec::Earliest => WireOffset::Earliest,
-            OffsetSpec::Latest => WireOffset::Latest,
-            OffsetSpec::At(offset) => WireOffset::At(offset),
-        }
-    }
-}
-
-impl From<WireOffset> for OffsetSpec {
-    fn from(spec: WireOffset) -> Self {
-        match spec {
-            WireOffset::Earliest => OffsetSpec::Earliest,
-            WireOffset::Latest => OffsetSpec::Latest,
-            WireOffset::At(offset) => OffsetSpec::At(offset),
-        }
-    }
-}
 
 /// One attempt's verdict: done, or worth another try at the (possibly new) leader.
 enum Attempt<T> {
@@ -256,29 +138,77 @@ impl Broker {
         compression: Compression,
         leader_ack: bool,
     ) -> BrokerResult<u64> {
+        match self
+            .append_on_leader(group, records, compression, leader_ack, None)
+            .await?
+        {
+            Landing::Appended { base_offset } => Ok(base_offset),
+            other => Err(BrokerError::Internal(format!(
+                "an ordinary append landed as {other:?}"
+            ))),
+        }
+    }
+
+    /// Appends an idempotent request's `records` (one partition's share, stamped with
+    /// `stamp`) on the leader of `group`, alone, through the partition's dedup window;
+    /// answers what the window decided. Retried at a new leader only when certainly not
+    /// written, like any append; a retry the window saw before is answered as a duplicate.
+    pub(super) async fn append_once(
+        &self,
+        group: u64,
+        records: Vec<Record>,
+        compression: Compression,
+        claim: OnceClaim,
+        stamp: ProducerStamp,
+    ) -> BrokerResult<Landing> {
+        self.append_on_leader(group, records, compression, false, Some((claim, stamp)))
+            .await
+    }
+
+    async fn append_on_leader(
+        &self,
+        group: u64,
+        records: Vec<Record>,
+        compression: Compression,
+        leader_ack: bool,
+        once: Option<(OnceClaim, ProducerStamp)>,
+    ) -> BrokerResult<Landing> {
         // Encoded once for the wire only when the leader is elsewhere.
         let wire = std::sync::OnceLock::new();
         let records = Arc::new(records);
+        let stamp = once
+            .as_ref()
+            .map_or(ProducerStamp::NONE, |(_, stamp)| *stamp);
         let request = || {
             let batch = wire
                 .get_or_init(|| {
-                    encode_batch(&records, Compression::None, ProducerStamp::NONE)
-                        .unwrap_or_default()
+                    encode_batch(&records, Compression::None, stamp).unwrap_or_default()
                 })
                 .clone();
-            ForwardRequest::Append {
-                group,
-                batch,
-                compression,
-                leader_ack,
+            match &once {
+                Some((claim, _)) => ForwardRequest::AppendOnce {
+                    group,
+                    batch,
+                    compression,
+                    claim: claim.clone(),
+                },
+                None => ForwardRequest::Append {
+                    group,
+                    batch,
+                    compression,
+                    leader_ack,
+                },
             }
         };
         let local = |replica: Arc<PartitionReplica>| {
             let records = (*records).clone();
-            self.append_here(replica, records, compression, leader_ack)
+            self.append_here(replica, records, compression, leader_ack, once.clone())
         };
         self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
-            ForwardReply::Appended(result) => Some(result),
+            ForwardReply::Appended(result) => {
+                Some(result.map(|base_offset| Landing::Appended { base_offset }))
+            }
+            ForwardReply::AppendedOnce(result) => Some(result),
             _ => None,
         })
         .await
@@ -290,12 +220,13 @@ impl Broker {
         records: Vec<Record>,
         compression: Compression,
         leader_ack: bool,
-    ) -> BrokerResult<u64> {
+        once: Option<(OnceClaim, ProducerStamp)>,
+    ) -> BrokerResult<Landing> {
         let group = replica.group();
         self.inner
             .appenders
             .for_group(group)
-            .submit(replica, records, compression, leader_ack)
+            .submit(replica, records, compression, leader_ack, once)
             .await
             .map_err(|_| BrokerError::Internal("the partition appender stopped".into()))?
     }
@@ -361,7 +292,34 @@ impl Broker {
                 None => Err(WireError::NotLeader),
                 Some(replica) => match decode_batch(&batch) {
                     Ok((_, records)) => self
-                        .append_here(replica, records, compression, leader_ack)
+                        .append_here(replica, records, compression, leader_ack, None)
+                        .await
+                        .and_then(|landing| match landing {
+                            Landing::Appended { base_offset } => Ok(base_offset),
+                            other => Err(BrokerError::Internal(format!(
+                                "an ordinary append landed as {other:?}"
+                            ))),
+                        })
+                        .map_err(WireError::from),
+                    Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),
+                },
+            }),
+            ForwardRequest::AppendOnce {
+                group,
+                batch,
+                compression,
+                claim,
+            } => ForwardReply::AppendedOnce(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => match decode_batch(&batch) {
+                    Ok((header, records)) => self
+                        .append_here(
+                            replica,
+                            records,
+                            compression,
+                            false,
+                            Some((claim, header.producer)),
+                        )
                         .await
                         .map_err(WireError::from),
                     Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),

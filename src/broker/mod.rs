@@ -1,4 +1,5 @@
-//! The service layer every transport calls: topics, produce, fetch, cluster state.
+//! The service layer every transport calls: topics, produce (idempotent or not), producer
+//! ids, fetch, cluster state.
 //!
 //! Handlers translate a request into exactly one call on [`Broker`] and map its answer to a
 //! DTO; everything that orchestrates (placement, partition choice, waiting for replicas,
@@ -9,15 +10,19 @@ mod cluster_info;
 pub mod error;
 mod fetch;
 mod forward;
+mod forward_wire;
 mod group_poll;
 pub mod group_types;
 mod groups;
+mod idempotence;
 mod produce;
+mod producers;
 mod topics;
 pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
 pub use group_types::*;
+pub use idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use types::*;
 
 use std::sync::atomic::AtomicU64;

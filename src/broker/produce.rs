@@ -1,12 +1,18 @@
 //! Producing: validate, choose partitions, encode one batch per partition, replicate the
-//! batches concurrently, and answer offsets in request order.
+//! batches concurrently, and answer offsets in request order. An idempotent request (see
+//! `idempotence`) takes the same path, each partition's share going through the partition's
+//! dedup window.
 
 use std::sync::atomic::Ordering;
 
 use futures::future::try_join_all;
 
+use super::idempotence::{fenced, fingerprint_message, Landing};
 use super::topics::now_ms;
-use super::{Acks, Broker, BrokerError, BrokerResult, ProduceMessage, ProducedOffset};
+use super::{
+    Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage,
+    ProducedOffset,
+};
 use crate::domain::partitioner::partition_for_key;
 use crate::domain::topic::CleanupPolicy;
 use crate::domain::Record;
@@ -18,16 +24,31 @@ pub const MAX_MESSAGES_PER_REQUEST: usize = 100_000;
 struct PartitionBatch {
     partition: u32,
     records: Vec<Record>,
+    /// CRC-32C of the messages as the client sent them (idempotent requests).
+    fingerprint: u32,
+}
+
+/// Where one partition's share of a request landed: its base offset (unknown for a producer's
+/// duplicate too old to be remembered) and whether it was written before.
+struct Landed {
+    partition: u32,
+    base_offset: Option<u64>,
+    duplicate: bool,
+    records: usize,
+    value_bytes: usize,
 }
 
 impl Broker {
-    /// Produces messages; answers one offset per message, in request order.
+    /// Produces messages; answers one offset per message, in request order. With
+    /// `idempotence`, a retry within the topic's window writes nothing again and answers the
+    /// first offsets.
     pub async fn produce(
         &self,
         topic_name: &str,
         messages: Vec<ProduceMessage>,
         acks: Acks,
-    ) -> BrokerResult<Vec<ProducedOffset>> {
+        idempotence: Idempotence,
+    ) -> BrokerResult<ProduceAnswer> {
         if messages.is_empty() {
             return Err(BrokerError::InvalidRequest(
                 "a produce request needs at least one message".into(),
@@ -38,8 +59,12 @@ impl Broker {
                 "a produce request carries at most {MAX_MESSAGES_PER_REQUEST} messages"
             )));
         }
+        idempotence.validate(acks, messages.len())?;
+        self.check_registered_epoch(&idempotence)?;
         let topic = self.topic(topic_name)?;
         let partition_count = topic.partitions.len() as u32;
+        let unkeyed_partition = idempotence.unkeyed_partition(partition_count);
+        let idempotent = idempotence.is_idempotent();
         let max_bytes = topic.config.max_message_bytes;
         // A compacted topic keeps the latest message of every key: a message without one
         // could never be compacted away, so it is refused.
@@ -63,9 +88,9 @@ impl Broker {
                     })
                 }
                 (None, Some(key)) => partition_for_key(key.as_bytes(), partition_count),
-                (None, None) => {
+                (None, None) => unkeyed_partition.unwrap_or_else(|| {
                     ((round_robin_start + position as u64) % u64::from(partition_count)) as u32
-                }
+                }),
             };
             if needs_keys && message.key.is_none() {
                 return Err(BrokerError::InvalidRequest(format!(
@@ -83,7 +108,11 @@ impl Broker {
             let batch = batches[partition as usize].get_or_insert_with(|| PartitionBatch {
                 partition,
                 records: Vec::new(),
+                fingerprint: 0,
             });
+            if idempotent {
+                batch.fingerprint = fingerprint_message(batch.fingerprint, &message);
+            }
             let record = Record {
                 offset_delta: batch.records.len() as u32,
                 timestamp: message.timestamp.unwrap_or(now),
@@ -102,10 +131,18 @@ impl Broker {
             batch.records.push(record);
         }
 
+        let batches: Vec<PartitionBatch> = batches.into_iter().flatten().collect();
+        if idempotence.producer.is_some() && batches.len() > 1 {
+            let partitions: Vec<u32> = batches.iter().map(|batch| batch.partition).collect();
+            return Err(BrokerError::InvalidRequest(format!(
+                "a request with producer fields must put all its messages in one partition                  (sequences are per partition), but these go to partitions {partitions:?};                  send one request per partition"
+            )));
+        }
+
         let mut appends = Vec::new();
         let compression = topic.config.compression;
         let leader_ack = acks == Acks::Leader;
-        for batch in batches.into_iter().flatten() {
+        for batch in batches {
             let group = self.assignment(&topic, batch.partition)?.group_id;
             let value_bytes: usize = batch
                 .records
@@ -115,10 +152,28 @@ impl Broker {
             let (records, partition) = (batch.records.len(), batch.partition);
             let broker = self.clone();
             let timeout = self.inner.options.produce_timeout;
+            let once = idempotent.then(|| {
+                (
+                    idempotence.claim(batch.fingerprint, &topic.config),
+                    idempotence.stamp(),
+                )
+            });
+            let idempotence = idempotence.clone();
             appends.push(async move {
-                let appended =
-                    broker.append_records(group, batch.records, compression, leader_ack);
-                let base_offset = tokio::time::timeout(timeout, appended)
+                let landing = async {
+                    match once {
+                        Some((claim, stamp)) => {
+                            broker
+                                .append_once(group, batch.records, compression, claim, stamp)
+                                .await
+                        }
+                        None => broker
+                            .append_records(group, batch.records, compression, leader_ack)
+                            .await
+                            .map(|base_offset| Landing::Appended { base_offset }),
+                    }
+                };
+                let landing = tokio::time::timeout(timeout, landing)
                     .await
                     .map_err(|_| {
                         BrokerError::Timeout(format!(
@@ -126,7 +181,7 @@ impl Broker {
                             timeout.as_millis()
                         ))
                     })??;
-                Ok::<_, BrokerError>((partition, base_offset, records, value_bytes))
+                landed(&idempotence, partition, landing, records, value_bytes)
             });
         }
         drop(topic);
@@ -146,35 +201,95 @@ impl Broker {
                     tracing::warn!(topic = topic_label, %error, "an acks=none produce failed");
                 }
             });
-            return Ok(placements
-                .iter()
-                .map(|&(partition, _)| ProducedOffset {
-                    partition,
-                    offset: None,
-                })
-                .collect());
+            return Ok(ProduceAnswer {
+                offsets: placements
+                    .iter()
+                    .map(|&(partition, _)| ProducedOffset {
+                        partition,
+                        offset: None,
+                    })
+                    .collect(),
+                duplicate: false,
+            });
         }
 
-        let appended = try_join_all(appends).await?;
-        let mut base_offsets = vec![0u64; partition_count as usize];
+        let landed = try_join_all(appends).await?;
+        let mut base_offsets = vec![None; partition_count as usize];
         let (mut total_messages, mut total_bytes) = (0usize, 0usize);
-        for (partition, base_offset, records, value_bytes) in appended {
-            base_offsets[partition as usize] = base_offset;
-            total_messages += records;
-            total_bytes += value_bytes;
+        let duplicate = idempotent && landed.iter().all(|share| share.duplicate);
+        for share in landed {
+            base_offsets[share.partition as usize] = share.base_offset;
+            if !share.duplicate {
+                total_messages += share.records;
+                total_bytes += share.value_bytes;
+            }
+        }
+        if duplicate {
+            metrics::counter!("herald_produce_duplicates_total", "topic" => topic_name.to_string())
+                .increment(1);
         }
         metrics::counter!("herald_produced_messages_total", "topic" => topic_name.to_string())
             .increment(total_messages as u64);
         metrics::counter!("herald_produced_bytes_total", "topic" => topic_name.to_string())
             .increment(total_bytes as u64);
-        Ok(placements
-            .into_iter()
-            .map(|(partition, delta)| ProducedOffset {
-                partition,
-                offset: Some(base_offsets[partition as usize] + delta),
-            })
-            .collect())
+        Ok(ProduceAnswer {
+            offsets: placements
+                .into_iter()
+                .map(|(partition, delta)| ProducedOffset {
+                    partition,
+                    offset: base_offsets[partition as usize].map(|base| base + delta),
+                })
+                .collect(),
+            duplicate,
+        })
     }
+}
+
+/// What one partition's share came to: where it landed, or the refusal as the client sees it.
+fn landed(
+    idempotence: &Idempotence,
+    partition: u32,
+    landing: Landing,
+    records: usize,
+    value_bytes: usize,
+) -> BrokerResult<Landed> {
+    let (base_offset, duplicate) = match landing {
+        Landing::Appended { base_offset } => (Some(base_offset), false),
+        Landing::Duplicate { base_offset } => (base_offset, true),
+        Landing::OutOfOrderSequence { expected } => {
+            let fields = idempotence.producer.ok_or_else(|| {
+                BrokerError::Internal("an out-of-order answer to a request without producer".into())
+            })?;
+            return Err(BrokerError::OutOfOrderSequence {
+                producer_id: fields.producer_id,
+                partition,
+                sequence: i64::from(fields.sequence),
+                expected,
+            });
+        }
+        Landing::ProducerFenced { current_epoch } => {
+            let fields = idempotence.producer.ok_or_else(|| {
+                BrokerError::Internal("a fenced answer to a request without producer".into())
+            })?;
+            return Err(fenced(
+                fields.producer_id,
+                fields.producer_epoch,
+                current_epoch,
+            ));
+        }
+        Landing::IdempotencyKeyReused => {
+            return Err(BrokerError::IdempotencyKeyReused(
+                idempotence.idempotency_key.clone().unwrap_or_default(),
+            ))
+        }
+    };
+    Ok(Landed {
+        partition,
+        base_offset,
+        duplicate,
+        records,
+        value_bytes,
+    })
 }
 
 fn cleanup_policy_name(policy: CleanupPolicy) -> &'static str {

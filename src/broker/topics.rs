@@ -26,7 +26,8 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
         MetadataOutcome::Invalid(message) => Err(BrokerError::InvalidRequest(message)),
         other @ (MetadataOutcome::NodeExists
         | MetadataOutcome::NodeNotFound
-        | MetadataOutcome::Groups(_)) => Err(BrokerError::Internal(format!(
+        | MetadataOutcome::Groups(_)
+        | MetadataOutcome::ProducerInitialized(_)) => Err(BrokerError::Internal(format!(
             "unexpected outcome for topic '{name}': {other:?}"
         ))),
     }

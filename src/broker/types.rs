@@ -71,8 +71,44 @@ pub struct ProduceMessage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducedOffset {
     pub partition: u32,
-    /// `None` with `acks=none`.
+    /// `None` with `acks=none`, and for a producer's duplicate too old for its offsets to be
+    /// remembered.
     pub offset: Option<u64>,
+}
+
+/// What makes a produce idempotent: an `Idempotency-Key`, producer fields, both or neither.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Idempotence {
+    /// A retry with the same key (same topic) within the window answers the first offsets
+    /// and writes nothing again.
+    pub idempotency_key: Option<String>,
+    pub producer: Option<ProducerFields>,
+}
+
+/// An idempotent producer's identity and the sequence of the request's first message (the
+/// others follow on, one per message, in one partition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerFields {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub sequence: i32,
+}
+
+/// The answer to a produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceAnswer {
+    /// One per message, in request order.
+    pub offsets: Vec<ProducedOffset>,
+    /// An idempotent request whose messages were all written before: nothing was written now.
+    pub duplicate: bool,
+}
+
+/// `POST /v1/producers`: an idempotent producer's id and epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerInfo {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub name: Option<String>,
 }
 
 /// Where a read starts.

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::groups::{GroupCommand, GroupOutcome};
+use super::names::{is_internal, validate_name};
+use super::producers::{ProducerRegistration, ProducerRegistry};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 
 /// The raft group id of the metadata group; partition groups count up from 1.
@@ -53,6 +55,8 @@ pub struct MetadataState {
     /// Ids of nodes drained and removed. Never reused: a node that comes back with one must
     /// not rejoin groups whose history it no longer matches.
     pub removed_nodes: BTreeSet<u64>,
+    /// Idempotent producer ids and the epochs of named producers.
+    pub producers: ProducerRegistry,
 }
 
 impl Default for MetadataState {
@@ -63,6 +67,7 @@ impl Default for MetadataState {
             nodes: BTreeMap::new(),
             next_group_id: METADATA_GROUP + 1,
             removed_nodes: BTreeSet::new(),
+            producers: ProducerRegistry::default(),
         }
     }
 }
@@ -117,6 +122,11 @@ pub enum MetadataCommand {
     /// state (see `domain::groups`): group commits are frequent and must not rewrite or
     /// republish the topics.
     Groups(GroupCommand),
+    /// Registers an idempotent producer (`POST /v1/producers`): a name gets its id back with
+    /// the next epoch (fencing the previous holder), no name a fresh id.
+    InitProducer {
+        name: Option<String>,
+    },
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -143,6 +153,10 @@ impl std::fmt::Display for MetadataCommand {
             }
             MetadataCommand::RemoveNode { node_id } => write!(formatter, "remove node {node_id}"),
             MetadataCommand::Groups(command) => write!(formatter, "{command}"),
+            MetadataCommand::InitProducer { name } => match name {
+                Some(name) => write!(formatter, "init producer {name}"),
+                None => write!(formatter, "init an unnamed producer"),
+            },
         }
     }
 }
@@ -158,6 +172,8 @@ pub enum MetadataOutcome {
     NodeExists,
     NodeNotFound,
     Groups(GroupOutcome),
+    /// A producer's id and epoch.
+    ProducerInitialized(ProducerRegistration),
 }
 
 impl MetadataState {
@@ -309,6 +325,19 @@ impl MetadataState {
                 Some(_) => MetadataOutcome::Done,
                 None => MetadataOutcome::TopicNotFound,
             },
+            MetadataCommand::InitProducer { name } => {
+                if let Some(name) = name {
+                    if let Err(message) = validate_name("producer name", name) {
+                        return MetadataOutcome::Invalid(message);
+                    }
+                    if is_internal(name) {
+                        return MetadataOutcome::Invalid(format!(
+                            "producer name '{name}' is reserved: names starting with '__' are internal"
+                        ));
+                    }
+                }
+                MetadataOutcome::ProducerInitialized(self.producers.init(name.as_deref()))
+            }
         }
     }
 
@@ -479,6 +508,36 @@ mod tests {
             state.topics["t"].config.retention_ms, 1000,
             "a refused update changes nothing"
         );
+    }
+
+    #[test]
+    fn producers_are_registered_through_the_metadata() {
+        let mut state = MetadataState::default();
+        let init = |name: Option<&str>| MetadataCommand::InitProducer {
+            name: name.map(str::to_string),
+        };
+        let MetadataOutcome::ProducerInitialized(first) = state.apply(&init(Some("etl-1"))) else {
+            panic!("not initialized");
+        };
+        let MetadataOutcome::ProducerInitialized(again) = state.apply(&init(Some("etl-1"))) else {
+            panic!("not initialized");
+        };
+        assert_eq!(again.producer_id, first.producer_id);
+        assert_eq!(again.producer_epoch, 1);
+        let MetadataOutcome::ProducerInitialized(unnamed) = state.apply(&init(None)) else {
+            panic!("not initialized");
+        };
+        assert_ne!(unnamed.producer_id, first.producer_id);
+        let before = state.clone();
+        assert!(matches!(
+            state.apply(&init(Some("bad name"))),
+            MetadataOutcome::Invalid(_)
+        ));
+        assert!(matches!(
+            state.apply(&init(Some("__internal"))),
+            MetadataOutcome::Invalid(_)
+        ));
+        assert_eq!(state, before, "a refused registration changes nothing");
     }
 
     fn add(node_id: u64) -> MetadataCommand {

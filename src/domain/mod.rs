@@ -6,6 +6,7 @@ pub mod groups;
 pub mod metadata;
 pub mod names;
 pub mod partitioner;
+pub mod producers;
 pub mod record;
 pub mod topic;
 

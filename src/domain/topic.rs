@@ -15,6 +15,15 @@ pub const MAX_PARTITIONS: u32 = 1024;
 /// One day, Kafka's default `delete.retention.ms`: how long a tombstone stays on a compacted
 /// topic after the cleaner first passed it.
 pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+/// One day: how long a partition remembers idempotency keys and idempotent producers.
+pub const DEFAULT_IDEMPOTENCY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
+/// The shortest dedup window a topic may have: a retry needs some time to arrive.
+pub const MIN_IDEMPOTENCY_WINDOW_MS: i64 = 1000;
+/// How many idempotency keys (and, apart, producers) a partition remembers by default.
+pub const DEFAULT_IDEMPOTENCY_WINDOW_ENTRIES: u32 = 10_000;
+/// The most idempotency keys (and producers) a partition may remember: the window is part of
+/// the partition's raft snapshot, which travels as one message.
+pub const MAX_IDEMPOTENCY_WINDOW_ENTRIES: u32 = 1_000_000;
 
 /// What happens to old data of a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -65,6 +74,12 @@ pub struct TopicConfig {
     /// Messages younger than this (in ms) are never compacted; 0 lets the cleaner take any
     /// message it may.
     pub min_compaction_lag_ms: i64,
+    /// How long each partition remembers an idempotency key or an idempotent producer, in ms
+    /// (measured by the partition leaders' clocks).
+    pub idempotency_window_ms: i64,
+    /// How many idempotency keys, and apart how many producers, each partition remembers at
+    /// most; the oldest go first.
+    pub idempotency_window_entries: u32,
 }
 
 impl Default for TopicConfig {
@@ -77,6 +92,8 @@ impl Default for TopicConfig {
             compression: Compression::None,
             delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
             min_compaction_lag_ms: 0,
+            idempotency_window_ms: DEFAULT_IDEMPOTENCY_WINDOW_MS,
+            idempotency_window_entries: DEFAULT_IDEMPOTENCY_WINDOW_ENTRIES,
         }
     }
 }
@@ -92,6 +109,8 @@ pub struct TopicConfigPatch {
     pub compression: Option<Compression>,
     pub delete_retention_ms: Option<i64>,
     pub min_compaction_lag_ms: Option<i64>,
+    pub idempotency_window_ms: Option<i64>,
+    pub idempotency_window_entries: Option<u32>,
 }
 
 impl TopicConfig {
@@ -143,6 +162,22 @@ impl TopicConfig {
             }
             next.min_compaction_lag_ms = value;
         }
+        if let Some(value) = patch.idempotency_window_ms {
+            if value < MIN_IDEMPOTENCY_WINDOW_MS {
+                return Err(format!(
+                    "config.idempotency_window_ms must be at least {MIN_IDEMPOTENCY_WINDOW_MS} ms, got {value}"
+                ));
+            }
+            next.idempotency_window_ms = value;
+        }
+        if let Some(value) = patch.idempotency_window_entries {
+            if value == 0 || value > MAX_IDEMPOTENCY_WINDOW_ENTRIES {
+                return Err(format!(
+                    "config.idempotency_window_entries must be between 1 and {MAX_IDEMPOTENCY_WINDOW_ENTRIES}, got {value}"
+                ));
+            }
+            next.idempotency_window_entries = value;
+        }
         Ok(next)
     }
 }
@@ -179,6 +214,39 @@ mod tests {
         assert_eq!(config.delete_retention_ms, 0);
         assert_eq!(config.min_compaction_lag_ms, 60_000);
         assert_eq!(config.retention_ms, 1000);
+    }
+
+    #[test]
+    fn idempotency_window_defaults_and_bounds() {
+        let config = TopicConfig::default();
+        assert_eq!(config.idempotency_window_ms, 86_400_000);
+        assert_eq!(config.idempotency_window_entries, 10_000);
+        let patched = config
+            .patched(&TopicConfigPatch {
+                idempotency_window_ms: Some(1000),
+                idempotency_window_entries: Some(1_000_000),
+                ..TopicConfigPatch::default()
+            })
+            .expect("valid");
+        assert_eq!(patched.idempotency_window_ms, 1000);
+        assert_eq!(patched.idempotency_window_entries, 1_000_000);
+        for patch in [
+            TopicConfigPatch {
+                idempotency_window_ms: Some(999),
+                ..TopicConfigPatch::default()
+            },
+            TopicConfigPatch {
+                idempotency_window_entries: Some(0),
+                ..TopicConfigPatch::default()
+            },
+            TopicConfigPatch {
+                idempotency_window_entries: Some(1_000_001),
+                ..TopicConfigPatch::default()
+            },
+        ] {
+            let error = config.patched(&patch).unwrap_err();
+            assert!(error.contains("config.idempotency_window_"), "{error}");
+        }
     }
 
     #[test]

@@ -31,7 +31,7 @@ use openraft::EntryPayload;
 use super::cleaner_state::{self, CleanTally, CleanerState, PassCheckpoint, QueuedPass};
 use super::codec;
 use super::throttle::Throttle;
-use super::types::{Entry, RaftRequest};
+use super::types::Entry;
 use crate::domain::batch::{self, encode_compacted_batch, RecordView};
 use crate::domain::record::Record;
 use crate::storage::{keys, Cf, Store, WriteSet};
@@ -162,7 +162,10 @@ fn load_entry(store: &Store, group: u64, index: u64) -> Result<Option<StoredEntr
         return Ok(None);
     };
     let entry = codec::decode_entry(&value)?;
-    let EntryPayload::Normal(RaftRequest::Append { batch }) = &entry.payload else {
+    let Some(batch) = (match &entry.payload {
+        EntryPayload::Normal(request) => request.batch(),
+        _ => None,
+    }) else {
         return Err(io::Error::other(format!(
             "group {group}: indexed raft entry {index} holds no batch"
         )));
@@ -356,7 +359,19 @@ pub fn run_pass(
             )
             .map_err(corrupt)?;
             let mut entry = stored.entry;
-            entry.payload = EntryPayload::Normal(RaftRequest::Append { batch: compacted });
+            // An idempotent append keeps its claim: a replica that receives the rewritten
+            // entry must decide about it as this one did.
+            let rewritten = match &entry.payload {
+                EntryPayload::Normal(request) => request.with_batch(compacted),
+                _ => None,
+            };
+            let Some(rewritten) = rewritten else {
+                return Err(io::Error::other(format!(
+                    "group {}: raft entry {index} holds no batch",
+                    context.group
+                )));
+            };
+            entry.payload = EntryPayload::Normal(rewritten);
             let value = codec::encode_entry(&entry)?;
             context.spend(value.len());
             report.records_removed += removed as u64;

@@ -65,7 +65,10 @@ impl GroupApplier for MetadataApplier {
                 self.dirty = true;
                 RaftResponse::Metadata(self.state.apply(command))
             }
-            RaftRequest::Append { .. } | RaftRequest::Trim { .. } | RaftRequest::Compact(_) => {
+            RaftRequest::Append { .. }
+            | RaftRequest::AppendOnce { .. }
+            | RaftRequest::Trim { .. }
+            | RaftRequest::Compact(_) => {
                 RaftResponse::Rejected("the metadata group takes only metadata commands".into())
             }
         }

@@ -7,6 +7,8 @@ mod codec;
 mod compaction;
 mod compaction_plan;
 mod consumer_groups;
+mod dedup;
+mod dedup_rows;
 mod error;
 mod group;
 mod log_store;
@@ -37,13 +39,16 @@ pub use network::{RaftService, RAFT_SERVICE};
 pub use partition::Watermarks;
 pub use partition_cleaning::CompactionCheck;
 pub use partition_reader::{ReadLimits, StoredBatch};
+pub use partition_replica::OnceOutcome;
 pub use partition_replica::PartitionReplica;
 pub use registry::GroupRegistry;
 pub use retention::RetentionPlan;
 pub use throttle::Throttle;
-pub use types::{CompactionPlan, NodeAddr};
+pub use types::{CompactionPlan, DedupClaim, DedupLimits, NodeAddr};
 
 #[cfg(test)]
 mod compaction_tests;
+#[cfg(test)]
+mod dedup_tests;
 #[cfg(test)]
 mod storage_suite;

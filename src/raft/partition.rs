@@ -8,10 +8,12 @@ use tokio::sync::watch;
 
 use super::cleaner_state::{self, QueuedPass};
 use super::codec;
+use super::dedup::{DedupSnapshot, DedupState, Verdict};
+use super::dedup_rows;
 use super::state_machine::GroupApplier;
-use super::types::{CompactionPlan, RaftRequest, RaftResponse};
-use crate::domain::batch;
-use crate::storage::{keys, Cf, WriteSet};
+use super::types::{CompactionPlan, DedupClaim, RaftRequest, RaftResponse};
+use crate::domain::batch::{self, BatchHeader};
+use crate::storage::{keys, Cf, Store, WriteSet};
 
 /// What readers may see of a partition: offsets in `[log_start_offset, high_watermark)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,9 +59,19 @@ impl CompactionProgress {
     }
 }
 
+/// What a partition's snapshot carries: the small state and the whole dedup window (which
+/// lives in rows of its own, not in the per-apply state).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct PartitionSnapshot {
+    progress: PartitionProgress,
+    dedup: DedupSnapshot,
+}
+
 pub struct PartitionApplier {
     group: u64,
     progress: PartitionProgress,
+    /// Idempotency keys and producers (see [`super::dedup`]).
+    pub(super) dedup: DedupState,
     watermarks: watch::Sender<Watermarks>,
     compaction: watch::Sender<CompactionProgress>,
 }
@@ -69,6 +81,7 @@ impl PartitionApplier {
         PartitionApplier {
             group,
             progress: PartitionProgress::default(),
+            dedup: DedupState::default(),
             watermarks: watch::Sender::new(Watermarks::default()),
             compaction: watch::Sender::new(CompactionProgress::default()),
         }
@@ -154,29 +167,9 @@ impl PartitionApplier {
     }
 }
 
-impl GroupApplier for PartitionApplier {
-    fn apply(&mut self, index: u64, request: &RaftRequest, writes: &mut WriteSet) -> RaftResponse {
-        let bytes = match request {
-            RaftRequest::Append { batch } => batch,
-            RaftRequest::Trim {
-                log_start_offset,
-                time_index_before,
-            } => return self.trim(*log_start_offset, *time_index_before, writes),
-            RaftRequest::Compact(plan) => {
-                return self.compact(plan, writes).unwrap_or_else(|error| {
-                    RaftResponse::Rejected(format!("compaction plan: {error}"))
-                })
-            }
-            RaftRequest::Metadata(_) => {
-                return RaftResponse::Rejected("a partition group takes no metadata".into())
-            }
-        };
-        // The leader checked the batch; checking again here keeps a corrupt entry from ever
-        // taking offsets, identically on every replica.
-        let header = match batch::decode_header(bytes) {
-            Ok(header) => header,
-            Err(error) => return RaftResponse::Rejected(format!("corrupt batch: {error}")),
-        };
+impl PartitionApplier {
+    /// Gives a checked batch its offsets and indexes it; answers its base offset.
+    fn append_batch(&mut self, index: u64, header: &BatchHeader, writes: &mut WriteSet) -> u64 {
         let base_offset = self.progress.next_offset;
         self.progress.next_offset += u64::from(header.offset_span);
         writes.put(
@@ -196,6 +189,94 @@ impl GroupApplier for PartitionApplier {
                 Vec::new(),
             );
         }
+        base_offset
+    }
+
+    /// An idempotent append: the dedup window decides whether the batch is new; only a new
+    /// one takes offsets, and the window remembers it in the same write.
+    fn append_once(
+        &mut self,
+        index: u64,
+        bytes: &[u8],
+        claim: &DedupClaim,
+        writes: &mut WriteSet,
+    ) -> RaftResponse {
+        let header = match batch::decode_header(bytes) {
+            Ok(header) => header,
+            Err(error) => return RaftResponse::Rejected(format!("corrupt batch: {error}")),
+        };
+        let verdict = self.dedup.check(
+            self.group,
+            claim,
+            header.producer,
+            header.offset_span,
+            writes,
+        );
+        match verdict {
+            Verdict::New => {
+                let base_offset = self.progress.next_offset;
+                if let Err(error) = self.dedup.record(
+                    self.group,
+                    claim,
+                    header.producer,
+                    base_offset,
+                    header.offset_span,
+                    writes,
+                ) {
+                    return RaftResponse::Rejected(format!("dedup window: {error}"));
+                }
+                let base_offset = self.append_batch(index, &header, writes);
+                RaftResponse::Appended {
+                    base_offset,
+                    offset_span: header.offset_span,
+                }
+            }
+            Verdict::Duplicate {
+                base_offset,
+                offset_span,
+            } => {
+                if let Err(error) = self.dedup.note_epoch(self.group, header.producer, writes) {
+                    tracing::warn!(group = self.group, %error, "could not note a newer producer epoch");
+                }
+                RaftResponse::Duplicate {
+                    base_offset,
+                    offset_span,
+                }
+            }
+            Verdict::OutOfOrder { expected } => RaftResponse::OutOfOrderSequence { expected },
+            Verdict::Fenced { current_epoch } => RaftResponse::ProducerFenced { current_epoch },
+            Verdict::KeyReused => RaftResponse::IdempotencyKeyReused,
+        }
+    }
+}
+
+impl GroupApplier for PartitionApplier {
+    fn apply(&mut self, index: u64, request: &RaftRequest, writes: &mut WriteSet) -> RaftResponse {
+        let bytes = match request {
+            RaftRequest::Append { batch } => batch,
+            RaftRequest::AppendOnce { batch, claim } => {
+                return self.append_once(index, batch, claim, writes)
+            }
+            RaftRequest::Trim {
+                log_start_offset,
+                time_index_before,
+            } => return self.trim(*log_start_offset, *time_index_before, writes),
+            RaftRequest::Compact(plan) => {
+                return self.compact(plan, writes).unwrap_or_else(|error| {
+                    RaftResponse::Rejected(format!("compaction plan: {error}"))
+                })
+            }
+            RaftRequest::Metadata(_) => {
+                return RaftResponse::Rejected("a partition group takes no metadata".into())
+            }
+        };
+        // The leader checked the batch; checking again here keeps a corrupt entry from ever
+        // taking offsets, identically on every replica.
+        let header = match batch::decode_header(bytes) {
+            Ok(header) => header,
+            Err(error) => return RaftResponse::Rejected(format!("corrupt batch: {error}")),
+        };
+        let base_offset = self.append_batch(index, &header, writes);
         RaftResponse::Appended {
             base_offset,
             offset_span: header.offset_span,
@@ -211,11 +292,27 @@ impl GroupApplier for PartitionApplier {
         Ok(())
     }
 
+    fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
+        self.dedup = dedup_rows::load(store, self.group)?;
+        Ok(())
+    }
+
+    fn encode_snapshot(&self) -> Result<Vec<u8>, io::Error> {
+        codec::encode(&PartitionSnapshot {
+            progress: self.progress.clone(),
+            dedup: self.dedup.snapshot(),
+        })
+    }
+
     /// A replica that needed a snapshot lacks every batch before it: its log starts at the
-    /// snapshot's next offset (reads go to the leader, whose log may start earlier).
-    fn restore_snapshot(&mut self, bytes: &[u8], _writes: &mut WriteSet) -> Result<(), io::Error> {
-        self.restore_state(bytes)?;
+    /// snapshot's next offset (reads go to the leader, whose log may start earlier). Its dedup
+    /// window becomes the leader's, rows included.
+    fn restore_snapshot(&mut self, bytes: &[u8], writes: &mut WriteSet) -> Result<(), io::Error> {
+        let snapshot: PartitionSnapshot = codec::decode(bytes)?;
+        dedup_rows::replace_all(writes, self.group, &snapshot.dedup)?;
+        self.progress = snapshot.progress;
         self.progress.log_start_offset = self.progress.next_offset;
+        self.dedup = DedupState::from_snapshot(snapshot.dedup);
         Ok(())
     }
 

@@ -8,7 +8,6 @@ use bytes::Bytes;
 use openraft::EntryPayload;
 
 use super::codec;
-use super::types::RaftRequest;
 use crate::domain::batch;
 use crate::storage::{keys, Cf, Store};
 
@@ -33,11 +32,14 @@ fn batch_at_raft_index(store: &Store, group: u64, raft_index: u64) -> Result<Byt
         )));
     };
     match codec::decode_entry(&value)?.payload {
-        EntryPayload::Normal(RaftRequest::Append { batch }) => Ok(batch),
-        _ => Err(io::Error::other(format!(
-            "group {group}: raft entry {raft_index} holds no batch"
-        ))),
+        EntryPayload::Normal(request) => request.batch().cloned(),
+        _ => None,
     }
+    .ok_or_else(|| {
+        io::Error::other(format!(
+            "group {group}: raft entry {raft_index} holds no batch"
+        ))
+    })
 }
 
 fn raft_index_of(value: &[u8]) -> Result<u64, io::Error> {

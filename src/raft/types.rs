@@ -35,6 +35,58 @@ pub enum RaftRequest {
     /// `raft::compaction`). Planned by the leader; refused when `clean_end` is not where the
     /// last pass ended (a stale or repeated plan).
     Compact(CompactionPlan),
+    /// For a partition group: a batch of an idempotent produce, appended only when the
+    /// partition's replicated dedup state says it is new (see `raft::dedup`). The producer's
+    /// identity (id, epoch, first sequence) is in the batch header's producer stamp; the
+    /// claim carries the rest. Everything the decision needs is in the command or in
+    /// replicated state, so every replica decides alike.
+    AppendOnce { batch: Bytes, claim: DedupClaim },
+}
+
+/// What an idempotent append asks the partition's dedup state to check and remember.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupClaim {
+    /// The request's `Idempotency-Key`, if it had one.
+    pub idempotency_key: Option<String>,
+    /// CRC-32C of this partition's share of the request as the client sent it: a retry with
+    /// the same key and another body is refused, not answered with the first offsets.
+    pub fingerprint: u32,
+    /// The leader's clock when it proposed the entry: what the window's age is measured by.
+    pub leader_time_ms: i64,
+    /// The topic's window when the leader proposed.
+    pub limits: DedupLimits,
+}
+
+/// How much a partition's dedup window remembers: keys and producers younger than
+/// `max_age_ms`, at most `max_entries` of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupLimits {
+    pub max_age_ms: i64,
+    pub max_entries: u32,
+}
+
+impl RaftRequest {
+    /// The stored batch of an append of either kind.
+    pub fn batch(&self) -> Option<&Bytes> {
+        match self {
+            RaftRequest::Append { batch } | RaftRequest::AppendOnce { batch, .. } => Some(batch),
+            _ => None,
+        }
+    }
+
+    /// The same append with another batch (what compaction left of it): an `AppendOnce`
+    /// keeps its claim, so a replica that receives the rewritten entry decides as the
+    /// others did.
+    pub fn with_batch(&self, batch: Bytes) -> Option<RaftRequest> {
+        match self {
+            RaftRequest::Append { .. } => Some(RaftRequest::Append { batch }),
+            RaftRequest::AppendOnce { claim, .. } => Some(RaftRequest::AppendOnce {
+                batch,
+                claim: claim.clone(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// One compaction pass, as the leader planned it. Every replica runs it on the same committed
@@ -66,6 +118,12 @@ impl fmt::Display for RaftRequest {
                 "compact offsets {}..{} (tombstones below {})",
                 plan.clean_end, plan.end, plan.tombstone_horizon
             ),
+            RaftRequest::AppendOnce { batch, claim } => write!(
+                formatter,
+                "append once {} bytes (idempotency key: {})",
+                batch.len(),
+                claim.idempotency_key.is_some()
+            ),
         }
     }
 }
@@ -89,6 +147,23 @@ pub enum RaftResponse {
     },
     /// The command was refused deterministically (e.g. a corrupt batch, a wrong group kind).
     Rejected(String),
+    /// An `AppendOnce` that was written before; nothing was written now. `base_offset` is
+    /// where the original landed, when the dedup state still knows (a producer's last few
+    /// batches, every idempotency key in the window).
+    Duplicate {
+        base_offset: Option<u64>,
+        offset_span: u32,
+    },
+    /// An `AppendOnce` whose first sequence is not the producer's next one.
+    OutOfOrderSequence {
+        expected: i64,
+    },
+    /// An `AppendOnce` of a producer epoch older than the partition knows.
+    ProducerFenced {
+        current_epoch: i16,
+    },
+    /// An `AppendOnce` whose idempotency key was used for a different request.
+    IdempotencyKeyReused,
 }
 
 openraft::declare_raft_types!(

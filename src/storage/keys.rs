@@ -37,6 +37,24 @@ pub fn group_tag_u64(group: u64, tag: u8, value: u64) -> [u8; 17] {
     key
 }
 
+/// `(group, tag, bytes)`: one of a series of records of a group named by arbitrary bytes
+/// (e.g. a partition's idempotency keys). Byte order sorts them within the tag.
+pub fn group_tag_bytes(group: u64, tag: u8, suffix: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9 + suffix.len());
+    key.extend_from_slice(&group_tag(group, tag));
+    key.extend_from_slice(suffix);
+    key
+}
+
+/// The suffix of a key made by [`group_tag_bytes`] (or [`group_tag_u64`]) for `group` and
+/// `tag`, if the key is one.
+pub fn group_tag_suffix(group: u64, tag: u8, key: &[u8]) -> Option<&[u8]> {
+    if key.len() < 9 || key[..8] != group.to_be_bytes() || key[8] != tag {
+        return None;
+    }
+    Some(&key[9..])
+}
+
 /// Maps an `i64` to a `u64` with the same order, so negative timestamps sort first.
 pub fn ordered_i64(value: i64) -> u64 {
     (value as u64) ^ (1 << 63)
@@ -133,6 +151,17 @@ mod tests {
             .collect();
         assert_eq!(offsets, vec![0, 1, 2, 10, 20]);
         assert_eq!(decode_time_index(4, &keys[0]), None);
+    }
+
+    #[test]
+    fn tagged_byte_keys_stay_within_their_tag() {
+        let key = group_tag_bytes(5, 22, b"order-17");
+        assert_eq!(group_tag_suffix(5, 22, &key), Some(&b"order-17"[..]));
+        assert_eq!(group_tag_suffix(5, 23, &key), None);
+        assert_eq!(group_tag_suffix(6, 22, &key), None);
+        let long = group_tag_bytes(5, 22, &[0xff; 255]);
+        assert!(long.as_slice() < group_tag(5, 23).as_slice());
+        assert!(group_tag_bytes(5, 22, b"").as_slice() >= group_tag(5, 22).as_slice());
     }
 
     #[test]

@@ -5,5 +5,7 @@ pub mod cluster;
 pub mod consume;
 pub mod groups;
 pub mod headers;
+pub mod idempotence;
 pub mod produce;
+pub mod producer;
 pub mod topic;

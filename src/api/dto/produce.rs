@@ -11,9 +11,10 @@ use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::headers::{deserialize_headers, deserialize_present_raw};
+use super::idempotence::producer_fields;
 use crate::api::extract::{json_from_bytes, ContentType};
 use crate::api::problem::ApiError;
-use crate::broker::{Acks, ProduceMessage, ProducedOffset};
+use crate::broker::{Acks, ProduceAnswer, ProduceMessage, ProducedOffset, ProducerFields};
 use crate::domain::{RecordKey, RecordValue};
 
 /// How durable a produce must be before it is answered.
@@ -97,6 +98,23 @@ pub struct ProduceMessageDto {
 pub struct ProduceRequest {
     /// At least one message.
     pub messages: Vec<ProduceMessageDto>,
+    /// An idempotent producer's id (from `POST /v1/producers`). With `producer_epoch` and
+    /// `sequence` (all three or none): every message must go to one partition, and needs
+    /// `acks=all`.
+    #[serde(default)]
+    #[schema(minimum = 0, example = 7)]
+    pub producer_id: Option<i64>,
+    /// The producer's epoch (from `POST /v1/producers`); an older epoch than the partition
+    /// or the cluster knows is refused with 409 `producer_fenced`.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 32767, example = 0)]
+    pub producer_epoch: Option<i64>,
+    /// The partition sequence of the first message; the others follow on. The next request's
+    /// sequence is this one plus the number of messages. A sequence already written is
+    /// acknowledged as a duplicate; a gap is 409 `out_of_order_sequence`.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 2147483647, example = 0)]
+    pub sequence: Option<i64>,
 }
 
 /// `application/octet-stream` body of `POST /v1/topics/{topic}/messages`: one message's value,
@@ -130,6 +148,11 @@ pub struct ProducedOffsetDto {
 #[schema(example = json!({"offsets": [{"partition": 0, "offset": 17}]}))]
 pub struct ProduceResponse {
     pub offsets: Vec<ProducedOffsetDto>,
+    /// Present (`true`) when an idempotent request had been written before and nothing was
+    /// written now: the offsets are the first answer's (`null` for a producer's duplicate
+    /// older than the batches the partition remembers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 impl From<Vec<ProducedOffset>> for ProduceResponse {
@@ -142,8 +165,25 @@ impl From<Vec<ProducedOffset>> for ProduceResponse {
                     offset: produced.offset,
                 })
                 .collect(),
+            duplicate: false,
         }
     }
+}
+
+impl From<ProduceAnswer> for ProduceResponse {
+    fn from(answer: ProduceAnswer) -> Self {
+        ProduceResponse {
+            duplicate: answer.duplicate,
+            ..ProduceResponse::from(answer.offsets)
+        }
+    }
+}
+
+/// A decoded produce body: the messages, and the producer fields of a JSON body.
+#[derive(Debug)]
+pub struct DecodedProduce {
+    pub messages: Vec<ProduceMessage>,
+    pub producer: Option<ProducerFields>,
 }
 
 fn decode_b64(field: &str, index: usize, text: &str) -> Result<Bytes, ApiError> {
@@ -207,17 +247,20 @@ impl ProduceMessageDto {
 }
 
 impl ProduceRequest {
-    pub fn into_domain(self) -> Result<Vec<ProduceMessage>, ApiError> {
+    pub fn into_domain(self) -> Result<DecodedProduce, ApiError> {
         if self.messages.is_empty() {
             return Err(ApiError::invalid_request(
                 "messages must hold at least one message",
             ));
         }
-        self.messages
+        let producer = producer_fields(self.producer_id, self.producer_epoch, self.sequence)?;
+        let messages = self
+            .messages
             .into_iter()
             .enumerate()
             .map(|(index, message)| message.into_domain(index))
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok(DecodedProduce { messages, producer })
     }
 }
 
@@ -226,7 +269,7 @@ pub fn decode_produce(
     content_type: &ContentType,
     query: &ProduceQuery,
     body: Bytes,
-) -> Result<Vec<ProduceMessage>, ApiError> {
+) -> Result<DecodedProduce, ApiError> {
     if content_type.is_json() {
         if query.key.is_some() || query.partition.is_some() {
             return Err(ApiError::invalid_request(
@@ -236,13 +279,16 @@ pub fn decode_produce(
         }
         json_from_bytes::<ProduceRequest>(&body)?.into_domain()
     } else if content_type.is_octet_stream() {
-        Ok(vec![ProduceMessage {
-            key: query.key.clone().map(RecordKey::Text),
-            value: RecordValue::Bytes(body),
-            headers: Vec::new(),
-            partition: query.partition,
-            timestamp: None,
-        }])
+        Ok(DecodedProduce {
+            messages: vec![ProduceMessage {
+                key: query.key.clone().map(RecordKey::Text),
+                value: RecordValue::Bytes(body),
+                headers: Vec::new(),
+                partition: query.partition,
+                timestamp: None,
+            }],
+            producer: None,
+        })
     } else {
         Err(ApiError::unsupported_media_type(format!(
             "expected Content-Type application/json or application/octet-stream, got {}",
@@ -260,6 +306,10 @@ mod tests {
     }
 
     fn decode(body: &str) -> Result<Vec<ProduceMessage>, ApiError> {
+        decode_full(body).map(|decoded| decoded.messages)
+    }
+
+    fn decode_full(body: &str) -> Result<DecodedProduce, ApiError> {
         decode_produce(
             &json(),
             &ProduceQuery::default(),
@@ -339,6 +389,55 @@ mod tests {
     }
 
     #[test]
+    fn producer_fields_go_together_and_in_range() {
+        let decoded = decode_full(
+            r#"{"messages":[{"value":1}],"producer_id":7,"producer_epoch":2,"sequence":40}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            decoded.producer,
+            Some(ProducerFields {
+                producer_id: 7,
+                producer_epoch: 2,
+                sequence: 40
+            })
+        );
+        assert_eq!(
+            decode_full(r#"{"messages":[{"value":1}]}"#)
+                .expect("valid")
+                .producer,
+            None
+        );
+        for body in [
+            r#"{"messages":[{"value":1}],"producer_id":7}"#,
+            r#"{"messages":[{"value":1}],"producer_id":7,"producer_epoch":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":-1,"producer_epoch":0,"sequence":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":32768,"sequence":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":-1,"sequence":0}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":0,"sequence":2147483648}"#,
+            r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":0,"sequence":-3}"#,
+        ] {
+            let error = decode_full(body).expect_err(body);
+            assert_eq!(error.code, "invalid_request", "{body}");
+        }
+    }
+
+    #[test]
+    fn duplicate_shows_only_when_true() {
+        let answer = ProduceResponse::from(ProduceAnswer {
+            offsets: vec![ProducedOffset {
+                partition: 0,
+                offset: Some(3),
+            }],
+            duplicate: true,
+        });
+        assert_eq!(
+            serde_json::to_value(answer).expect("json"),
+            serde_json::json!({"offsets": [{"partition": 0, "offset": 3}], "duplicate": true})
+        );
+    }
+
+    #[test]
     fn octet_stream_is_one_message() {
         let query = ProduceQuery {
             acks: None,
@@ -346,8 +445,9 @@ mod tests {
             partition: Some(3),
         };
         let content_type = ContentType(Some("application/octet-stream".into()));
-        let messages =
-            decode_produce(&content_type, &query, Bytes::from_static(&[1, 2, 3])).expect("valid");
+        let messages = decode_produce(&content_type, &query, Bytes::from_static(&[1, 2, 3]))
+            .expect("valid")
+            .messages;
         assert_eq!(messages.len(), 1);
         assert_eq!(messages[0].key, Some(RecordKey::Text("k".into())));
         assert_eq!(

@@ -39,7 +39,8 @@ pub enum CompressionDto {
 #[schema(example = json!({
     "retention_ms": 604800000, "retention_bytes": -1, "cleanup_policy": "delete",
     "max_message_bytes": 1048576, "compression": "none",
-    "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0
+    "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0,
+    "idempotency_window_ms": 86400000, "idempotency_window_entries": 10000
 }))]
 #[schema(as = TopicConfig)]
 pub struct TopicConfigDto {
@@ -58,6 +59,12 @@ pub struct TopicConfigDto {
     /// Messages younger than this, in ms, are never compacted.
     #[schema(minimum = 0, example = 0)]
     pub min_compaction_lag_ms: i64,
+    /// How long each partition remembers an `Idempotency-Key` or an idempotent producer, in ms.
+    #[schema(minimum = 1000, example = 86400000)]
+    pub idempotency_window_ms: i64,
+    /// How many idempotency keys (and, apart, producers) each partition remembers at most.
+    #[schema(minimum = 1, maximum = 1000000, example = 10000)]
+    pub idempotency_window_entries: u32,
 }
 
 /// Configuration to set on create or update; absent keys keep their current (or default) value.
@@ -88,6 +95,16 @@ pub struct TopicConfigPatchDto {
     #[serde(default)]
     #[schema(minimum = 0, example = 60000)]
     pub min_compaction_lag_ms: Option<i64>,
+    /// How long each partition remembers an `Idempotency-Key` or an idempotent producer, in
+    /// ms; at least 1000 (default 86400000, one day).
+    #[serde(default)]
+    #[schema(minimum = 1000, example = 86400000)]
+    pub idempotency_window_ms: Option<i64>,
+    /// How many idempotency keys (and, apart, producers) each partition remembers at most;
+    /// 1 to 1000000 (default 10000). The oldest go first.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000000, example = 10000)]
+    pub idempotency_window_entries: Option<u32>,
 }
 
 /// `POST /v1/topics`.
@@ -142,7 +159,8 @@ pub struct PartitionDto {
     "replication_factor": 1,
     "config": {"retention_ms": 604800000, "retention_bytes": -1, "cleanup_policy": "delete",
                "max_message_bytes": 1048576, "compression": "none",
-               "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0}
+               "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0,
+               "idempotency_window_ms": 86400000, "idempotency_window_entries": 10000}
 }))]
 #[schema(as = Topic)]
 pub struct TopicDto {
@@ -198,6 +216,8 @@ impl TopicConfigPatchDto {
             compression: self.compression.map(Compression::from),
             delete_retention_ms: self.delete_retention_ms,
             min_compaction_lag_ms: self.min_compaction_lag_ms,
+            idempotency_window_ms: self.idempotency_window_ms,
+            idempotency_window_entries: self.idempotency_window_entries,
         };
         // Value checks do not depend on the current configuration, so the default will do.
         TopicConfig::default()
@@ -287,6 +307,8 @@ impl From<TopicConfig> for TopicConfigDto {
             compression: config.compression.into(),
             delete_retention_ms: config.delete_retention_ms,
             min_compaction_lag_ms: config.min_compaction_lag_ms,
+            idempotency_window_ms: config.idempotency_window_ms,
+            idempotency_window_entries: config.idempotency_window_entries,
         }
     }
 }
@@ -371,6 +393,9 @@ mod tests {
             r#"{"name":"orders","config":{"delete_retention_ms":-1}}"#,
             r#"{"name":"orders","config":{"min_compaction_lag_ms":-1}}"#,
             r#"{"name":"orders","config":{"min_compaction_lag_ms":"1h"}}"#,
+            r#"{"name":"orders","config":{"idempotency_window_ms":999}}"#,
+            r#"{"name":"orders","config":{"idempotency_window_entries":0}}"#,
+            r#"{"name":"orders","config":{"idempotency_window_entries":1000001}}"#,
             r#"{"name":"orders","config":{"cleanup_policy":"forever"}}"#,
             r#"{"name":"orders","config":{"compression":"gzip"}}"#,
             r#"{"name":"orders","config":{"colour":"blue"}}"#,
@@ -436,7 +461,8 @@ mod tests {
                 "replication_factor": 2,
                 "config": {"retention_ms": 604800000, "retention_bytes": -1, "cleanup_policy": "compact,delete",
                            "max_message_bytes": 1048576, "compression": "none",
-                           "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0}
+                           "delete_retention_ms": 86400000, "min_compaction_lag_ms": 0,
+                           "idempotency_window_ms": 86400000, "idempotency_window_entries": 10000}
             })
         );
     }

@@ -1,0 +1,43 @@
+//! `/v1/producers`: registering idempotent producers.
+
+use axum::extract::State;
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::producer::{InitProducerRequest, ProducerDto};
+use super::extract::{ApiBytes, ContentType};
+use super::problem::{ApiResult, Problem};
+use super::AppState;
+use crate::broker::Broker;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(init_producer))
+}
+
+/// Register an idempotent producer.
+///
+/// Answers a producer id and epoch for the `producer_id`, `producer_epoch` and `sequence`
+/// fields of produce requests. A name gets the same id every time with the next epoch, which
+/// fences the previous holder (409 `producer_fenced` on its next produce); without a name, a
+/// fresh id at epoch 0.
+#[utoipa::path(
+    post,
+    path = "/v1/producers",
+    tag = "producers",
+    request_body(content = Option<InitProducerRequest>, description = "Optional", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The producer's id and epoch", body = ProducerDto),
+        (status = 400, description = "Invalid name or body", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "`unsupported_media_type`: a body that is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`: no metadata leader", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn init_producer(
+    State(broker): State<Broker>,
+    content_type: ContentType,
+    ApiBytes(body): ApiBytes,
+) -> ApiResult<Json<ProducerDto>> {
+    let request = InitProducerRequest::decode(&content_type, &body)?;
+    Ok(Json(broker.init_producer(request.name).await?.into()))
+}

@@ -1,0 +1,142 @@
+//! What crosses the wire when a request is forwarded to a partition's leader (postcard
+//! bodies of the cluster's broker service): the requests, the answers and the errors a leader
+//! answers with. New variants go at the end of each enum, so nodes of different versions keep
+//! understanding the old ones.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::idempotence::{Landing, OnceClaim};
+use super::{BrokerError, OffsetSpec};
+use crate::domain::Compression;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ForwardRequest {
+    Append {
+        group: u64,
+        /// The records, in the stored batch layout, uncompressed.
+        batch: Bytes,
+        compression: Compression,
+        /// `acks=leader`: answer at the leader's own fsync.
+        leader_ack: bool,
+    },
+    Read {
+        group: u64,
+        from: WireOffset,
+        max_records: usize,
+        max_bytes: usize,
+        max_wait_ms: u64,
+    },
+    OffsetForTimestamp {
+        group: u64,
+        timestamp: i64,
+    },
+    /// An idempotent produce's share of one partition: appended alone, through the leader's
+    /// dedup window. The producer stamp is in the batch header.
+    AppendOnce {
+        group: u64,
+        /// The records, in the stored batch layout, uncompressed, with the producer stamp.
+        batch: Bytes,
+        compression: Compression,
+        claim: OnceClaim,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) enum WireOffset {
+    Earliest,
+    Latest,
+    At(u64),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ForwardReply {
+    Appended(Result<u64, WireError>),
+    Read(Result<RawRead, WireError>),
+    Offset(Result<u64, WireError>),
+    AppendedOnce(Result<Landing, WireError>),
+}
+
+/// The errors a leader answers a forwarded request with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) enum WireError {
+    /// This node does not lead the group: nothing was written, ask the leader.
+    NotLeader,
+    OffsetOutOfRange {
+        offset: u64,
+        log_start_offset: u64,
+        high_watermark: u64,
+    },
+    Timeout(String),
+    Failed(String),
+}
+
+/// Stored batches from a partition's leader, with its watermarks after the read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct RawRead {
+    /// The offset the read started at (resolved from earliest/latest).
+    pub from: u64,
+    pub batches: Vec<(u64, Bytes)>,
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+}
+
+impl From<BrokerError> for WireError {
+    fn from(error: BrokerError) -> Self {
+        match error {
+            BrokerError::NoLeader(_) => WireError::NotLeader,
+            BrokerError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            } => WireError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            },
+            BrokerError::Timeout(what) => WireError::Timeout(what),
+            other => WireError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl WireError {
+    pub(super) fn into_broker(self, group: u64) -> BrokerError {
+        match self {
+            WireError::NotLeader => BrokerError::NoLeader(format!("partition group {group}")),
+            WireError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            } => BrokerError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                high_watermark,
+            },
+            WireError::Timeout(what) => BrokerError::Timeout(what),
+            WireError::Failed(reason) => {
+                BrokerError::Internal(format!("the partition leader failed: {reason}"))
+            }
+        }
+    }
+}
+
+impl From<OffsetSpec> for WireOffset {
+    fn from(spec: OffsetSpec) -> Self {
+        match spec {
+            OffsetSpec::Earliest => WireOffset::Earliest,
+            OffsetSpec::Latest => WireOffset::Latest,
+            OffsetSpec::At(offset) => WireOffset::At(offset),
+        }
+    }
+}
+
+impl From<WireOffset> for OffsetSpec {
+    fn from(spec: WireOffset) -> Self {
+        match spec {
+            WireOffset::Earliest => OffsetSpec::Earliest,
+            WireOffset::Latest => OffsetSpec::Latest,
+            WireOffset::At(offset) => OffsetSpec::At(offset),
+        }
+    }
+}
