@@ -337,3 +337,39 @@ async fn the_window_survives_a_restart() {
     assert_eq!(newer["producer_id"], producer["producer_id"]);
     assert_eq!(newer["producer_epoch"], 1);
 }
+
+#[tokio::test]
+async fn concurrent_idempotent_requests_each_write_once() {
+    let server = Server::start().await;
+    let topic = "idem-concurrent";
+    server.create_topic(topic, 1).await;
+    server.wait_for_leaders(topic).await;
+    // Each key is sent twice at once, among the others: requests that queue together are
+    // proposed together, each as its own entry, and a key's second copy is its duplicate.
+    let requests = (0..20).flat_map(|n| [n, n]).map(|n| {
+        let server = &server;
+        async move {
+            let key = format!("concurrent-{n}");
+            let answer = produce_ok(server, topic, Some(&key), &batch(&[&key])).await;
+            (n, answer)
+        }
+    });
+    let answers = futures::future::join_all(requests).await;
+    let mut by_key: BTreeMap<i32, Vec<Value>> = BTreeMap::new();
+    for (n, answer) in answers {
+        by_key.entry(n).or_default().push(answer);
+    }
+    for (n, answers) in &by_key {
+        assert_eq!(
+            answers[0]["offsets"], answers[1]["offsets"],
+            "key {n}: {answers:?}"
+        );
+        let duplicates = answers.iter().filter(|a| a["duplicate"] == true).count();
+        assert_eq!(
+            duplicates, 1,
+            "key {n}: one write, one duplicate: {answers:?}"
+        );
+    }
+    let stored = server.read_all(topic, 0).await;
+    assert_eq!(stored.len(), 20, "each key written once");
+}

@@ -8,7 +8,9 @@
 //!
 //! An idempotent request is never merged: its batch goes alone, as one `AppendOnce` entry, so
 //! the partition's dedup window decides about exactly what the client sent (and its retry).
-//! It still waits its turn in the queue, so requests keep their order.
+//! It still waits its turn in the queue, so requests keep their order. Consecutive idempotent
+//! requests in the queue are proposed together, each as its own entry, in order: they share the
+//! log write and its fsync, not an entry.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -106,33 +108,29 @@ impl PartitionAppender {
     /// Appends queued requests, batch after batch, until the queue is empty.
     async fn drain(self: Arc<Self>, replica: Arc<PartitionReplica>) {
         loop {
-            let mut taken = {
+            let taken = {
                 let mut queue = self.queue.lock();
                 if queue.pending.is_empty() {
                     queue.draining = false;
                     return;
                 }
-                let count = if queue.pending[0].once.is_some() {
-                    1
-                } else {
-                    let mut bytes = 0;
-                    queue
-                        .pending
-                        .iter()
-                        .take_while(|pending| {
-                            let fits = bytes == 0 || bytes + pending.bytes <= MAX_MERGED_BYTES;
-                            bytes += pending.bytes;
-                            fits && pending.once.is_none()
-                        })
-                        .count()
-                };
+                // A run of requests of one kind: ordinary ones are merged into one entry,
+                // idempotent ones each get their own.
+                let idempotent = queue.pending[0].once.is_some();
+                let mut bytes = 0;
+                let count = queue
+                    .pending
+                    .iter()
+                    .take_while(|pending| {
+                        let fits = bytes == 0 || bytes + pending.bytes <= MAX_MERGED_BYTES;
+                        bytes += pending.bytes;
+                        fits && pending.once.is_some() == idempotent
+                    })
+                    .count();
                 queue.pending.drain(..count).collect::<Vec<_>>()
             };
             if taken[0].once.is_some() {
-                // Taken alone, above.
-                if let Some(alone) = taken.pop() {
-                    append_alone(&replica, alone).await;
-                }
+                append_each(&replica, taken).await;
             } else {
                 append_merged(&replica, taken).await;
             }
@@ -140,34 +138,46 @@ impl PartitionAppender {
     }
 }
 
-/// Writes an idempotent request's records as one `AppendOnce` entry, stamped with the
+/// Writes each idempotent request's records as its own `AppendOnce` entry, stamped with the
 /// leader's clock now: the partition's dedup window decides at apply whether they are new.
-async fn append_alone(replica: &PartitionReplica, pending: Pending) {
-    let Some((once, stamp)) = pending.once else {
-        return;
-    };
-    let mut records = pending.records;
-    for (delta, record) in records.iter_mut().enumerate() {
-        record.offset_delta = delta as u32;
-    }
-    let outcome = match encode_batch(&records, pending.compression, stamp) {
-        Ok(batch) => {
-            let claim = DedupClaim {
-                idempotency_key: once.idempotency_key,
-                fingerprint: once.fingerprint,
-                leader_time_ms: now_ms(),
-                limits: once.limits,
-            };
-            replica
-                .append_once(batch, claim)
-                .await
-                .map(Landing::from)
-                .map_err(BrokerError::from)
+async fn append_each(replica: &PartitionReplica, taken: Vec<Pending>) {
+    let leader_time_ms = now_ms();
+    let mut proposed = Vec::with_capacity(taken.len());
+    let mut appends = Vec::with_capacity(taken.len());
+    for pending in taken {
+        let Some((once, stamp)) = pending.once else {
+            continue;
+        };
+        let mut records = pending.records;
+        for (delta, record) in records.iter_mut().enumerate() {
+            record.offset_delta = delta as u32;
         }
-        Err(error) => Err(BrokerError::Internal(format!("encoding a batch: {error}"))),
-    };
-    // A requester that gave up (its client went away) no longer listens; nothing to do.
-    let _ = pending.done.send(outcome);
+        match encode_batch(&records, pending.compression, stamp) {
+            Ok(batch) => {
+                let claim = DedupClaim {
+                    idempotency_key: once.idempotency_key,
+                    fingerprint: once.fingerprint,
+                    leader_time_ms,
+                    limits: once.limits,
+                };
+                appends.push((batch, claim));
+                proposed.push(pending.done);
+            }
+            Err(error) => {
+                let error = BrokerError::Internal(format!("encoding a batch: {error}"));
+                let _ = pending.done.send(Err(error));
+            }
+        }
+    }
+    if appends.is_empty() {
+        return;
+    }
+    let outcomes = replica.append_once_many(appends).await;
+    for (done, outcome) in proposed.into_iter().zip(outcomes) {
+        let outcome = outcome.map(Landing::from).map_err(BrokerError::from);
+        // A requester that gave up (its client went away) no longer listens; nothing to do.
+        let _ = done.send(outcome);
+    }
 }
 
 /// Writes several requests' records as one batch and tells each where its records landed.

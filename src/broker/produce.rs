@@ -135,7 +135,9 @@ impl Broker {
         if idempotence.producer.is_some() && batches.len() > 1 {
             let partitions: Vec<u32> = batches.iter().map(|batch| batch.partition).collect();
             return Err(BrokerError::InvalidRequest(format!(
-                "a request with producer fields must put all its messages in one partition                  (sequences are per partition), but these go to partitions {partitions:?};                  send one request per partition"
+                "a request with producer fields must put all its messages in one partition \
+                 (sequences are per partition), but these go to partitions {partitions:?}; \
+                 send one request per partition"
             )));
         }
 

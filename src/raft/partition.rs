@@ -1,5 +1,7 @@
 //! A partition's state machine: assigns offsets to batches as their raft entries are applied,
-//! and indexes them by offset and by time. The batch bytes stay where raft stored them.
+//! and indexes them by offset and by time. The batch bytes stay where raft stored them. An
+//! idempotent append first asks the partition's dedup window ([`super::dedup`]) whether it is
+//! new.
 
 use std::io;
 

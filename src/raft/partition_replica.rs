@@ -24,7 +24,7 @@ use super::partition::{CompactionProgress, PartitionApplier, Watermarks};
 use super::partition_reader::{self, ReadLimits, StoredBatch};
 use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use super::retention::{self, RetentionPlan};
-use super::types::{DedupClaim, NodeAddr, RaftRequest, RaftResponse, TypeConfig};
+use super::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
 use crate::storage::Store;
 
 /// This node's replica of one partition.
@@ -48,21 +48,6 @@ pub struct PartitionReplica {
     pub(super) compaction: watch::Receiver<CompactionProgress>,
     /// The key map the leader built when it planned a pass, for its own cleaner.
     pub(super) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
-}
-
-/// What an idempotent append came to, as the partition's dedup window decided at apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnceOutcome {
-    /// Written now, from this offset.
-    Appended { base_offset: u64 },
-    /// Written before and not again; where, when the window still remembers.
-    Duplicate { base_offset: Option<u64> },
-    /// Refused: the producer's next sequence is `expected`.
-    OutOfOrderSequence { expected: i64 },
-    /// Refused: the partition knows a newer epoch of the producer.
-    ProducerFenced { current_epoch: i16 },
-    /// Refused: the idempotency key was used for a different request.
-    IdempotencyKeyReused,
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -122,37 +107,6 @@ impl PartitionReplica {
                 "unexpected answer to an append".into(),
             )),
         }
-    }
-
-    /// Replicates one batch of an idempotent produce as its own entry; the dedup window
-    /// decides at apply whether it is written (see [`super::dedup`]).
-    pub async fn append_once(
-        &self,
-        batch: Bytes,
-        claim: DedupClaim,
-    ) -> Result<OnceOutcome, RaftLayerError> {
-        let response = self
-            .raft
-            .client_write(RaftRequest::AppendOnce { batch, claim })
-            .await
-            .map_err(|e| write_error(self.group, e))?;
-        Ok(match response.data {
-            RaftResponse::Appended { base_offset, .. } => OnceOutcome::Appended { base_offset },
-            RaftResponse::Duplicate { base_offset, .. } => OnceOutcome::Duplicate { base_offset },
-            RaftResponse::OutOfOrderSequence { expected } => {
-                OnceOutcome::OutOfOrderSequence { expected }
-            }
-            RaftResponse::ProducerFenced { current_epoch } => {
-                OnceOutcome::ProducerFenced { current_epoch }
-            }
-            RaftResponse::IdempotencyKeyReused => OnceOutcome::IdempotencyKeyReused,
-            RaftResponse::Rejected(reason) => return Err(RaftLayerError::Rejected(reason)),
-            _ => {
-                return Err(RaftLayerError::Rejected(
-                    "unexpected answer to an idempotent append".into(),
-                ))
-            }
-        })
     }
 
     /// Like [`append`](Self::append), and also sends the batch's base offset on `early` as soon
