@@ -427,9 +427,14 @@ async fn offsets_reset_only_without_members_to_earliest_offset_or_time() {
     let server = Server::start().await;
     topic_with(&server, "orders", 1).await;
     produce_ids(&server, "orders", 1, 0..10).await;
-    let middle = common::now_ms();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    produce_ids(&server, "orders", 1, 10..20).await;
+    // The second half carries explicit, later timestamps: the reset by time lands between.
+    let middle = common::now_ms() + 60_000;
+    let later: Vec<Value> = (10..20)
+        .map(|id| json!({"partition": 0, "timestamp": middle + id, "value": {"id": id}}))
+        .collect();
+    server
+        .produce_ok("orders", &json!({ "messages": later }))
+        .await;
     let member = server.join_group("g", &join_body(10_000)).await;
     consume(&server, "g", &member.id, 20).await;
     assert_eq!(server.committed("g", "orders", 0).await, Some(20));

@@ -131,31 +131,46 @@ impl Broker {
                 group.map(|group| group.offset_reset).unwrap_or_default(),
             )
         });
-        let read_all = |wait: Duration| {
-            assignments
-                .iter()
-                .zip(&starts)
-                .map(|(partition, start)| {
-                    self.read_from(partition.clone(), *start, reset, share, wait)
-                })
-                .collect::<FuturesUnordered<_>>()
-        };
         let mut reads = Vec::with_capacity(assignments.len());
-        let mut immediate = read_all(Duration::ZERO);
+        let mut immediate: FuturesUnordered<_> = assignments
+            .iter()
+            .zip(&starts)
+            .map(|(partition, start)| {
+                self.read_from(partition.clone(), *start, reset, share, Duration::ZERO)
+            })
+            .collect();
         while let Some(read) = immediate.next().await {
             reads.push(read?);
         }
+        drop(immediate);
         let remaining = deadline.saturating_duration_since(Instant::now());
         if reads.iter().any(|read| !read.result.messages.is_empty()) || remaining.is_zero() {
             return Ok(reads);
         }
-        let mut waiting = read_all(remaining);
+        // Every read was empty, so each ended where it started: long-poll from there. A start
+        // the reset policy chose stays chosen (with `latest`, choosing again could skip what
+        // arrived meanwhile); the compare-and-set still names the position read from first.
+        let mut waiting: FuturesUnordered<_> = reads
+            .iter()
+            .map(|first| {
+                let known_from = first.known_from;
+                let read = self.read_from(
+                    first.partition.clone(),
+                    Some(first.result.next_offset),
+                    reset,
+                    share,
+                    remaining,
+                );
+                async move { read.await.map(|read| PartitionRead { known_from, ..read }) }
+            })
+            .collect();
         while let Some(read) = waiting.next().await {
             let read = read?;
             if !read.result.messages.is_empty() {
                 // The first partition with news answers; the other long polls are dropped.
-                // Positions the reset policy chose are kept from the first round.
-                reads.retain(|earlier| earlier.partition != read.partition);
+                let partition = read.partition.clone();
+                drop(waiting);
+                reads.retain(|earlier| earlier.partition != partition);
                 reads.push(read);
                 return Ok(reads);
             }
