@@ -22,8 +22,10 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// in each topic's configuration, which is postcard-encoded in the metadata raft log and state.
 /// 4: consumer groups and idempotent producing (group commands in the metadata raft log, group
 /// rows, metadata and partition snapshots that carry rows, dedup windows, producer ids).
+/// 5: hardening (issue 11): deleted topic names remembered in the metadata state (retried
+/// deletes), `DeleteTopic` carries its time.
 /// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 4;
+const FORMAT_VERSION: u64 = 5;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -77,6 +79,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         broker,
         ApiConfig {
             max_body_bytes: config.max_body_bytes,
+            limits: api::limits::RequestLimits {
+                request_timeout: Duration::from_millis(config.request_timeout_ms),
+                max_concurrent_requests: config.max_concurrent_requests,
+            },
             metrics,
         },
     );
@@ -91,6 +97,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         "herald is serving"
     );
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
+    let listener = api::listener::LimitedListener::new(listener, config.max_connections);
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         let mut stop = stop_receiver;
         let _ = stop.wait_for(|stopped| *stopped).await;
@@ -244,23 +251,26 @@ mod tests {
     }
 
     #[test]
-    fn a_format_3_directory_is_refused() {
+    fn a_format_4_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        // What a node of the compaction release wrote: metadata without consumer groups or
-        // producer ids, partition snapshots without dedup windows.
+        // What a node of the consumer groups release wrote: metadata without remembered
+        // deletions, delete commands without their time.
         let mut writes = WriteSet::new();
         writes.put(Cf::Node, NODE_ID_KEY.to_vec(), 1u64.to_be_bytes().to_vec());
         writes.put(
             Cf::Node,
             FORMAT_VERSION_KEY.to_vec(),
-            3u64.to_be_bytes().to_vec(),
+            4u64.to_be_bytes().to_vec(),
         );
         store.write(writes, true).unwrap();
         let error = check_identity(&store, 1, dir.path())
             .unwrap_err()
             .to_string();
-        assert!(error.contains("on-disk format 3"), "{error}");
-        assert!(error.contains("reads format 4"), "{error}");
+        assert!(error.contains("on-disk format 4"), "{error}");
+        assert!(
+            error.contains(&format!("reads format {FORMAT_VERSION}")),
+            "{error}"
+        );
     }
 }

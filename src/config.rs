@@ -62,6 +62,16 @@ pub struct Config {
     pub max_unacknowledged_produces: usize,
     /// How long a graceful shutdown waits for in-flight requests.
     pub shutdown_grace_ms: u64,
+    /// Every client request's server-side deadline: past it the request answers 504 `timeout`
+    /// and its work is dropped. Keep it above the longest long poll (60 s) plus the produce
+    /// timeout's share, or long polls end with 504 instead of an empty answer.
+    pub request_timeout_ms: u64,
+    /// The most client requests in flight at once; past it a request answers 503 `overloaded`
+    /// with `Retry-After` and does nothing. `/healthz`, `/readyz` and `/metrics` are not counted.
+    pub max_concurrent_requests: usize,
+    /// The most open client connections; past it a new connection is answered one 503
+    /// `overloaded` and closed.
+    pub max_connections: usize,
     /// Allows binding the client API to a non-loopback address without authentication.
     pub insecure: bool,
     pub raft: RaftConfig,
@@ -135,6 +145,9 @@ impl Default for Config {
             cleaner_min_dirty_ratio: DEFAULT_CLEANER_MIN_DIRTY_RATIO,
             max_unacknowledged_produces: 1024,
             shutdown_grace_ms: 10_000,
+            request_timeout_ms: 90_000,
+            max_concurrent_requests: 10_000,
+            max_connections: 10_000,
             insecure: false,
             raft: RaftConfig::default(),
             storage: StorageConfig::default(),
@@ -195,6 +208,16 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.node_id == 0 {
             return Err(ConfigError::Invalid("node_id must be at least 1".into()));
+        }
+        if self.request_timeout_ms < 100 {
+            return Err(ConfigError::Invalid(
+                "request_timeout_ms must be at least 100".into(),
+            ));
+        }
+        if self.max_concurrent_requests == 0 || self.max_connections == 0 {
+            return Err(ConfigError::Invalid(
+                "max_concurrent_requests and max_connections must be at least 1".into(),
+            ));
         }
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid(

@@ -104,6 +104,15 @@ struct ServeArgs {
     /// How long a produce waits to be acknowledged before 504 `timeout` [default: 30000].
     #[arg(long, env = "HERALD_PRODUCE_TIMEOUT_MS")]
     produce_timeout_ms: Option<u64>,
+    /// Every client request's deadline in ms, then 504 `timeout` [default: 90000].
+    #[arg(long, env = "HERALD_REQUEST_TIMEOUT_MS")]
+    request_timeout_ms: Option<u64>,
+    /// The most client requests in flight; past it 503 `overloaded` [default: 10000].
+    #[arg(long, env = "HERALD_MAX_CONCURRENT_REQUESTS")]
+    max_concurrent_requests: Option<usize>,
+    /// The most open client connections; past it 503 `overloaded` [default: 10000].
+    #[arg(long, env = "HERALD_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
     /// How often retention (time and size) is checked, in ms [default: 300000].
     #[arg(long, env = "HERALD_RETENTION_CHECK_INTERVAL_MS")]
     retention_check_interval_ms: Option<u64>,
@@ -171,6 +180,15 @@ impl ServeArgs {
         }
         if let Some(timeout) = self.produce_timeout_ms {
             config.produce_timeout_ms = timeout;
+        }
+        if let Some(timeout) = self.request_timeout_ms {
+            config.request_timeout_ms = timeout;
+        }
+        if let Some(limit) = self.max_concurrent_requests {
+            config.max_concurrent_requests = limit;
+        }
+        if let Some(limit) = self.max_connections {
+            config.max_connections = limit;
         }
         if let Some(interval) = self.retention_check_interval_ms {
             config.retention_check_interval_ms = interval;

@@ -76,14 +76,44 @@ async fn create_list_describe() {
     assert_eq!(created["config"]["compression"], "zstd");
     assert_eq!(created["config"]["cleanup_policy"], "compact");
 
-    // Creating it again is a conflict and changes nothing.
-    let response = server
-        .post_json("/v1/topics", &json!({"name": "orders", "partitions": 7}))
-        .await;
-    server
-        .expect_problem(response, StatusCode::CONFLICT, "topic_exists")
-        .await;
+    // Creating it again with other partitions, replication or config is a conflict and
+    // changes nothing.
+    for different in [
+        json!({"name": "orders", "partitions": 7}),
+        json!({"name": "orders", "partitions": 3, "config": {"compression": "lz4"}}),
+    ] {
+        let response = server.post_json("/v1/topics", &different).await;
+        server
+            .expect_problem(response, StatusCode::CONFLICT, "topic_exists")
+            .await;
+    }
     assert_partitions(&server.describe("orders").await, 3);
+    assert_eq!(
+        server.describe("orders").await["config"]["compression"],
+        "none"
+    );
+
+    // The same create again (a client retrying after a lost answer) answers 200 with the
+    // topic as it is: nothing is created twice.
+    for _ in 0..2 {
+        let response = server
+            .post_json("/v1/topics", &json!({"name": "orders", "partitions": 3}))
+            .await;
+        let (status, again) = server.json(response).await;
+        assert_eq!(status, StatusCode::OK, "{again}");
+        assert_eq!(again["name"], "orders");
+        assert_partitions(&again, 3);
+    }
+    let response = server
+        .post_json(
+            "/v1/topics",
+            &json!({
+                "name": "audit.log_v2",
+                "config": {"retention_ms": 3_600_000, "compression": "zstd", "cleanup_policy": "compact"}
+            }),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
 
     let (status, list) = server.json(server.get("/v1/topics").await).await;
     assert_eq!(status, StatusCode::OK);
@@ -122,6 +152,13 @@ async fn grow_partitions_and_change_config() {
     assert_eq!(status, StatusCode::OK, "{topic}");
     assert_partitions(&topic, 5);
     assert_partitions(&server.describe("growing").await, 5);
+    // The same grow again (a retry) succeeds and adds nothing.
+    let response = server
+        .patch_json("/v1/topics/growing", &json!({"partitions": 5}))
+        .await;
+    let (status, topic) = server.json(response).await;
+    assert_eq!(status, StatusCode::OK, "{topic}");
+    assert_partitions(&topic, 5);
     // Existing data is untouched; the new partitions are empty and usable.
     assert_eq!(server.high_watermarks("growing").await, vec![0, 1, 0, 0, 0]);
     let offsets = server
@@ -219,7 +256,11 @@ async fn delete_removes_data_and_frees_the_name() {
         .await;
     let (_, list) = server.json(server.get("/v1/topics").await).await;
     assert_eq!(topic_names(&list), vec!["survivor".to_string()]);
+    // A retried delete (its first answer lost) succeeds again; a topic that never existed is
+    // still 404.
     let response = server.delete("/v1/topics/doomed").await;
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let response = server.delete("/v1/topics/never-was").await;
     server
         .expect_problem(response, StatusCode::NOT_FOUND, "topic_not_found")
         .await;

@@ -3,7 +3,8 @@
 //! Handlers are thin: extract, validate, make one call on [`Broker`], map the answer to a DTO.
 //! Each resource has its own router (`topics`, `messages`, `offsets`, `groups`, `producers`,
 //! `cluster`, `health`); they are merged here with the docs, the fallbacks and the
-//! cross-cutting layers (body limit, metrics, tracing, panic catching).
+//! cross-cutting layers (body limit, request deadline and concurrency cap, metrics, tracing,
+//! panic catching). `listener` bounds the open connections.
 
 pub mod cluster;
 pub mod docs;
@@ -11,6 +12,8 @@ pub mod dto;
 pub mod extract;
 pub mod groups;
 pub mod health;
+pub mod limits;
+pub mod listener;
 pub mod messages;
 pub mod metrics_layer;
 pub mod offsets;
@@ -37,6 +40,8 @@ use problem::ApiError;
 pub struct ApiConfig {
     /// The largest request body accepted; larger ones get 413 `payload_too_large`.
     pub max_body_bytes: usize,
+    /// Every request's deadline and the cap on requests in flight.
+    pub limits: limits::RequestLimits,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
 }
@@ -84,18 +89,26 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         broker,
         metrics: config.metrics,
     });
-    with_layers(routes, config.max_body_bytes)
+    with_layers(routes, config.max_body_bytes, config.limits)
 }
 
 /// Wraps routes with what every request goes through. Separate from [`router`] so tests can
 /// check fallbacks and limits on routes that need no broker.
-pub(crate) fn with_layers(routes: Router, max_body_bytes: usize) -> Router {
+pub(crate) fn with_layers(
+    routes: Router,
+    max_body_bytes: usize,
+    limits: limits::RequestLimits,
+) -> Router {
     routes
         .method_not_allowed_fallback(problem::method_not_allowed_fallback)
         .route_layer(CatchPanicLayer::custom(panic_response))
         .route_layer(middleware::from_fn(metrics_layer::remember_route))
         .fallback(problem::not_found_fallback)
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            limits::Limiter::new(limits),
+            limits::enforce,
+        ))
         .layer(middleware::from_fn(metrics_layer::track))
         .layer(
             TraceLayer::new_for_http()

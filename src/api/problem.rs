@@ -2,15 +2,15 @@
 //! machine-readable `code`.
 //!
 //! Handlers return [`ApiError`]; a [`BrokerError`] converts into one with `?`, and so do the
-//! rejections of the extractors in [`super::extract`]. Each code maps to exactly one status, so
-//! clients can branch on `code` without parsing `detail`.
+//! rejections of the extractors in [`super::extract`]. The codes, their statuses and titles are
+//! declared once, in [`ErrorCode`]; clients can branch on `code` without parsing `detail`.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::broker::BrokerError;
+use crate::broker::{BrokerError, ErrorCode};
 
 /// The media type of every error body.
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -35,7 +35,7 @@ pub struct Problem {
     /// What went wrong with this request, for humans.
     pub detail: String,
     /// A stable snake_case code, for programs.
-    pub code: String,
+    pub code: ErrorCode,
     /// With `offset_out_of_range`: the first offset still in the log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_start_offset: Option<u64>,
@@ -51,8 +51,7 @@ pub struct Problem {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
-    pub title: &'static str,
+    pub code: ErrorCode,
     pub detail: String,
     /// `(log_start_offset, high_watermark)` for `offset_out_of_range`.
     pub bounds: Option<(u64, u64)>,
@@ -65,75 +64,48 @@ pub struct ApiError {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    fn new(
-        status: StatusCode,
-        code: &'static str,
-        title: &'static str,
-        detail: impl Into<String>,
-    ) -> Self {
+    /// An error with `code`'s status, and a `Retry-After` where the code asks for one.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
         ApiError {
-            status,
+            status: status_of(code),
             code,
-            title,
             detail: detail.into(),
             bounds: None,
-            retry_after: None,
+            retry_after: code.retry_after_seconds(),
             expected_sequence: None,
         }
     }
 
     /// 400 `invalid_request`: the request is malformed or a value is out of range.
     pub fn invalid_request(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "Invalid request",
-            detail,
-        )
+        Self::new(ErrorCode::InvalidRequest, detail)
     }
 
     /// 404 `not_found`: no such route.
     pub fn not_found(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", "Not found", detail)
+        Self::new(ErrorCode::NotFound, detail)
     }
 
     /// 405 `method_not_allowed`.
     pub fn method_not_allowed(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            "Method not allowed",
-            detail,
-        )
+        Self::new(ErrorCode::MethodNotAllowed, detail)
     }
 
     /// 413 `payload_too_large`: the request body is over the server's limit.
     pub fn payload_too_large(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            "Payload too large",
-            detail,
-        )
+        Self::new(ErrorCode::PayloadTooLarge, detail)
     }
 
     /// 415 `unsupported_media_type`: a `Content-Type` the endpoint does not take.
     pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "Unsupported media type",
-            detail,
-        )
+        Self::new(ErrorCode::UnsupportedMediaType, detail)
     }
 
     /// 500 `internal_error`: logs `cause` and answers a generic detail, so nothing internal leaks.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error while serving a request");
         Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
-            "Internal error",
+            ErrorCode::InternalError,
             "the server failed to handle the request; the error has been logged",
         )
     }
@@ -142,10 +114,10 @@ impl ApiError {
     pub fn problem(&self) -> Problem {
         Problem {
             problem_type: format!("urn:herald:problem:{}", self.code),
-            title: self.title.to_string(),
+            title: self.code.title().to_string(),
             status: self.status.as_u16(),
             detail: self.detail.clone(),
-            code: self.code.to_string(),
+            code: self.code,
             log_start_offset: self.bounds.map(|(start, _)| start),
             high_watermark: self.bounds.map(|(_, end)| end),
             expected_sequence: self.expected_sequence,
@@ -153,103 +125,38 @@ impl ApiError {
     }
 }
 
+fn status_of(code: ErrorCode) -> StatusCode {
+    StatusCode::from_u16(code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
 impl From<BrokerError> for ApiError {
     fn from(error: BrokerError) -> Self {
-        let detail = error.to_string();
+        let code = error.code();
         match error {
-            BrokerError::InvalidRequest(_) => ApiError::invalid_request(detail),
-            BrokerError::TopicNotFound(_) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "topic_not_found",
-                "Topic not found",
-                detail,
-            ),
-            BrokerError::PartitionNotFound { .. } => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "partition_not_found",
-                "Partition not found",
-                detail,
-            ),
-            BrokerError::TopicExists(_) => ApiError::new(
-                StatusCode::CONFLICT,
-                "topic_exists",
-                "Topic already exists",
-                detail,
-            ),
-            BrokerError::MessageTooLarge { .. } => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "message_too_large",
-                "Message too large",
-                detail,
-            ),
+            BrokerError::Internal(cause) => ApiError::internal(cause),
             BrokerError::OffsetOutOfRange {
                 log_start_offset,
                 high_watermark,
                 ..
             } => ApiError {
                 bounds: Some((log_start_offset, high_watermark)),
-                ..ApiError::new(
-                    StatusCode::RANGE_NOT_SATISFIABLE,
-                    "offset_out_of_range",
-                    "Offset out of range",
-                    detail,
-                )
+                ..ApiError::new(code, error.to_string())
             },
-            BrokerError::NoLeader(_) => ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "no_leader",
-                    "No leader",
-                    detail,
-                )
+            // Refused against the partition's current end, not a read outside it.
+            BrokerError::CommitOutOfRange {
+                log_start_offset,
+                high_watermark,
+                ..
+            } => ApiError {
+                status: StatusCode::CONFLICT,
+                bounds: Some((log_start_offset, high_watermark)),
+                ..ApiError::new(code, error.to_string())
             },
-            BrokerError::Unavailable(_) => ApiError {
-                retry_after: Some(1),
-                ..ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "Service unavailable",
-                    detail,
-                )
-            },
-            BrokerError::Conflict { code, .. } => {
-                ApiError::new(StatusCode::CONFLICT, code, "Conflict", detail)
-            }
-            BrokerError::NodeNotFound(_) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "node_not_found",
-                "Node not found",
-                detail,
-            ),
-            BrokerError::NotFound { code, .. } => {
-                ApiError::new(StatusCode::NOT_FOUND, code, "Not found", detail)
-            }
             BrokerError::OutOfOrderSequence { expected, .. } => ApiError {
                 expected_sequence: Some(expected),
-                ..ApiError::new(
-                    StatusCode::CONFLICT,
-                    "out_of_order_sequence",
-                    "Out of order sequence",
-                    detail,
-                )
+                ..ApiError::new(code, error.to_string())
             },
-            BrokerError::ProducerFenced(_) => ApiError::new(
-                StatusCode::CONFLICT,
-                "producer_fenced",
-                "Producer fenced",
-                detail,
-            ),
-            BrokerError::IdempotencyKeyReused(_) => ApiError::new(
-                StatusCode::CONFLICT,
-                "idempotency_key_reused",
-                "Idempotency key reused",
-                detail,
-            ),
-            BrokerError::Timeout(_) => {
-                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "timeout", "Timed out", detail)
-            }
-            BrokerError::Internal(cause) => ApiError::internal(cause),
+            other => ApiError::new(code, other.to_string()),
         }
     }
 }
@@ -299,7 +206,7 @@ mod tests {
 
     fn status_and_code(error: BrokerError) -> (u16, &'static str) {
         let api = ApiError::from(error);
-        (api.status.as_u16(), api.code)
+        (api.status.as_u16(), api.code.as_str())
     }
 
     #[test]
@@ -326,7 +233,7 @@ mod tests {
         );
         assert_eq!(
             status_and_code(BrokerError::Conflict {
-                code: "cannot_drain",
+                code: ErrorCode::CannotDrain,
                 message: "x".into()
             }),
             (409, "cannot_drain")
@@ -448,5 +355,45 @@ mod tests {
         let detail = body["detail"].as_str().unwrap_or_default();
         assert!(!detail.contains("secret"), "{detail}");
         assert!(!detail.contains("rocksdb"), "{detail}");
+    }
+
+    fn declared_codes() -> std::collections::BTreeSet<String> {
+        ErrorCode::ALL
+            .iter()
+            .map(|code| code.as_str().to_string())
+            .collect()
+    }
+
+    /// `docs/errors.md` has one table row per code, and no row for a code that does not exist.
+    #[test]
+    fn the_errors_doc_lists_every_code() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/errors.md");
+        let text = std::fs::read_to_string(path).expect("read docs/errors.md");
+        let documented: std::collections::BTreeSet<String> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|rest| rest.split('`').next())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(documented, declared_codes());
+    }
+
+    /// The OpenAPI document declares `code` as an enum of exactly the declared codes, so a
+    /// generated SDK knows every one.
+    #[test]
+    fn the_openapi_document_enumerates_every_code() {
+        let document = serde_json::to_value(crate::api::openapi()).expect("document as JSON");
+        let listed: std::collections::BTreeSet<String> = document["components"]["schemas"]
+            ["ErrorCode"]["enum"]
+            .as_array()
+            .expect("ErrorCode is a string enum")
+            .iter()
+            .filter_map(|code| code.as_str().map(str::to_string))
+            .collect();
+        assert_eq!(listed, declared_codes());
+        assert_eq!(
+            document["components"]["schemas"]["Problem"]["properties"]["code"]["$ref"],
+            "#/components/schemas/ErrorCode"
+        );
     }
 }

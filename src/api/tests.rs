@@ -1,16 +1,22 @@
 //! Transport tests that need no broker: fallbacks, rejections, limits, docs, metrics. The
 //! routes here use the real extractors, DTO decoding and layers, with stand-in handlers.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use futures::FutureExt as _;
+use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
 
 use super::dto::consume::FetchQuery;
 use super::dto::produce::{decode_produce, ProduceQuery};
 use super::dto::topic::CreateTopicRequest;
 use super::extract::{ApiBytes, ApiJson, ApiPath, ApiQuery, ContentType};
+use super::limits::RequestLimits;
 use super::problem::{ApiResult, PROBLEM_JSON};
 use super::{docs, health, with_layers};
 
@@ -48,7 +54,7 @@ fn app() -> Router {
         )
         .route("/panic", get(panics))
         .merge(docs::router(super::openapi()));
-    with_layers(routes, LIMIT)
+    with_layers(routes, LIMIT, RequestLimits::default())
 }
 
 async fn panics() -> StatusCode {
@@ -265,4 +271,82 @@ async fn requests_are_counted_by_route_pattern() {
         text.contains("herald_http_request_duration_seconds_bucket"),
         "{text}"
     );
+}
+
+/// A router whose `/slow` route waits until `gate` has a permit (it gives it back at once, so
+/// one permit lets every waiting request through).
+fn limited_app(limits: RequestLimits, gate: Arc<Semaphore>) -> Router {
+    let routes = Router::new().route("/healthz", get(health::healthz)).route(
+        "/slow",
+        get(move || {
+            let gate = gate.clone();
+            async move {
+                let _passed = gate.acquire().await;
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    with_layers(routes, LIMIT, limits)
+}
+
+async fn problem_code(response: axum::response::Response) -> String {
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let body: serde_json::Value = serde_json::from_slice(&bytes).expect("problem json");
+    body["code"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn a_request_past_its_deadline_is_504_timeout() {
+    let limits = RequestLimits {
+        request_timeout: Duration::from_millis(50),
+        ..RequestLimits::default()
+    };
+    let app = limited_app(limits, Arc::new(Semaphore::new(0)));
+    let response = app.oneshot(get_request("/slow")).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(problem_code(response).await, "timeout");
+}
+
+#[tokio::test]
+async fn requests_past_the_concurrency_cap_are_503_overloaded_and_health_still_answers() {
+    let limits = RequestLimits {
+        max_concurrent_requests: 2,
+        ..RequestLimits::default()
+    };
+    let gate = Arc::new(Semaphore::new(0));
+    let app = limited_app(limits, gate.clone());
+    let holders: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(app.clone().oneshot(get_request("/slow"))))
+        .collect();
+    // Once both holders run, a third request is refused at once: a bounded number of tries
+    // for them to get there (each try that is admitted is dropped, freeing its place).
+    let mut refused = None;
+    for _ in 0..400 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if let Some(Ok(response)) = app.clone().oneshot(get_request("/slow")).now_or_never() {
+            if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+                refused = Some(response);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a third request is refused while two are in flight");
+    assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+    assert_eq!(problem_code(refused).await, "overloaded");
+    let health = app
+        .clone()
+        .oneshot(get_request("/healthz"))
+        .await
+        .expect("infallible");
+    assert_eq!(health.status(), StatusCode::OK);
+    gate.add_permits(1);
+    for holder in holders {
+        let response = holder.await.expect("task").expect("infallible");
+        assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    }
+    // Their places are free again.
+    let response = app.oneshot(get_request("/slow")).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
 }

@@ -28,8 +28,9 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = CreateTopicRequest,
     responses(
         (status = 201, description = "The topic was created", body = TopicDto),
+        (status = 200, description = "A topic with exactly these partitions, replication factor and configuration existed already (a retried create): nothing changed", body = TopicDto),
         (status = 400, description = "Invalid name, partitions, replication factor or config", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`topic_exists`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`topic_exists`: the topic exists with other partitions, replication factor or configuration", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader` or `unavailable`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -38,8 +39,12 @@ async fn create_topic(
     ApiJson(request): ApiJson<CreateTopicRequest>,
 ) -> ApiResult<(StatusCode, Json<TopicDto>)> {
     let request = request.into_domain()?;
-    let topic = broker.create_topic(request).await?;
-    Ok((StatusCode::CREATED, Json(topic.into())))
+    let answer = broker.create_topic(request).await?;
+    let status = match answer.created {
+        true => StatusCode::CREATED,
+        false => StatusCode::OK,
+    };
+    Ok((status, Json(answer.topic.into())))
 }
 
 /// List all topics.
@@ -87,7 +92,7 @@ async fn describe_topic(
     params(("topic" = String, Path, description = "Topic name")),
     request_body = UpdateTopicRequest,
     responses(
-        (status = 200, description = "The updated topic", body = TopicDto),
+        (status = 200, description = "The updated topic. Safe to retry: growing to the count the topic has and setting values it has change nothing", body = TopicDto),
         (status = 400, description = "Invalid partitions or config (partitions only grow)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`topic_not_found`", body = Problem, content_type = "application/problem+json"),
     )
@@ -109,7 +114,7 @@ async fn update_topic(
     tag = "topics",
     params(("topic" = String, Path, description = "Topic name")),
     responses(
-        (status = 204, description = "The topic was deleted"),
+        (status = 204, description = "The topic was deleted (also answered to a retry within an hour of the deletion)"),
         (status = 400, description = "Invalid topic name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`topic_not_found`", body = Problem, content_type = "application/problem+json"),
     )

@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use super::{Broker, BrokerError, BrokerResult, ClusterInfo, NodeInfo, PartitionRef, Readiness};
+use super::{
+    Broker, BrokerError, BrokerResult, ClusterInfo, ErrorCode, NodeInfo, PartitionRef, Readiness,
+};
 use crate::domain::metadata::MetadataOutcome;
 
 impl Broker {
@@ -72,7 +74,7 @@ impl Broker {
             MetadataOutcome::Done => {}
             MetadataOutcome::NodeExists => {
                 return Err(BrokerError::Conflict {
-                    code: "node_exists",
+                    code: ErrorCode::NodeExists,
                     message: format!(
                         "node id {node_id} is taken (by a node with other addresses, or by a removed node: ids are not reused)"
                     ),
@@ -91,7 +93,7 @@ impl Broker {
             MetadataOutcome::Done => self.node_info(node_id).await,
             MetadataOutcome::NodeNotFound => Err(BrokerError::NodeNotFound(node_id)),
             MetadataOutcome::Invalid(reason) => Err(BrokerError::Conflict {
-                code: "cannot_drain",
+                code: ErrorCode::CannotDrain,
                 message: reason,
             }),
             other => Err(BrokerError::Internal(format!(

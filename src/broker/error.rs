@@ -1,7 +1,10 @@
 //! The broker layer's error: what a client did wrong, or why the service could not do it.
-//! `api::problem` maps each variant to one HTTP status and one stable `code`.
+//! Each variant has one stable [`ErrorCode`] ([`BrokerError::code`]); `api::problem` renders
+//! it as problem+json.
 
 use thiserror::Error;
+
+use super::ErrorCode;
 
 #[derive(Debug, Clone, Error)]
 pub enum BrokerError {
@@ -21,21 +24,34 @@ pub enum BrokerError {
         log_start_offset: u64,
         high_watermark: u64,
     },
+    /// A commit names an offset past the partition's end: committing it would make the group
+    /// skip messages that do not exist yet (409, code `offset_out_of_range`).
+    #[error("offset {offset} of {topic}/{partition} is past the end of the log (high watermark {high_watermark}); a committed offset is the next offset to read, at most the high watermark")]
+    CommitOutOfRange {
+        topic: String,
+        partition: u32,
+        offset: u64,
+        log_start_offset: u64,
+        high_watermark: u64,
+    },
     #[error("no leader is available for {0}; retry shortly")]
     NoLeader(String),
     #[error("the request timed out: {0}")]
     Timeout(String),
     #[error("service unavailable: {0}")]
     Unavailable(String),
+    /// A limit of this node or of a partition is reached; nothing was done, retry later.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
     /// A conflict with the cluster's state, with its stable code (e.g. `node_exists`).
     #[error("{message}")]
-    Conflict { code: &'static str, message: String },
+    Conflict { code: ErrorCode, message: String },
     #[error("node {0} is not in the cluster")]
     NodeNotFound(u64),
     /// Something named in the path does not exist, with its stable code (e.g.
     /// `group_not_found`, `unknown_member`).
     #[error("{message}")]
-    NotFound { code: &'static str, message: String },
+    NotFound { code: ErrorCode, message: String },
     /// An idempotent producer's request does not continue its sequence on the partition.
     #[error("producer {producer_id} sent sequence {sequence} to partition {partition}, which expects sequence {expected} next")]
     OutOfOrderSequence {
@@ -56,3 +72,29 @@ pub enum BrokerError {
 }
 
 pub type BrokerResult<T> = Result<T, BrokerError>;
+
+impl BrokerError {
+    /// The stable code clients see for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            BrokerError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            BrokerError::TopicNotFound(_) => ErrorCode::TopicNotFound,
+            BrokerError::TopicExists(_) => ErrorCode::TopicExists,
+            BrokerError::PartitionNotFound { .. } => ErrorCode::PartitionNotFound,
+            BrokerError::MessageTooLarge { .. } => ErrorCode::MessageTooLarge,
+            BrokerError::OffsetOutOfRange { .. } | BrokerError::CommitOutOfRange { .. } => {
+                ErrorCode::OffsetOutOfRange
+            }
+            BrokerError::NoLeader(_) => ErrorCode::NoLeader,
+            BrokerError::Timeout(_) => ErrorCode::Timeout,
+            BrokerError::Unavailable(_) => ErrorCode::Unavailable,
+            BrokerError::Overloaded(_) => ErrorCode::Overloaded,
+            BrokerError::Conflict { code, .. } | BrokerError::NotFound { code, .. } => *code,
+            BrokerError::NodeNotFound(_) => ErrorCode::NodeNotFound,
+            BrokerError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequence,
+            BrokerError::ProducerFenced(_) => ErrorCode::ProducerFenced,
+            BrokerError::IdempotencyKeyReused(_) => ErrorCode::IdempotencyKeyReused,
+            BrokerError::Internal(_) => ErrorCode::InternalError,
+        }
+    }
+}

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::topics::now_ms;
 use super::{
-    Broker, BrokerError, BrokerResult, CommitOffsets, GroupInfo, GroupMemberInfo, GroupOffsetInfo,
-    GroupSummary, JoinGroup, Membership, ResetOffsets, ResetTarget, MAX_COMMIT_OFFSETS,
-    MAX_GROUP_TOPICS,
+    Broker, BrokerError, BrokerResult, CommitOffsets, ErrorCode, GroupInfo, GroupMemberInfo,
+    GroupOffsetInfo, GroupSummary, JoinGroup, Membership, ResetOffsets, ResetTarget,
+    MAX_COMMIT_OFFSETS, MAX_GROUP_TOPICS,
 };
 use crate::cluster::topic_partition_counts;
 use crate::domain::groups::{ConsumerGroup, GroupCommand, GroupOutcome, TopicPartition};
@@ -321,7 +321,7 @@ fn check_group_name(name: &str) -> BrokerResult<()> {
 
 pub(super) fn unknown_member(group: &str, member_id: &str) -> BrokerError {
     BrokerError::NotFound {
-        code: "unknown_member",
+        code: ErrorCode::UnknownMember,
         message: format!(
             "group '{group}' has no member '{member_id}' (it left, or its session expired): join again"
         ),
@@ -330,14 +330,14 @@ pub(super) fn unknown_member(group: &str, member_id: &str) -> BrokerError {
 
 fn group_not_found(group: &str) -> BrokerError {
     BrokerError::NotFound {
-        code: "group_not_found",
+        code: ErrorCode::GroupNotFound,
         message: format!("group '{group}' does not exist"),
     }
 }
 
 fn not_empty(group: &str, members: usize) -> BrokerError {
     BrokerError::Conflict {
-        code: "group_not_empty",
+        code: ErrorCode::GroupNotEmpty,
         message: format!(
             "group '{group}' has {members} live member(s); this needs a group without members"
         ),
@@ -346,7 +346,7 @@ fn not_empty(group: &str, members: usize) -> BrokerError {
 
 pub(super) fn stale_generation(group: &str, current: u64) -> BrokerError {
     BrokerError::Conflict {
-        code: "stale_generation",
+        code: ErrorCode::StaleGeneration,
         message: format!(
             "group '{group}' rebalanced: its generation is {current} now; heartbeat for the new assignments"
         ),
@@ -360,18 +360,18 @@ pub(super) fn refusal(group: &str, member_id: &str, outcome: GroupOutcome) -> Br
         GroupOutcome::UnknownMember => unknown_member(group, member_id),
         GroupOutcome::StaleGeneration { current } => stale_generation(group, current),
         GroupOutcome::NotAssigned(partition) => BrokerError::Conflict {
-            code: "partition_not_assigned",
+            code: ErrorCode::PartitionNotAssigned,
             message: format!(
                 "partition {partition} is not assigned to member '{member_id}' in this generation"
             ),
         },
         GroupOutcome::GroupNotEmpty { members } => not_empty(group, members),
         GroupOutcome::TooManyMembers { max } => BrokerError::Conflict {
-            code: "group_full",
+            code: ErrorCode::GroupFull,
             message: format!("group '{group}' already has its maximum of {max} members"),
         },
         GroupOutcome::PositionMoved { partition, .. } => BrokerError::Conflict {
-            code: "concurrent_poll",
+            code: ErrorCode::ConcurrentPoll,
             message: format!("another poll of this member moved partition {partition} first"),
         },
         GroupOutcome::Joined { .. } | GroupOutcome::Rebalanced { .. } | GroupOutcome::Done => {

@@ -8,6 +8,7 @@
 mod appender;
 mod cluster_info;
 pub mod error;
+pub mod error_code;
 mod fetch;
 mod forward;
 mod forward_wire;
@@ -21,6 +22,7 @@ mod topics;
 pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
+pub use error_code::ErrorCode;
 pub use group_types::*;
 pub use idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use types::*;
@@ -162,7 +164,7 @@ impl From<ClusterError> for BrokerError {
             }
             ClusterError::Unavailable(reason) => BrokerError::Unavailable(reason),
             ClusterError::CannotDrain(reason) => BrokerError::Conflict {
-                code: "cannot_drain",
+                code: ErrorCode::CannotDrain,
                 message: reason,
             },
             ClusterError::Listen { .. } => BrokerError::Internal(error.to_string()),

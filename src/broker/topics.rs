@@ -1,7 +1,20 @@
 //! Topic administration: create, describe, grow, reconfigure, delete.
+//!
+//! Every change is safe to retry after an unknown outcome (a 504, a dropped connection): a
+//! create of a topic that exists with exactly the requested partitions, replication factor and
+//! configuration answers that topic (not created by this call), a grow to the partition count
+//! the topic already has and a config patch to the values it already has change nothing and
+//! succeed, and a delete of a topic deleted moments ago answers success again (the metadata
+//! remembers recently deleted names). Once the metadata change is committed, the answer is
+//! success: waiting for the new partitions' leaders is bounded (all partitions together) and
+//! only delays it.
+
+use futures::future::join_all;
+use tokio::time::Instant;
 
 use super::{
-    Broker, BrokerError, BrokerResult, CreateTopic, PartitionInfo, TopicInfo, UpdateTopic,
+    Broker, BrokerError, BrokerResult, CreateTopic, CreatedTopic, PartitionInfo, TopicInfo,
+    UpdateTopic,
 };
 use crate::cluster::placement::place_partitions;
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome, TopicMeta};
@@ -56,7 +69,8 @@ impl Broker {
             .sum()
     }
 
-    pub async fn create_topic(&self, request: CreateTopic) -> BrokerResult<TopicInfo> {
+    /// Creates a topic; `created` is false when an identical topic already existed (a retry).
+    pub async fn create_topic(&self, request: CreateTopic) -> BrokerResult<CreatedTopic> {
         validate_name("topic", &request.name).map_err(BrokerError::InvalidRequest)?;
         if is_internal(&request.name) {
             return Err(BrokerError::InvalidRequest(format!(
@@ -68,6 +82,9 @@ impl Broker {
         let config = TopicConfig::default()
             .patched(&request.config)
             .map_err(BrokerError::InvalidRequest)?;
+        if let Some(existing) = self.existing_as_requested(&request, &config)? {
+            return Ok(existing);
+        }
         let replicas = place_partitions(
             &self.placement_nodes(),
             self.placement_rotation(),
@@ -78,13 +95,49 @@ impl Broker {
         let command = MetadataCommand::CreateTopic {
             name: request.name.clone(),
             replication_factor: request.replication_factor,
-            config,
+            config: config.clone(),
             replicas,
             created_at_ms: now_ms(),
         };
-        outcome(&request.name, self.cluster().propose(command).await?)?;
-        self.wait_for_partitions(&request.name).await?;
-        self.describe_topic(&request.name).await
+        match outcome(&request.name, self.cluster().propose(command).await?) {
+            Ok(()) => {}
+            // Proposed again after an earlier attempt committed (or raced with an identical
+            // create): the same topic is a success, another one a conflict.
+            Err(BrokerError::TopicExists(name)) => {
+                return self
+                    .existing_as_requested(&request, &config)?
+                    .ok_or(BrokerError::TopicExists(name))
+            }
+            Err(error) => return Err(error),
+        }
+        self.wait_for_partitions(&request.name).await;
+        Ok(CreatedTopic {
+            topic: self.describe_topic(&request.name).await?,
+            created: true,
+        })
+    }
+
+    /// The topic named by a create, when it exists exactly as requested; a conflict when it
+    /// exists otherwise.
+    fn existing_as_requested(
+        &self,
+        request: &CreateTopic,
+        config: &TopicConfig,
+    ) -> BrokerResult<Option<CreatedTopic>> {
+        let metadata = self.cluster().metadata();
+        let Some(existing) = metadata.topics.get(&request.name) else {
+            return Ok(None);
+        };
+        let same = existing.partitions.len() == request.partitions as usize
+            && existing.replication_factor == request.replication_factor
+            && existing.config == *config;
+        if !same {
+            return Err(BrokerError::TopicExists(request.name.clone()));
+        }
+        Ok(Some(CreatedTopic {
+            topic: self.topic_info(existing),
+            created: false,
+        }))
     }
 
     pub async fn list_topics(&self) -> BrokerResult<Vec<TopicInfo>> {
@@ -135,45 +188,77 @@ impl Broker {
             new_replicas,
         };
         outcome(name, self.cluster().propose(command).await?)?;
-        self.wait_for_partitions(name).await?;
+        self.wait_for_partitions(name).await;
         self.describe_topic(name).await
     }
 
+    /// Deletes a topic. A delete of a topic deleted moments ago (a retry whose first answer was
+    /// lost) succeeds again; see [`crate::domain::metadata::MetadataState::recently_deleted`].
     pub async fn delete_topic(&self, name: &str) -> BrokerResult<()> {
-        let topic = self.topic(name)?;
-        outcome(
-            name,
-            self.cluster()
-                .propose(MetadataCommand::DeleteTopic {
-                    name: name.to_string(),
-                })
-                .await?,
-        )?;
+        let topic = match self.topic(name) {
+            Ok(topic) => topic,
+            Err(error @ BrokerError::TopicNotFound(_)) => {
+                return match self.cluster().metadata().recently_deleted(name) {
+                    true => Ok(()),
+                    false => Err(error),
+                }
+            }
+            Err(error) => return Err(error),
+        };
+        let command = MetadataCommand::DeleteTopic {
+            name: name.to_string(),
+            deleted_at_ms: now_ms(),
+        };
+        match outcome(name, self.cluster().propose(command).await?) {
+            Ok(()) => {}
+            Err(BrokerError::TopicNotFound(_))
+                if self.cluster().metadata().recently_deleted(name) => {}
+            Err(error) => return Err(error),
+        }
         let groups: Vec<u64> = topic
             .partitions
             .iter()
             .map(|partition| partition.group_id)
             .collect();
-        self.cluster()
+        // The delete is committed: what is left is this node stopping its replicas, which
+        // delays the answer but cannot undo it.
+        if let Err(error) = self
+            .cluster()
             .wait_until_gone(&groups, self.inner.options.leader_wait)
-            .await?;
+            .await
+        {
+            tracing::warn!(topic = name, %error, "the deleted topic's replicas are still stopping");
+        }
         self.inner.appenders.forget(&groups);
         Ok(())
     }
 
-    /// Waits until every partition of the topic has a known leader, so a produce right after
-    /// creation does not fail. Each partition gets the whole leader wait: a thousand new
-    /// groups take a while to start, but each one that starts elects its leader quickly.
-    async fn wait_for_partitions(&self, name: &str) -> BrokerResult<()> {
-        let topic = self.topic(name)?;
-        for assignment in &topic.partitions {
-            let deadline = tokio::time::Instant::now() + self.inner.options.leader_wait;
-            if let Err(error) = self.cluster().route(assignment.group_id, deadline).await {
-                tracing::warn!(topic = name, %error, "a new partition has no leader yet");
-                return Err(BrokerError::NoLeader(format!("topic '{name}'")));
-            }
+    /// Waits, up to the leader wait in all, until every partition of the topic has a known
+    /// leader, so a produce right after creation does not fail. All partitions are awaited
+    /// together: a thousand new groups take a while to start, but not a thousand times as long.
+    /// A partition still without a leader at the end is logged, not an error: the topic exists,
+    /// and its describe shows which partitions have no leader yet.
+    async fn wait_for_partitions(&self, name: &str) {
+        let Ok(topic) = self.topic(name) else {
+            return;
+        };
+        let deadline = Instant::now() + self.inner.options.leader_wait;
+        let waits = topic
+            .partitions
+            .iter()
+            .map(|assignment| self.cluster().route(assignment.group_id, deadline));
+        let missing = join_all(waits)
+            .await
+            .into_iter()
+            .filter(Result::is_err)
+            .count();
+        if missing > 0 {
+            tracing::warn!(
+                topic = name,
+                missing,
+                "new partitions have no leader yet; the topic is answered as it is"
+            );
         }
-        Ok(())
     }
 
     fn topic_info(&self, topic: &TopicMeta) -> TopicInfo {

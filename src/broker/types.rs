@@ -23,6 +23,14 @@ pub struct UpdateTopic {
     pub config: TopicConfigPatch,
 }
 
+/// The answer to a create: the topic, and whether this call created it (false: an identical
+/// topic existed, e.g. the first attempt of a retried create).
+#[derive(Debug, Clone)]
+pub struct CreatedTopic {
+    pub topic: TopicInfo,
+    pub created: bool,
+}
+
 /// A topic as clients see it.
 #[derive(Debug, Clone)]
 pub struct TopicInfo {

@@ -41,9 +41,13 @@ impl Cluster {
         loop {
             attempt += 1;
             if self.metadata.is_leader() {
-                match self.metadata.propose(command.clone()).await {
-                    Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. }) => {}
-                    other => return Ok(other?),
+                match tokio::time::timeout_at(deadline, self.metadata.propose(command.clone()))
+                    .await
+                {
+                    Err(_elapsed) => return Err(not_committed_in_time()),
+                    Ok(Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. })) => {
+                    }
+                    Ok(other) => return Ok(other?),
                 }
             } else if let Some(target) = self.metadata_target(attempt) {
                 let request = ClusterRequest::Propose {
@@ -55,6 +59,9 @@ impl Cluster {
                     Ok(ClusterReply::Proposed(Err(ProposeFailure::NoLeader))) => {}
                     Ok(ClusterReply::Proposed(Err(ProposeFailure::Failed(reason)))) => {
                         return Err(ClusterError::Unavailable(reason))
+                    }
+                    Ok(ClusterReply::Proposed(Err(ProposeFailure::TimedOut))) => {
+                        return Err(not_committed_in_time())
                     }
                     Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {}
                     Err(error) if !error.maybe_delivered() => {}
@@ -135,12 +142,14 @@ impl Cluster {
         hops: u8,
     ) -> Result<(MetadataOutcome, u64), ProposeFailure> {
         if self.metadata.is_leader() {
-            return match self.metadata.propose(command).await {
-                Ok(outcome) => Ok(outcome),
-                Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. }) => {
+            let proposal = self.metadata.propose(command);
+            return match tokio::time::timeout(self.leader_wait, proposal).await {
+                Err(_elapsed) => Err(ProposeFailure::TimedOut),
+                Ok(Ok(outcome)) => Ok(outcome),
+                Ok(Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. })) => {
                     Err(ProposeFailure::NoLeader)
                 }
-                Err(error) => Err(ProposeFailure::Failed(error.to_string())),
+                Ok(Err(error)) => Err(ProposeFailure::Failed(error.to_string())),
             };
         }
         let leader = self
@@ -186,4 +195,12 @@ impl Cluster {
             leads,
         }
     }
+}
+
+/// A proposal that was made but not committed within its deadline (a metadata leader that
+/// lost its quorum cannot commit): its outcome is unknown.
+fn not_committed_in_time() -> ClusterError {
+    ClusterError::Timeout(
+        "the metadata change to commit (the metadata leader may have lost its quorum); it may still be applied".into(),
+    )
 }

@@ -51,6 +51,9 @@ pub(super) enum ProposeFailure {
     NoLeader,
     /// Proposed, but the outcome is unknown or it failed.
     Failed(String),
+    /// Proposed, and not committed within the leader wait (the leader may have lost its
+    /// quorum): it may still be applied later.
+    TimedOut,
 }
 
 /// One group this node leads, as it sees it.

@@ -57,7 +57,16 @@ pub struct MetadataState {
     pub removed_nodes: BTreeSet<u64>,
     /// Idempotent producer ids and the epochs of named producers.
     pub producers: ProducerRegistry,
+    /// Names of deleted topics and when they were deleted (the proposer's clock), the most
+    /// recent [`MAX_DELETED_TOPICS`]: a delete retried after its first answer was lost finds
+    /// the topic here and succeeds again instead of answering 404.
+    pub deleted_topics: BTreeMap<String, i64>,
 }
+
+/// How many deleted topic names the metadata remembers.
+pub const MAX_DELETED_TOPICS: usize = 1024;
+/// How long after its deletion a delete of the same topic still answers success.
+pub const DELETE_RETRY_WINDOW_MS: i64 = 60 * 60 * 1000;
 
 impl Default for MetadataState {
     fn default() -> Self {
@@ -68,6 +77,7 @@ impl Default for MetadataState {
             next_group_id: METADATA_GROUP + 1,
             removed_nodes: BTreeSet::new(),
             producers: ProducerRegistry::default(),
+            deleted_topics: BTreeMap::new(),
         }
     }
 }
@@ -75,9 +85,7 @@ impl Default for MetadataState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataCommand {
     /// Sets the cluster id unless one is set already.
-    InitCluster {
-        cluster_id: String,
-    },
+    InitCluster { cluster_id: String },
     RegisterNode {
         node_id: u64,
         http_addr: String,
@@ -100,6 +108,8 @@ pub enum MetadataCommand {
     },
     DeleteTopic {
         name: String,
+        /// The proposer's clock, remembered with the name for retries.
+        deleted_at_ms: i64,
     },
     /// An operator adds a node (`POST /v1/cluster/nodes`); refused if the id is taken by
     /// other addresses.
@@ -115,18 +125,14 @@ pub enum MetadataCommand {
         moves: Vec<(String, u32, Vec<u64>)>,
     },
     /// Forgets a drained node that no partition lists any more.
-    RemoveNode {
-        node_id: u64,
-    },
+    RemoveNode { node_id: u64 },
     /// A consumer group change. Replicated by the metadata group but kept apart from this
     /// state (see `domain::groups`): group commits are frequent and must not rewrite or
     /// republish the topics.
     Groups(GroupCommand),
     /// Registers an idempotent producer (`POST /v1/producers`): a name gets its id back with
     /// the next epoch (fencing the previous holder), no name a fresh id.
-    InitProducer {
-        name: Option<String>,
-    },
+    InitProducer { name: Option<String> },
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -146,7 +152,9 @@ impl std::fmt::Display for MetadataCommand {
                 )
             }
             MetadataCommand::UpdateTopic { name, .. } => write!(formatter, "update topic {name}"),
-            MetadataCommand::DeleteTopic { name } => write!(formatter, "delete topic {name}"),
+            MetadataCommand::DeleteTopic { name, .. } => {
+                write!(formatter, "delete topic {name}")
+            }
             MetadataCommand::AddNode { node_id, .. } => write!(formatter, "add node {node_id}"),
             MetadataCommand::DrainNode { node_id, moves } => {
                 write!(formatter, "drain node {node_id} ({} moves)", moves.len())
@@ -177,6 +185,18 @@ pub enum MetadataOutcome {
 }
 
 impl MetadataState {
+    /// Whether `name` was deleted within [`DELETE_RETRY_WINDOW_MS`] of now (and not created
+    /// again since): a delete of it is a retry and succeeds.
+    pub fn recently_deleted(&self, name: &str) -> bool {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_millis() as i64)
+            .unwrap_or(0);
+        self.deleted_topics
+            .get(name)
+            .is_some_and(|deleted_at| now_ms.saturating_sub(*deleted_at) <= DELETE_RETRY_WINDOW_MS)
+    }
+
     pub fn apply(&mut self, command: &MetadataCommand) -> MetadataOutcome {
         match command {
             MetadataCommand::InitCluster { cluster_id } => {
@@ -271,6 +291,7 @@ impl MetadataState {
                     ));
                 }
                 let partitions = self.assign_groups(replicas);
+                self.deleted_topics.remove(name);
                 self.topics.insert(
                     name.clone(),
                     TopicMeta {
@@ -321,8 +342,24 @@ impl MetadataState {
                 topic.partitions.extend(added);
                 MetadataOutcome::Done
             }
-            MetadataCommand::DeleteTopic { name } => match self.topics.remove(name) {
-                Some(_) => MetadataOutcome::Done,
+            MetadataCommand::DeleteTopic {
+                name,
+                deleted_at_ms,
+            } => match self.topics.remove(name) {
+                Some(_) => {
+                    self.deleted_topics.insert(name.clone(), *deleted_at_ms);
+                    if self.deleted_topics.len() > MAX_DELETED_TOPICS {
+                        let oldest = self
+                            .deleted_topics
+                            .iter()
+                            .min_by_key(|(name, at)| (**at, (*name).clone()))
+                            .map(|(name, _)| name.clone());
+                        if let Some(oldest) = oldest {
+                            self.deleted_topics.remove(&oldest);
+                        }
+                    }
+                    MetadataOutcome::Done
+                }
                 None => MetadataOutcome::TopicNotFound,
             },
             MetadataCommand::InitProducer { name } => {
@@ -454,21 +491,43 @@ mod tests {
     fn recreated_topic_never_reuses_group_ids() {
         let mut state = MetadataState::default();
         state.apply(&create("t", 2));
-        assert_eq!(
-            state.apply(&MetadataCommand::DeleteTopic { name: "t".into() }),
-            MetadataOutcome::Done
-        );
+        assert_eq!(state.apply(&delete("t", 7)), MetadataOutcome::Done);
+        assert_eq!(state.deleted_topics.get("t"), Some(&7));
         state.apply(&create("t", 2));
+        assert!(!state.deleted_topics.contains_key("t"), "created again");
         let groups: Vec<u64> = state.topics["t"]
             .partitions
             .iter()
             .map(|p| p.group_id)
             .collect();
         assert_eq!(groups, vec![3, 4]);
-        assert_eq!(
-            state.apply(&MetadataCommand::DeleteTopic { name: "x".into() }),
-            MetadataOutcome::TopicNotFound
-        );
+        assert_eq!(state.apply(&delete("x", 8)), MetadataOutcome::TopicNotFound);
+        assert!(!state.deleted_topics.contains_key("x"));
+    }
+
+    fn delete(name: &str, deleted_at_ms: i64) -> MetadataCommand {
+        MetadataCommand::DeleteTopic {
+            name: name.into(),
+            deleted_at_ms,
+        }
+    }
+
+    #[test]
+    fn deleted_names_are_remembered_up_to_a_bound_oldest_first_out() {
+        let mut state = MetadataState::default();
+        for index in 0..=MAX_DELETED_TOPICS as i64 {
+            let name = format!("t{index}");
+            state.apply(&create(&name, 1));
+            assert_eq!(
+                state.apply(&delete(&name, 1000 + index)),
+                MetadataOutcome::Done
+            );
+        }
+        assert_eq!(state.deleted_topics.len(), MAX_DELETED_TOPICS);
+        assert!(!state.deleted_topics.contains_key("t0"), "the oldest went");
+        assert!(state.deleted_topics.contains_key("t1"));
+        // Timestamps from long ago are not recent.
+        assert!(!state.recently_deleted("t1"));
     }
 
     #[test]

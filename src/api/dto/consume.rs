@@ -339,7 +339,7 @@ mod tests {
                 .clone()
                 .into_domain("t".into(), 0)
                 .expect_err("invalid");
-            assert_eq!(error.code, "invalid_request", "{query:?}");
+            assert_eq!(error.code.as_str(), "invalid_request", "{query:?}");
         }
     }
 }

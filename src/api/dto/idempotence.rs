@@ -91,7 +91,7 @@ mod tests {
             if let Ok(value) = HeaderValue::from_bytes(bad) {
                 headers.insert("idempotency-key", value);
                 let error = idempotency_key(&headers).expect_err("bad key");
-                assert_eq!(error.code, "invalid_request");
+                assert_eq!(error.code.as_str(), "invalid_request");
             }
         }
         let mut headers = HeaderMap::new();

@@ -384,7 +384,7 @@ mod tests {
         ] {
             let error = decode(body).expect_err(body);
             assert_eq!(error.status.as_u16(), 400, "{body}: {}", error.detail);
-            assert_eq!(error.code, "invalid_request", "{body}");
+            assert_eq!(error.code.as_str(), "invalid_request", "{body}");
         }
     }
 
@@ -418,7 +418,7 @@ mod tests {
             r#"{"messages":[{"value":1}],"producer_id":1,"producer_epoch":0,"sequence":-3}"#,
         ] {
             let error = decode_full(body).expect_err(body);
-            assert_eq!(error.code, "invalid_request", "{body}");
+            assert_eq!(error.code.as_str(), "invalid_request", "{body}");
         }
     }
 
@@ -468,7 +468,7 @@ mod tests {
         assert_eq!(error.status.as_u16(), 415);
         let error = decode_produce(&ContentType(None), &ProduceQuery::default(), Bytes::new())
             .expect_err("none");
-        assert_eq!(error.code, "unsupported_media_type");
+        assert_eq!(error.code.as_str(), "unsupported_media_type");
     }
 
     #[test]

@@ -81,12 +81,12 @@ mod tests {
     fn bad_bodies_are_refused() {
         let error = InitProducerRequest::decode(&json(), &Bytes::from_static(br#"{"nmae":"x"}"#))
             .expect_err("unknown field");
-        assert_eq!(error.code, "invalid_request");
+        assert_eq!(error.code.as_str(), "invalid_request");
         let error = InitProducerRequest::decode(
             &ContentType(Some("text/plain".into())),
             &Bytes::from_static(b"x"),
         )
         .expect_err("not JSON");
-        assert_eq!(error.code, "unsupported_media_type");
+        assert_eq!(error.code.as_str(), "unsupported_media_type");
     }
 }

@@ -402,7 +402,7 @@ mod tests {
             r#"{"name":"orders","shards":2}"#,
         ] {
             let error = create(json).expect_err(json);
-            assert_eq!(error.code, "invalid_request", "{json}");
+            assert_eq!(error.code.as_str(), "invalid_request", "{json}");
         }
     }
 
@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(request.config.min_compaction_lag_ms, Some(60_000));
         let error = create(r#"{"name":"users","config":{"delete_retention_ms":-1}}"#)
             .expect_err("negative");
-        assert_eq!(error.code, "invalid_request");
+        assert_eq!(error.code.as_str(), "invalid_request");
         assert!(
             error.detail.contains("delete_retention_ms"),
             "{}",

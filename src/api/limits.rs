@@ -1,0 +1,104 @@
+//! Per-request bounds: a server-side deadline on every request and a cap on requests in flight.
+//!
+//! A request must not outlive its usefulness: a client that gave up long ago should not keep a
+//! handler (and what it holds: a forwarded call, a proposal waiting on a lost quorum) alive. So
+//! every request runs under `request_timeout`, after which it answers `504 timeout` (a change
+//! may or may not have been made) and its handler is dropped. And a node must not take on more
+//! work than it can carry: past `max_concurrent_requests` in flight, a request is answered at
+//! once with `503 overloaded` and `Retry-After`, having done nothing. Liveness, readiness and
+//! metrics are exempt from the cap (and stay cheap), so a loaded node is not declared dead.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+use super::problem::ApiError;
+use crate::broker::ErrorCode;
+
+/// Counter of requests refused because `max_concurrent_requests` were in flight.
+pub const REFUSED_REQUESTS_TOTAL: &str = "herald_http_requests_refused_total";
+/// Counter of requests that ran past `request_timeout_ms`.
+pub const TIMED_OUT_REQUESTS_TOTAL: &str = "herald_http_requests_timed_out_total";
+
+/// The bounds every request runs under.
+#[derive(Debug, Clone)]
+pub struct RequestLimits {
+    /// The longest a request may take before it answers 504.
+    pub request_timeout: Duration,
+    /// The most requests in flight at once; past it, 503 `overloaded`.
+    pub max_concurrent_requests: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits {
+            request_timeout: Duration::from_secs(90),
+            max_concurrent_requests: 10_000,
+        }
+    }
+}
+
+/// The shared state of the limits layer.
+#[derive(Clone)]
+pub(crate) struct Limiter {
+    limits: RequestLimits,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Limiter {
+    pub(crate) fn new(limits: RequestLimits) -> Limiter {
+        let permits = limits
+            .max_concurrent_requests
+            .clamp(1, Semaphore::MAX_PERMITS);
+        Limiter {
+            limits,
+            in_flight: Arc::new(Semaphore::new(permits)),
+        }
+    }
+}
+
+/// Paths that answer about the node itself: never refused, never slow.
+fn is_exempt(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// The middleware: refuses past the cap, and ends a request at its deadline.
+pub(crate) async fn enforce(
+    State(limiter): State<Limiter>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if is_exempt(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let Ok(_permit) = limiter.in_flight.clone().try_acquire_owned() else {
+        metrics::counter!(REFUSED_REQUESTS_TOTAL).increment(1);
+        return ApiError::new(
+            ErrorCode::Overloaded,
+            format!(
+                "the node has its maximum of {} requests in flight; nothing was done, retry later",
+                limiter.limits.max_concurrent_requests
+            ),
+        )
+        .into_response();
+    };
+    let timeout = limiter.limits.request_timeout;
+    match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_elapsed) => {
+            metrics::counter!(TIMED_OUT_REQUESTS_TOTAL).increment(1);
+            ApiError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the request did not finish within the server's deadline of {} ms; a change it asked for may or may not have been made",
+                    timeout.as_millis()
+                ),
+            )
+            .into_response()
+        }
+    }
+}

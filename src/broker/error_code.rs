@@ -1,0 +1,143 @@
+//! Every stable problem `code` a client can receive, with the HTTP status and title it answers.
+//!
+//! Clients branch on `code`, generated SDKs enumerate it, and the docs list it: so the codes
+//! live in this one enum rather than as string literals where errors are made, and
+//! `api::problem` (and any later transport) renders them from here. One table below declares
+//! each code's wire name, status and title together, so they cannot drift apart; tests check
+//! that the OpenAPI document and `docs/errors.md` list exactly these codes.
+//!
+//! One code answers one status, with one exception kept deliberately: `offset_out_of_range` is
+//! 416 on reads (API.md) and 409 on a commit past the end of the log, where the request is
+//! refused against the partition's current state.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+macro_rules! error_codes {
+    ($( $(#[doc = $doc:literal])* $variant:ident = ($name:literal, $status:literal, $title:literal), )*) => {
+        /// A stable, machine-readable problem code (`snake_case` on the wire).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ErrorCode {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order the docs list them.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),*];
+
+            /// The code as it appears on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $name,)* }
+            }
+
+            /// The HTTP status this code answers (see the module doc for
+            /// `offset_out_of_range`).
+            pub fn status(self) -> u16 {
+                match self { $(ErrorCode::$variant => $status,)* }
+            }
+
+            /// A short, human-readable summary of the problem type (the problem's `title`).
+            pub fn title(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $title,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// 400: the request is malformed or a value is out of range.
+    InvalidRequest = ("invalid_request", 400, "Invalid request"),
+    /// 404: no route for this path.
+    NotFound = ("not_found", 404, "Not found"),
+    /// 405: the path does not serve this method.
+    MethodNotAllowed = ("method_not_allowed", 405, "Method not allowed"),
+    /// 413: the request body is over the server's limit.
+    PayloadTooLarge = ("payload_too_large", 413, "Payload too large"),
+    /// 415: a `Content-Type` the endpoint does not take.
+    UnsupportedMediaType = ("unsupported_media_type", 415, "Unsupported media type"),
+    /// 500: a fault of the server; the cause is logged, not answered.
+    InternalError = ("internal_error", 500, "Internal error"),
+    /// 404: the topic does not exist.
+    TopicNotFound = ("topic_not_found", 404, "Topic not found"),
+    /// 404: the topic has no such partition.
+    PartitionNotFound = ("partition_not_found", 404, "Partition not found"),
+    /// 409: a topic of that name exists with another configuration.
+    TopicExists = ("topic_exists", 409, "Topic already exists"),
+    /// 413: a message is over the topic's `max_message_bytes`.
+    MessageTooLarge = ("message_too_large", 413, "Message too large"),
+    /// 416 on reads (outside the log), 409 on commits (past the end of the log).
+    OffsetOutOfRange = ("offset_out_of_range", 416, "Offset out of range"),
+    /// 503 with `Retry-After`: no leader is known for the partition or the metadata.
+    NoLeader = ("no_leader", 503, "No leader"),
+    /// 503 with `Retry-After`: the node cannot serve the request now; nothing was done.
+    Unavailable = ("unavailable", 503, "Service unavailable"),
+    /// 503 with `Retry-After`: a limit of the node or of a partition is reached (requests in
+    /// flight, bytes queued for a partition); nothing was done.
+    Overloaded = ("overloaded", 503, "Overloaded"),
+    /// 504: no answer in time; the change may or may not have been made.
+    Timeout = ("timeout", 504, "Timed out"),
+    /// 409: the node id is taken.
+    NodeExists = ("node_exists", 409, "Node exists"),
+    /// 409: the node cannot be drained (the last one, or its replicas have nowhere to go).
+    CannotDrain = ("cannot_drain", 409, "Cannot drain"),
+    /// 404: no node with this id.
+    NodeNotFound = ("node_not_found", 404, "Node not found"),
+    /// 404: the group has no such member (it left, or its session expired).
+    UnknownMember = ("unknown_member", 404, "Unknown member"),
+    /// 404: the group does not exist.
+    GroupNotFound = ("group_not_found", 404, "Group not found"),
+    /// 409: the group has live members; the change needs an empty group.
+    GroupNotEmpty = ("group_not_empty", 409, "Group not empty"),
+    /// 409: the group rebalanced since the generation the request names.
+    StaleGeneration = ("stale_generation", 409, "Stale generation"),
+    /// 409: the partition is not assigned to the member in this generation.
+    PartitionNotAssigned = ("partition_not_assigned", 409, "Partition not assigned"),
+    /// 409: the group has its maximum of members.
+    GroupFull = ("group_full", 409, "Group full"),
+    /// 409: another poll of the same member moved the position first.
+    ConcurrentPoll = ("concurrent_poll", 409, "Concurrent poll"),
+    /// 409: an idempotent producer's sequence does not continue the partition's.
+    OutOfOrderSequence = ("out_of_order_sequence", 409, "Out of order sequence"),
+    /// 409: a newer epoch of the producer id took over.
+    ProducerFenced = ("producer_fenced", 409, "Producer fenced"),
+    /// 409: the `Idempotency-Key` was used for a different request.
+    IdempotencyKeyReused = ("idempotency_key_reused", 409, "Idempotency key reused"),
+}
+
+impl ErrorCode {
+    /// Seconds for a `Retry-After` header: nothing was done, and the condition is expected to
+    /// pass soon.
+    pub fn retry_after_seconds(self) -> Option<u32> {
+        match self {
+            ErrorCode::NoLeader | ErrorCode::Unavailable | ErrorCode::Overloaded => Some(1),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire name serde writes is the name the table declares (a typo in either would make
+    /// the problem body and the OpenAPI enum disagree).
+    #[test]
+    fn every_code_serializes_as_its_declared_name() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "{code} is declared twice");
+            let json = serde_json::to_string(code).expect("serialize");
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            let back: ErrorCode = serde_json::from_str(&json).expect("deserialize");
+            assert_eq!(back, *code);
+            assert!((400..600).contains(&code.status()), "{code}");
+        }
+    }
+}
