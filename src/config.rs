@@ -206,8 +206,11 @@ impl Config {
 
     /// Checks what the types cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.node_id == 0 {
-            return Err(ConfigError::Invalid("node_id must be at least 1".into()));
+        if self.node_id == 0 || self.node_id > i64::MAX as u64 {
+            return Err(ConfigError::Invalid(format!(
+                "node_id must be 1 to {}",
+                i64::MAX
+            )));
         }
         if self.request_timeout_ms < 100 {
             return Err(ConfigError::Invalid(

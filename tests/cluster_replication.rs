@@ -239,7 +239,8 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    // A replication factor above the node count is refused and creates nothing.
+    // A replication factor above the node count is refused (a conflict with the cluster as it
+    // is now: a fourth node would make it possible) and creates nothing.
     let node2 = cluster.node(2);
     let response = node2
         .post_json(
@@ -248,7 +249,7 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
         )
         .await;
     node2
-        .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
+        .expect_problem(response, StatusCode::CONFLICT, "not_enough_nodes")
         .await;
     let response = cluster.node(1).get("/v1/topics/too-wide").await;
     cluster

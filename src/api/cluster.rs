@@ -69,7 +69,7 @@ async fn add_node(
     delete,
     path = "/v1/cluster/nodes/{id}",
     tag = "cluster",
-    params(("id" = u64, Path, description = "Node id")),
+    params(("id" = u64, Path, minimum = 1, maximum = 9223372036854775807_u64, description = "Node id, 1 to 9223372036854775807")),
     responses(
         (status = 202, description = "Draining started", body = NodeDto),
         (status = 404, description = "`node_not_found`", body = Problem, content_type = "application/problem+json"),

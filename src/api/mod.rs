@@ -18,6 +18,7 @@ pub mod messages;
 pub mod metrics_layer;
 pub mod offsets;
 pub mod openapi_doc;
+pub mod openapi_rules;
 pub mod problem;
 pub mod producers;
 pub mod topics;
@@ -79,12 +80,15 @@ fn api_routes() -> OpenApiRouter<AppState> {
 
 /// The full OpenAPI document of the HTTP API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().split_for_parts().1
+    let mut document = api_routes().split_for_parts().1;
+    openapi_rules::apply(&mut document);
+    document
 }
 
 /// The complete HTTP application: API routes, `/openapi.json`, `/docs`, fallbacks and layers.
 pub fn router(broker: Broker, config: ApiConfig) -> Router {
-    let (routes, document) = api_routes().split_for_parts();
+    let (routes, mut document) = api_routes().split_for_parts();
+    openapi_rules::apply(&mut document);
     let routes = routes.merge(docs::router(document)).with_state(AppState {
         broker,
         metrics: config.metrics,

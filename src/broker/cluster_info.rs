@@ -50,11 +50,7 @@ impl Broker {
         http_addr: String,
         raft_addr: String,
     ) -> BrokerResult<(bool, NodeInfo)> {
-        if node_id == 0 {
-            return Err(BrokerError::InvalidRequest(
-                "node_id must be at least 1".into(),
-            ));
-        }
+        check_node_id(node_id)?;
         for (field, address) in [("http_addr", &http_addr), ("raft_addr", &raft_addr)] {
             let valid = address
                 .rsplit_once(':')
@@ -76,7 +72,7 @@ impl Broker {
                 return Err(BrokerError::Conflict {
                     code: ErrorCode::NodeExists,
                     message: format!(
-                        "node id {node_id} is taken (by a node with other addresses, or by a removed node: ids are not reused)"
+                        "node id {node_id} is taken (by a node with other addresses, or by a removed node: ids are not reused), or another node has one of these addresses"
                     ),
                 })
             }
@@ -89,6 +85,7 @@ impl Broker {
     /// Starts draining a node (`DELETE /v1/cluster/nodes/{id}`): its replicas move to other
     /// nodes, then it leaves the cluster.
     pub async fn drain_node(&self, node_id: u64) -> BrokerResult<NodeInfo> {
+        check_node_id(node_id)?;
         match self.cluster().drain_node(node_id).await? {
             MetadataOutcome::Done => self.node_info(node_id).await,
             MetadataOutcome::NodeNotFound => Err(BrokerError::NodeNotFound(node_id)),
@@ -138,4 +135,16 @@ impl Broker {
             reasons,
         }
     }
+}
+
+/// Node ids are 1 to `i64::MAX`: they travel as JSON numbers, which many clients read as
+/// signed 64-bit integers.
+fn check_node_id(node_id: u64) -> BrokerResult<()> {
+    if node_id == 0 || node_id > i64::MAX as u64 {
+        return Err(BrokerError::InvalidRequest(format!(
+            "node ids are 1 to {}, got {node_id}",
+            i64::MAX
+        )));
+    }
+    Ok(())
 }

@@ -77,8 +77,11 @@ error_codes! {
     Overloaded = ("overloaded", 503, "Overloaded"),
     /// 504: no answer in time; the change may or may not have been made.
     Timeout = ("timeout", 504, "Timed out"),
-    /// 409: the node id is taken.
+    /// 409: the node id, or one of its addresses, is taken.
     NodeExists = ("node_exists", 409, "Node exists"),
+    /// 409: the replication factor is more than the nodes that take replicas now (up and not
+    /// draining).
+    NotEnoughNodes = ("not_enough_nodes", 409, "Not enough nodes"),
     /// 409: the node cannot be drained (the last one, or its replicas have nowhere to go).
     CannotDrain = ("cannot_drain", 409, "Cannot drain"),
     /// 404: no node with this id.

@@ -13,10 +13,10 @@ use futures::future::join_all;
 use tokio::time::Instant;
 
 use super::{
-    Broker, BrokerError, BrokerResult, CreateTopic, CreatedTopic, PartitionInfo, TopicInfo,
-    UpdateTopic,
+    Broker, BrokerError, BrokerResult, CreateTopic, CreatedTopic, ErrorCode, PartitionInfo,
+    TopicInfo, UpdateTopic,
 };
-use crate::cluster::placement::place_partitions;
+use crate::cluster::placement::{place_partitions, PlacementError};
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome, TopicMeta};
 use crate::domain::names::{is_internal, validate_name};
 use crate::domain::topic::MAX_PARTITIONS;
@@ -29,6 +29,18 @@ fn check_partitions(partitions: u32) -> BrokerResult<()> {
         )));
     }
     Ok(())
+}
+
+impl From<PlacementError> for BrokerError {
+    fn from(error: PlacementError) -> Self {
+        match error {
+            PlacementError::ZeroFactor => BrokerError::InvalidRequest(error.to_string()),
+            PlacementError::NotEnoughNodes { .. } => BrokerError::Conflict {
+                code: ErrorCode::NotEnoughNodes,
+                message: error.to_string(),
+            },
+        }
+    }
 }
 
 fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
@@ -90,8 +102,7 @@ impl Broker {
             self.placement_rotation(),
             request.partitions,
             request.replication_factor,
-        )
-        .map_err(BrokerError::InvalidRequest)?;
+        )?;
         let command = MetadataCommand::CreateTopic {
             name: request.name.clone(),
             replication_factor: request.replication_factor,
@@ -171,8 +182,7 @@ impl Broker {
                     self.placement_rotation(),
                     wanted - current,
                     topic.replication_factor,
-                )
-                .map_err(BrokerError::InvalidRequest)?
+                )?
             }
             None => Vec::new(),
         };

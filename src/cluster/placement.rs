@@ -1,6 +1,18 @@
 //! Where a topic's partitions live: `replication_factor` distinct nodes per partition, spread
 //! so that replicas and preferred leaders (the first replica) are balanced across nodes.
 
+/// Why partitions cannot be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// A request error: there is no such thing as zero replicas.
+    #[error("replication_factor must be at least 1")]
+    ZeroFactor,
+    /// The cluster, as it is now, cannot hold that many replicas: nodes may be added or come
+    /// back up.
+    #[error("replication_factor {factor} exceeds the {available} available node(s) of the cluster (up and not draining)")]
+    NotEnoughNodes { factor: u16, available: usize },
+}
+
 /// Picks replicas for `count` partitions. `rotation` shifts where the first partition starts
 /// (callers pass how many partitions the cluster has), so the first partitions of successive
 /// topics do not all land on the same node.
@@ -9,16 +21,16 @@ pub fn place_partitions(
     rotation: u32,
     count: u32,
     replication_factor: u16,
-) -> Result<Vec<Vec<u64>>, String> {
+) -> Result<Vec<Vec<u64>>, PlacementError> {
     let factor = usize::from(replication_factor);
     if factor == 0 {
-        return Err("replication_factor must be at least 1".into());
+        return Err(PlacementError::ZeroFactor);
     }
     if factor > nodes.len() {
-        return Err(format!(
-            "replication_factor {replication_factor} exceeds the {} available node(s) of the cluster (up and not draining)",
-            nodes.len()
-        ));
+        return Err(PlacementError::NotEnoughNodes {
+            factor: replication_factor,
+            available: nodes.len(),
+        });
     }
     let mut sorted = nodes.to_vec();
     sorted.sort_unstable();
@@ -60,8 +72,16 @@ mod tests {
 
     #[test]
     fn too_few_nodes_is_refused() {
-        let error = place_partitions(&[1], 0, 1, 3).unwrap_err();
-        assert!(error.contains("exceeds"), "{error}");
-        assert!(place_partitions(&[1], 0, 1, 0).is_err());
+        assert_eq!(
+            place_partitions(&[1], 0, 1, 3),
+            Err(PlacementError::NotEnoughNodes {
+                factor: 3,
+                available: 1
+            })
+        );
+        assert_eq!(
+            place_partitions(&[1], 0, 1, 0),
+            Err(PlacementError::ZeroFactor)
+        );
     }
 }

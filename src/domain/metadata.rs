@@ -240,6 +240,13 @@ impl MetadataState {
                 Some(_) => MetadataOutcome::NodeExists,
                 None if self.removed_nodes.contains(node_id) => MetadataOutcome::NodeExists,
                 None if *node_id == 0 => MetadataOutcome::Invalid("node ids start at 1".into()),
+                // Two nodes at one address would be one process answering for two ids.
+                None if self.nodes.values().any(|record| {
+                    record.http_addr == *http_addr || record.raft_addr == *raft_addr
+                }) =>
+                {
+                    MetadataOutcome::NodeExists
+                }
                 None => {
                     self.nodes.insert(
                         *node_id,

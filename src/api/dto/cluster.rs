@@ -32,10 +32,14 @@ pub struct PartitionRefDto {
 #[schema(example = json!({"node_id": 4, "http_addr": "127.0.0.1:8084", "raft_addr": "127.0.0.1:7004"}))]
 #[schema(as = AddNode)]
 pub struct AddNodeDto {
+    /// Its node id, 1 to 9223372036854775807, never used before in this cluster.
+    #[schema(minimum = 1, maximum = 9223372036854775807_u64)]
     pub node_id: u64,
-    /// Where clients reach its HTTP API.
+    /// Where clients reach its HTTP API: `HOST:PORT`.
+    #[schema(max_length = 255, pattern = "^[\\s\\S]+:([0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$")]
     pub http_addr: String,
-    /// Where other nodes reach its internal RPC.
+    /// Where other nodes reach its internal RPC: `HOST:PORT`.
+    #[schema(max_length = 255, pattern = "^[\\s\\S]+:([0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$")]
     pub raft_addr: String,
 }
 

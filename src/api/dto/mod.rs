@@ -9,3 +9,34 @@ pub mod idempotence;
 pub mod produce;
 pub mod producer;
 pub mod topic;
+
+use std::marker::PhantomData;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+
+/// Deserializes a struct only from a JSON object. serde's derived `Deserialize` also takes a
+/// struct from an array of its fields in order (`"config": [null, 5]`), which the OpenAPI
+/// document does not allow and no client means; a field holding a struct uses this
+/// (`#[serde(deserialize_with = "object_only")]`). The top-level body is checked by
+/// `api::extract::json_from_bytes`.
+pub fn object_only<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct ObjectOnly<T>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOnly<T> {
+        type Value = T;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+
+    deserializer.deserialize_map(ObjectOnly(PhantomData))
+}

@@ -16,6 +16,7 @@ pub struct InitProducerRequest {
     /// A stable name (topic name rules): registering it again answers the same id with the next
     /// epoch, which fences the previous holder. Without a name, a fresh id at epoch 0.
     #[serde(default)]
+    #[schema(schema_with = crate::api::openapi_rules::optional_public_name_schema)]
     pub name: Option<String>,
 }
 
@@ -42,10 +43,13 @@ impl From<ProducerInfo> for ProducerDto {
 }
 
 impl InitProducerRequest {
-    /// Reads the optional body: nothing (or only whitespace) is an unnamed registration;
-    /// anything else must be a JSON object.
+    /// Reads the optional body: nothing (or only whitespace, or a JSON `null`) is an unnamed
+    /// registration; anything else must be a JSON object.
     pub fn decode(content_type: &ContentType, body: &Bytes) -> Result<Self, ApiError> {
         if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(InitProducerRequest::default());
+        }
+        if content_type.is_json() && body.trim_ascii() == b"null" {
             return Ok(InitProducerRequest::default());
         }
         if !content_type.is_json() {
@@ -75,6 +79,8 @@ mod tests {
         assert_eq!(named.name.as_deref(), Some("etl-1"));
         let unnamed = InitProducerRequest::decode(&json(), &Bytes::from_static(b"{}")).expect("ok");
         assert_eq!(unnamed.name, None);
+        let null = InitProducerRequest::decode(&json(), &Bytes::from_static(b" null ")).expect("ok");
+        assert_eq!(null.name, None);
     }
 
     #[test]

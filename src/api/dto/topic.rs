@@ -75,14 +75,17 @@ pub struct TopicConfigDto {
 pub struct TopicConfigPatchDto {
     /// How long data is kept, in ms; -1 keeps it forever.
     #[serde(default)]
+    #[schema(schema_with = minus_one_or_positive)]
     pub retention_ms: Option<i64>,
     /// How many bytes one partition keeps; -1 is unlimited.
     #[serde(default)]
+    #[schema(schema_with = minus_one_or_positive)]
     pub retention_bytes: Option<i64>,
     #[serde(default)]
     pub cleanup_policy: Option<CleanupPolicyDto>,
     /// The largest message (key + value + headers) accepted, 1 to 67108864 bytes.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 67108864)]
     pub max_message_bytes: Option<u32>,
     #[serde(default)]
     pub compression: Option<CompressionDto>,
@@ -112,7 +115,8 @@ pub struct TopicConfigPatchDto {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"name": "orders", "partitions": 3, "replication_factor": 1, "config": {"retention_ms": 86400000}}))]
 pub struct CreateTopicRequest {
-    /// 1-249 characters of `[A-Za-z0-9._-]`, not starting with `__`.
+    /// 1-249 characters of `[A-Za-z0-9._-]`, not `.` or `..`, not starting with `__`.
+    #[schema(schema_with = crate::api::openapi_rules::public_name_schema)]
     pub name: String,
     /// 1 to 1024; default 1.
     #[serde(default = "one_u32")]
@@ -122,7 +126,7 @@ pub struct CreateTopicRequest {
     #[serde(default = "one_u16")]
     #[schema(default = 1, minimum = 1)]
     pub replication_factor: u16,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::object_only")]
     pub config: TopicConfigPatchDto,
 }
 
@@ -134,7 +138,7 @@ pub struct UpdateTopicRequest {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1024)]
     pub partitions: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::object_only")]
     pub config: TopicConfigPatchDto,
 }
 
@@ -175,6 +179,25 @@ pub struct TopicDto {
 #[schema(as = TopicList)]
 pub struct TopicListDto {
     pub topics: Vec<TopicDto>,
+}
+
+/// `-1` (no limit) or a positive number: what `retention_ms` and `retention_bytes` take.
+fn minus_one_or_positive() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
+    let minus_one = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .enum_values(Some([-1]));
+    let positive = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(1));
+    let null = ObjectBuilder::new().schema_type(Type::Null);
+    OneOfBuilder::new()
+        .item(minus_one)
+        .item(positive)
+        .item(null)
+        .description(Some("-1 for no limit, or a positive number"))
+        .into()
 }
 
 fn one_u32() -> u32 {
@@ -399,6 +422,9 @@ mod tests {
             r#"{"name":"orders","config":{"cleanup_policy":"forever"}}"#,
             r#"{"name":"orders","config":{"compression":"gzip"}}"#,
             r#"{"name":"orders","config":{"colour":"blue"}}"#,
+            r#"{"name":"orders","config":[null,null]}"#,
+            r#"{"name":"orders","config":[86400000]}"#,
+            r#"{"name":"orders","config":null}"#,
             r#"{"name":"orders","shards":2}"#,
         ] {
             let error = create(json).expect_err(json);
