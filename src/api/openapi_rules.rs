@@ -188,13 +188,16 @@ fn add_common_responses(operation: &mut Operation, node_path: bool) {
         .parameters
         .as_ref()
         .is_some_and(|parameters| !parameters.is_empty());
-    let json_body = operation.request_body.as_ref().is_some_and(|body| match body {
-        RefOr::T(body) => body
-            .content
-            .keys()
-            .any(|media_type| media_type.contains("json")),
-        RefOr::Ref(_) => false,
-    });
+    let json_body = operation
+        .request_body
+        .as_ref()
+        .is_some_and(|body| match body {
+            RefOr::T(body) => body
+                .content
+                .keys()
+                .any(|media_type| media_type.contains("json")),
+            RefOr::Ref(_) => false,
+        });
     let has_body = operation.request_body.is_some();
     let responses = &mut operation.responses.responses;
     let mut add = |status: &str, description: &str| {
@@ -209,7 +212,10 @@ fn add_common_responses(operation: &mut Operation, node_path: bool) {
         );
     }
     if has_body {
-        add("413", "`payload_too_large`: the body is over the server's limit");
+        add(
+            "413",
+            "`payload_too_large`: the body is over the server's limit",
+        );
     }
     if json_body {
         add(
@@ -251,8 +257,30 @@ mod tests {
     #[test]
     fn the_name_patterns_accept_exactly_what_the_server_accepts() {
         let mut names: Vec<String> = [
-            "", ".", "..", "...", ".a", "..a", "a", "_", "__", "__x", "_x", "-", "a.b", "a..b",
-            "orders", "Orders.v2", "my_topic-1", "a b", "a/b", "é", "_.", "._", "__.", ".__",
+            "",
+            ".",
+            "..",
+            "...",
+            ".a",
+            "..a",
+            "a",
+            "_",
+            "__",
+            "__x",
+            "_x",
+            "-",
+            "a.b",
+            "a..b",
+            "orders",
+            "Orders.v2",
+            "my_topic-1",
+            "a b",
+            "a/b",
+            "é",
+            "_.",
+            "._",
+            "__.",
+            ".__",
         ]
         .iter()
         .map(|name| name.to_string())
@@ -276,10 +304,27 @@ mod tests {
     fn the_offset_pattern_accepts_exactly_the_u64_the_server_parses() {
         let pattern = format!("^(\\+?0*{})$", decimal_at_most(u64::MAX));
         for text in [
-            "0", "7", "10", "42", "+42", "0042", "999", "18446744073709551615",
-            "18446744073709551616", "18446744073709551699", "99999999999999999999",
-            "100000000000000000000", "-1", "", "1e3", "12a", " 1", "18446744073709551614",
-            "17999999999999999999", "18446744073709551605", "09",
+            "0",
+            "7",
+            "10",
+            "42",
+            "+42",
+            "0042",
+            "999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "18446744073709551699",
+            "99999999999999999999",
+            "100000000000000000000",
+            "-1",
+            "",
+            "1e3",
+            "12a",
+            " 1",
+            "18446744073709551614",
+            "17999999999999999999",
+            "18446744073709551605",
+            "09",
         ] {
             assert_eq!(
                 matches(&pattern, text),

@@ -3,7 +3,7 @@
 //! a partition's dedup window answered.
 //!
 //! The decision itself is made by each partition's replicated dedup window at apply time (see
-//! `raft::dedup`); the broker only prepares the claim and reads the verdict.
+//! `raft::partition::dedup`); the broker only prepares the claim and reads the verdict.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,7 +1,7 @@
 //! Log compaction by key, for topics whose `cleanup_policy` is `compact` or `compact,delete`.
 //! Each partition's leader checks every `retention_check_interval` whether a pass is due and
 //! replicates its plan; every replica runs the passes it has queued, one at a time per node,
-//! within the node's I/O budget (see `raft::compaction` and `docs/architecture.md` §
+//! within the node's I/O budget (see `raft::partition::compaction` and `docs/architecture.md` §
 //! Compaction).
 
 use std::collections::HashMap;

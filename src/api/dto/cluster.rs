@@ -36,10 +36,16 @@ pub struct AddNodeDto {
     #[schema(minimum = 1, maximum = 9223372036854775807_u64)]
     pub node_id: u64,
     /// Where clients reach its HTTP API: `HOST:PORT`.
-    #[schema(max_length = 255, pattern = "^[\\s\\S]+:([0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$")]
+    #[schema(
+        max_length = 255,
+        pattern = "^[\\s\\S]+:([0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
+    )]
     pub http_addr: String,
     /// Where other nodes reach its internal RPC: `HOST:PORT`.
-    #[schema(max_length = 255, pattern = "^[\\s\\S]+:([0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$")]
+    #[schema(
+        max_length = 255,
+        pattern = "^[\\s\\S]+:([0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
+    )]
     pub raft_addr: String,
 }
 

@@ -79,7 +79,8 @@ mod tests {
         assert_eq!(named.name.as_deref(), Some("etl-1"));
         let unnamed = InitProducerRequest::decode(&json(), &Bytes::from_static(b"{}")).expect("ok");
         assert_eq!(unnamed.name, None);
-        let null = InitProducerRequest::decode(&json(), &Bytes::from_static(b" null ")).expect("ok");
+        let null =
+            InitProducerRequest::decode(&json(), &Bytes::from_static(b" null ")).expect("ok");
         assert_eq!(null.name, None);
     }
 

@@ -2,13 +2,13 @@
 //! one per idempotency key and one per producer, plus the window's clock. They are written in
 //! the same atomic write as the apply that changes them and deleted when evicted, so the small
 //! per-apply partition state stays small however large the window is. A deleted partition
-//! loses them with the rest of its group's keys (`partition_reader::destroy_group` deletes the
+//! loses them with the rest of its group's keys (`reader::destroy_group` deletes the
 //! group's whole `raft_state` range).
 
 use std::io;
 
-use super::codec;
 use super::dedup::{DedupClock, DedupSnapshot, DedupState, KeyEntry, ProducerEntry};
+use crate::raft::engine::codec;
 use crate::storage::{keys, Cf, Store, WriteSet};
 
 /// `(group, TAG_KEY, key bytes)` → [`KeyEntry`].
@@ -24,7 +24,7 @@ fn producer_key(group: u64, producer_id: i64) -> Vec<u8> {
     keys::group_tag_bytes(group, TAG_PRODUCER, &(producer_id as u64).to_be_bytes())
 }
 
-pub(super) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<u8>) {
+pub(in crate::raft) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<u8>) {
     writes.put(
         Cf::RaftState,
         keys::group_tag_bytes(group, TAG_KEY, key.as_bytes()),
@@ -32,23 +32,28 @@ pub(super) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<u8>
     );
 }
 
-pub(super) fn delete_key(writes: &mut WriteSet, group: u64, key: &str) {
+pub(in crate::raft) fn delete_key(writes: &mut WriteSet, group: u64, key: &str) {
     writes.delete(
         Cf::RaftState,
         keys::group_tag_bytes(group, TAG_KEY, key.as_bytes()),
     );
 }
 
-pub(super) fn put_producer(writes: &mut WriteSet, group: u64, producer_id: i64, row: Vec<u8>) {
+pub(in crate::raft) fn put_producer(
+    writes: &mut WriteSet,
+    group: u64,
+    producer_id: i64,
+    row: Vec<u8>,
+) {
     writes.put(Cf::RaftState, producer_key(group, producer_id), row);
 }
 
-pub(super) fn delete_producer(writes: &mut WriteSet, group: u64, producer_id: i64) {
+pub(in crate::raft) fn delete_producer(writes: &mut WriteSet, group: u64, producer_id: i64) {
     writes.delete(Cf::RaftState, producer_key(group, producer_id));
 }
 
 /// The clock is two fixed-width numbers, written by hand: it cannot fail to encode.
-pub(super) fn put_clock(writes: &mut WriteSet, group: u64, clock: DedupClock) {
+pub(in crate::raft) fn put_clock(writes: &mut WriteSet, group: u64, clock: DedupClock) {
     let mut row = Vec::with_capacity(16);
     row.extend_from_slice(&clock.now_ms.to_be_bytes());
     row.extend_from_slice(&clock.next_seq.to_be_bytes());
@@ -70,7 +75,7 @@ fn decode_clock(row: &[u8]) -> Result<DedupClock, io::Error> {
 }
 
 /// Reads a partition's window back from its rows (blocking).
-pub(super) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error> {
+pub(in crate::raft) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error> {
     let clock = match store.get(Cf::RaftState, &keys::group_tag(group, TAG_CLOCK))? {
         Some(row) => decode_clock(&row)?,
         None => DedupClock::default(),
@@ -129,7 +134,7 @@ pub(super) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error> {
 
 /// Replaces every row of the window with a snapshot's: what a replica installing a leader's
 /// snapshot must end with.
-pub(super) fn replace_all(
+pub(in crate::raft) fn replace_all(
     writes: &mut WriteSet,
     group: u64,
     snapshot: &DedupSnapshot,

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::codec;
 use super::consumer_groups::{ConsumerGroupsView, GroupsStore};
-use super::state_machine::GroupApplier;
-use super::types::{RaftRequest, RaftResponse};
 use crate::domain::groups::ConsumerGroups;
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use crate::raft::engine::codec;
+use crate::raft::engine::state_machine::GroupApplier;
+use crate::raft::engine::types::{RaftRequest, RaftResponse};
 use crate::storage::{Store, WriteSet};
 
 pub struct MetadataApplier {

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
-use super::codec;
 use crate::domain::groups::{ConsumerGroups, GroupCommand, GroupOutcome};
 use crate::domain::metadata::METADATA_GROUP;
+use crate::raft::engine::codec;
 use crate::storage::{keys, Cf, Store, WriteSet};
 
 /// Rows `(metadata group, TAG_GROUP, group name)`, one encoded `ConsumerGroup` each.
@@ -53,14 +53,14 @@ impl ConsumerGroupsView {
 }
 
 /// The applier's side: applies commands, writes rows, tells readers.
-pub(super) struct GroupsStore {
+pub(in crate::raft) struct GroupsStore {
     shared: Arc<RwLock<ConsumerGroups>>,
     applied: watch::Sender<u64>,
     dirty: bool,
 }
 
 impl GroupsStore {
-    pub(super) fn new() -> Self {
+    pub(in crate::raft) fn new() -> Self {
         GroupsStore {
             shared: Arc::default(),
             applied: watch::Sender::new(0),
@@ -68,14 +68,18 @@ impl GroupsStore {
         }
     }
 
-    pub(super) fn view(&self) -> ConsumerGroupsView {
+    pub(in crate::raft) fn view(&self) -> ConsumerGroupsView {
         ConsumerGroupsView {
             shared: self.shared.clone(),
             applied: self.applied.subscribe(),
         }
     }
 
-    pub(super) fn apply(&mut self, command: &GroupCommand, writes: &mut WriteSet) -> GroupOutcome {
+    pub(in crate::raft) fn apply(
+        &mut self,
+        command: &GroupCommand,
+        writes: &mut WriteSet,
+    ) -> GroupOutcome {
         let mut groups = self.shared.write();
         let outcome = groups.apply(command);
         let changed = matches!(
@@ -100,7 +104,7 @@ impl GroupsStore {
         outcome
     }
 
-    pub(super) fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
+    pub(in crate::raft) fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
         let mut loaded = ConsumerGroups::default();
         store.scan(Cf::RaftState, &rows_start(), &rows_end(), |_, row| {
             let group: crate::domain::groups::ConsumerGroup = codec::decode(row)?;
@@ -112,12 +116,12 @@ impl GroupsStore {
         Ok(())
     }
 
-    pub(super) fn snapshot(&self) -> ConsumerGroups {
+    pub(in crate::raft) fn snapshot(&self) -> ConsumerGroups {
         self.shared.read().clone()
     }
 
     /// Replaces every group with a snapshot's, rows included.
-    pub(super) fn restore(
+    pub(in crate::raft) fn restore(
         &mut self,
         groups: ConsumerGroups,
         writes: &mut WriteSet,
@@ -131,7 +135,7 @@ impl GroupsStore {
         Ok(())
     }
 
-    pub(super) fn publish(&mut self) {
+    pub(in crate::raft) fn publish(&mut self) {
         if std::mem::take(&mut self.dirty) {
             self.applied.send_modify(|version| *version += 1);
         }

@@ -11,29 +11,29 @@ use openraft::rt::watch::WatchReceiver;
 use openraft::ReadPolicy;
 use tokio::sync::{oneshot, watch};
 
+use super::applier::{CompactionProgress, PartitionApplier, Watermarks};
 use super::compaction::KeyMap;
-use super::error::RaftLayerError;
-use super::group::{
+use super::reader::{self, ReadLimits, StoredBatch};
+use super::retention::{self, RetentionPlan};
+use crate::raft::engine::error::RaftLayerError;
+use crate::raft::engine::group::{
     blocking, bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader,
     write_error, Bootstrap, GroupContext,
 };
-use super::membership::{
+use crate::raft::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
-use super::partition::{CompactionProgress, PartitionApplier, Watermarks};
-use super::partition_reader::{self, ReadLimits, StoredBatch};
-use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
-use super::retention::{self, RetentionPlan};
-use super::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
+use crate::raft::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
+use crate::raft::engine::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
 use crate::storage::Store;
 
 /// This node's replica of one partition.
 pub struct PartitionReplica {
     group: u64,
     node_id: u64,
-    pub(super) raft: PartitionRaft,
+    pub(in crate::raft) raft: PartitionRaft,
     watermarks: watch::Receiver<Watermarks>,
-    pub(super) store: Store,
+    pub(in crate::raft) store: Store,
     registry: Arc<GroupRegistry>,
     leader_wait: Duration,
     max_ack_age: Duration,
@@ -42,12 +42,12 @@ pub struct PartitionReplica {
     /// One purge at a time: the retention pass and the purge loop may both ask.
     purge_lock: tokio::sync::Mutex<()>,
     /// Shared with the log store: see [`compaction`](super::compaction).
-    pub(super) log_lock: Arc<std::sync::Mutex<()>>,
+    pub(in crate::raft) log_lock: Arc<std::sync::Mutex<()>>,
     /// Set when the group stops: a running compaction pass stops at the next batch.
-    pub(super) closing: Arc<AtomicBool>,
-    pub(super) compaction: watch::Receiver<CompactionProgress>,
+    pub(in crate::raft) closing: Arc<AtomicBool>,
+    pub(in crate::raft) compaction: watch::Receiver<CompactionProgress>,
     /// The key map the leader built when it planned a pass, for its own cleaner.
-    pub(super) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
+    pub(in crate::raft) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -183,9 +183,10 @@ impl PartitionReplica {
             return false;
         }
         let (store, group) = (self.store.clone(), self.group);
-        let entry =
-            blocking(move || crate::raft::log_store::read_entries(&store, group, index, index + 1))
-                .await;
+        let entry = blocking(move || {
+            crate::raft::engine::log_store::read_entries(&store, group, index, index + 1)
+        })
+        .await;
         matches!(
             entry.as_deref(),
             Ok([found]) if matches!(
@@ -362,7 +363,7 @@ impl PartitionReplica {
 
     /// On the leader: one step toward `replicas` being the voters (see [`membership`]).
     ///
-    /// [`membership`]: super::membership
+    /// [`membership`]: crate::raft::engine::membership
     pub async fn converge_replicas(
         &self,
         replicas: &BTreeSet<u64>,
@@ -399,10 +400,8 @@ impl PartitionReplica {
             self.group,
             self.watermarks().high_watermark,
         );
-        blocking(move || {
-            partition_reader::read_batches(&store, group, from_offset, high_watermark, limits)
-        })
-        .await
+        blocking(move || reader::read_batches(&store, group, from_offset, high_watermark, limits))
+            .await
     }
 
     pub async fn offset_for_timestamp(
@@ -410,7 +409,7 @@ impl PartitionReplica {
         timestamp: i64,
     ) -> Result<Option<u64>, RaftLayerError> {
         let (store, group) = (self.store.clone(), self.group);
-        blocking(move || partition_reader::offset_for_timestamp(&store, group, timestamp)).await
+        blocking(move || reader::offset_for_timestamp(&store, group, timestamp)).await
     }
 
     pub async fn shutdown(&self) {
@@ -430,7 +429,7 @@ impl PartitionReplica {
             let _no_rewrites = log_lock
                 .lock()
                 .map_err(|_| std::io::Error::other("log lock poisoned"))?;
-            partition_reader::destroy_group(&store, group)
+            reader::destroy_group(&store, group)
         })
         .await
     }

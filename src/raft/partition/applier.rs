@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::cleaner_state::{self, QueuedPass};
-use super::codec;
 use super::dedup::{DedupSnapshot, DedupState, Verdict};
 use super::dedup_rows;
-use super::state_machine::GroupApplier;
-use super::types::{CompactionPlan, DedupClaim, RaftRequest, RaftResponse};
 use crate::domain::batch::{self, BatchHeader};
+use crate::raft::engine::codec;
+use crate::raft::engine::state_machine::GroupApplier;
+use crate::raft::engine::types::{CompactionPlan, DedupClaim, RaftRequest, RaftResponse};
 use crate::storage::{keys, Cf, Store, WriteSet};
 
 /// What readers may see of a partition: offsets in `[log_start_offset, high_watermark)`.
@@ -73,7 +73,7 @@ pub struct PartitionApplier {
     group: u64,
     progress: PartitionProgress,
     /// Idempotency keys and producers (see [`super::dedup`]).
-    pub(super) dedup: DedupState,
+    pub(in crate::raft) dedup: DedupState,
     watermarks: watch::Sender<Watermarks>,
     compaction: watch::Sender<CompactionProgress>,
 }

@@ -4,10 +4,10 @@
 
 use std::io;
 
+use super::applier::{CompactionProgress, Watermarks};
 use super::cleaner_state::CleanerState;
 use super::compaction::{build_map, CleanContext, KeyMap};
-use super::partition::{CompactionProgress, Watermarks};
-use super::types::CompactionPlan;
+use crate::raft::engine::types::CompactionPlan;
 use crate::storage::{keys, Cf};
 
 /// What the leader found when it looked at a partition for cleaning.

@@ -8,7 +8,7 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-use super::codec;
+use crate::raft::engine::codec;
 use crate::storage::{keys, Cf, Store, WriteSet};
 
 /// Queued passes: `(group, TAG_QUEUED_PASS, pass number)`.

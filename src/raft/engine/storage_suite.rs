@@ -5,9 +5,9 @@ use openraft::testing::log::{StoreBuilder, Suite};
 use openraft::StorageError;
 
 use super::log_store::LogStore;
-use super::partition::PartitionApplier;
 use super::state_machine::GroupStateMachine;
 use super::types::TypeConfig;
+use crate::raft::partition::applier::PartitionApplier;
 use crate::storage::{Store, StoreOptions};
 
 struct RocksBuilder;

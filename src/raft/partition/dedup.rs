@@ -29,19 +29,19 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-use super::codec;
 use super::dedup_rows;
-use super::types::{DedupClaim, DedupLimits};
 use crate::domain::batch::ProducerStamp;
+use crate::raft::engine::codec;
+use crate::raft::engine::types::{DedupClaim, DedupLimits};
 use crate::storage::WriteSet;
 
 /// How many of a producer's latest batches keep their offsets, so a retry of any of them
 /// (a producer with up to this many requests in flight) answers the offsets it was first given.
-pub(super) const REMEMBERED_BATCHES: usize = 5;
+pub(in crate::raft) const REMEMBERED_BATCHES: usize = 5;
 
 /// What the window remembers of one idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct KeyEntry {
+pub(in crate::raft) struct KeyEntry {
     pub base_offset: u64,
     pub offset_span: u32,
     pub fingerprint: u32,
@@ -53,7 +53,7 @@ pub(super) struct KeyEntry {
 
 /// One of a producer's recent batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct RecentBatch {
+pub(in crate::raft) struct RecentBatch {
     pub first_sequence: i64,
     pub last_sequence: i64,
     pub base_offset: u64,
@@ -62,7 +62,7 @@ pub(super) struct RecentBatch {
 
 /// What the window remembers of one idempotent producer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct ProducerEntry {
+pub(in crate::raft) struct ProducerEntry {
     pub epoch: i16,
     pub last_sequence: i64,
     /// The latest batches, oldest first, at most [`REMEMBERED_BATCHES`].
@@ -75,14 +75,14 @@ pub(super) struct ProducerEntry {
 
 /// The window's clock and the next insertion number.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct DedupClock {
+pub(in crate::raft) struct DedupClock {
     pub now_ms: i64,
     pub next_seq: u64,
 }
 
 /// What the window says of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(in crate::raft) enum Verdict {
     /// Not seen before: append it, then [`DedupState::record`] it.
     New,
     /// Written before; `base_offset` is where, when still remembered.
@@ -101,7 +101,7 @@ pub(super) enum Verdict {
 
 /// A partition's dedup window (see the module documentation).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct DedupState {
+pub(in crate::raft) struct DedupState {
     clock: DedupClock,
     keys: HashMap<String, KeyEntry>,
     /// `seq` → key, oldest first.
@@ -113,7 +113,7 @@ pub(super) struct DedupState {
 
 /// The window as a snapshot carries it: everything, in insertion order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct DedupSnapshot {
+pub(in crate::raft) struct DedupSnapshot {
     pub clock: DedupClock,
     pub keys: Vec<(String, KeyEntry)>,
     pub producers: Vec<(i64, ProducerEntry)>,
@@ -129,7 +129,7 @@ fn sequences(producer: ProducerStamp, offset_span: u32) -> (i64, i64) {
 
 impl DedupState {
     /// Rebuilds the window from its entries (rows loaded at open, or a snapshot).
-    pub(super) fn from_parts(
+    pub(in crate::raft) fn from_parts(
         clock: DedupClock,
         keys: impl IntoIterator<Item = (String, KeyEntry)>,
         producers: impl IntoIterator<Item = (i64, ProducerEntry)>,
@@ -149,7 +149,7 @@ impl DedupState {
         state
     }
 
-    pub(super) fn snapshot(&self) -> DedupSnapshot {
+    pub(in crate::raft) fn snapshot(&self) -> DedupSnapshot {
         DedupSnapshot {
             clock: self.clock,
             keys: self
@@ -165,24 +165,24 @@ impl DedupState {
         }
     }
 
-    pub(super) fn from_snapshot(snapshot: DedupSnapshot) -> DedupState {
+    pub(in crate::raft) fn from_snapshot(snapshot: DedupSnapshot) -> DedupState {
         DedupState::from_parts(snapshot.clock, snapshot.keys, snapshot.producers)
     }
 
     #[cfg(test)]
-    pub(super) fn key_count(&self) -> usize {
+    pub(in crate::raft) fn key_count(&self) -> usize {
         self.keys.len()
     }
 
     #[cfg(test)]
-    pub(super) fn producer_count(&self) -> usize {
+    pub(in crate::raft) fn producer_count(&self) -> usize {
         self.producers.len()
     }
 
     /// Moves the window's clock to the claim's time (never back) and forgets what is older
     /// than the window, then says what the window knows of this batch. `offset_span` is the
     /// batch's.
-    pub(super) fn check(
+    pub(in crate::raft) fn check(
         &mut self,
         group: u64,
         claim: &DedupClaim,
@@ -235,7 +235,7 @@ impl DedupState {
 
     /// After a duplicate: a newer epoch of the producer still fences the older ones, although
     /// nothing was written.
-    pub(super) fn note_epoch(
+    pub(in crate::raft) fn note_epoch(
         &mut self,
         group: u64,
         producer: ProducerStamp,
@@ -257,7 +257,7 @@ impl DedupState {
 
     /// Remembers a batch the window called [`Verdict::New`], appended at `base_offset`.
     /// Everything is encoded before anything changes: on an error the window is as before.
-    pub(super) fn record(
+    pub(in crate::raft) fn record(
         &mut self,
         group: u64,
         claim: &DedupClaim,

@@ -6,9 +6,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use openraft::errors::ClientWriteError;
 
-use super::error::RaftLayerError;
-use super::partition_replica::PartitionReplica;
-use super::types::{DedupClaim, RaftRequest, RaftResponse};
+use super::replica::PartitionReplica;
+use crate::raft::engine::error::RaftLayerError;
+use crate::raft::engine::types::{DedupClaim, RaftRequest, RaftResponse};
 
 /// What an idempotent append came to, as the partition's dedup window decided at apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

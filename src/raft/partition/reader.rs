@@ -7,8 +7,8 @@ use std::io;
 use bytes::Bytes;
 use openraft::EntryPayload;
 
-use super::codec;
 use crate::domain::batch;
+use crate::raft::engine::codec;
 use crate::storage::{keys, Cf, Store};
 
 /// A stored batch and the offset of its first message.

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::io;
 
-use super::partition::Watermarks;
+use super::applier::Watermarks;
 use crate::storage::{keys, Cf, Store};
 
 /// Where the log start moves to and which time-index entries go with the removed batches.

@@ -29,11 +29,11 @@ use bytes::Bytes;
 use openraft::EntryPayload;
 
 use super::cleaner_state::{self, CleanTally, CleanerState, PassCheckpoint, QueuedPass};
-use super::codec;
 use super::throttle::Throttle;
-use super::types::Entry;
 use crate::domain::batch::{self, encode_compacted_batch, RecordView};
 use crate::domain::record::Record;
+use crate::raft::engine::codec;
+use crate::raft::engine::types::Entry;
 use crate::storage::{keys, Cf, Store, WriteSet};
 
 /// What one key costs in the map beyond its bytes (hash table slot, box, offset).
@@ -185,7 +185,7 @@ fn corrupt(error: batch::BatchError) -> io::Error {
 /// Maps each key in the batches starting in `[from, to)` to its latest offset. With a
 /// `budget`, stops after the batch that took the map to it (so the map holds at most the budget
 /// plus one batch's keys); answers where it stopped.
-pub(super) fn build_map(
+pub(in crate::raft) fn build_map(
     context: &CleanContext<'_>,
     from: u64,
     to: u64,

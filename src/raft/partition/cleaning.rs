@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use super::cleaner_state::{self, CleanTally};
 use super::compaction::{self, CleanContext, PassEnd, PassReport};
 use super::compaction_plan::{self, PlanSettings};
-use super::group::{blocking, write_error};
-use super::partition_replica::PartitionReplica;
+use super::replica::PartitionReplica;
 use super::throttle::Throttle;
-use super::types::{RaftRequest, RaftResponse};
-use super::RaftLayerError;
+use crate::raft::engine::group::{blocking, write_error};
+use crate::raft::engine::types::{RaftRequest, RaftResponse};
+use crate::raft::RaftLayerError;
 use crate::storage::{keys, Cf, Store};
 
 /// What the leader found when it checked a partition for cleaning.

@@ -6,18 +6,18 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::applier::MetadataApplier;
 use super::consumer_groups::ConsumerGroupsView;
-use super::error::RaftLayerError;
-use super::group::{
+use crate::domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState, METADATA_GROUP};
+use crate::raft::engine::error::RaftLayerError;
+use crate::raft::engine::group::{
     bootstrap_raft, leader_of, start_raft, wait_for_leader, write_error, Bootstrap, GroupContext,
 };
-use super::membership::{
+use crate::raft::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
-use super::metadata::MetadataApplier;
-use super::registry::{GroupRegistry, MetadataRaft, RegisteredGroup};
-use super::types::{NodeAddr, RaftRequest, RaftResponse};
-use crate::domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState, METADATA_GROUP};
+use crate::raft::engine::registry::{GroupRegistry, MetadataRaft, RegisteredGroup};
+use crate::raft::engine::types::{NodeAddr, RaftRequest, RaftResponse};
 
 /// This node's replica of the metadata group.
 pub struct MetadataReplica {

@@ -59,7 +59,7 @@ pub enum MembershipStep {
     NotLeader,
 }
 
-pub(super) fn members_of<SM>(raft: &Raft<TypeConfig, SM>) -> GroupMembers
+pub(in crate::raft) fn members_of<SM>(raft: &Raft<TypeConfig, SM>) -> GroupMembers
 where
     SM: RaftStateMachine<TypeConfig>,
 {
@@ -73,7 +73,7 @@ where
     }
 }
 
-pub(super) fn leader_report<SM>(
+pub(in crate::raft) fn leader_report<SM>(
     raft: &Raft<TypeConfig, SM>,
     node_id: u64,
     max_ack_age: Duration,
@@ -147,7 +147,7 @@ fn change_error(
 /// from that leader would; `candidate` (the same on every survivor) then campaigns. Safety is
 /// unchanged: votes still need a quorum and an up-to-date log; only the wait is skipped. If the
 /// detection was wrong, the cost is one needless election.
-pub(super) async fn take_over_from<SM>(
+pub(in crate::raft) async fn take_over_from<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     dead: u64,
@@ -174,7 +174,7 @@ pub(super) async fn take_over_from<SM>(
 /// One step toward `voters` (and `learners`) as the group's membership, taken on the leader:
 /// add missing nodes as learners, promote them once caught up (so a move never drops below
 /// the old replica count of up-to-date copies), then drop nodes that are not wanted.
-pub(super) async fn converge<SM>(
+pub(in crate::raft) async fn converge<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     node_id: u64,

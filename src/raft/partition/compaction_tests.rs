@@ -8,17 +8,17 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use openraft::EntryPayload;
 
+use super::applier::PartitionApplier;
 use super::cleaner_state::{self, CleanerState};
-use super::codec;
 use super::compaction::{self, CleanContext, PassEnd};
 use super::compaction_plan::{self, PlanSettings};
-use super::partition::PartitionApplier;
-use super::partition_reader::{self, ReadLimits};
-use super::state_machine::GroupApplier;
+use super::reader::{self, ReadLimits};
 use super::throttle::Throttle;
-use super::types::{CompactionPlan, Entry, RaftRequest, RaftResponse, TypeConfig};
 use crate::domain::batch::{self, Compression, ProducerStamp};
 use crate::domain::record::{Record, RecordKey, RecordValue};
+use crate::raft::engine::codec;
+use crate::raft::engine::state_machine::GroupApplier;
+use crate::raft::engine::types::{CompactionPlan, Entry, RaftRequest, RaftResponse, TypeConfig};
 use crate::storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
 const GROUP: u64 = 7;
@@ -135,7 +135,7 @@ impl TestReplica {
             max_records: usize::MAX,
             max_bytes: usize::MAX,
         };
-        let batches = partition_reader::read_batches(
+        let batches = reader::read_batches(
             &self.store,
             GROUP,
             watermarks.log_start_offset,

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use openraft::Raft;
 use parking_lot::RwLock;
 
-use super::metadata::MetadataApplier;
-use super::partition::PartitionApplier;
 use super::state_machine::GroupStateMachine;
 use super::types::TypeConfig;
+use crate::raft::metadata::applier::MetadataApplier;
+use crate::raft::partition::applier::PartitionApplier;
 
 pub type MetadataRaft = Raft<TypeConfig, GroupStateMachine<MetadataApplier>>;
 pub type PartitionRaft = Raft<TypeConfig, GroupStateMachine<PartitionApplier>>;

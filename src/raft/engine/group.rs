@@ -53,7 +53,7 @@ pub struct GroupContext {
 
 impl GroupContext {
     /// How long a follower may stay silent and still count as in sync.
-    pub(super) fn max_ack_age(&self) -> Duration {
+    pub(in crate::raft) fn max_ack_age(&self) -> Duration {
         Duration::from_millis(self.timing.election_timeout_max_ms)
     }
 }
@@ -72,7 +72,7 @@ pub enum Bootstrap {
     Join,
 }
 
-pub(super) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
+pub(in crate::raft) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
     let config = Config {
         cluster_name: "herald".into(),
         heartbeat_interval: timing.heartbeat_interval_ms,
@@ -94,7 +94,7 @@ pub(super) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerEr
     Ok(Arc::new(config))
 }
 
-pub(super) async fn start_raft<A: GroupApplier>(
+pub(in crate::raft) async fn start_raft<A: GroupApplier>(
     context: &GroupContext,
     group: u64,
     applier: A,
@@ -121,7 +121,7 @@ pub(super) async fn start_raft<A: GroupApplier>(
 }
 
 /// Initializes a new group when asked to and when it has no state yet.
-pub(super) async fn bootstrap_raft<SM>(
+pub(in crate::raft) async fn bootstrap_raft<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     bootstrap: &Bootstrap,
@@ -154,7 +154,7 @@ where
     Ok(())
 }
 
-pub(super) fn write_error(
+pub(in crate::raft) fn write_error(
     group: u64,
     error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
 ) -> RaftLayerError {
@@ -177,7 +177,7 @@ pub(super) fn write_error(
 }
 
 /// Waits until the group knows a leader, or the deadline passes.
-pub(super) async fn wait_for_leader<SM>(
+pub(in crate::raft) async fn wait_for_leader<SM>(
     raft: &Raft<TypeConfig, SM>,
     timeout: Duration,
 ) -> Option<u64>
@@ -201,7 +201,7 @@ where
     }
 }
 
-pub(super) fn leader_of<SM>(raft: &Raft<TypeConfig, SM>) -> Option<u64>
+pub(in crate::raft) fn leader_of<SM>(raft: &Raft<TypeConfig, SM>) -> Option<u64>
 where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
@@ -209,8 +209,11 @@ where
 }
 
 /// Asks the leader to hand leadership to `to` (e.g. back to the preferred replica).
-pub(super) async fn transfer_leadership<SM>(raft: &Raft<TypeConfig, SM>, group: u64, to: u64)
-where
+pub(in crate::raft) async fn transfer_leadership<SM>(
+    raft: &Raft<TypeConfig, SM>,
+    group: u64,
+    to: u64,
+) where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
     if let Err(error) = raft.trigger().transfer_leader(to).await {
@@ -218,7 +221,7 @@ where
     }
 }
 
-pub(super) async fn blocking<T: Send + 'static>(
+pub(in crate::raft) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, std::io::Error> + Send + 'static,
 ) -> Result<T, RaftLayerError> {
     tokio::task::spawn_blocking(work)

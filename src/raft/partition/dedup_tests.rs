@@ -4,13 +4,13 @@
 
 use bytes::Bytes;
 
+use super::applier::PartitionApplier;
 use super::dedup::DedupState;
-use super::partition::PartitionApplier;
-use super::partition_reader;
-use super::state_machine::GroupApplier;
-use super::types::{DedupClaim, DedupLimits, RaftRequest, RaftResponse};
+use super::reader;
 use crate::domain::batch::{self, Compression, ProducerStamp};
 use crate::domain::record::{Record, RecordValue};
+use crate::raft::engine::state_machine::GroupApplier;
+use crate::raft::engine::types::{DedupClaim, DedupLimits, RaftRequest, RaftResponse};
 use crate::storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
 const GROUP: u64 = 9;
@@ -407,7 +407,7 @@ fn destroying_the_partition_removes_the_window() {
     replica.apply(keyed("k1", 7, 1_000, 2));
     replica.apply(produced(4, 0, 0, 2, 1_000));
     assert!(replica.stored_rows(22) > 0 && replica.stored_rows(23) > 0);
-    partition_reader::destroy_group(&replica.store, GROUP).unwrap();
+    reader::destroy_group(&replica.store, GROUP).unwrap();
     assert_eq!(replica.stored_rows(22), 0);
     assert_eq!(replica.stored_rows(23), 0);
     assert_eq!(replica.stored_rows(24), 0);

@@ -1,0 +1,16 @@
+//! The raft engine every group kind shares: openraft's type configuration, the log store over
+//! the node's RocksDB, the generic state machine, the network, group start-up, leadership and
+//! membership, and the registry of running groups.
+
+pub(crate) mod codec;
+pub(crate) mod error;
+pub(crate) mod group;
+pub(crate) mod log_store;
+pub(crate) mod membership;
+pub(crate) mod network;
+pub(crate) mod registry;
+pub(crate) mod state_machine;
+pub(crate) mod types;
+
+#[cfg(test)]
+mod storage_suite;

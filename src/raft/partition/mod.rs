@@ -1,0 +1,21 @@
+//! A partition's raft group: the applier that assigns offsets (`applier`), the dedup window of
+//! idempotent producing (`dedup`, `once`), reads (`reader`), retention and compaction
+//! (`retention`, `compaction`, `cleaning`), and this node's replica handle (`replica`).
+
+pub(crate) mod applier;
+pub(crate) mod cleaner_state;
+pub(crate) mod cleaning;
+pub(crate) mod compaction;
+pub(crate) mod compaction_plan;
+pub(crate) mod dedup;
+pub(crate) mod dedup_rows;
+pub(crate) mod once;
+pub(crate) mod reader;
+pub(crate) mod replica;
+pub(crate) mod retention;
+pub(crate) mod throttle;
+
+#[cfg(test)]
+mod compaction_tests;
+#[cfg(test)]
+mod dedup_tests;
