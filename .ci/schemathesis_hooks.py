@@ -7,6 +7,23 @@ the checks judge what the API documents.
 """
 
 import schemathesis
+from hypothesis.internal import lambda_sources
+
+# CPython 3.11 before 3.11.8 can fail to parse a large source file with "AST constructor
+# recursion depth mismatch" (gh-106905); hypothesis parses schemathesis's own sources to describe
+# a lambda for its reports, and the error then aborts the operation's test. A description is
+# cosmetic: fall back to a generic one.
+_describe_lambda = lambda_sources._lambda_description
+
+
+def _lambda_description_or_unknown(f, *args, **kwargs):
+    try:
+        return _describe_lambda(f, *args, **kwargs)
+    except (SystemError, ValueError, RecursionError):
+        return "lambda: <unknown>"
+
+
+lambda_sources._lambda_description = _lambda_description_or_unknown
 
 
 def _has_integral_float(value):

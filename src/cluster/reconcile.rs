@@ -220,22 +220,38 @@ impl Cluster {
                 .collect();
             (missing, unwanted)
         };
-        let mut changed = false;
-        for replica in unwanted {
+        // Out of the map first (a deleted topic's partitions then count as gone for whoever
+        // waits on it), then stopped and erased concurrently: a topic can have 1024 of them.
+        let removed: Vec<(Arc<PartitionReplica>, bool)> = unwanted
+            .into_iter()
+            .filter_map(|replica| {
+                let group = replica.group();
+                // A deleted partition goes at once; a moved one stays until its leader has
+                // removed this node from the group, so its data is copied before it is erased.
+                let moved_away = assignments.contains_key(&group);
+                if moved_away && !self.removed_from_group(&replica) {
+                    return None;
+                }
+                self.replicas.write().remove(&group);
+                Some((replica, moved_away))
+            })
+            .collect();
+        let mut changed = !removed.is_empty();
+        if changed {
+            self.replicas_version.send_modify(|version| *version += 1);
+        }
+        let erasures = removed.into_iter().map(|(replica, moved_away)| async move {
             let group = replica.group();
-            // A deleted partition goes at once; a moved one stays until its leader has
-            // removed this node from the group, so its data is copied before it is erased.
-            let moved_away = assignments.contains_key(&group);
-            if moved_away && !self.removed_from_group(&replica) {
-                continue;
-            }
-            self.replicas.write().remove(&group);
-            changed = true;
             match replica.destroy().await {
                 Ok(()) => tracing::info!(group, moved_away, "erased a partition replica"),
                 Err(error) => tracing::error!(group, %error, "could not erase a partition replica"),
             }
-        }
+        });
+        futures::stream::iter(erasures)
+            .buffer_unordered(START_CONCURRENCY)
+            .collect::<Vec<()>>()
+            .await;
+        changed = false;
         let plans: Vec<(u64, Bootstrap)> = missing
             .into_iter()
             .map(|assignment| {
@@ -246,17 +262,27 @@ impl Cluster {
             })
             .collect();
         let context = self.context.clone();
+        let metadata = self.metadata.subscribe();
         let starts = plans.into_iter().map(move |(group, bootstrap)| {
             let context = context.clone();
+            let metadata = metadata.clone();
+            let planned = state.clone();
             async move {
-                (
-                    group,
-                    PartitionReplica::start(&context, group, bootstrap).await,
-                )
+                // A start not begun when the metadata changed is left to the next pass, which
+                // the change triggers: starting a thousand partitions of a topic deleted
+                // meanwhile would hold up that pass (and the delete's answer) for nothing.
+                if !Arc::ptr_eq(&metadata.borrow(), &planned) {
+                    return (group, None);
+                }
+                let outcome = PartitionReplica::start(&context, group, bootstrap).await;
+                (group, Some(outcome))
             }
         });
         let mut started = futures::stream::iter(starts).buffer_unordered(START_CONCURRENCY);
         while let Some((group, outcome)) = started.next().await {
+            let Some(outcome) = outcome else {
+                continue;
+            };
             match outcome {
                 Ok(replica) => {
                     self.replicas.write().insert(group, Arc::new(replica));

@@ -122,9 +122,10 @@ pub struct CreateTopicRequest {
     #[serde(default = "one_u32")]
     #[schema(default = 1, minimum = 1, maximum = 1024)]
     pub partitions: u32,
-    /// At least 1; default 1.
+    /// 1 to 65535, at most the nodes that take replicas (409 `not_enough_nodes` past them);
+    /// default 1.
     #[serde(default = "one_u16")]
-    #[schema(default = 1, minimum = 1)]
+    #[schema(default = 1, minimum = 1, maximum = 65535)]
     pub replication_factor: u16,
     #[serde(default, deserialize_with = "super::object_only")]
     pub config: TopicConfigPatchDto,
