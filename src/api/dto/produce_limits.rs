@@ -179,7 +179,9 @@ mod tests {
         let (parsed, read) = parse_counting(body.as_bytes());
         let error = parsed.expect_err("over the cap").to_string();
         assert!(error.contains("more than 100000 messages"), "{error}");
-        let through_one_more = r#"{"messages":["#.len() + (MAX_MESSAGES_PER_REQUEST + 1) * message;
+        // The messages up to the first over the cap, and the separator after it.
+        let through_one_more =
+            r#"{"messages":["#.len() + (MAX_MESSAGES_PER_REQUEST + 1) * message + 1;
         assert!(
             read <= through_one_more,
             "read {read} bytes of {}, more than the {through_one_more} up to the first message over the cap",

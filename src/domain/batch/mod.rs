@@ -53,6 +53,8 @@ mod encode;
 mod records;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::borrow::Cow;
