@@ -189,6 +189,7 @@ impl PartitionAppender {
             let id = queue.next_id;
             queue.next_id += 1;
             queue.held_bytes += bytes;
+            queued_bytes_gauge().increment(bytes as f64);
             queue.pending.insert(
                 id,
                 Pending {
@@ -220,6 +221,7 @@ impl PartitionAppender {
         match queue.pending.remove(&id) {
             Some(pending) => {
                 queue.held_bytes -= pending.bytes;
+                queued_bytes_gauge().decrement(pending.bytes as f64);
                 true
             }
             None => false,
@@ -264,6 +266,7 @@ impl PartitionAppender {
                 }
             }
             self.queue.lock().held_bytes -= bytes;
+            queued_bytes_gauge().decrement(bytes as f64);
         }
     }
 
@@ -280,6 +283,7 @@ impl PartitionAppender {
             if pending.abandoned(now) {
                 let pending = entry.remove();
                 queue.held_bytes -= pending.bytes;
+                queued_bytes_gauge().decrement(pending.bytes as f64);
                 // Under the lock, so a waiter that finds its request gone finds this answer.
                 let _ = pending.done.send(Err(self.not_written()));
                 continue;
@@ -299,6 +303,11 @@ impl PartitionAppender {
         }
         (taken, bytes)
     }
+}
+
+/// The encoded bytes every appender of the node holds, queued or being proposed.
+fn queued_bytes_gauge() -> metrics::Gauge {
+    metrics::gauge!("herald_produce_queued_bytes")
 }
 
 /// A request in an appender's queue, as its waiter holds it: dropping it (the produce was
