@@ -139,10 +139,38 @@ async fn the_same_request_with_one_key_writes_once() {
     let unkeyed: Vec<&Value> = first["offsets"].as_array().unwrap()[2..4].iter().collect();
     assert_eq!(unkeyed[0]["partition"], unkeyed[1]["partition"], "{first}");
 
-    // The same key with another body is refused, and writes nothing.
+    // The same key with another body for one partition: that partition refuses its share,
+    // the others answer theirs as the duplicates they are (207), and nothing is written.
     let mut changed = body.clone();
     changed["messages"][0]["value"] = json!("a2");
     let response = produce(&server, topic, "acks=all", Some("order-17"), &changed).await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{answer}");
+    let changed_partition = &first["offsets"][0]["partition"];
+    for (entry, first_entry) in answer["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(first["offsets"].as_array().unwrap())
+    {
+        if &entry["partition"] == changed_partition {
+            assert_eq!(entry["offset"], Value::Null, "{answer}");
+            assert_eq!(entry["error"]["code"], "idempotency_key_reused", "{answer}");
+            let detail = entry["error"]["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains("order-17"), "{answer}");
+        } else {
+            assert_eq!(entry, first_entry, "a duplicate share answers its first offsets");
+        }
+    }
+    assert_eq!(server.high_watermarks(topic).await, watermarks);
+
+    // Changed in every partition, it is refused as a whole: 409.
+    let mut changed_everywhere = body.clone();
+    for message in changed_everywhere["messages"].as_array_mut().unwrap() {
+        message["value"] = json!("changed");
+    }
+    let response =
+        produce(&server, topic, "acks=all", Some("order-17"), &changed_everywhere).await;
     let problem = server
         .expect_problem(response, StatusCode::CONFLICT, "idempotency_key_reused")
         .await;
