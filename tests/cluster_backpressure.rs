@@ -22,7 +22,11 @@ const BIG: usize = 16_000;
 /// "At once": well below the produce timeout a queued request would wait.
 const AT_ONCE: Duration = Duration::from_millis(1_500);
 
-async fn post(client: &reqwest::Client, url: &str, body: &Value) -> (StatusCode, Option<String>, Value) {
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+) -> (StatusCode, Option<String>, Value) {
     let response = client
         .post(url)
         .json(body)
@@ -96,11 +100,16 @@ async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_a
     for index in 0..4 {
         let (client, url) = (client.clone(), url.clone());
         let value = format!("{index}").repeat(BIG);
-        queued.push(tokio::spawn(async move { post(&client, &url, &message(value)).await }));
+        queued.push(tokio::spawn(async move {
+            post(&client, &url, &message(value)).await
+        }));
         let expected = first + ((index + 1) * (BIG + 6)) as f64;
         let deadline = Instant::now() + Duration::from_secs(10);
         while held(&cluster, leader).await < expected {
-            assert!(Instant::now() < deadline, "request {index} was never queued");
+            assert!(
+                Instant::now() < deadline,
+                "request {index} was never queued"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -144,9 +153,14 @@ async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_a
         .into_iter()
         .map(|id| messages_url(&cluster, id, topic))
         .collect();
-    common::cluster::produce_retrying(&client, &urls, &message("after".into()), Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|error| panic!("produce after the quorum returned: {error}"));
+    common::cluster::produce_retrying(
+        &client,
+        &urls,
+        &message("after".into()),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("produce after the quorum returned: {error}"));
     let now_leading = cluster.leader_of(topic, 0).await;
     let stored = cluster.read_partition(now_leading, topic, 0).await;
     let values: Vec<&str> = stored
@@ -158,11 +172,17 @@ async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_a
         expected.contains(&values.as_slice()),
         "stored {} messages: {:?}",
         values.len(),
-        values.iter().map(|value| &value[..value.len().min(12)]).collect::<Vec<_>>()
+        values
+            .iter()
+            .map(|value| &value[..value.len().min(12)])
+            .collect::<Vec<_>>()
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     while held(&cluster, leader).await != 0.0 {
-        assert!(Instant::now() < deadline, "the leader still holds bytes once all is answered");
+        assert!(
+            Instant::now() < deadline,
+            "the leader still holds bytes once all is answered"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -159,7 +159,10 @@ async fn the_same_request_with_one_key_writes_once() {
             let detail = entry["error"]["detail"].as_str().unwrap_or_default();
             assert!(detail.contains("order-17"), "{answer}");
         } else {
-            assert_eq!(entry, first_entry, "a duplicate share answers its first offsets");
+            assert_eq!(
+                entry, first_entry,
+                "a duplicate share answers its first offsets"
+            );
         }
     }
     assert_eq!(server.high_watermarks(topic).await, watermarks);
@@ -169,8 +172,14 @@ async fn the_same_request_with_one_key_writes_once() {
     for message in changed_everywhere["messages"].as_array_mut().unwrap() {
         message["value"] = json!("changed");
     }
-    let response =
-        produce(&server, topic, "acks=all", Some("order-17"), &changed_everywhere).await;
+    let response = produce(
+        &server,
+        topic,
+        "acks=all",
+        Some("order-17"),
+        &changed_everywhere,
+    )
+    .await;
     let problem = server
         .expect_problem(response, StatusCode::CONFLICT, "idempotency_key_reused")
         .await;
@@ -436,7 +445,12 @@ async fn a_partly_written_request_says_which_messages_to_retry() {
     assert_eq!(problem["status"], 409, "{answer}");
     assert_eq!(problem["type"], "urn:herald:problem:idempotency_key_reused");
     assert_eq!(problem["title"], "Idempotency key reused");
-    assert!(problem["detail"].as_str().is_some_and(|d| d.contains("order-9")), "{answer}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("order-9")),
+        "{answer}"
+    );
     assert!(answer.get("duplicate").is_none(), "{answer}");
 
     // Retry exactly the message with an error: a new request, so a new key.

@@ -668,7 +668,9 @@ async fn message_counts_header_counts_and_encoded_sizes_are_bounded() {
     let server = Server::start().await;
     let topic = "bounded";
     server
-        .create_topic_with(&json!({"name": topic, "partitions": 1, "config": {"max_message_bytes": 1000}}))
+        .create_topic_with(
+            &json!({"name": topic, "partitions": 1, "config": {"max_message_bytes": 1000}}),
+        )
         .await;
     server.wait_for_leaders(topic).await;
     let peak_before = server.pid().and_then(peak_rss_kib);
@@ -678,13 +680,20 @@ async fn message_counts_header_counts_and_encoded_sizes_are_bounded() {
     body.push_str(&vec![r#"{"value":0}"#; 100_001].join(","));
     body.push_str("]}");
     let response = server
-        .post_raw(&format!("/v1/topics/{topic}/messages"), "application/json", body)
+        .post_raw(
+            &format!("/v1/topics/{topic}/messages"),
+            "application/json",
+            body,
+        )
         .await;
     let problem = server
         .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
         .await;
     assert!(
-        problem["detail"].as_str().unwrap_or_default().contains("100000"),
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("100000"),
         "{problem}"
     );
 
@@ -692,13 +701,20 @@ async fn message_counts_header_counts_and_encoded_sizes_are_bounded() {
     let headers = vec![r#""":"""#; 1_000_000].join(",");
     let body = format!(r#"{{"messages":[{{"value":1,"headers":{{{headers}}}}}]}}"#);
     let response = server
-        .post_raw(&format!("/v1/topics/{topic}/messages"), "application/json", body)
+        .post_raw(
+            &format!("/v1/topics/{topic}/messages"),
+            "application/json",
+            body,
+        )
         .await;
     let problem = server
         .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
         .await;
     assert!(
-        problem["detail"].as_str().unwrap_or_default().contains("at most 1000 headers"),
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at most 1000 headers"),
         "{problem}"
     );
     let peak_after = server.pid().and_then(peak_rss_kib);
@@ -708,22 +724,37 @@ async fn message_counts_header_counts_and_encoded_sizes_are_bounded() {
     let empty_names = vec![r#""":"""#; 600].join(",");
     let body = format!(r#"{{"messages":[{{"value":1,"headers":{{{empty_names}}}}}]}}"#);
     let response = server
-        .post_raw(&format!("/v1/topics/{topic}/messages"), "application/json", body)
+        .post_raw(
+            &format!("/v1/topics/{topic}/messages"),
+            "application/json",
+            body,
+        )
         .await;
     let problem = server
         .expect_problem(response, StatusCode::PAYLOAD_TOO_LARGE, "message_too_large")
         .await;
     assert!(
-        problem["detail"].as_str().unwrap_or_default().contains("1207 bytes"),
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1207 bytes"),
         "{problem}"
     );
-    assert_eq!(server.high_watermarks(topic).await, [0], "nothing refused was written");
+    assert_eq!(
+        server.high_watermarks(topic).await,
+        [0],
+        "nothing refused was written"
+    );
 
     // Within the limit, headers and all: written, and read back.
-    let headers: serde_json::Map<String, Value> =
-        (0..100).map(|index| (format!("h{index:02}"), json!("v"))).collect();
+    let headers: serde_json::Map<String, Value> = (0..100)
+        .map(|index| (format!("h{index:02}"), json!("v")))
+        .collect();
     let offsets = server
-        .produce_ok(topic, &json!({"messages": [{"value": 1, "headers": headers}]}))
+        .produce_ok(
+            topic,
+            &json!({"messages": [{"value": 1, "headers": headers}]}),
+        )
         .await;
     assert_eq!(offsets, [(0, 0)]);
     let messages = server.read_all(topic, 0).await;

@@ -20,7 +20,7 @@ use super::stats::{Report, WorkerStats};
 use crate::cli::client::{Acks, Api, CreateTopic, ProblemError, ProduceResponse};
 
 pub use super::produce_bodies::{
-    keyed_request_body, payload, request_body, BodyMode, Bodies, Keys,
+    keyed_request_body, payload, request_body, Bodies, BodyMode, Keys,
 };
 
 /// After this many transport failures in a row (server down, refused connections) a worker stops
@@ -160,7 +160,10 @@ async fn worker(api: Api, shared: Arc<Shared>, index: usize) -> WorkerStats {
 fn unwritten(answer: &[u8]) -> (u64, String) {
     match serde_json::from_slice::<ProduceResponse>(answer) {
         Ok(response) => {
-            let mut failed = response.offsets.iter().filter_map(|entry| entry.error_text());
+            let mut failed = response
+                .offsets
+                .iter()
+                .filter_map(|entry| entry.error_text());
             let sample = failed.next().unwrap_or_default();
             (1 + failed.count() as u64, sample)
         }

@@ -208,7 +208,14 @@ impl Broker {
         };
         let local = |replica: Arc<PartitionReplica>| {
             let records = (*records).clone();
-            self.append_here(replica, records, compression, leader_ack, once.clone(), deadline)
+            self.append_here(
+                replica,
+                records,
+                compression,
+                leader_ack,
+                once.clone(),
+                deadline,
+            )
         };
         self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
             ForwardReply::Appended(result) => {

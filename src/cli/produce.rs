@@ -299,8 +299,10 @@ mod tests {
         ProducedOffset {
             partition,
             offset: None,
-            error: Some(json!({"type": "urn:herald:problem:overloaded", "title": "Overloaded",
-                "status": 503, "detail": "partition full", "code": "overloaded"})),
+            error: Some(
+                json!({"type": "urn:herald:problem:overloaded", "title": "Overloaded",
+                "status": 503, "detail": "partition full", "code": "overloaded"}),
+            ),
         }
     }
 
@@ -310,7 +312,10 @@ mod tests {
             offsets: vec![written(0, 3), failed(1), written(0, 4), failed(1)],
         };
         let text = unwritten_lines(&response, 21).expect("partly written");
-        assert!(text.starts_with("2 of 4 message(s) were not written"), "{text}");
+        assert!(
+            text.starts_with("2 of 4 message(s) were not written"),
+            "{text}"
+        );
         assert!(
             text.contains("partition 1, line(s) 22, 24: overloaded: partition full"),
             "{text}"
@@ -340,11 +345,7 @@ mod tests {
     #[test]
     fn summary_tracks_offset_ranges() {
         let mut summary = ProduceSummary::default();
-        let offsets = vec![
-            written(1, 5),
-            written(0, 9),
-            written(1, 6),
-        ];
+        let offsets = vec![written(1, 5), written(0, 9), written(1, 6)];
         summary.record(&ProduceResponse { offsets });
         assert_eq!(summary.messages, 3);
         assert_eq!(summary.partitions[&1], (2, Some(5), Some(6)));

@@ -415,5 +415,4 @@ mod tests {
             .expect_err("none");
         assert_eq!(error.code.as_str(), "unsupported_media_type");
     }
-
 }

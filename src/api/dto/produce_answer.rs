@@ -172,7 +172,10 @@ mod tests {
         let response = ProduceResponse::from(partial_answer());
         assert!(response.is_partial());
         let json = serde_json::to_value(&response).expect("json");
-        assert_eq!(json["offsets"][0], serde_json::json!({"partition": 0, "offset": 7}));
+        assert_eq!(
+            json["offsets"][0],
+            serde_json::json!({"partition": 0, "offset": 7})
+        );
         for entry in [&json["offsets"][1], &json["offsets"][2]] {
             assert_eq!(entry["offset"], serde_json::Value::Null);
             assert_eq!(entry["error"]["code"], "overloaded");

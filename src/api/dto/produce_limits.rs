@@ -160,6 +160,18 @@ mod tests {
         body
     }
 
+    /// The document declares the caps the decoder enforces (the derive takes literals).
+    #[test]
+    fn the_openapi_document_declares_the_caps() {
+        let document = serde_json::to_value(crate::api::openapi()).expect("document as JSON");
+        let schemas = &document["components"]["schemas"];
+        let messages = &schemas["ProduceRequest"]["properties"]["messages"];
+        assert_eq!(messages["maxItems"], MAX_MESSAGES_PER_REQUEST);
+        assert_eq!(messages["minItems"], 1);
+        let headers = &schemas["ProduceMessage"]["properties"]["headers"];
+        assert_eq!(headers["maxProperties"], MAX_HEADERS_PER_MESSAGE);
+    }
+
     #[test]
     fn the_cap_itself_is_accepted() {
         let body = messages_body(MAX_MESSAGES_PER_REQUEST);
@@ -197,7 +209,9 @@ mod tests {
     }
 
     fn headers_body(count: usize) -> String {
-        let headers: Vec<String> = (0..count).map(|index| format!(r#""h{index}":"""#)).collect();
+        let headers: Vec<String> = (0..count)
+            .map(|index| format!(r#""h{index}":"""#))
+            .collect();
         format!(
             r#"{{"messages":[{{"value":1,"headers":{{{}}}}}]}}"#,
             headers.join(",")

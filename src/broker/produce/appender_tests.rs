@@ -3,7 +3,6 @@
 //! deadlines (a request expired in the queue is never written), the withdrawal of a dropped
 //! request, and the merge caps counted in encoded bytes and records.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,7 +51,9 @@ impl HeldLog {
             .map_err(|_| RaftLayerError::Rejected("closed".into()))?;
         permit.forget();
         let span = decode_header(batch).expect("a valid batch").offset_span;
-        let base = self.next_offset.fetch_add(u64::from(span), Ordering::SeqCst);
+        let base = self
+            .next_offset
+            .fetch_add(u64::from(span), Ordering::SeqCst);
         Ok((base, span))
     }
 
@@ -90,36 +91,31 @@ impl HeldLog {
 }
 
 impl PartitionLog for HeldLog {
-    fn append(
-        &self,
-        batch: Bytes,
-    ) -> impl Future<Output = Result<(u64, u32), RaftLayerError>> + Send {
-        async move { self.commit(&batch).await }
+    async fn append(&self, batch: Bytes) -> Result<(u64, u32), RaftLayerError> {
+        self.commit(&batch).await
     }
 
-    fn append_early(
+    async fn append_early(
         &self,
         batch: Bytes,
         _early: oneshot::Sender<u64>,
-    ) -> impl Future<Output = Result<(u64, u32), RaftLayerError>> + Send {
-        async move { self.commit(&batch).await }
+    ) -> Result<(u64, u32), RaftLayerError> {
+        self.commit(&batch).await
     }
 
-    fn append_once_many(
+    async fn append_once_many(
         &self,
         appends: Vec<(Bytes, DedupClaim)>,
-    ) -> impl Future<Output = Vec<Result<OnceOutcome, RaftLayerError>>> + Send {
-        async move {
-            let mut outcomes = Vec::new();
-            for (batch, _) in appends {
-                outcomes.push(
-                    self.commit(&batch)
-                        .await
-                        .map(|(base_offset, _)| OnceOutcome::Appended { base_offset }),
-                );
-            }
-            outcomes
+    ) -> Vec<Result<OnceOutcome, RaftLayerError>> {
+        let mut outcomes = Vec::new();
+        for (batch, _) in appends {
+            outcomes.push(
+                self.commit(&batch)
+                    .await
+                    .map(|(base_offset, _)| OnceOutcome::Appended { base_offset }),
+            );
         }
+        outcomes
     }
 }
 
@@ -200,8 +196,15 @@ async fn past_the_bound_a_request_is_refused_at_once() {
         matches!(refused, Err(BrokerError::Overloaded(_))),
         "{refused:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(1), "refused at once");
-    assert_eq!(appender.held_bytes(), 500, "a refused request holds nothing");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused at once"
+    );
+    assert_eq!(
+        appender.held_bytes(),
+        500,
+        "a refused request holds nothing"
+    );
 
     // Exactly up to the bound still fits.
     let third = spawn_append(&appender, &log, request(records(b'd', 50, 5), far()));
@@ -220,7 +223,10 @@ async fn past_the_bound_a_request_is_refused_at_once() {
         Landing::Appended { base_offset: 50 }
     );
     assert_eq!(log.proposed_tags(), [vec![b'a'], vec![b'b', b'd']]);
-    until("everything written is released", || appender.held_bytes() == 0).await;
+    until("everything written is released", || {
+        appender.held_bytes() == 0
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -231,7 +237,10 @@ async fn a_request_larger_than_the_bound_goes_when_nothing_is_held() {
     let outcome = appender
         .append(log.clone(), request(records(b'a', 50, 5), far()))
         .await;
-    assert_eq!(outcome.expect("written"), Landing::Appended { base_offset: 0 });
+    assert_eq!(
+        outcome.expect("written"),
+        Landing::Appended { base_offset: 0 }
+    );
 }
 
 #[tokio::test]
@@ -249,7 +258,11 @@ async fn a_request_whose_deadline_passes_while_queued_is_never_written() {
     );
     assert!(Instant::now() >= soon);
     assert_eq!(appender.waiting(), 0, "taken out of the queue");
-    assert_eq!(appender.held_bytes(), 30, "only the proposed request is held");
+    assert_eq!(
+        appender.held_bytes(),
+        30,
+        "only the proposed request is held"
+    );
 
     // The quorum comes back: the proposed request is written, the expired one never is.
     log.release();
@@ -257,7 +270,10 @@ async fn a_request_whose_deadline_passes_while_queued_is_never_written() {
     let later = appender
         .append(log.clone(), request(records(b'c', 1, 5), far()))
         .await;
-    assert_eq!(later.expect("written"), Landing::Appended { base_offset: 3 });
+    assert_eq!(
+        later.expect("written"),
+        Landing::Appended { base_offset: 3 }
+    );
     assert_eq!(log.proposed_tags(), [vec![b'a'], vec![b'c']]);
 }
 
@@ -286,7 +302,10 @@ async fn a_dropped_request_leaves_the_queue_and_is_never_written() {
     until("the second request waits", || appender.waiting() == 1).await;
     // The client went away: its produce is dropped with everything it awaited.
     dropped.abort();
-    until("the dropped request is taken out", || appender.waiting() == 0).await;
+    until("the dropped request is taken out", || {
+        appender.waiting() == 0
+    })
+    .await;
     assert_eq!(appender.held_bytes(), 30);
     log.release();
     answer(first).await.expect("written");
@@ -306,7 +325,11 @@ async fn merged_batches_stay_within_the_record_and_encoded_byte_caps() {
     // Three requests of 60,000 one-byte records: 100,000 records at most per batch.
     let mut waiting = Vec::new();
     for tag in [b'a', b'b', b'c'] {
-        waiting.push(spawn_append(&appender, &log, request(records(tag, 60_000, 1), far())));
+        waiting.push(spawn_append(
+            &appender,
+            &log,
+            request(records(tag, 60_000, 1), far()),
+        ));
     }
     // Three requests of 2,500 records with 1,000 empty headers each (2,007 bytes encoded
     // for one value byte): 5 MB each, 8 MiB at most per batch.

@@ -62,7 +62,9 @@ pub(super) fn combine(
     }
     failed.sort_by_key(|(first_position, _)| *first_position);
     if written.is_empty() {
-        return Err(most_telling(failed.into_iter().map(|(_, share)| share.error)));
+        return Err(most_telling(
+            failed.into_iter().map(|(_, share)| share.error),
+        ));
     }
     let partitions = placements
         .iter()
@@ -156,7 +158,10 @@ mod tests {
 
     #[test]
     fn every_share_written_answers_every_offset() {
-        let shares = vec![share(0, 0, written(0, 10, false)), share(1, 1, written(1, 4, false))];
+        let shares = vec![
+            share(0, 0, written(0, 10, false)),
+            share(1, 1, written(1, 4, false)),
+        ];
         let combined = combine(&PLACEMENTS, shares, false).expect("written");
         assert_eq!(
             offsets(&combined.answer),
@@ -189,8 +194,16 @@ mod tests {
         let shares = vec![share(0, 0, written(0, 10, true)), share(1, 1, refused)];
         let combined = combine(&PLACEMENTS, shares, true).expect("partly written");
         assert!(!combined.answer.duplicate);
-        let shares = vec![share(0, 0, written(0, 10, true)), share(1, 1, written(1, 3, true))];
-        assert!(combine(&PLACEMENTS, shares, true).expect("dup").answer.duplicate);
+        let shares = vec![
+            share(0, 0, written(0, 10, true)),
+            share(1, 1, written(1, 3, true)),
+        ];
+        assert!(
+            combine(&PLACEMENTS, shares, true)
+                .expect("dup")
+                .answer
+                .duplicate
+        );
     }
 
     #[test]

@@ -34,29 +34,26 @@ fn headers() -> impl Strategy<Value = Vec<(String, String)>> {
 
 /// Records with strictly increasing offset deltas (gaps allowed) and any timestamps.
 fn records() -> impl Strategy<Value = Vec<Record>> {
-    proptest::collection::vec(
-        (0u32..1000, any::<i64>(), key(), value(), headers()),
-        1..12,
-    )
-    .prop_map(|fields| {
-        let mut delta = 0u32;
-        fields
-            .into_iter()
-            .enumerate()
-            .map(|(index, (gap, timestamp, key, value, headers))| {
-                if index > 0 {
-                    delta += gap + 1;
-                }
-                Record {
-                    offset_delta: delta,
-                    timestamp,
-                    key,
-                    value,
-                    headers,
-                }
-            })
-            .collect()
-    })
+    proptest::collection::vec((0u32..1000, any::<i64>(), key(), value(), headers()), 1..12)
+        .prop_map(|fields| {
+            let mut delta = 0u32;
+            fields
+                .into_iter()
+                .enumerate()
+                .map(|(index, (gap, timestamp, key, value, headers))| {
+                    if index > 0 {
+                        delta += gap + 1;
+                    }
+                    Record {
+                        offset_delta: delta,
+                        timestamp,
+                        key,
+                        value,
+                        headers,
+                    }
+                })
+                .collect()
+        })
 }
 
 fn compression() -> impl Strategy<Value = Compression> {
