@@ -45,8 +45,9 @@ pub struct Config {
     pub fetch_max_bytes: usize,
     /// How long a request waits for a partition's leader (e.g. during startup) before 503.
     pub leader_wait_ms: u64,
-    /// How long a produce waits for its batches to be acknowledged before 504 `timeout` (the
-    /// outcome is then unknown: the batch may still be written, e.g. when a lost quorum returns).
+    /// How long a produce waits for its batches to be acknowledged: a batch still queued then
+    /// is dropped, never written (503 `unavailable`); one being replicated answers 504
+    /// `timeout` (the outcome is unknown: it may still be written when a lost quorum returns).
     pub produce_timeout_ms: u64,
     /// How often partition leaders check retention (time and size) and trim expired batches.
     pub retention_check_interval_ms: u64,

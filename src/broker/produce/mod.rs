@@ -258,19 +258,20 @@ impl Broker {
 
         let shares = join_all(appends).await;
         let answer = partial::combine(&placements, shares, idempotent)?;
-        count_written(topic_name, &answer.written);
+        count_written(topic_name, &answer.written, answer.answer.duplicate);
         Ok(answer.answer)
     }
 }
 
-/// Counts what the written shares of a request added (duplicates add nothing).
-fn count_written(topic_name: &str, written: &[Landed]) {
+/// Counts what the written shares of a request added (duplicates add nothing), and a request
+/// answered as a duplicate.
+fn count_written(topic_name: &str, written: &[Landed], duplicate: bool) {
     let (mut total_messages, mut total_bytes) = (0usize, 0usize);
     for share in written.iter().filter(|share| !share.duplicate) {
         total_messages += share.records;
         total_bytes += share.value_bytes;
     }
-    if !written.is_empty() && written.iter().all(|share| share.duplicate) {
+    if duplicate {
         metrics::counter!("herald_produce_duplicates_total", "topic" => topic_name.to_string())
             .increment(1);
     }
