@@ -15,6 +15,8 @@ pub const DEFAULT_CLEANER_DEDUPE_BUFFER_BYTES: u64 = 128 << 20;
 pub const MIN_CLEANER_DEDUPE_BUFFER_BYTES: u64 = 1 << 20;
 /// The default `cleaner_min_dirty_ratio`.
 pub const DEFAULT_CLEANER_MIN_DIRTY_RATIO: f64 = 0.5;
+/// 64 MiB: the default `max_queued_bytes_per_partition`.
+pub const DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION: usize = 64 << 20;
 
 /// Everything a node is configured with. Every field has a default; see `docs/configuration.md`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -43,8 +45,9 @@ pub struct Config {
     pub fetch_max_bytes: usize,
     /// How long a request waits for a partition's leader (e.g. during startup) before 503.
     pub leader_wait_ms: u64,
-    /// How long a produce waits for its batches to be acknowledged before 504 `timeout` (the
-    /// outcome is then unknown: the batch may still be written, e.g. when a lost quorum returns).
+    /// How long a produce waits for its batches to be acknowledged: a batch still queued then
+    /// is dropped, never written (503 `unavailable`); one being replicated answers 504
+    /// `timeout` (the outcome is unknown: it may still be written when a lost quorum returns).
     pub produce_timeout_ms: u64,
     /// How often partition leaders check retention (time and size) and trim expired batches.
     pub retention_check_interval_ms: u64,
@@ -74,6 +77,11 @@ pub struct Config {
     pub max_connections: usize,
     /// Allows binding the client API to a non-loopback address without authentication.
     pub insecure: bool,
+    /// The most bytes of messages (encoded as stored: key, value, headers and their framing)
+    /// one partition's leader holds waiting to be written, those being replicated included;
+    /// past it a produce to the partition answers 503 `overloaded` with `Retry-After` at once
+    /// and writes nothing. Bounds what a partition whose quorum is gone accumulates.
+    pub max_queued_bytes_per_partition: usize,
     pub raft: RaftConfig,
     pub storage: StorageConfig,
     pub groups: GroupsConfig,
@@ -149,6 +157,7 @@ impl Default for Config {
             max_concurrent_requests: 10_000,
             max_connections: 10_000,
             insecure: false,
+            max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
             raft: RaftConfig::default(),
             storage: StorageConfig::default(),
             groups: GroupsConfig::default(),
@@ -220,6 +229,11 @@ impl Config {
         if self.max_concurrent_requests == 0 || self.max_connections == 0 {
             return Err(ConfigError::Invalid(
                 "max_concurrent_requests and max_connections must be at least 1".into(),
+            ));
+        }
+        if self.max_queued_bytes_per_partition == 0 {
+            return Err(ConfigError::Invalid(
+                "max_queued_bytes_per_partition must be at least 1".into(),
             ));
         }
         if self.max_body_bytes < 1024 {
@@ -430,6 +444,20 @@ mod tests {
         }
         .validate()
         .unwrap();
+    }
+
+    #[test]
+    fn queued_bytes_bound_defaults_and_is_checked() {
+        assert_eq!(Config::default().max_queued_bytes_per_partition, 67_108_864);
+        let config: Config = toml::from_str("max_queued_bytes_per_partition = 65536\n").unwrap();
+        assert_eq!(config.max_queued_bytes_per_partition, 65_536);
+        config.validate().unwrap();
+        let zero = Config {
+            max_queued_bytes_per_partition: 0,
+            ..Config::default()
+        };
+        let error = zero.validate().expect_err("zero").to_string();
+        assert!(error.contains("max_queued_bytes_per_partition"), "{error}");
     }
 
     #[test]

@@ -113,6 +113,10 @@ struct ServeArgs {
     /// The most open client connections; past it 503 `overloaded` [default: 10000].
     #[arg(long, env = "HERALD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
+    /// The most bytes of messages a partition holds waiting to be written; past it 503
+    /// `overloaded` [default: 67108864].
+    #[arg(long, env = "HERALD_MAX_QUEUED_BYTES_PER_PARTITION")]
+    max_queued_bytes_per_partition: Option<usize>,
     /// How often retention (time and size) is checked, in ms [default: 300000].
     #[arg(long, env = "HERALD_RETENTION_CHECK_INTERVAL_MS")]
     retention_check_interval_ms: Option<u64>,
@@ -189,6 +193,9 @@ impl ServeArgs {
         }
         if let Some(limit) = self.max_connections {
             config.max_connections = limit;
+        }
+        if let Some(bytes) = self.max_queued_bytes_per_partition {
+            config.max_queued_bytes_per_partition = bytes;
         }
         if let Some(interval) = self.retention_check_interval_ms {
             config.retention_check_interval_ms = interval;

@@ -139,10 +139,47 @@ async fn the_same_request_with_one_key_writes_once() {
     let unkeyed: Vec<&Value> = first["offsets"].as_array().unwrap()[2..4].iter().collect();
     assert_eq!(unkeyed[0]["partition"], unkeyed[1]["partition"], "{first}");
 
-    // The same key with another body is refused, and writes nothing.
+    // The same key with another body for one partition: that partition refuses its share,
+    // the others answer theirs as the duplicates they are (207), and nothing is written.
     let mut changed = body.clone();
     changed["messages"][0]["value"] = json!("a2");
     let response = produce(&server, topic, "acks=all", Some("order-17"), &changed).await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{answer}");
+    let changed_partition = &first["offsets"][0]["partition"];
+    for (entry, first_entry) in answer["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(first["offsets"].as_array().unwrap())
+    {
+        if &entry["partition"] == changed_partition {
+            assert_eq!(entry["offset"], Value::Null, "{answer}");
+            assert_eq!(entry["error"]["code"], "idempotency_key_reused", "{answer}");
+            let detail = entry["error"]["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains("order-17"), "{answer}");
+        } else {
+            assert_eq!(
+                entry, first_entry,
+                "a duplicate share answers its first offsets"
+            );
+        }
+    }
+    assert_eq!(server.high_watermarks(topic).await, watermarks);
+
+    // Changed in every partition, it is refused as a whole: 409.
+    let mut changed_everywhere = body.clone();
+    for message in changed_everywhere["messages"].as_array_mut().unwrap() {
+        message["value"] = json!("changed");
+    }
+    let response = produce(
+        &server,
+        topic,
+        "acks=all",
+        Some("order-17"),
+        &changed_everywhere,
+    )
+    .await;
     let problem = server
         .expect_problem(response, StatusCode::CONFLICT, "idempotency_key_reused")
         .await;
@@ -372,4 +409,62 @@ async fn concurrent_idempotent_requests_each_write_once() {
     }
     let stored = server.read_all(topic, 0).await;
     assert_eq!(stored.len(), 20, "each key written once");
+}
+
+/// Partition 1 refuses its share of a request (its `Idempotency-Key` was used there for other
+/// messages) while partition 0 writes its own: the answer is 207, each message with its offset
+/// or its partition's problem, and a retry of exactly the failed message stores every message
+/// once. A single error would have hidden that partition 0 was written, and a retry of the
+/// whole request would have written it twice.
+#[tokio::test]
+async fn a_partly_written_request_says_which_messages_to_retry() {
+    let server = Server::start().await;
+    let topic = "idem-partial";
+    server.create_topic(topic, 2).await;
+    server.wait_for_leaders(topic).await;
+    let first = json!({"messages": [{"value": "first", "partition": 1}]});
+    produce_ok(&server, topic, Some("order-9"), &first).await;
+
+    let body = json!({"messages": [
+        {"value": "a", "partition": 0},
+        {"value": "b", "partition": 1},
+        {"value": "c", "partition": 0},
+    ]});
+    let response = produce(&server, topic, "acks=all", Some("order-9"), &body).await;
+    let (status, answer) = server.json(response).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS, "{answer}");
+    let offsets = answer["offsets"].as_array().expect("offsets");
+    assert_eq!(offsets.len(), 3, "{answer}");
+    assert_eq!(offsets[0], json!({"partition": 0, "offset": 0}));
+    assert_eq!(offsets[2], json!({"partition": 0, "offset": 1}));
+    let failed = &offsets[1];
+    assert_eq!(failed["partition"], 1, "{answer}");
+    assert_eq!(failed["offset"], Value::Null, "{answer}");
+    let problem = &failed["error"];
+    assert_eq!(problem["code"], "idempotency_key_reused", "{answer}");
+    assert_eq!(problem["status"], 409, "{answer}");
+    assert_eq!(problem["type"], "urn:herald:problem:idempotency_key_reused");
+    assert_eq!(problem["title"], "Idempotency key reused");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("order-9")),
+        "{answer}"
+    );
+    assert!(answer.get("duplicate").is_none(), "{answer}");
+
+    // Retry exactly the message with an error: a new request, so a new key.
+    let retry = json!({"messages": [{"value": "b", "partition": 1}]});
+    let retried = produce_ok(&server, topic, Some("order-9-b"), &retry).await;
+    assert_eq!(retried["offsets"], json!([{"partition": 1, "offset": 1}]));
+
+    let stored = read_topic(&server, topic, 2).await;
+    let texts = |partition: u32| -> Vec<String> {
+        stored[&partition]
+            .iter()
+            .map(|message| message.value_text().to_string())
+            .collect()
+    };
+    assert_eq!(texts(0), ["\"a\"", "\"c\""]);
+    assert_eq!(texts(1), ["\"first\"", "\"b\""]);
 }

@@ -651,3 +651,113 @@ async fn concurrent_produces_to_one_partition_get_distinct_contiguous_offsets() 
         );
     }
 }
+
+/// The peak resident memory of a process, in KiB (Linux), for the figures of a test.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Counts and sizes are bounded by what a message really takes: a request over the message
+/// cap and a message over the header cap are refused (400) while being read, and a message's
+/// size counts its headers' framing, so empty headers are not free. Nothing refused is
+/// written, and the node keeps serving.
+#[tokio::test]
+async fn message_counts_header_counts_and_encoded_sizes_are_bounded() {
+    let server = Server::start().await;
+    let topic = "bounded";
+    server
+        .create_topic_with(
+            &json!({"name": topic, "partitions": 1, "config": {"max_message_bytes": 1000}}),
+        )
+        .await;
+    server.wait_for_leaders(topic).await;
+    let peak_before = server.pid().and_then(peak_rss_kib);
+
+    // 100,001 tiny messages (1.2 MB of body): refused while parsing.
+    let mut body = String::from(r#"{"messages":["#);
+    body.push_str(&vec![r#"{"value":0}"#; 100_001].join(","));
+    body.push_str("]}");
+    let response = server
+        .post_raw(
+            &format!("/v1/topics/{topic}/messages"),
+            "application/json",
+            body,
+        )
+        .await;
+    let problem = server
+        .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
+        .await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("100000"),
+        "{problem}"
+    );
+
+    // One message with 1,000,000 empty headers (6 MB of body): refused while parsing.
+    let headers = vec![r#""":"""#; 1_000_000].join(",");
+    let body = format!(r#"{{"messages":[{{"value":1,"headers":{{{headers}}}}}]}}"#);
+    let response = server
+        .post_raw(
+            &format!("/v1/topics/{topic}/messages"),
+            "application/json",
+            body,
+        )
+        .await;
+    let problem = server
+        .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
+        .await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at most 1000 headers"),
+        "{problem}"
+    );
+    let peak_after = server.pid().and_then(peak_rss_kib);
+    eprintln!("peak RSS of the node: {peak_before:?} KiB before the refused requests, {peak_after:?} KiB after");
+
+    // 600 empty headers on a one-byte value: 1,207 bytes as stored, over max_message_bytes.
+    let empty_names = vec![r#""":"""#; 600].join(",");
+    let body = format!(r#"{{"messages":[{{"value":1,"headers":{{{empty_names}}}}}]}}"#);
+    let response = server
+        .post_raw(
+            &format!("/v1/topics/{topic}/messages"),
+            "application/json",
+            body,
+        )
+        .await;
+    let problem = server
+        .expect_problem(response, StatusCode::PAYLOAD_TOO_LARGE, "message_too_large")
+        .await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1207 bytes"),
+        "{problem}"
+    );
+    assert_eq!(
+        server.high_watermarks(topic).await,
+        [0],
+        "nothing refused was written"
+    );
+
+    // Within the limit, headers and all: written, and read back.
+    let headers: serde_json::Map<String, Value> = (0..100)
+        .map(|index| (format!("h{index:02}"), json!("v")))
+        .collect();
+    let offsets = server
+        .produce_ok(
+            topic,
+            &json!({"messages": [{"value": 1, "headers": headers}]}),
+        )
+        .await;
+    assert_eq!(offsets, [(0, 0)]);
+    let messages = server.read_all(topic, 0).await;
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].headers.as_ref().map(|h| h.len()), Some(100));
+}

@@ -31,6 +31,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// the first offsets with `"duplicate": true`; with `producer_id`, `producer_epoch` and
 /// `sequence` (from `POST /v1/producers`), a sequence already written is acknowledged without a
 /// second write, a gap is refused.
+///
+/// Each partition writes or refuses its share of the messages on its own: when some partitions
+/// wrote theirs and others did not, the answer is 207 with an `error` on each message that
+/// was not written.
 #[utoipa::path(
     post,
     path = "/v1/topics/{topic}/messages",
@@ -49,13 +53,14 @@ pub fn router() -> OpenApiRouter<AppState> {
     ),
     responses(
         (status = 200, description = "One offset per message, in request order", body = ProduceResponse),
+        (status = 207, description = "Partly written: the partitions of some messages refused them (or did not answer in time) while others wrote theirs. Every entry is there, in request order; an entry with `error` (the problem its partition answered, `offset` null) was not written, or for `timeout` may have been: retry exactly those, and for `timeout` only with an Idempotency-Key. `Retry-After` when a failed partition's problem asks for one", body = ProduceResponse),
         (status = 400, description = "Malformed messages or parameters; an idempotent request with acks other than `all`, a bad Idempotency-Key, or producer fields on messages for several partitions", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`topic_not_found` or `partition_not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`out_of_order_sequence` (with `expected_sequence`), `producer_fenced` or `idempotency_key_reused`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large` (body over the server limit) or `message_too_large` (over the topic's max_message_bytes)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`unsupported_media_type`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`no_leader` (with Retry-After) or `unavailable`", body = Problem, content_type = "application/problem+json"),
-        (status = 504, description = "`timeout`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Nothing was written, retry later (with Retry-After): `no_leader`, `overloaded` (the partition holds max_queued_bytes_per_partition of messages not yet written) or `unavailable` (e.g. the messages were still queued when the produce timeout passed)", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "`timeout`: the outcome is unknown, the messages may be written", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn produce(
@@ -65,7 +70,7 @@ async fn produce(
     headers: HeaderMap,
     content_type: ContentType,
     ApiBytes(body): ApiBytes,
-) -> ApiResult<Json<ProduceResponse>> {
+) -> ApiResult<ProduceResponse> {
     check_topic_name(&topic, false)?;
     let idempotency_key = idempotency_key(&headers)?;
     let decoded = decode_produce(&content_type, &query, body)?;
@@ -77,7 +82,7 @@ async fn produce(
     let answer = broker
         .produce(&topic, decoded.messages, acks, idempotence)
         .await?;
-    Ok(Json(answer.into()))
+    Ok(answer.into())
 }
 
 /// Read a partition from an offset; with `max_wait_ms`, a long poll.

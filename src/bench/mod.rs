@@ -10,6 +10,7 @@ pub mod consume;
 pub mod group;
 pub mod pacer;
 pub mod produce;
+pub mod produce_bodies;
 pub mod rebalance;
 pub mod stats;
 

@@ -16,7 +16,7 @@ pub enum BrokerError {
     TopicExists(String),
     #[error("topic '{topic}' has no partition {partition}")]
     PartitionNotFound { topic: String, partition: u32 },
-    #[error("message of {size} bytes exceeds the topic's max_message_bytes of {max}")]
+    #[error("message of {size} bytes as stored (key, value, headers and their framing) exceeds the topic's max_message_bytes of {max}")]
     MessageTooLarge { size: usize, max: u32 },
     #[error("offset {offset} is outside the log [{log_start_offset}, {high_watermark}]")]
     OffsetOutOfRange {

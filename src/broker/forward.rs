@@ -14,6 +14,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
+use super::appender::AppendRequest;
 use super::forward_wire::{ForwardReply, ForwardRequest, WireError};
 use super::idempotence::{Landing, OnceClaim};
 use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
@@ -130,16 +131,18 @@ impl Broker {
     }
 
     /// Appends `records` to the partition of `group` on its leader; answers the base offset
-    /// once a quorum has them, or with `leader_ack` once the leader has them durable.
+    /// once a quorum has them, or with `leader_ack` once the leader has them durable. Not
+    /// proposed by `deadline`, they are never written.
     pub(super) async fn append_records(
         &self,
         group: u64,
         records: Vec<Record>,
         compression: Compression,
         leader_ack: bool,
+        deadline: Instant,
     ) -> BrokerResult<u64> {
         match self
-            .append_on_leader(group, records, compression, leader_ack, None)
+            .append_on_leader(group, records, compression, leader_ack, None, deadline)
             .await?
         {
             Landing::Appended { base_offset } => Ok(base_offset),
@@ -160,8 +163,10 @@ impl Broker {
         compression: Compression,
         claim: OnceClaim,
         stamp: ProducerStamp,
+        deadline: Instant,
     ) -> BrokerResult<Landing> {
-        self.append_on_leader(group, records, compression, false, Some((claim, stamp)))
+        let once = Some((claim, stamp));
+        self.append_on_leader(group, records, compression, false, once, deadline)
             .await
     }
 
@@ -172,6 +177,7 @@ impl Broker {
         compression: Compression,
         leader_ack: bool,
         once: Option<(OnceClaim, ProducerStamp)>,
+        deadline: Instant,
     ) -> BrokerResult<Landing> {
         // Encoded once for the wire only when the leader is elsewhere.
         let wire = std::sync::OnceLock::new();
@@ -202,7 +208,14 @@ impl Broker {
         };
         let local = |replica: Arc<PartitionReplica>| {
             let records = (*records).clone();
-            self.append_here(replica, records, compression, leader_ack, once.clone())
+            self.append_here(
+                replica,
+                records,
+                compression,
+                leader_ack,
+                once.clone(),
+                deadline,
+            )
         };
         self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
             ForwardReply::Appended(result) => {
@@ -221,14 +234,17 @@ impl Broker {
         compression: Compression,
         leader_ack: bool,
         once: Option<(OnceClaim, ProducerStamp)>,
+        deadline: Instant,
     ) -> BrokerResult<Landing> {
-        let group = replica.group();
-        self.inner
-            .appenders
-            .for_group(group)
-            .submit(replica, records, compression, leader_ack, once)
-            .await
-            .map_err(|_| BrokerError::Internal("the partition appender stopped".into()))?
+        let request = AppendRequest {
+            records,
+            compression,
+            leader_ack,
+            once,
+            deadline,
+        };
+        let appender = self.inner.appenders.for_group(replica.group());
+        appender.append(replica, request).await
     }
 
     /// Reads stored batches of `group` on its leader.
@@ -277,6 +293,8 @@ impl Broker {
     async fn serve_forwarded(&self, body: Bytes) -> Result<Bytes, String> {
         let request: ForwardRequest = postcard::from_bytes(&body)
             .map_err(|error| format!("bad forwarded request: {error}"))?;
+        // The sender's deadline does not travel; an append gets the same time from arrival.
+        let append_deadline = Instant::now() + self.inner.options.produce_timeout;
         let leading = |group: u64| {
             self.cluster()
                 .local_replica(group)
@@ -292,7 +310,14 @@ impl Broker {
                 None => Err(WireError::NotLeader),
                 Some(replica) => match decode_batch(&batch) {
                     Ok((_, records)) => self
-                        .append_here(replica, records, compression, leader_ack, None)
+                        .append_here(
+                            replica,
+                            records,
+                            compression,
+                            leader_ack,
+                            None,
+                            append_deadline,
+                        )
                         .await
                         .and_then(|landing| match landing {
                             Landing::Appended { base_offset } => Ok(base_offset),
@@ -319,6 +344,7 @@ impl Broker {
                             compression,
                             false,
                             Some((claim, header.producer)),
+                            append_deadline,
                         )
                         .await
                         .map_err(WireError::from),

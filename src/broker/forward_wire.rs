@@ -69,6 +69,10 @@ pub(super) enum WireError {
     },
     Timeout(String),
     Failed(String),
+    /// The leader's appender for the partition is full: nothing was written, retry later.
+    Overloaded(String),
+    /// Certainly not done (e.g. the share's deadline passed while it waited on the leader).
+    Unavailable(String),
 }
 
 /// Stored batches from a partition's leader, with its watermarks after the read.
@@ -95,6 +99,8 @@ impl From<BrokerError> for WireError {
                 high_watermark,
             },
             BrokerError::Timeout(what) => WireError::Timeout(what),
+            BrokerError::Overloaded(what) => WireError::Overloaded(what),
+            BrokerError::Unavailable(what) => WireError::Unavailable(what),
             other => WireError::Failed(other.to_string()),
         }
     }
@@ -117,6 +123,8 @@ impl WireError {
             WireError::Failed(reason) => {
                 BrokerError::Internal(format!("the partition leader failed: {reason}"))
             }
+            WireError::Overloaded(what) => BrokerError::Overloaded(what),
+            WireError::Unavailable(what) => BrokerError::Unavailable(what),
         }
     }
 }

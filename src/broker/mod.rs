@@ -5,7 +5,6 @@
 //! DTO; everything that orchestrates (placement, partition choice, waiting for replicas,
 //! long polls) happens here or below.
 
-mod appender;
 mod cluster_info;
 pub mod error;
 pub mod error_code;
@@ -15,16 +14,17 @@ mod forward_wire;
 mod group_poll;
 pub mod group_types;
 mod groups;
-mod idempotence;
 mod produce;
-mod producers;
 mod topics;
 pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
 pub use error_code::ErrorCode;
 pub use group_types::*;
-pub use idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
+pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
+pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
+// The produce path's parts, under the names the rest of broker/ knows them by.
+use produce::{appender, idempotence};
 pub use types::*;
 
 use std::sync::atomic::AtomicU64;
@@ -49,6 +49,9 @@ pub struct BrokerOptions {
     pub produce_timeout: Duration,
     /// How many `acks=none` produce requests may be in flight at once.
     pub max_unacknowledged_produces: usize,
+    /// The most bytes of records (encoded) one partition's appender holds, waiting or being
+    /// proposed; past it a produce to the partition answers 503 `overloaded`.
+    pub max_queued_bytes_per_partition: usize,
     /// Consumer group limits.
     pub groups: GroupOptions,
 }
@@ -60,6 +63,7 @@ impl Default for BrokerOptions {
             leader_wait: Duration::from_secs(10),
             produce_timeout: Duration::from_secs(30),
             max_unacknowledged_produces: 1024,
+            max_queued_bytes_per_partition: 64 << 20,
             groups: GroupOptions::default(),
         }
     }
@@ -101,13 +105,14 @@ struct BrokerInner {
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
         let unacknowledged = Arc::new(Semaphore::new(options.max_unacknowledged_produces));
+        let appenders = appender::Appenders::new(options.max_queued_bytes_per_partition);
         Broker {
             inner: Arc::new(BrokerInner {
                 cluster,
                 options,
                 round_robin: AtomicU64::new(0),
                 unacknowledged,
-                appenders: appender::Appenders::default(),
+                appenders,
             }),
         }
     }

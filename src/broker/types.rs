@@ -103,12 +103,24 @@ pub struct ProducerFields {
 }
 
 /// The answer to a produce.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ProduceAnswer {
-    /// One per message, in request order.
+    /// One per message, in request order; `offset` is `None` for the messages of a failed
+    /// partition.
     pub offsets: Vec<ProducedOffset>,
     /// An idempotent request whose messages were all written before: nothing was written now.
     pub duplicate: bool,
+    /// A partial success: the partitions whose share was not written (or whose outcome is
+    /// unknown), in request order, each with why. Empty when every share was written; a
+    /// request none of whose shares was written answers an error instead.
+    pub failed: Vec<FailedShare>,
+}
+
+/// One partition's share of a produce that failed while other partitions' shares were written.
+#[derive(Debug, Clone)]
+pub struct FailedShare {
+    pub partition: u32,
+    pub error: crate::broker::BrokerError,
 }
 
 /// `POST /v1/producers`: an idempotent producer's id and epoch.

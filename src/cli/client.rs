@@ -176,11 +176,25 @@ pub struct CreateTopic {
     pub config: serde_json::Map<String, Value>,
 }
 
-/// One `{"partition","offset"}` of a produce answer; `offset` is `null` with `acks=none`.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// One `{"partition","offset"}` of a produce answer; `offset` is `null` with `acks=none`, and
+/// for a message that was not written, which then has an `error` (a 207 partial answer).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 pub struct ProducedOffset {
     pub partition: u32,
     pub offset: Option<u64>,
+    /// The problem (`type`, `title`, `status`, `detail`, `code`) of the message's partition,
+    /// when its share was not written.
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+impl ProducedOffset {
+    /// `code: detail` of the entry's error, when it has one.
+    pub fn error_text(&self) -> Option<String> {
+        let error = self.error.as_ref()?;
+        let field = |name: &str| error.get(name).and_then(Value::as_str).unwrap_or("");
+        Some(format!("{}: {}", field("code"), field("detail")))
+    }
 }
 
 /// The answer to a produce request.

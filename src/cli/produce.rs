@@ -2,7 +2,9 @@
 //!
 //! Lines are batched (`--batch-size`) into JSON produce requests, because one request per line
 //! would make piping a large file needlessly slow; batches are sent one after the other so the
-//! order of lines is the order of offsets within a partition.
+//! order of lines is the order of offsets within a partition. A batch answered 207 (some
+//! partitions wrote their messages, others did not) stops the run with the lines that were not
+//! written, so exactly those can be sent again, and a non-zero exit.
 
 use std::collections::BTreeMap;
 
@@ -79,10 +81,10 @@ pub struct ProduceSummary {
 }
 
 impl ProduceSummary {
-    /// Adds the offsets of one answered request.
+    /// Adds the offsets of one answered request (its written messages only).
     pub fn record(&mut self, response: &ProduceResponse) {
         self.requests += 1;
-        for produced in &response.offsets {
+        for produced in response.offsets.iter().filter(|p| p.error.is_none()) {
             self.messages += 1;
             let entry = self
                 .partitions
@@ -116,11 +118,50 @@ impl ProduceSummary {
     }
 }
 
-/// Sends one batch and records it; on failure says how much was already written.
+/// The lines of a partly written batch that were not written, grouped by partition with their
+/// error, for the user to retry exactly them; `None` when every message was written.
+/// `first_line` is the batch's first stdin line (1-based).
+pub fn unwritten_lines(response: &ProduceResponse, first_line: u64) -> Option<String> {
+    /// How many line numbers are listed per partition; the rest are counted.
+    const SHOWN: usize = 10;
+    let mut by_partition: BTreeMap<u32, (String, Vec<u64>)> = BTreeMap::new();
+    for (index, produced) in response.offsets.iter().enumerate() {
+        if let Some(error) = produced.error_text() {
+            let entry = by_partition
+                .entry(produced.partition)
+                .or_insert_with(|| (error, Vec::new()));
+            entry.1.push(first_line + index as u64);
+        }
+    }
+    if by_partition.is_empty() {
+        return None;
+    }
+    let failed: usize = by_partition.values().map(|(_, lines)| lines.len()).sum();
+    let mut out = format!(
+        "{failed} of {} message(s) were not written (the others were); retry exactly these lines:",
+        response.offsets.len()
+    );
+    for (partition, (error, lines)) in &by_partition {
+        let shown: Vec<String> = lines.iter().take(SHOWN).map(u64::to_string).collect();
+        let more = match lines.len().saturating_sub(SHOWN) {
+            0 => String::new(),
+            rest => format!(" and {rest} more"),
+        };
+        out.push_str(&format!(
+            "\n  partition {partition}, line(s) {}{more}: {error}",
+            shown.join(", ")
+        ));
+    }
+    Some(out)
+}
+
+/// Sends one batch and records it; on failure says how much was already written, and for a
+/// partly written batch which lines were not. `first_line` is the batch's first stdin line.
 async fn flush(
     api: &Api,
     args: &ProduceArgs,
     batch: &mut Vec<Value>,
+    first_line: u64,
     summary: &mut ProduceSummary,
 ) -> anyhow::Result<()> {
     if batch.is_empty() {
@@ -144,7 +185,13 @@ async fn flush(
     } else {
         summary.record(&response);
     }
-    Ok(())
+    match unwritten_lines(&response, first_line) {
+        None => Ok(()),
+        Some(unwritten) => {
+            eprint!("{}", summary.render(&args.topic));
+            anyhow::bail!("{unwritten}")
+        }
+    }
 }
 
 /// Runs `herald produce`.
@@ -180,10 +227,12 @@ pub async fn run(server: &str, args: ProduceArgs) -> anyhow::Result<()> {
             line_number,
         )?);
         if batch.len() >= args.batch_size {
-            flush(&api, &args, &mut batch, &mut summary).await?;
+            let first_line = line_number + 1 - batch.len() as u64;
+            flush(&api, &args, &mut batch, first_line, &mut summary).await?;
         }
     }
-    flush(&api, &args, &mut batch, &mut summary).await?;
+    let first_line = line_number + 1 - batch.len() as u64;
+    flush(&api, &args, &mut batch, first_line, &mut summary).await?;
     eprint!("{}", summary.render(&args.topic));
     Ok(())
 }
@@ -238,23 +287,65 @@ mod tests {
         assert_eq!(strip_newline(b"a", ValueMode::Bytes), b"a");
     }
 
+    fn written(partition: u32, offset: u64) -> ProducedOffset {
+        ProducedOffset {
+            partition,
+            offset: Some(offset),
+            error: None,
+        }
+    }
+
+    fn failed(partition: u32) -> ProducedOffset {
+        ProducedOffset {
+            partition,
+            offset: None,
+            error: Some(
+                json!({"type": "urn:herald:problem:overloaded", "title": "Overloaded",
+                "status": 503, "detail": "partition full", "code": "overloaded"}),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_partly_written_batch_names_the_lines_to_retry() {
+        let response = ProduceResponse {
+            offsets: vec![written(0, 3), failed(1), written(0, 4), failed(1)],
+        };
+        let text = unwritten_lines(&response, 21).expect("partly written");
+        assert!(
+            text.starts_with("2 of 4 message(s) were not written"),
+            "{text}"
+        );
+        assert!(
+            text.contains("partition 1, line(s) 22, 24: overloaded: partition full"),
+            "{text}"
+        );
+        let mut summary = ProduceSummary::default();
+        summary.record(&response);
+        assert_eq!(summary.messages, 2, "only the written messages count");
+        assert!(!summary.partitions.contains_key(&1));
+        let whole = ProduceResponse {
+            offsets: vec![written(0, 3)],
+        };
+        assert_eq!(unwritten_lines(&whole, 1), None);
+    }
+
+    #[test]
+    fn many_unwritten_lines_are_counted_not_listed() {
+        let response = ProduceResponse {
+            offsets: (0..25).map(|_| failed(2)).chain([written(0, 1)]).collect(),
+        };
+        let text = unwritten_lines(&response, 1).expect("partly written");
+        assert!(
+            text.contains("line(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 15 more"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn summary_tracks_offset_ranges() {
         let mut summary = ProduceSummary::default();
-        let offsets = vec![
-            ProducedOffset {
-                partition: 1,
-                offset: Some(5),
-            },
-            ProducedOffset {
-                partition: 0,
-                offset: Some(9),
-            },
-            ProducedOffset {
-                partition: 1,
-                offset: Some(6),
-            },
-        ];
+        let offsets = vec![written(1, 5), written(0, 9), written(1, 6)];
         summary.record(&ProduceResponse { offsets });
         assert_eq!(summary.messages, 3);
         assert_eq!(summary.partitions[&1], (2, Some(5), Some(6)));

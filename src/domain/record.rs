@@ -58,17 +58,15 @@ pub struct Record {
 }
 
 impl Record {
-    /// The size a topic's `max_message_bytes` limits: key, value, and every header name and
-    /// value. Framing overhead is left out so the limit means the same thing to clients whatever
-    /// the storage layout.
-    pub fn size_bytes(&self) -> usize {
-        let key = self.key.as_ref().map_or(0, |key| key.as_bytes().len());
-        let headers: usize = self
-            .headers
-            .iter()
-            .map(|(name, value)| name.len() + value.len())
-            .sum();
-        key + self.value.as_bytes().len() + headers
+    /// The bytes this record takes in a stored batch's (uncompressed) records section as the
+    /// first record of its batch: key, value, every header's name and value, and the framing
+    /// around them (the attributes byte, the offset and time deltas, every length prefix and the
+    /// header count). What a topic's `max_message_bytes` and the produce path's byte bounds
+    /// count, so a million empty headers or a million empty messages cost what they really
+    /// take. The same record later in a batch takes at most [`MAX_DELTA_GROWTH`] bytes more, as
+    /// its deltas grow.
+    pub fn encoded_len(&self) -> usize {
+        crate::domain::batch::encoded_record_len(self, 0, 0)
     }
 
     /// Whether the record is a tombstone: its value is the JSON `null` (the API's
@@ -82,6 +80,11 @@ impl Record {
         }
     }
 }
+
+/// How many bytes more than [`Record::encoded_len`] a record can take further into its batch:
+/// its offset delta (a u32 varint, 5 bytes at most) and its time delta (a zigzag i64 varint, 10
+/// bytes at most) each take one byte as the first record.
+pub const MAX_DELTA_GROWTH: usize = 4 + 9;
 
 /// Whether JSON value text is `null`, ASCII whitespace around it aside: the tombstone rule, shared
 /// by [`Record::is_tombstone`] and the batch's borrowed record view.
@@ -115,7 +118,7 @@ mod tests {
     }
 
     #[test]
-    fn size_counts_key_value_and_headers() {
+    fn encoded_len_counts_key_value_headers_and_their_framing() {
         let record = Record {
             offset_delta: 0,
             timestamp: 1,
@@ -123,11 +126,16 @@ mod tests {
             value: RecordValue::Json(Bytes::from_static(b"12345")),
             headers: vec![("tr".into(), "xyz".into()), ("h".into(), String::new())],
         };
-        assert_eq!(record.size_bytes(), 3 + 5 + 2 + 3 + 1);
+        // attributes, offset delta, time delta; key and value with their lengths; the header
+        // count; each header's name and value with their lengths.
+        assert_eq!(
+            record.encoded_len(),
+            3 + (1 + 3) + (1 + 5) + 1 + (1 + 2 + 1 + 3) + (1 + 1 + 1)
+        );
     }
 
     #[test]
-    fn size_without_key_or_headers() {
+    fn an_empty_record_still_takes_its_framing() {
         let record = Record {
             offset_delta: 7,
             timestamp: 0,
@@ -135,7 +143,22 @@ mod tests {
             value: RecordValue::Bytes(Bytes::new()),
             headers: Vec::new(),
         };
-        assert_eq!(record.size_bytes(), 0);
+        assert_eq!(record.encoded_len(), 5);
+    }
+
+    #[test]
+    fn empty_headers_are_not_free() {
+        let mut record = Record {
+            offset_delta: 0,
+            timestamp: 0,
+            key: None,
+            value: RecordValue::Bytes(Bytes::new()),
+            headers: vec![(String::new(), String::new()); 1000],
+        };
+        // Two length prefixes per header, and a header count of two varint bytes.
+        assert_eq!(record.encoded_len(), 4 + 2 + 2000);
+        record.headers.clear();
+        assert_eq!(record.encoded_len(), 5);
     }
 
     fn with_value(value: RecordValue) -> Record {
@@ -191,6 +214,18 @@ mod tests {
     }
 
     #[test]
+    fn long_fields_take_longer_length_prefixes() {
+        let record = Record {
+            offset_delta: 0,
+            timestamp: 0,
+            key: None,
+            value: RecordValue::Bytes(Bytes::from(vec![0u8; 200])),
+            headers: Vec::new(),
+        };
+        assert_eq!(record.encoded_len(), 3 + (2 + 200) + 1);
+    }
+
+    #[test]
     fn multibyte_text_counts_bytes_not_chars() {
         let record = Record {
             offset_delta: 0,
@@ -199,6 +234,6 @@ mod tests {
             value: RecordValue::Json(Bytes::from_static(b"1")),
             headers: Vec::new(),
         };
-        assert_eq!(record.size_bytes(), 3);
+        assert_eq!(record.encoded_len(), 3 + (1 + 2) + (1 + 1) + 1);
     }
 }

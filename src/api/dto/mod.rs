@@ -7,6 +7,8 @@ pub mod groups;
 pub mod headers;
 pub mod idempotence;
 pub mod produce;
+pub mod produce_answer;
+pub mod produce_limits;
 pub mod producer;
 pub mod topic;
 

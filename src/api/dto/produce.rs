@@ -10,11 +10,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-use super::headers::{deserialize_headers, deserialize_present_raw};
+use super::headers::deserialize_present_raw;
 use super::idempotence::producer_fields;
+use super::produce_limits::{deserialize_bounded_headers, deserialize_messages};
 use crate::api::extract::{json_from_bytes, ContentType};
 use crate::api::problem::ApiError;
-use crate::broker::{Acks, ProduceAnswer, ProduceMessage, ProducedOffset, ProducerFields};
+use crate::broker::{Acks, ProduceMessage, ProducerFields};
+
+pub use super::produce_answer::{ProduceResponse, ProducedOffsetDto};
 use crate::domain::{RecordKey, RecordValue};
 
 /// How durable a produce must be before it is answered.
@@ -77,9 +80,9 @@ pub struct ProduceMessageDto {
     /// Raw bytes, base64 (standard alphabet, padded).
     #[serde(default)]
     pub value_b64: Option<String>,
-    /// String header values.
-    #[serde(default, deserialize_with = "deserialize_headers")]
-    #[schema(value_type = Option<std::collections::HashMap<String, String>>)]
+    /// String header values, at most 1000.
+    #[serde(default, deserialize_with = "deserialize_bounded_headers")]
+    #[schema(schema_with = super::produce_limits::headers_schema)]
     pub headers: Vec<(String, String)>,
     /// An explicit partition; otherwise by key hash, or round-robin without a key.
     #[serde(default)]
@@ -96,7 +99,9 @@ pub struct ProduceMessageDto {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"messages": [{"key": "user-42", "value": {"any": "json"}, "headers": {"trace": "abc"}}]}))]
 pub struct ProduceRequest {
-    /// At least one message.
+    /// 1 to 100000 messages; the body is refused as soon as it holds more.
+    #[serde(deserialize_with = "deserialize_messages")]
+    #[schema(min_items = 1, max_items = 100000)]
     pub messages: Vec<ProduceMessageDto>,
     /// An idempotent producer's id (from `POST /v1/producers`). With `producer_epoch` and
     /// `sequence` (all three or none): every message must go to one partition, and needs
@@ -133,51 +138,6 @@ impl utoipa::PartialSchema for RawValueBody {
 }
 
 impl ToSchema for RawValueBody {}
-
-/// Where one produced message landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[schema(as = ProducedOffset)]
-pub struct ProducedOffsetDto {
-    pub partition: u32,
-    /// `null` with `acks=none`.
-    pub offset: Option<u64>,
-}
-
-/// Answer of `POST /v1/topics/{topic}/messages`: one offset per message, in request order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[schema(example = json!({"offsets": [{"partition": 0, "offset": 17}]}))]
-pub struct ProduceResponse {
-    pub offsets: Vec<ProducedOffsetDto>,
-    /// Present (`true`) when an idempotent request had been written before and nothing was
-    /// written now: the offsets are the first answer's (`null` for a producer's duplicate
-    /// older than the batches the partition remembers).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub duplicate: bool,
-}
-
-impl From<Vec<ProducedOffset>> for ProduceResponse {
-    fn from(offsets: Vec<ProducedOffset>) -> Self {
-        ProduceResponse {
-            offsets: offsets
-                .into_iter()
-                .map(|produced| ProducedOffsetDto {
-                    partition: produced.partition,
-                    offset: produced.offset,
-                })
-                .collect(),
-            duplicate: false,
-        }
-    }
-}
-
-impl From<ProduceAnswer> for ProduceResponse {
-    fn from(answer: ProduceAnswer) -> Self {
-        ProduceResponse {
-            duplicate: answer.duplicate,
-            ..ProduceResponse::from(answer.offsets)
-        }
-    }
-}
 
 /// A decoded produce body: the messages, and the producer fields of a JSON body.
 #[derive(Debug)]
@@ -423,21 +383,6 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_shows_only_when_true() {
-        let answer = ProduceResponse::from(ProduceAnswer {
-            offsets: vec![ProducedOffset {
-                partition: 0,
-                offset: Some(3),
-            }],
-            duplicate: true,
-        });
-        assert_eq!(
-            serde_json::to_value(answer).expect("json"),
-            serde_json::json!({"offsets": [{"partition": 0, "offset": 3}], "duplicate": true})
-        );
-    }
-
-    #[test]
     fn octet_stream_is_one_message() {
         let query = ProduceQuery {
             acks: None,
@@ -469,23 +414,5 @@ mod tests {
         let error = decode_produce(&ContentType(None), &ProduceQuery::default(), Bytes::new())
             .expect_err("none");
         assert_eq!(error.code.as_str(), "unsupported_media_type");
-    }
-
-    #[test]
-    fn offsets_answer_keeps_null() {
-        let answer = ProduceResponse::from(vec![
-            ProducedOffset {
-                partition: 1,
-                offset: Some(7),
-            },
-            ProducedOffset {
-                partition: 0,
-                offset: None,
-            },
-        ]);
-        assert_eq!(
-            serde_json::to_value(answer).expect("json"),
-            serde_json::json!({"offsets": [{"partition": 1, "offset": 7}, {"partition": 0, "offset": null}]})
-        );
     }
 }

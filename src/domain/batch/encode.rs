@@ -132,7 +132,10 @@ fn write_batch(
 ) -> Result<Bytes, BatchError> {
     let record_count = u32::try_from(records.len())
         .map_err(|_| BatchError::InvalidRecords("too many records".into()))?;
-    let estimate: usize = records.iter().map(|r| r.size_bytes() + 16).sum();
+    let estimate: usize = records
+        .iter()
+        .map(|r| r.encoded_len() + crate::domain::record::MAX_DELTA_GROWTH)
+        .sum();
     let mut section = Vec::with_capacity(estimate.min(MAX_UNCOMPRESSED_LEN));
     for record in records {
         encode_record(&mut section, record, extent.first_timestamp);

@@ -53,6 +53,8 @@ mod encode;
 mod records;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::borrow::Cow;
@@ -63,7 +65,7 @@ use super::record::Record;
 use records::walk_records;
 
 pub use encode::{encode_batch, encode_compacted_batch};
-pub use records::RecordView;
+pub use records::{encoded_record_len, RecordView};
 
 /// First byte of every batch ('H' for Herald): tells a batch from garbage or a foreign format.
 pub const BATCH_MAGIC: u8 = 0x48;

@@ -33,6 +33,33 @@ pub(super) fn encode_record(out: &mut Vec<u8>, record: &Record, first_timestamp:
     }
 }
 
+/// How many bytes [`encode_record`] writes for `record` with this offset delta and this time
+/// delta (its timestamp minus the batch's first): computed, not encoded, so limits can be
+/// checked before anything is built.
+pub fn encoded_record_len(record: &Record, offset_delta: u32, time_delta: i64) -> usize {
+    let prefixed = |len: usize| varint_len(len as u64) + len;
+    let key = record
+        .key
+        .as_ref()
+        .map_or(0, |key| prefixed(key.as_bytes().len()));
+    let headers: usize = record
+        .headers
+        .iter()
+        .map(|(name, value)| prefixed(name.len()) + prefixed(value.len()))
+        .sum();
+    1 + varint_len(u64::from(offset_delta))
+        + varint_len(zigzag(time_delta))
+        + key
+        + prefixed(record.value.as_bytes().len())
+        + varint_len(record.headers.len() as u64)
+        + headers
+}
+
+/// The length of `value` as an unsigned LEB128 varint: one byte per 7 bits.
+fn varint_len(value: u64) -> usize {
+    (64 - value.leading_zeros() as usize).div_ceil(7).max(1)
+}
+
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);

@@ -1,7 +1,7 @@
 //! Idempotent producer ids (`POST /v1/producers`), handed out by the metadata group so they are
 //! unique in the cluster and a name's epochs only grow (see `domain::producers`).
 
-use super::{Broker, BrokerError, BrokerResult, ProducerInfo};
+use crate::broker::{Broker, BrokerError, BrokerResult, ProducerInfo};
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
 use crate::domain::names::{is_internal, validate_name};
 

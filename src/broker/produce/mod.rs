@@ -2,46 +2,67 @@
 //! batches concurrently, and answer offsets in request order. An idempotent request (see
 //! `idempotence`) takes the same path, each partition's share going through the partition's
 //! dedup window.
+//!
+//! Each partition's share is written or refused on its own (its own raft group, its own
+//! leader), so one request can end partly written: `partial` turns the shares' outcomes into
+//! one answer that says, per message, where it landed or why it was not written, so a client
+//! retries exactly the messages that need it. Each share goes through its partition's
+//! `appender`, which bounds what waits for a partition and never writes a share after its
+//! deadline passed unproposed.
+
+pub(super) mod appender;
+mod appender_writes;
+pub(super) mod idempotence;
+mod partial;
+mod producers;
+
+#[cfg(test)]
+mod appender_tests;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-use futures::future::try_join_all;
+use futures::future::join_all;
+use tokio::time::Instant;
 
-use super::idempotence::{fenced, fingerprint_message, Landing};
+use self::idempotence::{fenced, fingerprint_message, Landing};
+use self::partial::{Landed, Share};
 use super::topics::now_ms;
-use super::{
-    Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage,
-    ProducedOffset,
-};
+use super::{Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage};
 use crate::domain::partitioner::partition_for_key;
 use crate::domain::topic::CleanupPolicy;
 use crate::domain::Record;
 
-/// The most messages one produce request may carry.
+/// The most messages one produce request may carry. The HTTP decoder stops reading at it, and
+/// it is the most records the appender merges into one raft entry.
 pub const MAX_MESSAGES_PER_REQUEST: usize = 100_000;
+
+/// The most headers one message may carry. The HTTP decoder stops reading at it.
+pub const MAX_HEADERS_PER_MESSAGE: usize = 1_000;
+
+/// How much longer than its deadline a produce waits for a partition's answer: a local
+/// appender answers exactly at the deadline (not written, or outcome unknown), and a forwarded
+/// share's leader, whose deadline started when the share reached it, gets this long to say so
+/// before the share is answered "outcome unknown" here.
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
 
 /// The messages of one request bound for one partition, in request order.
 struct PartitionBatch {
     partition: u32,
+    /// Where the share's first message is in the request: the order in which failed shares are
+    /// considered.
+    first_position: usize,
     records: Vec<Record>,
     /// CRC-32C of the messages as the client sent them (idempotent requests).
     fingerprint: u32,
 }
 
-/// Where one partition's share of a request landed: its base offset (unknown for a producer's
-/// duplicate too old to be remembered) and whether it was written before.
-struct Landed {
-    partition: u32,
-    base_offset: Option<u64>,
-    duplicate: bool,
-    records: usize,
-    value_bytes: usize,
-}
-
 impl Broker {
     /// Produces messages; answers one offset per message, in request order. With
     /// `idempotence`, a retry within the topic's window writes nothing again and answers the
-    /// first offsets.
+    /// first offsets. When some partitions' shares fail and others are written, the answer is
+    /// a partial one ([`ProduceAnswer::failed`]); when every share fails, the most telling
+    /// error.
     pub async fn produce(
         &self,
         topic_name: &str,
@@ -61,6 +82,7 @@ impl Broker {
         }
         idempotence.validate(acks, messages.len())?;
         self.check_registered_epoch(&idempotence)?;
+        let deadline = Instant::now() + self.inner.options.produce_timeout;
         let topic = self.topic(topic_name)?;
         let partition_count = topic.partitions.len() as u32;
         let unkeyed_partition = idempotence.unkeyed_partition(partition_count);
@@ -105,8 +127,15 @@ impl Broker {
                     )));
                 }
             }
+            if message.headers.len() > MAX_HEADERS_PER_MESSAGE {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "message {position}: a message carries at most {MAX_HEADERS_PER_MESSAGE} headers, this one {}",
+                    message.headers.len()
+                )));
+            }
             let batch = batches[partition as usize].get_or_insert_with(|| PartitionBatch {
                 partition,
+                first_position: position,
                 records: Vec::new(),
                 fingerprint: 0,
             });
@@ -120,7 +149,7 @@ impl Broker {
                 value: message.value,
                 headers: message.headers,
             };
-            let size = record.size_bytes();
+            let size = record.encoded_len();
             if size > max_bytes as usize {
                 return Err(BrokerError::MessageTooLarge {
                     size,
@@ -152,8 +181,8 @@ impl Broker {
                 .map(|record| record.value.as_bytes().len())
                 .sum();
             let (records, partition) = (batch.records.len(), batch.partition);
+            let first_position = batch.first_position;
             let broker = self.clone();
-            let timeout = self.inner.options.produce_timeout;
             let once = idempotent.then(|| {
                 (
                     idempotence.claim(batch.fingerprint, &topic.config),
@@ -166,24 +195,43 @@ impl Broker {
                     match once {
                         Some((claim, stamp)) => {
                             broker
-                                .append_once(group, batch.records, compression, claim, stamp)
+                                .append_once(
+                                    group,
+                                    batch.records,
+                                    compression,
+                                    claim,
+                                    stamp,
+                                    deadline,
+                                )
                                 .await
                         }
                         None => broker
-                            .append_records(group, batch.records, compression, leader_ack)
+                            .append_records(
+                                group,
+                                batch.records,
+                                compression,
+                                leader_ack,
+                                deadline,
+                            )
                             .await
                             .map(|base_offset| Landing::Appended { base_offset }),
                     }
                 };
-                let landing = tokio::time::timeout(timeout, landing)
-                    .await
-                    .map_err(|_| {
-                        BrokerError::Timeout(format!(
-                            "partition {partition} did not acknowledge within {} ms; the messages may still be written",
-                            timeout.as_millis()
-                        ))
-                    })??;
-                landed(&idempotence, partition, landing, records, value_bytes)
+                let outcome = match tokio::time::timeout_at(deadline + ANSWER_GRACE, landing).await
+                {
+                    Ok(landing) => landing.and_then(|landing| {
+                        landed(&idempotence, partition, landing, records, value_bytes)
+                    }),
+                    Err(_) => Err(BrokerError::Timeout(format!(
+                        "partition {partition} did not acknowledge within {} ms; the messages may still be written",
+                        broker.inner.options.produce_timeout.as_millis()
+                    ))),
+                };
+                Share {
+                    partition,
+                    first_position,
+                    outcome,
+                }
             });
         }
         drop(topic);
@@ -199,52 +247,38 @@ impl Broker {
                 .map_err(|_| BrokerError::Unavailable("the broker is shutting down".into()))?;
             tokio::spawn(async move {
                 let _permit = permit;
-                if let Err(error) = try_join_all(appends).await {
-                    tracing::warn!(topic = topic_label, %error, "an acks=none produce failed");
+                for share in join_all(appends).await {
+                    if let Err(error) = share.outcome {
+                        tracing::warn!(topic = topic_label, partition = share.partition, %error, "an acks=none produce failed");
+                    }
                 }
             });
-            return Ok(ProduceAnswer {
-                offsets: placements
-                    .iter()
-                    .map(|&(partition, _)| ProducedOffset {
-                        partition,
-                        offset: None,
-                    })
-                    .collect(),
-                duplicate: false,
-            });
+            return Ok(partial::unacknowledged(&placements));
         }
 
-        let landed = try_join_all(appends).await?;
-        let mut base_offsets = vec![None; partition_count as usize];
-        let (mut total_messages, mut total_bytes) = (0usize, 0usize);
-        let duplicate = idempotent && landed.iter().all(|share| share.duplicate);
-        for share in landed {
-            base_offsets[share.partition as usize] = share.base_offset;
-            if !share.duplicate {
-                total_messages += share.records;
-                total_bytes += share.value_bytes;
-            }
-        }
-        if duplicate {
-            metrics::counter!("herald_produce_duplicates_total", "topic" => topic_name.to_string())
-                .increment(1);
-        }
-        metrics::counter!("herald_produced_messages_total", "topic" => topic_name.to_string())
-            .increment(total_messages as u64);
-        metrics::counter!("herald_produced_bytes_total", "topic" => topic_name.to_string())
-            .increment(total_bytes as u64);
-        Ok(ProduceAnswer {
-            offsets: placements
-                .into_iter()
-                .map(|(partition, delta)| ProducedOffset {
-                    partition,
-                    offset: base_offsets[partition as usize].map(|base| base + delta),
-                })
-                .collect(),
-            duplicate,
-        })
+        let shares = join_all(appends).await;
+        let answer = partial::combine(&placements, shares, idempotent)?;
+        count_written(topic_name, &answer.written, answer.answer.duplicate);
+        Ok(answer.answer)
     }
+}
+
+/// Counts what the written shares of a request added (duplicates add nothing), and a request
+/// answered as a duplicate.
+fn count_written(topic_name: &str, written: &[Landed], duplicate: bool) {
+    let (mut total_messages, mut total_bytes) = (0usize, 0usize);
+    for share in written.iter().filter(|share| !share.duplicate) {
+        total_messages += share.records;
+        total_bytes += share.value_bytes;
+    }
+    if duplicate {
+        metrics::counter!("herald_produce_duplicates_total", "topic" => topic_name.to_string())
+            .increment(1);
+    }
+    metrics::counter!("herald_produced_messages_total", "topic" => topic_name.to_string())
+        .increment(total_messages as u64);
+    metrics::counter!("herald_produced_bytes_total", "topic" => topic_name.to_string())
+        .increment(total_bytes as u64);
 }
 
 /// What one partition's share came to: where it landed, or the refusal as the client sees it.

@@ -1,0 +1,341 @@
+//! Server-side batching: concurrent produce requests for one partition share one raft entry,
+//! and what waits for a partition is bounded in bytes and in time.
+//!
+//! While a partition's append is being replicated, requests for it queue up; when it is done,
+//! everything queued goes out as the next batch. Under load, many requests cost one raft entry,
+//! one RocksDB write and one share of an fsync instead of one each; an idle partition adds no
+//! delay, since the first request starts a batch at once. Each request still gets its own
+//! contiguous offsets, in the order the requests arrived. A merged batch holds at most
+//! [`MAX_MERGED_BYTES`] of encoded records and [`MAX_MESSAGES_PER_REQUEST`] records (offset
+//! deltas are u32, and a batch is decoded whole when read).
+//!
+//! An idempotent request is never merged: its batch goes alone, as one `AppendOnce` entry, so
+//! the partition's dedup window decides about exactly what the client sent (and its retry).
+//! It still waits its turn in the queue, so requests keep their order. Consecutive idempotent
+//! requests in the queue are proposed together, each as its own entry, in order: they share the
+//! log write and its fsync, not an entry.
+//!
+//! **Bounds.** A leader that cannot reach a quorum never finishes its append, so without a
+//! bound its queue would take every request's records. The appender counts the encoded bytes it
+//! holds, queued and being proposed, and refuses a request that would take it past
+//! `max_queued_bytes` at once with `overloaded` (nothing written, `Retry-After`); a request is
+//! only let past the bound when the appender holds nothing, so one larger than the bound is
+//! still written. Every request has a deadline: one still queued when it passes is taken out
+//! and answered "not written" (`unavailable`), so it is never written later, and one whose
+//! caller went away (the produce was dropped) is taken out at once. Only a request already
+//! proposed when its deadline passes has an unknown outcome (`timeout`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::appender_writes::{append_each, append_merged, PartitionLog};
+use super::idempotence::{Landing, OnceClaim};
+use super::MAX_MESSAGES_PER_REQUEST;
+use crate::broker::BrokerError;
+use crate::domain::batch::ProducerStamp;
+use crate::domain::{Compression, Record};
+
+/// The most encoded record bytes merged into one raft entry; a single larger request still
+/// goes alone.
+pub(super) const MAX_MERGED_BYTES: usize = 8 << 20;
+
+/// Where a request's records landed (for an ordinary request always
+/// [`Landing::Appended`] with their base offset), or why they were not written.
+pub(in crate::broker) type AppendOutcome = Result<Landing, BrokerError>;
+
+/// One appender per partition group on this node.
+pub(in crate::broker) struct Appenders {
+    by_group: Mutex<HashMap<u64, Arc<PartitionAppender>>>,
+    max_queued_bytes: usize,
+}
+
+impl Appenders {
+    /// Appenders that each hold at most `max_queued_bytes` of records.
+    pub(in crate::broker) fn new(max_queued_bytes: usize) -> Appenders {
+        Appenders {
+            by_group: Mutex::new(HashMap::new()),
+            max_queued_bytes,
+        }
+    }
+
+    pub(in crate::broker) fn for_group(&self, group: u64) -> Arc<PartitionAppender> {
+        self.by_group
+            .lock()
+            .entry(group)
+            .or_insert_with(|| Arc::new(PartitionAppender::new(group, self.max_queued_bytes)))
+            .clone()
+    }
+
+    pub(in crate::broker) fn forget(&self, groups: &[u64]) {
+        let mut by_group = self.by_group.lock();
+        groups.iter().for_each(|group| {
+            by_group.remove(group);
+        });
+    }
+}
+
+/// One request's records for a partition, and how to write them.
+pub(in crate::broker) struct AppendRequest {
+    pub records: Vec<Record>,
+    pub compression: Compression,
+    /// `acks=leader`: answer once the leader has the batch durable, before a quorum has it.
+    pub leader_ack: bool,
+    /// An idempotent request: its claim and its batch's producer stamp. Goes alone.
+    pub once: Option<(OnceClaim, ProducerStamp)>,
+    /// Past it, the request is answered: "not written" while still queued, "outcome unknown"
+    /// once proposed.
+    pub deadline: Instant,
+}
+
+pub(in crate::broker) struct PartitionAppender {
+    group: u64,
+    max_queued_bytes: usize,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Waiting requests by arrival number: the first is the oldest.
+    pending: BTreeMap<u64, Pending>,
+    next_id: u64,
+    /// Encoded bytes of the waiting requests and of those being proposed.
+    held_bytes: usize,
+    draining: bool,
+}
+
+/// A request waiting its turn.
+pub(super) struct Pending {
+    pub records: Vec<Record>,
+    /// The records' encoded size.
+    pub bytes: usize,
+    pub compression: Compression,
+    pub leader_ack: bool,
+    pub once: Option<(OnceClaim, ProducerStamp)>,
+    deadline: Instant,
+    pub done: oneshot::Sender<AppendOutcome>,
+}
+
+impl Pending {
+    /// No longer worth writing: its deadline passed, or nobody waits for its answer.
+    fn abandoned(&self, now: Instant) -> bool {
+        self.deadline <= now || self.done.is_closed()
+    }
+}
+
+impl PartitionAppender {
+    fn new(group: u64, max_queued_bytes: usize) -> PartitionAppender {
+        PartitionAppender {
+            group,
+            max_queued_bytes,
+            queue: Mutex::new(Queue::default()),
+        }
+    }
+
+    /// Appends one request's records to `log` (this node's replica, which leads the partition):
+    /// answers where they landed, once a quorum has them, or with `leader_ack` once the leader
+    /// has them durable; `overloaded` at once when the appender holds too much; "not written"
+    /// when the deadline passes before they were proposed, "outcome unknown" when it passes
+    /// after.
+    pub(in crate::broker) async fn append<L: PartitionLog>(
+        self: &Arc<Self>,
+        log: Arc<L>,
+        request: AppendRequest,
+    ) -> AppendOutcome {
+        let deadline = request.deadline;
+        let (mut queued, mut outcome) = self.submit(log, request)?;
+        tokio::select! {
+            answered = &mut outcome => {
+                queued.answered();
+                answered.unwrap_or_else(|_| {
+                    Err(BrokerError::Internal("the partition appender stopped".into()))
+                })
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                if queued.withdraw() {
+                    return Err(self.not_written());
+                }
+                // Taken already: answered "not written" by the drain a moment ago, or proposed.
+                outcome.try_recv().unwrap_or_else(|_| {
+                    Err(BrokerError::Timeout(format!(
+                        "partition group {}: the messages were proposed but not acknowledged before the produce deadline; they may still be written",
+                        self.group
+                    )))
+                })
+            }
+        }
+    }
+
+    /// Queues a request, or refuses it when it does not fit; starts draining if nothing does.
+    fn submit<L: PartitionLog>(
+        self: &Arc<Self>,
+        log: Arc<L>,
+        request: AppendRequest,
+    ) -> Result<(Queued, oneshot::Receiver<AppendOutcome>), BrokerError> {
+        let bytes = request.records.iter().map(Record::encoded_len).sum();
+        let (done, outcome) = oneshot::channel();
+        let (id, start_draining) = {
+            let mut queue = self.queue.lock();
+            if queue.held_bytes > 0 && queue.held_bytes + bytes > self.max_queued_bytes {
+                metrics::counter!("herald_produce_overloaded_total").increment(1);
+                return Err(BrokerError::Overloaded(format!(
+                    "partition group {} holds {} bytes of messages not yet written, and these {bytes} would take it past its bound of {} (max_queued_bytes_per_partition); nothing was written, retry later",
+                    self.group, queue.held_bytes, self.max_queued_bytes
+                )));
+            }
+            let id = queue.next_id;
+            queue.next_id += 1;
+            queue.held_bytes += bytes;
+            queued_bytes_gauge().increment(bytes as f64);
+            queue.pending.insert(
+                id,
+                Pending {
+                    records: request.records,
+                    bytes,
+                    compression: request.compression,
+                    leader_ack: request.leader_ack,
+                    once: request.once,
+                    deadline: request.deadline,
+                    done,
+                },
+            );
+            (id, !std::mem::replace(&mut queue.draining, true))
+        };
+        if start_draining {
+            tokio::spawn(self.clone().drain(log));
+        }
+        let queued = Queued {
+            appender: self.clone(),
+            id,
+            settled: false,
+        };
+        Ok((queued, outcome))
+    }
+
+    /// Takes request `id` out of the queue if it is still there; whether it was.
+    fn withdraw(&self, id: u64) -> bool {
+        let mut queue = self.queue.lock();
+        match queue.pending.remove(&id) {
+            Some(pending) => {
+                queue.held_bytes -= pending.bytes;
+                queued_bytes_gauge().decrement(pending.bytes as f64);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn not_written(&self) -> BrokerError {
+        BrokerError::Unavailable(format!(
+            "partition group {}: the messages were still waiting behind earlier writes when the produce deadline passed (is the partition's quorum lost?); they were not written and never will be, so a retry is safe",
+            self.group
+        ))
+    }
+
+    /// The encoded bytes this appender holds now, waiting or being proposed.
+    #[cfg(test)]
+    pub(super) fn held_bytes(&self) -> usize {
+        self.queue.lock().held_bytes
+    }
+
+    /// How many requests wait now.
+    #[cfg(test)]
+    pub(super) fn waiting(&self) -> usize {
+        self.queue.lock().pending.len()
+    }
+
+    /// Appends queued requests, batch after batch, until the queue is empty.
+    async fn drain<L: PartitionLog>(self: Arc<Self>, log: Arc<L>) {
+        loop {
+            let (taken, bytes) = {
+                let mut queue = self.queue.lock();
+                if queue.pending.is_empty() {
+                    queue.draining = false;
+                    return;
+                }
+                self.take_run(&mut queue)
+            };
+            if let Some(first) = taken.first() {
+                if first.once.is_some() {
+                    append_each(&*log, taken).await;
+                } else {
+                    append_merged(&*log, taken).await;
+                }
+            }
+            self.queue.lock().held_bytes -= bytes;
+            queued_bytes_gauge().decrement(bytes as f64);
+        }
+    }
+
+    /// Takes the next run of requests of one kind from the queue, within the merge caps:
+    /// ordinary ones are merged into one entry, idempotent ones each get their own. Abandoned
+    /// requests met on the way are answered "not written" and dropped. Answers the run and
+    /// its encoded bytes (still counted as held until written).
+    fn take_run(&self, queue: &mut Queue) -> (Vec<Pending>, usize) {
+        let now = Instant::now();
+        let mut taken: Vec<Pending> = Vec::new();
+        let (mut bytes, mut records) = (0usize, 0usize);
+        while let Some(entry) = queue.pending.first_entry() {
+            let pending = entry.get();
+            if pending.abandoned(now) {
+                let pending = entry.remove();
+                queue.held_bytes -= pending.bytes;
+                queued_bytes_gauge().decrement(pending.bytes as f64);
+                // Under the lock, so a waiter that finds its request gone finds this answer.
+                let _ = pending.done.send(Err(self.not_written()));
+                continue;
+            }
+            if let Some(first) = taken.first() {
+                let same_kind = first.once.is_some() == pending.once.is_some();
+                let fits = bytes + pending.bytes <= MAX_MERGED_BYTES
+                    && records + pending.records.len() <= MAX_MESSAGES_PER_REQUEST;
+                if !same_kind || !fits {
+                    break;
+                }
+            }
+            let pending = entry.remove();
+            bytes += pending.bytes;
+            records += pending.records.len();
+            taken.push(pending);
+        }
+        (taken, bytes)
+    }
+}
+
+/// The encoded bytes every appender of the node holds, queued or being proposed.
+fn queued_bytes_gauge() -> metrics::Gauge {
+    metrics::gauge!("herald_produce_queued_bytes")
+}
+
+/// A request in an appender's queue, as its waiter holds it: dropping it (the produce was
+/// cancelled: the client went away, or a deadline above fired) takes the request out of the
+/// queue if it is still there, so it is not written and holds no bytes.
+struct Queued {
+    appender: Arc<PartitionAppender>,
+    id: u64,
+    /// Answered or withdrawn already: nothing left to take out.
+    settled: bool,
+}
+
+impl Queued {
+    /// Takes the request out if it is still queued; whether it was.
+    fn withdraw(&mut self) -> bool {
+        self.settled = true;
+        self.appender.withdraw(self.id)
+    }
+
+    fn answered(&mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.appender.withdraw(self.id);
+        }
+    }
+}
