@@ -117,15 +117,23 @@ async fn leader_acks_come_from_the_leaders_disk_and_all_acks_from_a_quorum() {
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move { produce(&client, &url, "all", &["quorum-0"]).await })
     };
-    let appended = poll(Duration::from_secs(30), Duration::from_millis(20), || async {
-        match cluster.node(leader).metric(APPENDED_BYTES, &[]).await {
-            Some(bytes) if bytes > appended_before => Ok(()),
-            seen => Err(format!("{APPENDED_BYTES} is {seen:?}, was {appended_before}")),
-        }
-    })
+    let appended = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async {
+            match cluster.node(leader).metric(APPENDED_BYTES, &[]).await {
+                Some(bytes) if bytes > appended_before => Ok(()),
+                seen => Err(format!(
+                    "{APPENDED_BYTES} is {seen:?}, was {appended_before}"
+                )),
+            }
+        },
+    )
     .await;
     if let Err(seen) = appended {
-        cluster.fail(&format!("the leader never appended the acks=all batch: {seen}"));
+        cluster.fail(&format!(
+            "the leader never appended the acks=all batch: {seen}"
+        ));
     }
     assert!(
         !pending.is_finished(),

@@ -21,11 +21,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::book::{batch, Book};
-use common::poll;
 use common::cluster::{
     create_replicated, messages_url, produce_client, produce_once, Attempt, TestCluster,
     CATCH_UP_DEADLINE, ELECTION_DEADLINE,
 };
+use common::poll;
 use tokio::task::JoinHandle;
 
 /// A cut-off leader's produces end within these instead of the 30 s and 10 s defaults, so the
@@ -106,7 +106,9 @@ fn spawn_load(
                 return;
             }
             let (via, url) = &targets[next % targets.len()];
-            let ids = (0..BATCH).map(|m| format!("{name}-{request}-{m}")).collect();
+            let ids = (0..BATCH)
+                .map(|m| format!("{name}-{request}-{m}"))
+                .collect();
             if !produce_fresh(&ledger, &client, *via, url, ids).await {
                 next += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -160,7 +162,8 @@ async fn first_majority_ack(
     let deadline = Instant::now() + STEP_DEADLINE;
     let client = produce_client();
     for probe in 0.. {
-        if let Some(at) = *acknowledged_at.lock().unwrap() {
+        let acknowledged = *acknowledged_at.lock().unwrap();
+        if let Some(at) = acknowledged {
             for probe in probes {
                 let _ = probe.await;
             }
@@ -215,7 +218,10 @@ async fn check_replicas_agree(cluster: &TestCluster, ledger: &SharedLedger, topi
         .await
         .unwrap_or_else(|seen| cluster.fail(&seen));
         let stored = cluster.read_partition(via, topic, 0).await;
-        assert_eq!(stored, reference, "node {via} reads another log than node {leader}");
+        assert_eq!(
+            stored, reference,
+            "node {via} reads another log than node {leader}"
+        );
     }
     let ledger = ledger.lock().unwrap();
     assert!(
@@ -289,7 +295,10 @@ async fn leader_cut_off(topic: &str, cut: Cut) {
         .await["leader"]
         .as_u64()
         .unwrap_or_default();
-    assert!(majority.contains(&new), "new leader {new} is not in {majority:?}");
+    assert!(
+        majority.contains(&new),
+        "new leader {new} is not in {majority:?}"
+    );
     wait_for_acks(&cluster, &ledger, &majority, first_ack, 20).await;
 
     // The old leader answers an error for what it was sent after the cut, and never 200.
@@ -356,7 +365,11 @@ async fn leader_cut_off(topic: &str, cut: Cut) {
          the cut (for a request sent before it), its first error {:?} after it; its answers \
          to requests sent after the cut: {kinds:?}",
         since_cut(first_ack),
-        last_ok.map(|at| if at > cut_at { since_cut(at) } else { Duration::ZERO }),
+        last_ok.map(|at| if at > cut_at {
+            since_cut(at)
+        } else {
+            Duration::ZERO
+        }),
         first_error.map(since_cut),
     );
 

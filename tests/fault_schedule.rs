@@ -134,7 +134,9 @@ fn spawn_producer(
         let mut next_node = partition as usize;
         let mut sequence = 0u64;
         while !stop.load(Ordering::SeqCst) {
-            let ids: Vec<String> = (0..BATCH).map(|m| format!("{name}-{}", sequence + m as u64)).collect();
+            let ids: Vec<String> = (0..BATCH)
+                .map(|m| format!("{name}-{}", sequence + m as u64))
+                .collect();
             let messages: Vec<Value> = ids
                 .iter()
                 .map(|id| json!({"partition": partition, "key": id, "value": {"id": id}}))
@@ -294,7 +296,10 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         // Half the faults hit a partition leader, the others any node.
         let target = if rng.below(2) == 0 {
             let partition = rng.below(u64::from(PARTITIONS)) as u32;
-            match cluster.partition_view(cluster.ids()[0], topic, partition).await {
+            match cluster
+                .partition_view(cluster.ids()[0], topic, partition)
+                .await
+            {
                 Ok(view) => view["leader"].as_u64().unwrap_or(1),
                 Err(_) => 1 + rng.below(3),
             }
@@ -390,7 +395,9 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
     let mut stored_by_partition = BTreeMap::new();
     for log in &logs {
         let partition = log.partition;
-        let stored = cluster.read_partition(cluster.ids()[0], topic, partition).await;
+        let stored = cluster
+            .read_partition(cluster.ids()[0], topic, partition)
+            .await;
         let mut copies: HashMap<&str, usize> = HashMap::new();
         for message in &stored {
             if let Some(id) = message.value["id"].as_str() {

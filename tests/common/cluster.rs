@@ -116,10 +116,7 @@ impl TestCluster {
                 let mut args = common_args.clone();
                 args.push("--initial-cluster".into());
                 args.push(initial_cluster.clone());
-                nodes.insert(
-                    id,
-                    Server::prepare_on(net.ip_of(id), id, http, raft, args),
-                );
+                nodes.insert(id, Server::prepare_on(net.ip_of(id), id, http, raft, args));
             }
             for server in nodes.values_mut() {
                 server.spawn();

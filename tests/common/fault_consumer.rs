@@ -81,10 +81,9 @@ impl FaultConsumer {
             Ok(response) => {
                 let status = response.status();
                 match response.text().await {
-                    Ok(text) if !status.is_server_error() => Answer::Status(
-                        status,
-                        serde_json::from_str(&text).unwrap_or(Value::Null),
-                    ),
+                    Ok(text) if !status.is_server_error() => {
+                        Answer::Status(status, serde_json::from_str(&text).unwrap_or(Value::Null))
+                    }
                     _ => Answer::Failed,
                 }
             }

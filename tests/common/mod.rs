@@ -52,6 +52,8 @@ pub use messages::{b64, now_ms, parse_offsets, FetchAnswer, RawMessage};
 #[allow(unused_imports)]
 pub use poll::poll;
 #[allow(unused_imports)]
-pub use server::{free_port_list, free_ports_on, tail, Server, StartError, Wait, READY_DEADLINE, STOP_DEADLINE};
+pub use server::{
+    free_port_list, free_ports_on, tail, Server, StartError, Wait, READY_DEADLINE, STOP_DEADLINE,
+};
 #[allow(unused_imports)]
 pub use topics::LEADER_DEADLINE;

@@ -58,7 +58,17 @@ impl Firewall {
     pub fn drop_packets(&self, from: IpAddr, to: IpAddr) -> Result<(), String> {
         let (from, to) = (from.to_string(), to.to_string());
         nft(&[
-            "add", "rule", "inet", &self.table, CHAIN, "ip", "saddr", &from, "ip", "daddr", &to,
+            "add",
+            "rule",
+            "inet",
+            &self.table,
+            CHAIN,
+            "ip",
+            "saddr",
+            &from,
+            "ip",
+            "daddr",
+            &to,
             "drop",
         ])
     }
