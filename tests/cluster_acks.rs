@@ -16,7 +16,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{create_replicated, messages_url, produce_client, TestCluster};
-use common::{parse_offsets, poll};
+use common::parse_offsets;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -35,8 +35,6 @@ const ELECTION_TIMEOUT_MIN: Duration = Duration::from_secs(8);
 /// (`acks=all` is not answered at all then); the bound only says it was prompt, with room for
 /// a loaded machine's fsync, and half the lease.
 const LEADER_ACK_BOUND: Duration = Duration::from_secs(5);
-/// The node-wide count of bytes appended to raft logs.
-const APPENDED_BYTES: &str = "herald_raft_log_appended_bytes_total";
 
 async fn produce(
     client: &reqwest::Client,
@@ -106,35 +104,15 @@ async fn leader_acks_come_from_the_leaders_disk_and_all_acks_from_a_quorum() {
         "acks=leader took {took:?}: it must not wait for the frozen followers"
     );
 
-    // acks=all cannot be answered now: once the leader has appended its batch (which it
-    // cannot commit), it is still pending, and stays so until the followers come back.
-    let appended_before = cluster
-        .node(leader)
-        .metric(APPENDED_BYTES, &[])
-        .await
-        .unwrap_or(0.0);
+    // acks=all cannot be answered now. No event marks its arrival (the request queues in the
+    // partition's appender behind the acks=leader batch still awaiting its quorum), so it gets
+    // a second to be answered wrongly; the 10 s lease keeps that wait from turning into a
+    // refusal, so still pending means still waiting for the quorum.
     let pending = {
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move { produce(&client, &url, "all", &["quorum-0"]).await })
     };
-    let appended = poll(
-        Duration::from_secs(30),
-        Duration::from_millis(20),
-        || async {
-            match cluster.node(leader).metric(APPENDED_BYTES, &[]).await {
-                Some(bytes) if bytes > appended_before => Ok(()),
-                seen => Err(format!(
-                    "{APPENDED_BYTES} is {seen:?}, was {appended_before}"
-                )),
-            }
-        },
-    )
-    .await;
-    if let Err(seen) = appended {
-        cluster.fail(&format!(
-            "the leader never appended the acks=all batch: {seen}"
-        ));
-    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         !pending.is_finished(),
         "acks=all was answered while no follower could have the batch"
