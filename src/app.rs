@@ -45,7 +45,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         founders: config.founding_members()?,
         join: config.join,
         metadata_voters: config.metadata_voters,
-        rpc_limits: RpcLimits::default(),
+        rpc_limits: RpcLimits {
+            source_ip: config.raft_source_ip(),
+            ..RpcLimits::default()
+        },
         leader_wait: Duration::from_millis(config.leader_wait_ms),
         retention_check_interval: Duration::from_millis(config.retention_check_interval_ms.max(1)),
         cleaner: CleanerOptions {

@@ -331,6 +331,15 @@ fn is_loopback_address(address: &str) -> bool {
 }
 
 impl Config {
+    /// The address this node dials its peers from: the IP of `raft_addr` when it names a
+    /// specific one, so every connection between two nodes carries both nodes' own addresses
+    /// (a packet filter can cut one link; several nodes can share a host). `None` for an
+    /// unspecified address (`0.0.0.0`, `::`) or a host name: the kernel chooses.
+    pub fn raft_source_ip(&self) -> Option<std::net::IpAddr> {
+        let address = self.raft_addr.parse::<SocketAddr>().ok()?;
+        (!address.ip().is_unspecified()).then(|| address.ip())
+    }
+
     /// The parsed `initial_cluster`: node id to raft address.
     pub fn founding_members(&self) -> Result<BTreeMap<u64, String>, ConfigError> {
         parse_initial_cluster(&self.initial_cluster)
@@ -378,6 +387,25 @@ mod tests {
         assert_eq!(config.http_addr.to_string(), "127.0.0.1:8080");
         assert_eq!(config.node_id, 1);
         config.validate().unwrap();
+    }
+
+    #[test]
+    fn peers_are_dialled_from_a_specific_raft_ip_only() {
+        let with = |raft_addr: &str| Config {
+            raft_addr: raft_addr.into(),
+            ..Config::default()
+        };
+        assert_eq!(
+            with("127.55.1.2:7000").raft_source_ip(),
+            Some("127.55.1.2".parse().unwrap())
+        );
+        assert_eq!(
+            with("[::1]:7000").raft_source_ip(),
+            Some("::1".parse().unwrap())
+        );
+        assert_eq!(with("0.0.0.0:7000").raft_source_ip(), None);
+        assert_eq!(with("[::]:7000").raft_source_ip(), None);
+        assert_eq!(with("herald1:7000").raft_source_ip(), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! dials again.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
@@ -35,7 +36,7 @@ pub(super) async fn establish(
 ) -> Result<Arc<Connection>, String> {
     let (mut reader, write_half) = match tokio::time::timeout(
         limits.connect_timeout,
-        handshake(own_id, peer.node(), address),
+        handshake(own_id, peer.node(), address, limits.source_ip),
     )
     .await
     {
@@ -56,8 +57,9 @@ async fn handshake(
     own_id: u64,
     node: u64,
     address: &str,
+    source_ip: Option<IpAddr>,
 ) -> Result<(FrameReader<OwnedReadHalf>, OwnedWriteHalf), String> {
-    let stream = TcpStream::connect(address)
+    let stream = dial(address, source_ip)
         .await
         .map_err(|error| format!("connect to {address}: {error}"))?;
     stream
@@ -93,6 +95,36 @@ async fn handshake(
             "{address} answered the hello with a {other:?} frame"
         )),
     }
+}
+
+/// Connects to `address`, from `source_ip` (any port) when given and of the same family as the
+/// peer's address; else from what the kernel picks. Each address `address` resolves to is
+/// tried in turn, like `TcpStream::connect`.
+async fn dial(address: &str, source_ip: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(source_ip) = source_ip else {
+        return TcpStream::connect(address).await;
+    };
+    let mut last_error = None;
+    for target in tokio::net::lookup_host(address).await? {
+        let socket = if target.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        if source_ip.is_ipv4() == target.is_ipv4() {
+            socket.bind(SocketAddr::new(source_ip, 0))?;
+        }
+        match socket.connect(target).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{address} resolves to no address"),
+        )
+    }))
 }
 
 /// One open connection. Callers hold it while they send; dropping the last holder (the peer's
@@ -353,5 +385,29 @@ impl LastAnswer {
             0 => None,
             nanos_plus_one => Some(self.base + Duration::from_nanos(nanos_plus_one - 1)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::dial;
+
+    /// The peer sees the connection come from the source address, which is what lets a test
+    /// (or an operator's packet filter) cut the link between two nodes sharing one host.
+    #[tokio::test]
+    async fn a_dial_comes_from_the_source_ip_when_one_is_given() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 53));
+
+        let _from_source = dial(&address, Some(source)).await.unwrap();
+        let (_, seen) = listener.accept().await.unwrap();
+        assert_eq!(seen.ip(), source);
+
+        let _from_any = dial(&address, None).await.unwrap();
+        let (_, seen) = listener.accept().await.unwrap();
+        assert_eq!(seen.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
     }
 }

@@ -19,6 +19,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -59,6 +60,11 @@ pub struct RpcLimits {
     /// After a failed connect, calls to that peer fail fast (Unreachable) for this long.
     /// Default 250 ms.
     pub reconnect_backoff: Duration,
+    /// The local address connections to peers are dialled from: the node's own raft listen IP,
+    /// so a peer (and a packet filter between them) sees which node a connection comes from,
+    /// whatever interface the route goes out of. `None` (the default): the kernel picks one.
+    /// Unlike the limits above it differs per node.
+    pub source_ip: Option<IpAddr>,
 }
 
 impl Default for RpcLimits {
@@ -69,6 +75,7 @@ impl Default for RpcLimits {
             max_concurrent_requests_per_connection: 4096,
             connect_timeout: Duration::from_secs(1),
             reconnect_backoff: Duration::from_millis(250),
+            source_ip: None,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Multi-node black-box harness: N real `herald serve` processes on free loopback ports, each
-//! with its own temporary data directory, formed into one cluster with `--initial-cluster`.
+//! Multi-node black-box harness: N real `herald serve` processes, each on a loopback address of
+//! its own (`loopback`) and free ports, each with its own temporary data directory, formed into
+//! one cluster with `--initial-cluster`.
 //!
 //! Nodes are addressed by their node id (1..=N, then N+1 for an added node). Every wait has a
 //! deadline; a failing test prints the tail of every node's log (each [`Server`] does so when it
@@ -14,7 +15,8 @@
 //! `cluster_reads` (GETs that return `Err` instead of panicking, reading a partition back),
 //! `cluster_members` (waiting for the membership, adding a node), `cluster_leaders` (waiting for
 //! metadata and partition leaders and in-sync replicas), `cluster_produce` (produce attempts
-//! that survive failovers) and `cluster_topics` (replicated topics and their placement).
+//! that survive failovers), `cluster_topics` (replicated topics and their placement) and
+//! `cluster_partitions` (cutting and healing the links between nodes).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitStatus;
@@ -23,7 +25,9 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::{free_port_list, Server, StartError, Wait};
+use super::loopback::ClusterNet;
+use super::nft::Firewall;
+use super::{free_ports_on, Server, StartError, Wait};
 
 // Re-exports: each test binary uses a subset, so an unused one is no mistake.
 #[allow(unused_imports)]
@@ -62,6 +66,12 @@ pub fn probe_client() -> reqwest::Client {
 pub struct TestCluster {
     /// Every node ever started, by node id. Declared first: dropped (killed) first.
     pub(super) nodes: BTreeMap<u64, Server>,
+    /// The loopback addresses of this cluster's nodes.
+    pub(super) net: ClusterNet,
+    /// The drop rules of the links cut now; made at the first cut.
+    pub(super) firewall: Option<Firewall>,
+    /// Directed links `(from, to)` cut now.
+    pub(super) cut_links: BTreeSet<(u64, u64)>,
     /// The node ids that are members (not removed by a drain).
     pub(super) members: BTreeSet<u64>,
     /// `serve` arguments every node gets (besides its own addresses and id).
@@ -87,20 +97,26 @@ impl TestCluster {
         let common_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         let mut last_bind_error = String::new();
         let mut turn = Some(turn);
+        let net = ClusterNet::next();
         for _ in 0..START_ATTEMPTS {
-            let ports = free_port_list(2 * n as usize);
-            let initial_cluster = (1..=n)
-                .map(|id| format!("{id}=127.0.0.1:{}", ports[2 * (id - 1) as usize + 1]))
+            // (http, raft) ports of each node, free on its own address.
+            let ports: BTreeMap<u64, (u16, u16)> = (1..=n)
+                .map(|id| {
+                    let pair = free_ports_on(net.ip_of(id), 2);
+                    (id, (pair[0], pair[1]))
+                })
+                .collect();
+            let initial_cluster = ports
+                .iter()
+                .map(|(id, (_, raft))| format!("{id}={}:{raft}", net.ip_of(*id)))
                 .collect::<Vec<_>>()
                 .join(",");
             let mut nodes = BTreeMap::new();
-            for id in 1..=n {
+            for (&id, &(http, raft)) in &ports {
                 let mut args = common_args.clone();
                 args.push("--initial-cluster".into());
                 args.push(initial_cluster.clone());
-                let http = ports[2 * (id - 1) as usize];
-                let raft = ports[2 * (id - 1) as usize + 1];
-                nodes.insert(id, Server::prepare(id, http, raft, args));
+                nodes.insert(id, Server::prepare_on(net.ip_of(id), id, http, raft, args));
             }
             for server in nodes.values_mut() {
                 server.spawn();
@@ -120,6 +136,9 @@ impl TestCluster {
             }
             let cluster = TestCluster {
                 nodes,
+                net,
+                firewall: None,
+                cut_links: BTreeSet::new(),
                 members: (1..=n).collect(),
                 common_args,
                 probe: probe_client(),

@@ -2,7 +2,8 @@
 //! temporary data directory and talks to it over HTTP, exactly as a client would.
 //!
 //! Every wait has a deadline, and every failure prints the tail of the server's log, so a test
-//! that fails says why instead of hanging. All traffic goes to 127.0.0.1.
+//! that fails says why instead of hanging. All traffic stays on loopback: 127.0.0.1 for a
+//! single node, an address per node for a cluster (`loopback`).
 //!
 //! This file only names the parts of the harness and re-exports the single-node ones, so a test
 //! writes `common::Server` or `common::PROBLEM_JSON` whichever file holds the item:
@@ -14,7 +15,10 @@
 //! - `groups`: consumer groups: join, heartbeat, poll, commit, describe;
 //! - `poll`: waiting on a condition with a deadline;
 //! - `cluster` (with the `cluster_*` files): several nodes formed into one cluster;
-//! - `book`: what a cluster test sent and what was acknowledged.
+//! - `loopback` and `nft`: the nodes' own addresses, and the packet filter that cuts links
+//!   between them (`cluster_partitions`);
+//! - `book`: what a cluster test sent and what was acknowledged;
+//! - `fault_consumer`: a consumer group member that survives faults and records what it saw.
 
 #![allow(dead_code)]
 
@@ -22,13 +26,17 @@ pub mod book;
 pub mod cluster;
 mod cluster_leaders;
 mod cluster_members;
+mod cluster_partitions;
 mod cluster_produce;
 mod cluster_reads;
 mod cluster_topics;
+pub mod fault_consumer;
 mod gauges;
 mod groups;
 mod http;
+mod loopback;
 mod messages;
+mod nft;
 mod poll;
 mod server;
 mod topics;
@@ -44,6 +52,8 @@ pub use messages::{b64, now_ms, parse_offsets, FetchAnswer, RawMessage};
 #[allow(unused_imports)]
 pub use poll::poll;
 #[allow(unused_imports)]
-pub use server::{free_port_list, tail, Server, StartError, Wait, READY_DEADLINE, STOP_DEADLINE};
+pub use server::{
+    free_port_list, free_ports_on, tail, Server, StartError, Wait, READY_DEADLINE, STOP_DEADLINE,
+};
 #[allow(unused_imports)]
 pub use topics::LEADER_DEADLINE;

@@ -5,7 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
-use std::net::TcpListener;
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -31,6 +31,8 @@ pub struct Server {
     paused: bool,
     dir: TempDir,
     node_id: u64,
+    /// The loopback address both listeners bind (and the node dials its peers from).
+    ip: IpAddr,
     http_port: u16,
     raft_port: u16,
     extra_args: Vec<String>,
@@ -45,16 +47,27 @@ fn free_ports() -> (u16, u16) {
     (ports[0], ports[1])
 }
 
-/// `count` distinct ports that were free a moment ago (all bound at once, then released).
+/// `count` distinct ports of 127.0.0.1 that were free a moment ago.
 pub fn free_port_list(count: usize) -> Vec<u16> {
+    free_ports_on(LOCALHOST, count)
+}
+
+/// `count` distinct ports of `ip` that were free a moment ago (all bound at once, then
+/// released).
+pub fn free_ports_on(ip: IpAddr, count: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
+        .map(|_| {
+            TcpListener::bind((ip, 0))
+                .unwrap_or_else(|err| panic!("bind a free port of {ip}: {err}"))
+        })
         .collect();
     listeners
         .iter()
         .map(|l| l.local_addr().unwrap().port())
         .collect()
 }
+
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// What a start waits for before it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,9 +126,21 @@ impl Server {
         panic!("herald could not bind its ports after {START_ATTEMPTS} attempts:\n{last_error}");
     }
 
-    /// A node that is not started yet: its own temporary directory, these ports and `serve`
-    /// arguments (after `--data-dir`, `--http-addr`, `--raft-addr` and `--node-id`).
+    /// A node that is not started yet, on 127.0.0.1: see [`Server::prepare_on`].
     pub fn prepare(
+        node_id: u64,
+        http_port: u16,
+        raft_port: u16,
+        extra_args: Vec<String>,
+    ) -> Server {
+        Server::prepare_on(LOCALHOST, node_id, http_port, raft_port, extra_args)
+    }
+
+    /// A node that is not started yet: its own temporary directory, this loopback address and
+    /// ports, and `serve` arguments (after `--data-dir`, `--http-addr`, `--raft-addr` and
+    /// `--node-id`).
+    pub fn prepare_on(
+        ip: IpAddr,
         node_id: u64,
         http_port: u16,
         raft_port: u16,
@@ -130,6 +155,7 @@ impl Server {
             paused: false,
             dir,
             node_id,
+            ip,
             http_port,
             raft_port,
             extra_args,
@@ -174,9 +200,9 @@ impl Server {
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--http-addr")
-            .arg(format!("127.0.0.1:{}", self.http_port))
+            .arg(self.http_addr())
             .arg("--raft-addr")
-            .arg(format!("127.0.0.1:{}", self.raft_port))
+            .arg(self.raft_addr())
             .arg("--node-id")
             .arg(self.node_id.to_string())
             .args(&self.extra_args);
@@ -298,7 +324,7 @@ impl Server {
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.http_port)
+        format!("http://{}", self.http_addr())
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -329,14 +355,19 @@ impl Server {
         self.raft_port
     }
 
-    /// `127.0.0.1:<http port>`.
-    pub fn http_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.http_port)
+    /// The loopback address the node listens on (and dials its peers from).
+    pub fn ip(&self) -> IpAddr {
+        self.ip
     }
 
-    /// `127.0.0.1:<raft port>`.
+    /// `<ip>:<http port>`.
+    pub fn http_addr(&self) -> String {
+        format!("{}:{}", self.ip, self.http_port)
+    }
+
+    /// `<ip>:<raft port>`.
     pub fn raft_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.raft_port)
+        format!("{}:{}", self.ip, self.raft_port)
     }
 
     /// The process runs (it may be paused).
@@ -408,9 +439,9 @@ impl Drop for Server {
         self.kill();
         if std::thread::panicking() {
             eprintln!(
-                "herald test server node {} (http 127.0.0.1:{}, running: {running}, data {}):\n{}",
+                "herald test server node {} (http {}, running: {running}, data {}):\n{}",
                 self.node_id,
-                self.http_port,
+                self.http_addr(),
                 self.data_dir().display(),
                 self.log_tail()
             );

@@ -1,0 +1,501 @@
+//! A randomized fault schedule, black box, on three real nodes: SIGKILLs with restarts,
+//! SIGSTOP pauses and network partitions (a node isolated, or unable to send), one node at a
+//! time, while idempotent producers (producer id, epoch, sequence) write to every partition and
+//! a consumer group member polls and commits after processing. The checker proves:
+//!
+//! - no acknowledged message is lost: each is in the log at its acknowledged offset;
+//! - none is duplicated: every request is retried until acknowledged, through any node, and
+//!   the partition's producer state writes a retry at most once;
+//! - per-partition order: a producer's messages are stored in the order of its sequences, and a
+//!   poll answers each partition's messages in offset order, as they are stored;
+//! - committed offsets never move backwards on any node, and the group ends at the log's end.
+//!
+//! The schedule comes from a seed, printed at the start and on failure; set `HERALD_FAULT_SEED`
+//! to replay one (the faults repeat; their timing against the load does not exactly). The whole
+//! test takes about a minute.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::book::{Book, PRODUCE_DEADLINE};
+use common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
+use common::fault_consumer::{ConsumerLog, FaultConsumer};
+use serde_json::{json, Value};
+
+/// How long faults are injected.
+const FAULT_PHASE: Duration = Duration::from_secs(40);
+const PARTITIONS: u32 = 3;
+/// Messages per produce request.
+const BATCH: usize = 4;
+/// One produce attempt: a paused node never answers.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the group gets to commit everything once the faults are over.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(60);
+/// A cut-off leader's produces end within 4 s, and a request waits at most 5 s for a leader
+/// (well above the 2.5 s election timeout).
+const NODE_ARGS: &[&str] = &["--produce-timeout-ms", "4000", "--leader-wait-ms", "5000"];
+
+/// splitmix64: small, seedable, good enough to pick faults.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.below(to - from + 1))
+    }
+}
+
+/// Prints the seed when the test fails, so the failure can be replayed.
+struct SeedOnFailure(u64);
+
+impl Drop for SeedOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "fault schedule failed with seed {0}; replay with HERALD_FAULT_SEED={0}",
+                self.0
+            );
+        }
+    }
+}
+
+fn seed() -> u64 {
+    match std::env::var("HERALD_FAULT_SEED") {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("HERALD_FAULT_SEED={text:?} is not a u64")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|t| t.as_nanos() as u64)
+            .unwrap_or(1),
+    }
+}
+
+/// What one idempotent producer got acknowledged, in sequence order.
+#[derive(Debug, Default)]
+struct ProducerLog {
+    partition: u32,
+    /// (id, offset), in the order sent (= sequence order).
+    acked: Vec<(String, u64)>,
+    requests: usize,
+    /// Requests that needed more than one attempt.
+    retried: usize,
+}
+
+/// Registers producer `name` through node 1: (producer id, epoch).
+async fn register(cluster: &TestCluster, name: &str) -> (u64, u64) {
+    let node = cluster.node(1);
+    let response = node
+        .post_json("/v1/producers", &json!({ "name": name }))
+        .await;
+    let (status, body) = node.json(response).await;
+    assert!(status.is_success(), "register {name}: {status}: {body}");
+    (
+        body["producer_id"].as_u64().expect("producer_id"),
+        body["producer_epoch"].as_u64().expect("producer_epoch"),
+    )
+}
+
+/// A producer writing `BATCH` messages per request to its partition until `stop`, each request
+/// retried (the same body, the same sequence) through the nodes in turn until acknowledged.
+fn spawn_producer(
+    name: String,
+    (producer_id, epoch): (u64, u64),
+    partition: u32,
+    urls: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<ProducerLog> {
+    tokio::spawn(async move {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(ATTEMPT_TIMEOUT)
+            .build()
+            .expect("build the HTTP client");
+        let mut log = ProducerLog {
+            partition,
+            ..ProducerLog::default()
+        };
+        let mut next_node = partition as usize;
+        let mut sequence = 0u64;
+        while !stop.load(Ordering::SeqCst) {
+            let ids: Vec<String> = (0..BATCH)
+                .map(|m| format!("{name}-{}", sequence + m as u64))
+                .collect();
+            let messages: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"partition": partition, "key": id, "value": {"id": id}}))
+                .collect();
+            let body = json!({
+                "producer_id": producer_id,
+                "producer_epoch": epoch,
+                "sequence": sequence,
+                "messages": messages,
+            });
+            let deadline = Instant::now() + PRODUCE_DEADLINE;
+            let mut attempts = Vec::new();
+            let offsets = loop {
+                let url = &urls[next_node % urls.len()];
+                match produce_once(&client, url, &body).await {
+                    Attempt::Acknowledged(offsets) => break offsets,
+                    Attempt::Retryable(why) => attempts.push(why),
+                    Attempt::Fatal(why) => panic!(
+                        "{name} sequence {sequence}: {why}\n(after failed attempts {attempts:#?})"
+                    ),
+                }
+                next_node += 1;
+                assert!(
+                    Instant::now() < deadline,
+                    "{name} sequence {sequence} not acknowledged within {PRODUCE_DEADLINE:?}: {attempts:#?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            log.requests += 1;
+            if !attempts.is_empty() {
+                log.retried += 1;
+            }
+            for (id, (p, offset)) in ids.into_iter().zip(offsets) {
+                assert_eq!(p, partition, "{id} acknowledged on partition {p}");
+                log.acked.push((id, offset));
+            }
+            sequence += BATCH as u64;
+        }
+        log
+    })
+}
+
+/// The faults the schedule injects, counted by kind.
+#[derive(Debug, Default)]
+struct Faults {
+    kills: usize,
+    pauses: usize,
+    isolations: usize,
+    one_way_cuts: usize,
+}
+
+/// Per node (and per run of its process: a restarted node may briefly show less than it did
+/// before), the committed offsets it showed last; a smaller one later is a commit gone back.
+#[derive(Default)]
+struct CommittedWatch {
+    seen: HashMap<(u64, u32), u64>,
+    /// The most any node ever showed, per partition.
+    highest: BTreeMap<u32, u64>,
+    reads: usize,
+}
+
+impl CommittedWatch {
+    async fn observe(&mut self, cluster: &TestCluster, group: &str) {
+        for via in cluster.live_ids() {
+            let Ok(view) = cluster.get_ok(via, &format!("/v1/groups/{group}")).await else {
+                continue;
+            };
+            self.reads += 1;
+            for offset in view["offsets"].as_array().cloned().unwrap_or_default() {
+                let (Some(partition), Some(committed)) =
+                    (offset["partition"].as_u64(), offset["committed"].as_u64())
+                else {
+                    continue;
+                };
+                let partition = partition as u32;
+                let last = self.seen.entry((via, partition)).or_default();
+                assert!(
+                    committed >= *last,
+                    "node {via} showed partition {partition} committed at {last}, then at {committed}"
+                );
+                *last = committed;
+                let highest = self.highest.entry(partition).or_default();
+                *highest = (*highest).max(committed);
+            }
+        }
+    }
+
+    fn restarted(&mut self, node: u64) {
+        self.seen.retain(|(via, _), _| *via != node);
+    }
+}
+
+/// Sleeps `hold` while watching the committed offsets.
+async fn hold(cluster: &TestCluster, watch: &mut CommittedWatch, group: &str, hold: Duration) {
+    let until = Instant::now() + hold;
+    while Instant::now() < until {
+        watch.observe(cluster, group).await;
+        let left = until.saturating_duration_since(Instant::now());
+        tokio::time::sleep(Duration::from_millis(200).min(left)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
+    let seed = seed();
+    let _print_seed = SeedOnFailure(seed);
+    eprintln!("fault schedule seed {seed} (HERALD_FAULT_SEED={seed} replays it)");
+    let mut rng = Rng(seed);
+
+    let mut cluster = TestCluster::start_with(3, NODE_ARGS).await;
+    let (topic, group) = ("faults", "fault-group");
+    create_replicated(&cluster, 1, topic, PARTITIONS, 3).await;
+    for partition in 0..PARTITIONS {
+        cluster.wait_until_in_sync(topic, partition, 3).await;
+    }
+    let urls: Vec<String> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| messages_url(&cluster, id, topic))
+        .collect();
+    let base_urls: Vec<String> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.node(id).base_url())
+        .collect();
+
+    let stop_producers = Arc::new(AtomicBool::new(false));
+    let mut producers = Vec::new();
+    for partition in 0..PARTITIONS {
+        let name = format!("producer{partition}");
+        let identity = register(&cluster, &name).await;
+        producers.push(spawn_producer(
+            name,
+            identity,
+            partition,
+            urls.clone(),
+            stop_producers.clone(),
+        ));
+    }
+    let stop_consumer = Arc::new(AtomicBool::new(false));
+    let consumer = {
+        let stop = stop_consumer.clone();
+        let mut consumer = FaultConsumer::new(base_urls, group, topic);
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                consumer.step().await;
+            }
+            consumer.log
+        })
+    };
+
+    let mut faults = Faults::default();
+    let mut watch = CommittedWatch::default();
+    let started = Instant::now();
+    hold(&cluster, &mut watch, group, Duration::from_secs(2)).await;
+    while started.elapsed() < FAULT_PHASE {
+        // Half the faults hit a partition leader, the others any node.
+        let target = if rng.below(2) == 0 {
+            let partition = rng.below(u64::from(PARTITIONS)) as u32;
+            match cluster
+                .partition_view(cluster.ids()[0], topic, partition)
+                .await
+            {
+                Ok(view) => view["leader"].as_u64().unwrap_or(1),
+                Err(_) => 1 + rng.below(3),
+            }
+        } else {
+            1 + rng.below(3)
+        };
+        match rng.below(4) {
+            0 => {
+                cluster.kill(target);
+                watch.restarted(target);
+                let down = rng.millis(300, 2500);
+                hold(&cluster, &mut watch, group, down).await;
+                cluster.restart(target).await;
+                faults.kills += 1;
+                eprintln!("fault: killed node {target} for {down:?}");
+            }
+            1 => {
+                cluster.pause(target);
+                let paused = rng.millis(1000, 4000);
+                hold(&cluster, &mut watch, group, paused).await;
+                cluster.resume(target);
+                faults.pauses += 1;
+                eprintln!("fault: paused node {target} for {paused:?}");
+            }
+            2 => {
+                cluster.isolate(target);
+                let cut = rng.millis(1500, 5000);
+                hold(&cluster, &mut watch, group, cut).await;
+                cluster.heal();
+                faults.isolations += 1;
+                eprintln!("fault: isolated node {target} for {cut:?}");
+            }
+            _ => {
+                for other in cluster.others_than(target) {
+                    cluster.cut_one_way(target, other);
+                }
+                let cut = rng.millis(1500, 5000);
+                hold(&cluster, &mut watch, group, cut).await;
+                cluster.heal();
+                faults.one_way_cuts += 1;
+                eprintln!("fault: node {target} could not send for {cut:?}");
+            }
+        }
+        let gap = rng.millis(300, 1500);
+        hold(&cluster, &mut watch, group, gap).await;
+    }
+    let faults_took = started.elapsed();
+
+    // Faults over: the producers finish their request in flight; the group catches up.
+    stop_producers.store(true, Ordering::SeqCst);
+    let mut logs = Vec::new();
+    for producer in producers {
+        logs.push(producer.await.expect("a producer panicked"));
+    }
+    let mut high_watermarks = BTreeMap::new();
+    for partition in 0..PARTITIONS {
+        let leader = cluster.stable_leader(topic, partition).await;
+        let view = cluster
+            .partition_view(leader, topic, partition)
+            .await
+            .unwrap_or_else(|err| cluster.fail(&err));
+        high_watermarks.insert(partition, view["high_watermark"].as_u64().unwrap_or(0));
+    }
+    let drain_deadline = Instant::now() + DRAIN_DEADLINE;
+    loop {
+        watch.observe(&cluster, group).await;
+        let done = high_watermarks
+            .iter()
+            .all(|(p, high)| watch.highest.get(p).copied().unwrap_or(0) >= *high);
+        if done {
+            break;
+        }
+        if Instant::now() >= drain_deadline {
+            cluster.fail(&format!(
+                "the group did not commit up to the high watermarks {high_watermarks:?} within \
+                 {DRAIN_DEADLINE:?}; committed: {:?}",
+                watch.highest
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop_consumer.store(true, Ordering::SeqCst);
+    let consumer: ConsumerLog = tokio::time::timeout(Duration::from_secs(30), consumer)
+        .await
+        .expect("the consumer stops")
+        .expect("the consumer panicked");
+    watch.observe(&cluster, group).await;
+
+    // The checker.
+    let mut acknowledged = 0;
+    let mut lost = 0;
+    let mut duplicated = 0;
+    let mut stored_by_partition = BTreeMap::new();
+    for log in &logs {
+        let partition = log.partition;
+        let stored = cluster
+            .read_partition(cluster.ids()[0], topic, partition)
+            .await;
+        let mut copies: HashMap<&str, usize> = HashMap::new();
+        for message in &stored {
+            if let Some(id) = message.value["id"].as_str() {
+                *copies.entry(id).or_default() += 1;
+            }
+        }
+        for (id, offset) in &log.acked {
+            acknowledged += 1;
+            let at = stored.get(*offset as usize).map(|m| &m.value["id"]);
+            if at.and_then(Value::as_str) != Some(id.as_str()) {
+                lost += 1;
+            }
+            if copies.get(id.as_str()).copied().unwrap_or(0) > 1 {
+                duplicated += 1;
+            }
+        }
+        stored_by_partition.insert(partition, stored);
+    }
+    let delivered_offsets: std::collections::HashSet<(u32, u64)> = consumer
+        .delivered
+        .iter()
+        .map(|(p, offset, _)| (*p, *offset))
+        .collect();
+    let never_delivered: usize = stored_by_partition
+        .iter()
+        .map(|(p, stored)| {
+            stored
+                .iter()
+                .filter(|m| !delivered_offsets.contains(&(*p, m.offset)))
+                .count()
+        })
+        .sum();
+    eprintln!(
+        "fault schedule (seed {seed}): {faults:?} in {faults_took:?}; {acknowledged} messages \
+         acknowledged in {} requests ({} retried), lost {lost}, \
+         duplicated {duplicated}; group: {} joins, {} polls, {} failed calls, {} commits \
+         refused, {} deliveries of {} stored messages ({never_delivered} never delivered), \
+         committed {:?}; {} committed-offset reads",
+        logs.iter().map(|l| l.requests).sum::<usize>(),
+        logs.iter().map(|l| l.retried).sum::<usize>(),
+        consumer.joins,
+        consumer.polls,
+        consumer.failures,
+        consumer.refused_commits,
+        consumer.delivered.len(),
+        stored_by_partition.values().map(Vec::len).sum::<usize>(),
+        watch.highest,
+        watch.reads,
+    );
+    assert!(
+        faults.kills + faults.pauses + faults.isolations + faults.one_way_cuts >= 5,
+        "too few faults: {faults:?}"
+    );
+    assert_eq!(lost, 0, "acknowledged messages lost");
+    assert_eq!(duplicated, 0, "idempotently produced messages stored twice");
+    for log in &logs {
+        let stored = &stored_by_partition[&log.partition];
+        // Exactly what was acknowledged, once each, at its offset, nothing else.
+        let mut book = Book::default();
+        for (id, offset) in &log.acked {
+            book.sent.insert(id.clone());
+            book.acked.insert(id.clone(), *offset);
+        }
+        book.check(stored);
+        assert_eq!(
+            stored.len(),
+            log.acked.len(),
+            "partition {} holds messages no request was acknowledged for",
+            log.partition
+        );
+        // In sequence order.
+        for pair in log.acked.windows(2) {
+            assert!(
+                pair[0].1 < pair[1].1,
+                "partition {}: {} (sent first) at {}, {} at {}",
+                log.partition,
+                pair[0].0,
+                pair[0].1,
+                pair[1].0,
+                pair[1].1
+            );
+        }
+    }
+    assert!(consumer.disorder.is_empty(), "{:?}", consumer.disorder);
+    for (partition, offset, value) in &consumer.delivered {
+        let stored = stored_by_partition[partition]
+            .get(*offset as usize)
+            .unwrap_or_else(|| panic!("delivered {partition}@{offset} is not in the log"));
+        assert_eq!(
+            &stored.value, value,
+            "delivered {partition}@{offset} is not what the log holds"
+        );
+    }
+    for (partition, committed) in &consumer.committed {
+        let highest = watch.highest.get(partition).copied().unwrap_or(0);
+        assert!(
+            highest >= *committed,
+            "partition {partition}: a commit of {committed} was confirmed, the group shows {highest}"
+        );
+    }
+}
