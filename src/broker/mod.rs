@@ -12,8 +12,6 @@ pub mod error_code;
 mod fetch;
 mod forward;
 mod forward_wire;
-mod group_poll;
-pub mod group_types;
 mod groups;
 mod idempotence;
 mod produce;
@@ -23,7 +21,7 @@ pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
 pub use error_code::ErrorCode;
-pub use group_types::*;
+pub use groups::types::*;
 pub use idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use types::*;
 

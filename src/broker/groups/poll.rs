@@ -13,10 +13,10 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use super::fetch::{MAX_FETCH_MESSAGES, MAX_WAIT};
-use super::groups::{refusal, stale_generation};
-use super::topics::now_ms;
-use super::{
+use super::super::fetch::{MAX_FETCH_MESSAGES, MAX_WAIT};
+use super::super::topics::now_ms;
+use super::{refusal, stale_generation};
+use crate::broker::{
     Broker, BrokerError, BrokerResult, FetchRequest, FetchResult, GroupMessage, GroupPoll,
     GroupPollResult, OffsetSpec,
 };
@@ -55,7 +55,7 @@ impl Broker {
                     return Err(stale_generation(&request.group, membership.generation));
                 }
             }
-            let empty = |membership: super::Membership| GroupPollResult {
+            let empty = |membership: crate::broker::Membership| GroupPollResult {
                 generation: membership.generation,
                 assignments: membership.assignments,
                 messages: Vec::new(),
@@ -228,7 +228,7 @@ fn deliver(
     reads: Vec<PartitionRead>,
     max_messages: usize,
 ) -> (Vec<GroupMessage>, Vec<PositionMove>) {
-    let mut queues: Vec<std::vec::IntoIter<super::ConsumedMessage>> = Vec::new();
+    let mut queues: Vec<std::vec::IntoIter<crate::broker::ConsumedMessage>> = Vec::new();
     let mut taken = vec![0usize; reads.len()];
     let mut messages = Vec::new();
     let mut metas = Vec::with_capacity(reads.len());

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::ConsumedMessage;
+use crate::broker::ConsumedMessage;
 use crate::domain::groups::{OffsetReset, TopicPartition};
 
 /// Limits on consumer groups, from the node configuration.

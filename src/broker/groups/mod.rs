@@ -1,11 +1,14 @@
 //! Consumer groups: joining, heartbeats, leaving, committing, describing and resetting.
-//! Polling is in `group_poll`. The state is replicated (see `domain::groups`); any node serves
+//! Polling is in `poll`. The state is replicated (see `domain::groups`); any node serves
 //! any group, proposing changes through the metadata leader.
+
+mod poll;
+pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::topics::now_ms;
-use super::{
+use crate::broker::{
     Broker, BrokerError, BrokerResult, CommitOffsets, ErrorCode, GroupInfo, GroupMemberInfo,
     GroupOffsetInfo, GroupSummary, JoinGroup, Membership, ResetOffsets, ResetTarget,
     MAX_COMMIT_OFFSETS, MAX_GROUP_TOPICS,
@@ -243,7 +246,7 @@ impl Broker {
     }
 
     /// Partition counts of the group's topics as this node's metadata has them.
-    pub(super) fn group_partition_counts(&self, group: &str) -> BTreeMap<String, u32> {
+    pub(in crate::broker) fn group_partition_counts(&self, group: &str) -> BTreeMap<String, u32> {
         let topics: Vec<String> = self.cluster().groups().read(|groups| {
             groups
                 .get(group)
@@ -319,7 +322,7 @@ fn check_group_name(name: &str) -> BrokerResult<()> {
     validate_name("group", name).map_err(BrokerError::InvalidRequest)
 }
 
-pub(super) fn unknown_member(group: &str, member_id: &str) -> BrokerError {
+pub(in crate::broker) fn unknown_member(group: &str, member_id: &str) -> BrokerError {
     BrokerError::NotFound {
         code: ErrorCode::UnknownMember,
         message: format!(
@@ -344,7 +347,7 @@ fn not_empty(group: &str, members: usize) -> BrokerError {
     }
 }
 
-pub(super) fn stale_generation(group: &str, current: u64) -> BrokerError {
+pub(in crate::broker) fn stale_generation(group: &str, current: u64) -> BrokerError {
     BrokerError::Conflict {
         code: ErrorCode::StaleGeneration,
         message: format!(
@@ -354,7 +357,7 @@ pub(super) fn stale_generation(group: &str, current: u64) -> BrokerError {
 }
 
 /// The broker error for a group command the state refused.
-pub(super) fn refusal(group: &str, member_id: &str, outcome: GroupOutcome) -> BrokerError {
+pub(in crate::broker) fn refusal(group: &str, member_id: &str, outcome: GroupOutcome) -> BrokerError {
     match outcome {
         GroupOutcome::GroupNotFound => group_not_found(group),
         GroupOutcome::UnknownMember => unknown_member(group, member_id),
