@@ -48,18 +48,21 @@ async fn poll_ok(server: &Server, group: &str, member: &str, body: Value) -> Pol
         .unwrap_or_else(|(status, answer)| server.fail(&format!("poll: {status}: {answer}")))
 }
 
-/// Polls (and commits after each poll) until `want` messages came or the deadline.
+/// Polls (continuing from each answer's cursor, and committing after each poll) until `want`
+/// messages came or the deadline.
 async fn consume(server: &Server, group: &str, member: &str, want: usize) -> Vec<u64> {
     let mut ids = Vec::new();
     let deadline = Instant::now() + DEADLINE;
+    let mut cursor = Value::Null;
     while ids.len() < want && Instant::now() < deadline {
         let polled = poll_ok(
             server,
             group,
             member,
-            json!({"max_messages": 100, "max_wait_ms": 200}),
+            json!({"max_messages": 100, "max_wait_ms": 200, "cursor": cursor}),
         )
         .await;
+        cursor = json!(polled.cursor);
         if polled.messages.is_empty() {
             continue;
         }
@@ -287,7 +290,7 @@ async fn lag_is_the_high_watermark_minus_the_committed_offset() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_commit_commits_before_answering_and_a_poll_resumes_where_the_last_ended() {
+async fn auto_commit_commits_before_answering_and_a_poll_resumes_from_its_cursor() {
     let server = Server::start().await;
     topic_with(&server, "orders", 1).await;
     produce_ids(&server, "orders", 1, 0..20).await;
@@ -306,10 +309,28 @@ async fn auto_commit_commits_before_answering_and_a_poll_resumes_where_the_last_
         .collect();
     assert_eq!(offsets, vec![0, 1, 2, 3, 4]);
     assert_eq!(server.committed("g", "orders", 0).await, Some(5));
-    // Without auto-commit the position still moves on, the commit stays.
-    let polled = poll_ok(&server, "g", &member.id, json!({"max_messages": 5})).await;
+    // Without auto-commit, the cursor moves on and the commit stays.
+    let polled = poll_ok(
+        &server,
+        "g",
+        &member.id,
+        polled.next_poll(json!({"max_messages": 5})),
+    )
+    .await;
     assert_eq!(polled.messages[0].offset, 5);
+    let polled = poll_ok(
+        &server,
+        "g",
+        &member.id,
+        polled.next_poll(json!({"max_messages": 5})),
+    )
+    .await;
+    assert_eq!(polled.messages[0].offset, 10);
     assert_eq!(server.committed("g", "orders", 0).await, Some(5));
+    // A poll without a cursor starts at the committed offset: what was not committed comes
+    // again.
+    let again = poll_ok(&server, "g", &member.id, json!({"max_messages": 5})).await;
+    assert_eq!(again.messages[0].offset, 5);
     // A member that leaves without committing hands over from the committed offset.
     let (status, _) = server
         .json(
@@ -326,6 +347,65 @@ async fn auto_commit_commits_before_answering_and_a_poll_resumes_where_the_last_
         Some(5)
     );
     assert_eq!(polled.messages.len(), 15);
+}
+
+/// Sends a poll on a raw connection, waits until the answer is there, and hangs up without
+/// reading it: an answer lost on the way (a client timeout, a dropped connection).
+async fn poll_and_hang_up(server: &Server, group: &str, member: &str, body: &Value) {
+    use tokio::io::AsyncWriteExt;
+    let body = body.to_string();
+    let request = format!(
+        "POST /v1/groups/{group}/members/{member}/poll HTTP/1.1\r\nhost: {}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        server.http_addr(),
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(server.http_addr())
+        .await
+        .expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    tokio::time::timeout(DEADLINE, stream.readable())
+        .await
+        .expect("an answer within the deadline")
+        .expect("readable");
+    drop(stream);
+}
+
+fn values(polled: &Polled) -> Vec<&str> {
+    polled
+        .messages
+        .iter()
+        .map(|message| message.value.as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_answer_lost_on_the_way_is_delivered_again() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 1).await;
+    let produce = |values: &[&str]| {
+        let messages: Vec<Value> = values.iter().map(|value| json!({ "value": value })).collect();
+        json!({ "messages": messages })
+    };
+    server.produce_ok("orders", &produce(&["a", "b", "c"])).await;
+    let member = server.join_group("g", &join_body(10_000)).await;
+    let first = poll_ok(&server, "g", &member.id, json!({"max_messages": 100})).await;
+    assert_eq!(values(&first), ["\"a\"", "\"b\"", "\"c\""]);
+    let (status, _) = server.commit("g", &first.commit_body(&member.id)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    server.produce_ok("orders", &produce(&["d", "e"])).await;
+    poll_and_hang_up(&server, "g", &member.id, &first.next_poll(json!({}))).await;
+    // Without a cursor the poll starts at the committed offset; with the cursor of the last
+    // answer received, after that answer: either way, d and e come again.
+    let again = poll_ok(&server, "g", &member.id, json!({})).await;
+    assert_eq!(values(&again), ["\"d\"", "\"e\""], "without a cursor");
+    let again = poll_ok(&server, "g", &member.id, first.next_poll(json!({}))).await;
+    assert_eq!(values(&again), ["\"d\"", "\"e\""], "with the last cursor received");
+    // The cursor of an answer received moves on past it.
+    let after = poll_ok(&server, "g", &member.id, again.next_poll(json!({}))).await;
+    assert!(after.messages.is_empty(), "{:?}", after.messages);
+    assert_eq!(server.committed("g", "orders", 0).await, Some(3), "polls commit nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,6 +431,8 @@ async fn a_poll_shares_its_messages_fairly_between_partitions_and_long_polls() {
         polled.messages.iter().any(|message| message.partition == 1),
         "the quiet partition is not starved by the busy one"
     );
+    let (status, _) = server.commit("g", &polled.commit_body(&member.id)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
     // Drain, then a long poll answers as soon as a message arrives.
     let drained = consume(&server, "g", &member.id, 501 - polled.messages.len()).await;
     assert_eq!(drained.len() + polled.messages.len(), 501);
@@ -381,7 +463,7 @@ async fn a_poll_shares_its_messages_fairly_between_partitions_and_long_polls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_polls_of_one_member_never_deliver_a_message_twice() {
+async fn concurrent_auto_commit_polls_of_one_member_never_deliver_a_message_twice() {
     let server = Server::start().await;
     topic_with(&server, "orders", 1).await;
     produce_ids(&server, "orders", 1, 0..300).await;
@@ -395,7 +477,7 @@ async fn concurrent_polls_of_one_member_never_deliver_a_message_twice() {
             for _ in 0..40 {
                 let answer: Value = client
                     .post(&url)
-                    .json(&json!({"max_messages": 7}))
+                    .json(&json!({"max_messages": 7, "auto_commit": true}))
                     .send()
                     .await
                     .expect("poll")
@@ -420,6 +502,10 @@ async fn concurrent_polls_of_one_member_never_deliver_a_message_twice() {
     }
     let distinct: BTreeSet<u64> = all.iter().copied().collect();
     assert_eq!(distinct.len(), all.len(), "a message was delivered twice");
+    // Each auto-commit moved the committed offset past exactly what its poll answered.
+    let committed = server.committed("g", "orders", 0).await.unwrap_or(0);
+    assert_eq!(distinct, (0..committed).collect::<BTreeSet<u64>>());
+    assert!(committed > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -499,6 +585,7 @@ async fn latest_starts_at_the_end_and_added_partitions_are_assigned() {
     let polled = poll_ok(&server, "g", &first.id, json!({})).await;
     assert!(polled.messages.is_empty(), "latest skips what was there");
     produce_ids(&server, "orders", 2, 10..14).await;
+    // The start `latest` chose was recorded: a poll without a cursor starts there too.
     let polled = poll_ok(&server, "g", &first.id, json!({"max_wait_ms": 1000})).await;
     let mut ids: Vec<u64> = polled
         .messages
@@ -506,7 +593,13 @@ async fn latest_starts_at_the_end_and_added_partitions_are_assigned() {
         .map(|message| id_of(&message.value))
         .collect();
     if ids.len() < 4 {
-        let more = poll_ok(&server, "g", &first.id, json!({"max_wait_ms": 1000})).await;
+        let more = poll_ok(
+            &server,
+            "g",
+            &first.id,
+            polled.next_poll(json!({"max_wait_ms": 1000})),
+        )
+        .await;
         ids.extend(more.messages.iter().map(|message| id_of(&message.value)));
     }
     ids.sort();
@@ -540,7 +633,7 @@ async fn latest_starts_at_the_end_and_added_partitions_are_assigned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn groups_survive_a_restart_with_members_offsets_and_positions() {
+async fn groups_survive_a_restart_with_members_and_offsets() {
     let mut server = Server::start().await;
     topic_with(&server, "orders", 2).await;
     produce_ids(&server, "orders", 2, 0..40).await;
@@ -566,7 +659,7 @@ async fn groups_survive_a_restart_with_members_offsets_and_positions() {
         .map(|message| id_of(&message.value))
         .collect();
     let rest = consume(&server, "g", &member.id, 30).await;
-    assert_eq!(rest.len(), 30, "the poll resumed after what was delivered");
+    assert_eq!(rest.len(), 30, "the poll resumed after what was committed");
     assert!(rest.iter().all(|id| !seen.contains(id)));
 }
 
@@ -648,7 +741,13 @@ async fn bad_group_requests_get_clear_errors_and_change_nothing() {
         assert!(!problem["detail"].as_str().unwrap_or_default().is_empty());
     }
     let member = server.join_group("g", &json!({"topics": ["orders"]})).await;
-    for body in [json!({"max_messages": 0}), json!({"max_wait_ms": 60_001})] {
+    for body in [
+        json!({"max_messages": 0}),
+        json!({"max_wait_ms": 60_001}),
+        json!({"cursor": "not a cursor!"}),
+        json!({"cursor": "AAAA"}),
+        json!({"cursor": "A".repeat(65_537)}),
+    ] {
         let response = server
             .post_json(&format!("/v1/groups/g/members/{}/poll", member.id), &body)
             .await;
