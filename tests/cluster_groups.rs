@@ -173,3 +173,41 @@ async fn group_state_survives_its_coordinators_death_and_a_full_restart() {
         assert_eq!(offset["lag"], 0, "{described}");
     }
 }
+
+#[tokio::test]
+async fn a_commit_through_a_node_without_the_partition_is_checked_against_its_leader() {
+    let cluster = TestCluster::start(3).await;
+    // One replica per partition: the other nodes know its end only from the leader's reports.
+    create_replicated(&cluster, 1, "orders", 1, 1).await;
+    let leader = cluster.leader_of("orders", 0).await;
+    let via = cluster.others_than(leader)[0];
+    let member = cluster
+        .node(leader)
+        .join_group("g", &json!({"topics": ["orders"], "session_timeout_ms": 20_000}))
+        .await;
+    let commit = |offset: u64| {
+        json!({"member_id": member.id, "generation": member.generation,
+               "offsets": [{"topic": "orders", "partition": 0, "offset": offset}]})
+    };
+    for round in 1..=3u64 {
+        let messages: Vec<Value> = (0..20)
+            .map(|id| json!({"partition": 0, "value": {"id": id}}))
+            .collect();
+        cluster
+            .node(leader)
+            .produce_ok("orders", &json!({ "messages": messages }))
+            .await;
+        // Right after the produce, `via` has not heard of the new end: it asks the leader.
+        let end = round * 20;
+        let (status, problem) = cluster.node(via).commit("g", &commit(end + 1)).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+        assert_eq!(problem["code"], "offset_out_of_range");
+        assert_eq!(problem["high_watermark"], end, "the leader's end: {problem}");
+        let (status, _, stored) = cluster
+            .node(via)
+            .commit_returning("g", &commit(end))
+            .await;
+        assert_eq!(status, StatusCode::OK, "a commit at the leader's end: {stored}");
+        assert_eq!(stored["offsets"][0]["committed"], end, "{stored}");
+    }
+}

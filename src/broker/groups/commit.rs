@@ -3,8 +3,10 @@
 //! A commit past a partition's high watermark would name messages that do not exist yet:
 //! every later (lower) commit would then be a silent no-op, since commits never go back, and
 //! the lag would read 0 forever. So each offset is checked against the partition's end before
-//! anything is proposed, and one offset past it refuses the whole commit.
+//! the commit is proposed, and one offset past it refuses the whole commit (after the group's
+//! own checks, so an unknown member hears that first).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -31,12 +33,13 @@ impl Broker {
                 "a commit carries between 1 and {MAX_COMMIT_OFFSETS} offsets"
             )));
         }
-        self.check_within_logs(&request.offsets).await?;
+        let mut past_log_end = self.offsets_past_log_end(&request.offsets).await?;
         let command = GroupCommand::Commit {
             group: request.group.clone(),
             member_id: request.member_id.clone(),
             generation: request.generation,
             offsets: request.offsets,
+            past_log_end: past_log_end.keys().cloned().collect(),
             now_ms: now_ms(),
         };
         match self.cluster().propose_group(command).await? {
@@ -47,16 +50,22 @@ impl Broker {
                     committed,
                 })
                 .collect()),
+            GroupOutcome::PastLogEnd(partition) => Err(past_log_end
+                .remove(&partition)
+                .unwrap_or_else(|| BrokerError::Internal(format!("{partition}: no bound was checked")))),
             other => Err(refusal(&request.group, &request.member_id, other)),
         }
     }
 
-    /// Refuses an offset above its partition's high watermark. The watermark known here (a
-    /// local replica's, or the leader's last report) can only lag the leader's, never lead
-    /// it, so only an offset above it is asked of the leader, through the same forwarded
-    /// read as any fetch. A partition this node does not know is left to the group, which
-    /// refuses partitions the member is not assigned.
-    async fn check_within_logs(&self, offsets: &[(TopicPartition, u64)]) -> BrokerResult<()> {
+    /// The offsets past their partition's high watermark, each with its refusal. The
+    /// watermark known here (a local replica's, or the leader's last report) can only lag
+    /// the leader's, never lead it, so only an offset above it is asked of the leader,
+    /// through the same forwarded read as any fetch. A partition this node does not know is
+    /// left to the group, which refuses partitions the member is not assigned.
+    async fn offsets_past_log_end(
+        &self,
+        offsets: &[(TopicPartition, u64)],
+    ) -> BrokerResult<BTreeMap<TopicPartition, BrokerError>> {
         let metadata = self.cluster().metadata();
         let above_local: Vec<(TopicPartition, u64, u64)> = offsets
             .iter()
@@ -71,25 +80,26 @@ impl Broker {
                 (*offset > known.high_watermark).then(|| (partition.clone(), *offset, group))
             })
             .collect();
-        stream::iter(above_local)
+        let checked: Vec<Option<(TopicPartition, BrokerError)>> = stream::iter(above_local)
             .map(|(partition, offset, group)| async move {
-                self.check_on_leader(&partition, offset, group).await
+                let refusal = self.check_on_leader(&partition, offset, group).await?;
+                Ok::<_, BrokerError>(refusal.map(|refusal| (partition, refusal)))
             })
             .buffer_unordered(LEADER_CHECKS_IN_FLIGHT)
-            .try_collect::<Vec<()>>()
-            .await
-            .map(drop)
+            .try_collect()
+            .await?;
+        Ok(checked.into_iter().flatten().collect())
     }
 
     /// Asks the partition's leader to read at `offset`: it refuses an offset past its high
     /// watermark (after catching up with what its predecessor committed), and a read at or
-    /// below it gathers at most one batch.
+    /// below it gathers at most one batch. Answers the refusal, if the offset is past it.
     async fn check_on_leader(
         &self,
         partition: &TopicPartition,
         offset: u64,
         group: u64,
-    ) -> BrokerResult<()> {
+    ) -> BrokerResult<Option<BrokerError>> {
         let limits = ReadLimits {
             max_records: 1,
             max_bytes: 1,
@@ -98,21 +108,21 @@ impl Broker {
             .read_batches(group, OffsetSpec::At(offset), limits, Duration::ZERO)
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(None),
             Err(BrokerError::OffsetOutOfRange {
                 log_start_offset,
                 high_watermark,
                 ..
-            }) if offset > high_watermark => Err(BrokerError::CommitOutOfRange {
+            }) if offset > high_watermark => Ok(Some(BrokerError::CommitOutOfRange {
                 topic: partition.topic.clone(),
                 partition: partition.partition,
                 offset,
                 log_start_offset,
                 high_watermark,
-            }),
+            })),
             // Below the log start (retention removed it): a harmless commit, the next poll
             // restarts where the reset policy says.
-            Err(BrokerError::OffsetOutOfRange { .. }) => Ok(()),
+            Err(BrokerError::OffsetOutOfRange { .. }) => Ok(None),
             Err(error) => Err(error),
         }
     }

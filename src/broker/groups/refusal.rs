@@ -66,7 +66,8 @@ pub(super) fn refusal(group: &str, member_id: &str, outcome: GroupOutcome) -> Br
                 "another poll or commit of this member changed the offset of {partition} first"
             ),
         },
-        GroupOutcome::Joined { .. }
+        GroupOutcome::PastLogEnd(_)
+        | GroupOutcome::Joined { .. }
         | GroupOutcome::Rebalanced { .. }
         | GroupOutcome::Committed { .. }
         | GroupOutcome::Done => {

@@ -175,11 +175,15 @@ impl ConsumerGroup {
                 member_id,
                 generation,
                 offsets,
+                past_log_end,
                 now_ms,
                 ..
             } => {
                 if let Err(refused) = self.check_owner(member_id, *generation, offsets) {
                     return refused;
+                }
+                if let Some(partition) = past_log_end.first() {
+                    return GroupOutcome::PastLogEnd(partition.clone());
                 }
                 for (partition, offset) in offsets {
                     self.commit(partition, *offset, *now_ms);

@@ -105,6 +105,11 @@ pub enum GroupCommand {
         member_id: String,
         generation: u64,
         offsets: Vec<(TopicPartition, u64)>,
+        /// The partitions whose offset the proposer found past the log's end (which is not
+        /// part of the group state): once the member's ownership is checked, such a commit
+        /// is refused as a whole (`PastLogEnd`), so the refusal a client sees is the group's
+        /// when both apply.
+        past_log_end: Vec<TopicPartition>,
         now_ms: i64,
     },
     /// What a poll needs replicated, compare-and-set on the committed offsets it read: where
@@ -185,6 +190,8 @@ pub enum GroupOutcome {
     },
     /// The member does not own this partition in this generation.
     NotAssigned(TopicPartition),
+    /// A commit named an offset past this partition's high watermark: nothing was stored.
+    PastLogEnd(TopicPartition),
     /// A compare-and-commit found an offset changed since the poll read it (another poll or a
     /// commit of the same member came first).
     OffsetMoved {

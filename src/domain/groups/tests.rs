@@ -41,6 +41,7 @@ fn commit(
         member_id: member.into(),
         generation,
         offsets: vec![(TopicPartition::new("t", partition), offset)],
+        past_log_end: Vec::new(),
         now_ms: 2,
     })
 }
@@ -64,7 +65,9 @@ fn a_stale_generation_cannot_commit() {
     let partition = owned(&groups, "a")[0].partition;
     assert_eq!(
         commit(&mut groups, "a", 1, partition, 5),
-        GroupOutcome::Done
+        GroupOutcome::Committed {
+            offsets: vec![(TopicPartition::new("t", partition), 5)]
+        }
     );
     join(&mut groups, "b", 2);
     assert_eq!(
@@ -98,6 +101,32 @@ fn members_commit_only_their_partitions_and_never_backwards() {
         "a commit answers what is stored"
     );
     assert_eq!(groups.get("g").unwrap().committed(&partition), Some(10));
+}
+
+#[test]
+fn a_commit_past_the_log_end_changes_nothing_once_ownership_is_checked() {
+    let mut groups = ConsumerGroups::default();
+    join(&mut groups, "a", 2);
+    let past = |member: &str| GroupCommand::Commit {
+        group: "g".into(),
+        member_id: member.into(),
+        generation: 1,
+        offsets: vec![
+            (TopicPartition::new("t", 0), 5),
+            (TopicPartition::new("t", 1), 9),
+        ],
+        past_log_end: vec![TopicPartition::new("t", 1)],
+        now_ms: 2,
+    };
+    assert_eq!(groups.apply(&past("zz")), GroupOutcome::UnknownMember);
+    assert_eq!(
+        groups.apply(&past("a")),
+        GroupOutcome::PastLogEnd(TopicPartition::new("t", 1))
+    );
+    assert!(
+        groups.get("g").unwrap().offsets.is_empty(),
+        "no offset of the request is stored"
+    );
 }
 
 #[test]
