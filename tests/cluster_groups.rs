@@ -183,7 +183,10 @@ async fn a_commit_through_a_node_without_the_partition_is_checked_against_its_le
     let via = cluster.others_than(leader)[0];
     let member = cluster
         .node(leader)
-        .join_group("g", &json!({"topics": ["orders"], "session_timeout_ms": 20_000}))
+        .join_group(
+            "g",
+            &json!({"topics": ["orders"], "session_timeout_ms": 20_000}),
+        )
         .await;
     let commit = |offset: u64| {
         json!({"member_id": member.id, "generation": member.generation,
@@ -202,12 +205,16 @@ async fn a_commit_through_a_node_without_the_partition_is_checked_against_its_le
         let (status, problem) = cluster.node(via).commit("g", &commit(end + 1)).await;
         assert_eq!(status, StatusCode::CONFLICT, "{problem}");
         assert_eq!(problem["code"], "offset_out_of_range");
-        assert_eq!(problem["high_watermark"], end, "the leader's end: {problem}");
-        let (status, _, stored) = cluster
-            .node(via)
-            .commit_returning("g", &commit(end))
-            .await;
-        assert_eq!(status, StatusCode::OK, "a commit at the leader's end: {stored}");
+        assert_eq!(
+            problem["high_watermark"], end,
+            "the leader's end: {problem}"
+        );
+        let (status, _, stored) = cluster.node(via).commit_returning("g", &commit(end)).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "a commit at the leader's end: {stored}"
+        );
         assert_eq!(stored["offsets"][0]["committed"], end, "{stored}");
     }
 }

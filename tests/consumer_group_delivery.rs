@@ -104,7 +104,10 @@ async fn answers_dropped_at_random_lose_no_message_and_commits_never_go_back() {
     let server = Server::start().await;
     topic_with(&server, "orders", PARTITIONS).await;
     let member = server
-        .join_group("g", &json!({"topics": ["orders"], "session_timeout_ms": 60_000}))
+        .join_group(
+            "g",
+            &json!({"topics": ["orders"], "session_timeout_ms": 60_000}),
+        )
         .await;
     let url = server.url(&format!("/v1/groups/g/members/{}/poll", member.id));
     let client = common::client();
@@ -129,7 +132,8 @@ async fn answers_dropped_at_random_lose_no_message_and_commits_never_go_back() {
             produce_ids(&server, "orders", PARTITIONS, produced..produced + 10).await;
             produced += 10;
         }
-        let body = json!({"max_messages": 1 + random.below(12), "max_wait_ms": 50, "cursor": cursor});
+        let body =
+            json!({"max_messages": 1 + random.below(12), "max_wait_ms": 50, "cursor": cursor});
         match random.below(100) {
             // The client gives up before the answer (a timeout, a dropped future).
             0..=24 => {
@@ -160,7 +164,11 @@ async fn answers_dropped_at_random_lose_no_message_and_commits_never_go_back() {
                 if !uncommitted.is_empty() && random.below(3) == 0 {
                     let body = commit_body(&member.id, polled.generation, &uncommitted);
                     let (status, answer) = server.commit("g", &body).await;
-                    assert_eq!(status, StatusCode::NO_CONTENT, "seed {seed}: commit: {answer}");
+                    assert_eq!(
+                        status,
+                        StatusCode::NO_CONTENT,
+                        "seed {seed}: commit: {answer}"
+                    );
                     uncommitted.clear();
                 }
             }
@@ -191,7 +199,10 @@ async fn answers_dropped_at_random_lose_no_message_and_commits_never_go_back() {
          ({aborted} aborted, {discarded} discarded, {forgotten} forgotten, {kept} kept)",
         missing.len()
     );
-    assert!(aborted > 0 && discarded > 0 && kept > 0, "seed {seed}: every kind of round ran");
+    assert!(
+        aborted > 0 && discarded > 0 && kept > 0,
+        "seed {seed}: every kind of round ran"
+    );
     check_commits(&committed_offsets(&server, "g").await, &committed_before);
 }
 
@@ -213,7 +224,11 @@ async fn a_cursor_speaks_only_for_its_member_and_the_partitions_it_kept() {
         read.next_poll(json!({"max_messages": 100})),
     )
     .await;
-    assert_eq!(ignored.messages.len(), 20, "another member's cursor skipped messages");
+    assert_eq!(
+        ignored.messages.len(),
+        20,
+        "another member's cursor skipped messages"
+    );
 
     // A second member takes one partition and leaves: the partition comes back to the first
     // member, whose old cursor no longer speaks for it (its client may have dropped the work
@@ -221,7 +236,11 @@ async fn a_cursor_speaks_only_for_its_member_and_the_partitions_it_kept() {
     let second = server.join_group("g", &join).await;
     let returned = second.assignments.iter().next().expect("a partition").1;
     let (status, _) = server
-        .json(server.delete(&format!("/v1/groups/g/members/{}", second.id)).await)
+        .json(
+            server
+                .delete(&format!("/v1/groups/g/members/{}", second.id))
+                .await,
+        )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let again = poll_ok(
@@ -231,7 +250,11 @@ async fn a_cursor_speaks_only_for_its_member_and_the_partitions_it_kept() {
         read.next_poll(json!({"max_messages": 100})),
     )
     .await;
-    let partitions: BTreeSet<u32> = again.messages.iter().map(|message| message.partition).collect();
+    let partitions: BTreeSet<u32> = again
+        .messages
+        .iter()
+        .map(|message| message.partition)
+        .collect();
     assert_eq!(
         partitions,
         BTreeSet::from([returned]),
@@ -247,10 +270,17 @@ async fn a_commit_past_the_log_is_refused_and_changes_nothing() {
     topic_with(&server, "orders", 2).await;
     produce_ids(&server, "orders", 1, 0..10).await;
     let member = server
-        .join_group("g", &json!({"topics": ["orders"], "session_timeout_ms": 30_000}))
+        .join_group(
+            "g",
+            &json!({"topics": ["orders"], "session_timeout_ms": 30_000}),
+        )
         .await;
     let commit = |offsets: &[(u32, u64)]| {
-        commit_body(&member.id, member.generation, &offsets.iter().copied().collect())
+        commit_body(
+            &member.id,
+            member.generation,
+            &offsets.iter().copied().collect(),
+        )
     };
     for offsets in [vec![(0, u64::MAX)], vec![(0, 1010)], vec![(0, 5), (1, 1)]] {
         let (status, problem) = server.commit("g", &commit(&offsets)).await;
@@ -308,7 +338,10 @@ async fn one_poll_reads_one_byte_budget_across_all_its_partitions() {
     let (mut cursor, mut read, mut polls) = (Value::Null, 0, 0);
     while read < 8 * 16 {
         polls += 1;
-        assert!(polls <= 50, "the polls stopped progressing after {read} messages");
+        assert!(
+            polls <= 50,
+            "the polls stopped progressing after {read} messages"
+        );
         let polled = poll_ok(
             &server,
             "g",
@@ -316,7 +349,11 @@ async fn one_poll_reads_one_byte_budget_across_all_its_partitions() {
             json!({"max_messages": 10_000, "cursor": cursor}),
         )
         .await;
-        let bytes: usize = polled.messages.iter().map(|message| message.value.len()).sum();
+        let bytes: usize = polled
+            .messages
+            .iter()
+            .map(|message| message.value.len())
+            .sum();
         assert!(
             bytes <= BUDGET,
             "one poll answered {bytes} bytes in {} messages, over the budget of {BUDGET}",
@@ -353,7 +390,12 @@ async fn one_poll_reads_one_byte_budget_across_all_its_partitions() {
 
 /// The `/metrics` lines of one metric.
 async fn series(server: &Server, name: &str) -> Vec<String> {
-    let text = server.get("/metrics").await.text().await.unwrap_or_default();
+    let text = server
+        .get("/metrics")
+        .await
+        .text()
+        .await
+        .unwrap_or_default();
     text.lines()
         .filter(|line| {
             !line.starts_with('#')
@@ -375,7 +417,10 @@ async fn a_groups_metric_series_go_with_it_and_only_so_many_groups_get_series() 
     }
     let a = &members["m-a"];
     let (status, _) = server
-        .commit("m-a", &commit_body(&a.id, a.generation, &BTreeMap::from([(0, 4)])))
+        .commit(
+            "m-a",
+            &commit_body(&a.id, a.generation, &BTreeMap::from([(0, 4)])),
+        )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let listed = poll(DEADLINE, EVERY, || async {

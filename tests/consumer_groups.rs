@@ -385,10 +385,15 @@ async fn a_poll_answer_lost_on_the_way_is_delivered_again() {
     let server = Server::start().await;
     topic_with(&server, "orders", 1).await;
     let produce = |values: &[&str]| {
-        let messages: Vec<Value> = values.iter().map(|value| json!({ "value": value })).collect();
+        let messages: Vec<Value> = values
+            .iter()
+            .map(|value| json!({ "value": value }))
+            .collect();
         json!({ "messages": messages })
     };
-    server.produce_ok("orders", &produce(&["a", "b", "c"])).await;
+    server
+        .produce_ok("orders", &produce(&["a", "b", "c"]))
+        .await;
     let member = server.join_group("g", &join_body(10_000)).await;
     let first = poll_ok(&server, "g", &member.id, json!({"max_messages": 100})).await;
     assert_eq!(values(&first), ["\"a\"", "\"b\"", "\"c\""]);
@@ -402,11 +407,19 @@ async fn a_poll_answer_lost_on_the_way_is_delivered_again() {
     let again = poll_ok(&server, "g", &member.id, json!({})).await;
     assert_eq!(values(&again), ["\"d\"", "\"e\""], "without a cursor");
     let again = poll_ok(&server, "g", &member.id, first.next_poll(json!({}))).await;
-    assert_eq!(values(&again), ["\"d\"", "\"e\""], "with the last cursor received");
+    assert_eq!(
+        values(&again),
+        ["\"d\"", "\"e\""],
+        "with the last cursor received"
+    );
     // The cursor of an answer received moves on past it.
     let after = poll_ok(&server, "g", &member.id, again.next_poll(json!({}))).await;
     assert!(after.messages.is_empty(), "{:?}", after.messages);
-    assert_eq!(server.committed("g", "orders", 0).await, Some(3), "polls commit nothing");
+    assert_eq!(
+        server.committed("g", "orders", 0).await,
+        Some(3),
+        "polls commit nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

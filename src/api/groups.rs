@@ -276,15 +276,27 @@ async fn list_groups(State(broker): State<Broker>) -> Json<GroupListDto> {
 /// `broker::groups::gauges` for why they are not recorded like the other metrics).
 pub(super) fn render_gauges(gauges: &GroupGauges) -> String {
     let mut text = String::new();
-    family(&mut text, "herald_groups", "Consumer groups, including those past groups.max_metric_groups");
+    family(
+        &mut text,
+        "herald_groups",
+        "Consumer groups, including those past groups.max_metric_groups",
+    );
     let _ = writeln!(text, "herald_groups {}", gauges.total_groups);
-    family(&mut text, "herald_group_series_omitted", "Consumer groups without their own series (past groups.max_metric_groups)");
+    family(
+        &mut text,
+        "herald_group_series_omitted",
+        "Consumer groups without their own series (past groups.max_metric_groups)",
+    );
     let _ = writeln!(
         text,
         "herald_group_series_omitted {}",
         gauges.total_groups.saturating_sub(gauges.listed.len())
     );
-    family(&mut text, "herald_group_members", "Live members of a consumer group");
+    family(
+        &mut text,
+        "herald_group_members",
+        "Live members of a consumer group",
+    );
     for group in &gauges.listed {
         let _ = writeln!(
             text,
@@ -293,7 +305,11 @@ pub(super) fn render_gauges(gauges: &GroupGauges) -> String {
             group.members
         );
     }
-    family(&mut text, "herald_group_generation", "A consumer group's generation");
+    family(
+        &mut text,
+        "herald_group_generation",
+        "A consumer group's generation",
+    );
     for group in &gauges.listed {
         let _ = writeln!(
             text,
@@ -302,7 +318,11 @@ pub(super) fn render_gauges(gauges: &GroupGauges) -> String {
             group.generation
         );
     }
-    family(&mut text, "herald_group_lag", "Messages after a group's committed offsets, summed per topic");
+    family(
+        &mut text,
+        "herald_group_lag",
+        "Messages after a group's committed offsets, summed per topic",
+    );
     for group in &gauges.listed {
         for (topic, lag) in &group.lag {
             let _ = writeln!(

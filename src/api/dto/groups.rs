@@ -137,7 +137,7 @@ pub struct PollRequest {
     /// another member is ignored; a malformed one, or one longer than the node's
     /// `groups.max_cursor_bytes` (65536 by default), is 400 `invalid_request`.
     #[serde(default)]
-    #[schema(max_length = 65536)]
+    #[schema(max_length = 65536, pattern = "^[A-Za-z0-9_-]*$")]
     pub cursor: Option<String>,
 }
 

@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 
-use super::refusal::{check_group_name, refusal};
 use super::super::topics::now_ms;
+use super::refusal::{check_group_name, refusal};
 use crate::broker::{
-    Broker, BrokerError, BrokerResult, CommitOffsets, OffsetSpec, StoredOffset,
-    MAX_COMMIT_OFFSETS,
+    Broker, BrokerError, BrokerResult, CommitOffsets, OffsetSpec, StoredOffset, MAX_COMMIT_OFFSETS,
 };
 use crate::domain::groups::{GroupCommand, GroupOutcome, TopicPartition};
 use crate::raft::ReadLimits;
@@ -50,9 +49,11 @@ impl Broker {
                     committed,
                 })
                 .collect()),
-            GroupOutcome::PastLogEnd(partition) => Err(past_log_end
-                .remove(&partition)
-                .unwrap_or_else(|| BrokerError::Internal(format!("{partition}: no bound was checked")))),
+            GroupOutcome::PastLogEnd(partition) => {
+                Err(past_log_end.remove(&partition).unwrap_or_else(|| {
+                    BrokerError::Internal(format!("{partition}: no bound was checked"))
+                }))
+            }
             other => Err(refusal(&request.group, &request.member_id, other)),
         }
     }

@@ -117,8 +117,8 @@ impl PollCursor {
                 return text;
             }
             // Shrink in proportion to the excess, by at least one position.
-            let keep = (trimmed.positions.len() * max_len / text.len())
-                .min(trimmed.positions.len() - 1);
+            let keep =
+                (trimmed.positions.len() * max_len / text.len()).min(trimmed.positions.len() - 1);
             trimmed.positions = trimmed.positions.into_iter().take(keep).collect();
         }
     }
@@ -168,7 +168,11 @@ mod tests {
             generation: 7,
             positions: (0..partitions)
                 .map(|partition| {
-                    let topic = if partition % 2 == 0 { "orders" } else { "payments" };
+                    let topic = if partition % 2 == 0 {
+                        "orders"
+                    } else {
+                        "payments"
+                    };
                     (
                         TopicPartition::new(topic, partition),
                         u64::from(partition) * 1000,
@@ -238,7 +242,9 @@ mod tests {
             .expect("valid")
             .expect("ours");
         assert!(
-            kept.positions.keys().all(|partition| partition.partition >= 1000),
+            kept.positions
+                .keys()
+                .all(|partition| partition.partition >= 1000),
             "positions at the committed offset go first"
         );
         assert!(!kept.positions.is_empty());

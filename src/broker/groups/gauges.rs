@@ -22,40 +22,42 @@ impl Broker {
         }
         let metadata = cluster.metadata();
         let limit = self.inner.options.groups.max_metric_groups;
-        Some(cluster.groups().read(|groups| GroupGauges {
-            total_groups: groups.groups.len(),
-            listed: groups
-                .groups
-                .values()
-                .take(limit)
-                .map(|group| {
-                    let mut lag: BTreeMap<&str, u64> = BTreeMap::new();
-                    for (partition, committed) in &group.offsets {
-                        let Some(assignment) = metadata
-                            .topics
-                            .get(&partition.topic)
-                            .and_then(|topic| topic.partitions.get(partition.partition as usize))
-                        else {
-                            continue;
-                        };
-                        let end = cluster
-                            .partition_state(assignment.group_id)
-                            .watermarks
-                            .high_watermark;
-                        *lag.entry(&partition.topic).or_default() +=
-                            end.saturating_sub(committed.offset);
-                    }
-                    GroupGauge {
-                        group: group.name.clone(),
-                        members: group.members.len(),
-                        generation: group.generation,
-                        lag: lag
-                            .into_iter()
-                            .map(|(topic, lag)| (topic.to_string(), lag))
-                            .collect(),
-                    }
-                })
-                .collect(),
+        Some(cluster.groups().read(|groups| {
+            GroupGauges {
+                total_groups: groups.groups.len(),
+                listed: groups
+                    .groups
+                    .values()
+                    .take(limit)
+                    .map(|group| {
+                        let mut lag: BTreeMap<&str, u64> = BTreeMap::new();
+                        for (partition, committed) in &group.offsets {
+                            let Some(assignment) =
+                                metadata.topics.get(&partition.topic).and_then(|topic| {
+                                    topic.partitions.get(partition.partition as usize)
+                                })
+                            else {
+                                continue;
+                            };
+                            let end = cluster
+                                .partition_state(assignment.group_id)
+                                .watermarks
+                                .high_watermark;
+                            *lag.entry(&partition.topic).or_default() +=
+                                end.saturating_sub(committed.offset);
+                        }
+                        GroupGauge {
+                            group: group.name.clone(),
+                            members: group.members.len(),
+                            generation: group.generation,
+                            lag: lag
+                                .into_iter()
+                                .map(|(topic, lag)| (topic.to_string(), lag))
+                                .collect(),
+                        }
+                    })
+                    .collect(),
+            }
         }))
     }
 }

@@ -13,11 +13,11 @@ pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::topics::now_ms;
 use self::refusal::{check_group_name, group_not_found, not_empty, refusal, unknown_member};
+use super::topics::now_ms;
 use crate::broker::{
-    Broker, BrokerError, BrokerResult, GroupInfo, GroupMemberInfo, GroupOffsetInfo,
-    GroupSummary, JoinGroup, Membership, ResetOffsets, ResetTarget, MAX_GROUP_TOPICS,
+    Broker, BrokerError, BrokerResult, GroupInfo, GroupMemberInfo, GroupOffsetInfo, GroupSummary,
+    JoinGroup, Membership, ResetOffsets, ResetTarget, MAX_GROUP_TOPICS,
 };
 use crate::cluster::topic_partition_counts;
 use crate::domain::groups::{ConsumerGroup, GroupCommand, GroupOutcome, TopicPartition};

@@ -116,9 +116,11 @@ impl Broker {
     ) -> BrokerResult<Vec<PartitionRead>> {
         let count = plan.partitions.len().max(1);
         let budget = self.poll_budget();
-        let (share_messages, share_bytes) = (max_messages.div_ceil(count).max(1), (budget / count).max(1));
+        let (share_messages, share_bytes) =
+            (max_messages.div_ceil(count).max(1), (budget / count).max(1));
         let first = FIRST_READ.fetch_add(1, Ordering::Relaxed) % count;
-        let mut order = (0..plan.partitions.len()).map(|index| &plan.partitions[(first + index) % count]);
+        let mut order =
+            (0..plan.partitions.len()).map(|index| &plan.partitions[(first + index) % count]);
         let mut in_flight = FuturesUnordered::new();
         let mut reads = Vec::with_capacity(plan.partitions.len());
         let (mut gathered_bytes, mut gathered_messages) = (0usize, 0usize);
@@ -130,10 +132,17 @@ impl Broker {
                 let Some(partition) = order.next() else { break };
                 in_flight.push(self.read_from(partition, plan.reset, share_messages, share_bytes));
             }
-            let Some(read) = in_flight.next().await else { break };
+            let Some(read) = in_flight.next().await else {
+                break;
+            };
             let read = read?;
             gathered_messages += read.result.messages.len();
-            gathered_bytes += read.result.messages.iter().map(message_bytes).sum::<usize>();
+            gathered_bytes += read
+                .result
+                .messages
+                .iter()
+                .map(message_bytes)
+                .sum::<usize>();
             reads.push(read);
         }
         Ok(reads)
@@ -164,7 +173,10 @@ impl Broker {
             result,
         };
         for start in [plan.cursor, plan.committed].into_iter().flatten() {
-            match self.fetch_within(fetch(OffsetSpec::At(start)), max_bytes).await {
+            match self
+                .fetch_within(fetch(OffsetSpec::At(start)), max_bytes)
+                .await
+            {
                 Ok(result) => return Ok(read(start, false, result)),
                 Err(BrokerError::OffsetOutOfRange { .. }) => {}
                 Err(error) => return Err(error),
@@ -354,7 +366,9 @@ mod tests {
 
     #[test]
     fn one_byte_budget_is_shared_by_every_partition_of_a_poll() {
-        let reads = (0..4).map(|partition| read(partition, 10, &[100; 10])).collect();
+        let reads = (0..4)
+            .map(|partition| read(partition, 10, &[100; 10]))
+            .collect();
         let (messages, deliveries) = deliver(reads, 1000, 1000);
         assert_eq!(messages.len(), 10, "1000 bytes of 100-byte messages");
         let per_partition: Vec<usize> = (0..4)
@@ -367,7 +381,11 @@ mod tests {
             .collect();
         assert_eq!(per_partition, vec![3, 3, 2, 2], "interleaved fairly");
         let next: Vec<u64> = deliveries.iter().map(|delivery| delivery.next).collect();
-        assert_eq!(next, vec![13, 13, 12, 12], "each continues after what it delivered");
+        assert_eq!(
+            next,
+            vec![13, 13, 12, 12],
+            "each continues after what it delivered"
+        );
     }
 
     #[test]
@@ -377,7 +395,10 @@ mod tests {
         assert_eq!(messages.len(), 1);
         assert_eq!(messages[0].message.offset, 5);
         assert_eq!(deliveries[0].next, 6);
-        assert_eq!(deliveries[1].next, 0, "nothing of partition 1 fit: it stays");
+        assert_eq!(
+            deliveries[1].next, 0,
+            "nothing of partition 1 fit: it stays"
+        );
         assert!(!deliveries[1].delivered);
     }
 
@@ -395,6 +416,10 @@ mod tests {
         assert_eq!(swap(&deliveries[0], false), Some((None, 40)));
         assert_eq!(swap(&deliveries[0], true), Some((None, 41)));
         assert_eq!(swap(&deliveries[1], false), None);
-        assert_eq!(swap(&deliveries[1], true), None, "nothing delivered, nothing to commit");
+        assert_eq!(
+            swap(&deliveries[1], true),
+            None,
+            "nothing delivered, nothing to commit"
+        );
     }
 }

@@ -280,9 +280,7 @@ impl ConsumerGroup {
                 },
             );
         }
-        GroupOutcome::Committed {
-            offsets: touched,
-        }
+        GroupOutcome::Committed { offsets: touched }
     }
 
     /// Whether `member_id` is a member in `generation` owning every partition named.

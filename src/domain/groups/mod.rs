@@ -156,7 +156,9 @@ impl fmt::Display for GroupCommand {
             GroupCommand::Expire { .. } => ("expire members of", self.group()),
             GroupCommand::Resize { .. } => ("resize", self.group()),
             GroupCommand::Commit { .. } => ("commit offsets of", self.group()),
-            GroupCommand::CompareAndCommit { .. } => ("compare and commit offsets of", self.group()),
+            GroupCommand::CompareAndCommit { .. } => {
+                ("compare and commit offsets of", self.group())
+            }
             GroupCommand::Reset { .. } => ("reset offsets of", self.group()),
             GroupCommand::Delete { .. } => ("delete", self.group()),
         };

@@ -211,7 +211,11 @@ fn ownership_is_dated_by_the_generation_it_started_in() {
     let group = groups.get("g").unwrap();
     let kept = owned(&groups, "a")[0].clone();
     let moved = owned(&groups, "b")[0].clone();
-    assert_eq!(group.owned_since(&kept), Some(1), "kept through generation 2");
+    assert_eq!(
+        group.owned_since(&kept),
+        Some(1),
+        "kept through generation 2"
+    );
     assert_eq!(group.owned_since(&moved), Some(2), "moved in generation 2");
     // b leaves: its partition goes back to a, which owns it anew from generation 3.
     groups.apply(&GroupCommand::Leave {
