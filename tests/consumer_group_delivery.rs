@@ -1,8 +1,8 @@
 //! Consumer group delivery guarantees on one node, black box: poll answers dropped at random
 //! (aborted requests, discarded answers, a client that forgets its cursor) lose no message and
 //! never move a committed offset back; a cursor speaks only for its member and for partitions
-//! it kept; a commit past the log is refused and changes nothing; one poll's bytes are bounded
-//! by one budget; a group's metric series go with the group and are capped.
+//! it kept; one poll's bytes are bounded by one budget; a group's metric series go with the
+//! group and are capped.
 
 mod common;
 
@@ -262,60 +262,6 @@ async fn a_cursor_speaks_only_for_its_member_and_the_partitions_it_kept() {
         again.messages
     );
     assert_eq!(again.messages.len(), 10);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_past_the_log_is_refused_and_changes_nothing() {
-    let server = Server::start().await;
-    topic_with(&server, "orders", 2).await;
-    produce_ids(&server, "orders", 1, 0..10).await;
-    let member = server
-        .join_group(
-            "g",
-            &json!({"topics": ["orders"], "session_timeout_ms": 30_000}),
-        )
-        .await;
-    let commit = |offsets: &[(u32, u64)]| {
-        commit_body(
-            &member.id,
-            member.generation,
-            &offsets.iter().copied().collect(),
-        )
-    };
-    for offsets in [vec![(0, u64::MAX)], vec![(0, 1010)], vec![(0, 5), (1, 1)]] {
-        let (status, problem) = server.commit("g", &commit(&offsets)).await;
-        assert_eq!(status, StatusCode::CONFLICT, "{offsets:?}: {problem}");
-        assert_eq!(problem["code"], "offset_out_of_range");
-        assert!(problem["high_watermark"].is_u64(), "{problem}");
-        assert!(
-            committed_offsets(&server, "g").await.is_empty(),
-            "{offsets:?}: nothing of a refused commit is stored"
-        );
-    }
-    // The high watermark itself is the end of what a group can have read.
-    let (status, answer) = server.commit("g", &commit(&[(0, 10)])).await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
-    // With `Prefer: return=representation`, the answer is the offsets as stored: a late,
-    // lower commit shows the higher offset it did not undo.
-    let (status, applied, stored) = server
-        .commit_returning("g", &commit(&[(0, 4), (1, 0)]))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{stored}");
-    assert_eq!(applied.as_deref(), Some("return=representation"));
-    assert_eq!(
-        stored,
-        json!({"offsets": [
-            {"topic": "orders", "partition": 0, "committed": 10},
-            {"topic": "orders", "partition": 1, "committed": 0},
-        ]})
-    );
-    // The group is not pinned: the log grows and commits follow it.
-    produce_ids(&server, "orders", 1, 10..15).await;
-    let (status, _) = server.commit("g", &commit(&[(0, 15)])).await;
-    assert_eq!(status, StatusCode::NO_CONTENT);
-    let described = server.describe_group("g").await;
-    assert_eq!(described["offsets"][0]["committed"], 15, "{described}");
-    assert_eq!(described["offsets"][0]["lag"], 0, "{described}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
