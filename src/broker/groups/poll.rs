@@ -109,10 +109,16 @@ impl Broker {
         membership: &Membership,
         cursor: Option<&PollCursor>,
     ) -> PollPlan {
-        let caught_up = self
-            .local_generation_reaches(group, membership.generation)
-            .await;
-        let cursor = cursor.filter(|_| caught_up);
+        let cursor = match cursor {
+            Some(cursor)
+                if self
+                    .local_generation_reaches(group, membership.generation)
+                    .await =>
+            {
+                Some(cursor)
+            }
+            _ => None,
+        };
         self.cluster().groups().read(|groups| {
             let state = groups.get(group);
             let partitions = membership
