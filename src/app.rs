@@ -23,9 +23,11 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// 4: consumer groups and idempotent producing (group commands in the metadata raft log, group
 /// rows, metadata and partition snapshots that carry rows, dedup windows, producer ids).
 /// 5: hardening (issue 11): deleted topic names remembered in the metadata state (retried
-/// deletes), `DeleteTopic` carries its time.
+/// deletes), `DeleteTopic` carries its time. 6: consumer group delivery (issue 11): polls
+/// continue from a client-held cursor, so group rows lose the replicated `positions` and gain
+/// `owned_since`; `Advance` is replaced by `CompareAndCommit`; commits answer `Committed`.
 /// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 5;
+const FORMAT_VERSION: u64 = 6;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -75,6 +77,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                     config.groups.default_session_timeout_ms,
                 ),
                 max_members: config.groups.max_members,
+                max_cursor_bytes: config.groups.max_cursor_bytes,
+                max_metric_groups: config.groups.max_metric_groups,
             },
         },
     );

@@ -120,6 +120,14 @@ pub struct GroupsConfig {
     pub default_session_timeout_ms: u64,
     /// The most members one group may have; a join past it is 409 `group_full`.
     pub max_members: u32,
+    /// The longest poll `cursor` a request may carry, in characters (400 past it); an
+    /// answer's cursor is kept within it, leaving out positions a member with thousands of
+    /// partitions cannot fit (those restart at the committed offset). At least 1024.
+    pub max_cursor_bytes: usize,
+    /// The most consumer groups listed with their own series in `/metrics` (the first by
+    /// name); the others are only counted, so client-chosen names cannot grow the series
+    /// without bound.
+    pub max_metric_groups: usize,
 }
 
 impl Default for GroupsConfig {
@@ -129,6 +137,8 @@ impl Default for GroupsConfig {
             max_session_timeout_ms: 300_000,
             default_session_timeout_ms: 10_000,
             max_members: 1_000,
+            max_cursor_bytes: 64 * 1024,
+            max_metric_groups: 1_000,
         }
     }
 }
@@ -262,6 +272,11 @@ impl Config {
         if groups.max_members == 0 {
             return Err(ConfigError::Invalid(
                 "groups.max_members must be at least 1".into(),
+            ));
+        }
+        if groups.max_cursor_bytes < 1024 {
+            return Err(ConfigError::Invalid(
+                "groups.max_cursor_bytes must be at least 1024".into(),
             ));
         }
         if ![1, 3, 5].contains(&self.metadata_voters) {

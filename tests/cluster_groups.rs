@@ -1,10 +1,12 @@
 //! Consumer groups on a cluster, black box: members served by different nodes, committed
 //! offsets visible through every node, and group state surviving the death of the node that
-//! coordinated it (the metadata leader) and a restart of every node.
+//! coordinated it (the metadata leader) and a restart of every node; polls through random
+//! nodes whose answers are dropped at random lose nothing; a commit through a node without
+//! the partition is checked against the partition's leader.
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::cluster::{create_replicated, TestCluster, CLUSTER_DEADLINE};
@@ -172,4 +174,162 @@ async fn group_state_survives_its_coordinators_death_and_a_full_restart() {
     for offset in described["offsets"].as_array().expect("offsets") {
         assert_eq!(offset["lag"], 0, "{described}");
     }
+}
+
+#[tokio::test]
+async fn a_commit_through_a_node_without_the_partition_is_checked_against_its_leader() {
+    let cluster = TestCluster::start(3).await;
+    // One replica per partition: the other nodes know its end only from the leader's reports.
+    create_replicated(&cluster, 1, "orders", 1, 1).await;
+    let leader = cluster.leader_of("orders", 0).await;
+    let via = cluster.others_than(leader)[0];
+    let member = cluster
+        .node(leader)
+        .join_group(
+            "g",
+            &json!({"topics": ["orders"], "session_timeout_ms": 20_000}),
+        )
+        .await;
+    let commit = |offset: u64| {
+        json!({"member_id": member.id, "generation": member.generation,
+               "offsets": [{"topic": "orders", "partition": 0, "offset": offset}]})
+    };
+    for round in 1..=3u64 {
+        let messages: Vec<Value> = (0..20)
+            .map(|id| json!({"partition": 0, "value": {"id": id}}))
+            .collect();
+        cluster
+            .node(leader)
+            .produce_ok("orders", &json!({ "messages": messages }))
+            .await;
+        // Right after the produce, `via` has not heard of the new end: it asks the leader.
+        let end = round * 20;
+        let (status, problem) = cluster.node(via).commit("g", &commit(end + 1)).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+        assert_eq!(problem["code"], "offset_out_of_range");
+        assert_eq!(
+            problem["high_watermark"], end,
+            "the leader's end: {problem}"
+        );
+        let (status, _, stored) = cluster.node(via).commit_returning("g", &commit(end)).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "a commit at the leader's end: {stored}"
+        );
+        assert_eq!(stored["offsets"][0]["committed"], end, "{stored}");
+    }
+}
+
+#[tokio::test]
+async fn polls_through_random_nodes_with_answers_dropped_at_random_lose_nothing() {
+    const ROUNDS: usize = 150;
+    let seed = std::env::var("HERALD_TEST_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| common::now_ms() as u64 | 1);
+    eprintln!("seed {seed} (HERALD_TEST_SEED={seed} replays it)");
+    // xorshift64*, as in consumer_group_delivery.rs.
+    let mut state = seed;
+    let mut below = |bound: u64| {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound
+    };
+    let cluster = TestCluster::start(3).await;
+    create_replicated(&cluster, 1, "orders", 3, 3).await;
+    for partition in 0..3 {
+        cluster.leader_of("orders", partition).await;
+    }
+    let member = cluster
+        .node(1)
+        .join_group(
+            "g",
+            &json!({"topics": ["orders"], "session_timeout_ms": 60_000}),
+        )
+        .await;
+    let ids = cluster.ids();
+    let client = common::client();
+    let (mut produced, mut cursor, mut seen) = (0u64, Value::Null, BTreeSet::new());
+    let mut uncommitted: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut committed_before: Vec<(String, u64, Value)> = Vec::new();
+    for round in 0..ROUNDS {
+        if round % 10 == 0 && produced < MESSAGES {
+            let messages: Vec<Value> = (produced..produced + 15)
+                .map(|id| json!({"partition": id % 3, "value": {"id": id}}))
+                .collect();
+            cluster
+                .node(ids[below(3) as usize])
+                .produce_ok("orders", &json!({ "messages": messages }))
+                .await;
+            produced += 15;
+        }
+        let via = cluster.node(ids[below(3) as usize]);
+        let body = json!({"max_messages": 1 + below(10), "max_wait_ms": 50, "cursor": cursor});
+        let url = via.url(&format!("/v1/groups/g/members/{}/poll", member.id));
+        match below(10) {
+            // Given up before the answer, or answered and lost.
+            0..=2 => {
+                let timeout = Duration::from_millis(1 + below(40));
+                let _ = client.post(&url).timeout(timeout).json(&body).send().await;
+            }
+            3..=4 => {
+                let _ = via.poll_group("g", &member.id, &body).await;
+            }
+            _ => {
+                let polled = via
+                    .poll_group("g", &member.id, &body)
+                    .await
+                    .unwrap_or_else(|refused| via.fail(&format!("seed {seed}: poll: {refused:?}")));
+                cursor = json!(polled.cursor);
+                for message in &polled.messages {
+                    seen.insert(id_of(&message.value));
+                    let next = uncommitted.entry(u64::from(message.partition)).or_default();
+                    *next = (*next).max(message.offset + 1);
+                }
+                if !uncommitted.is_empty() && below(3) == 0 {
+                    let offsets: Vec<Value> = uncommitted
+                        .iter()
+                        .map(|(partition, offset)| json!({"topic": "orders", "partition": partition, "offset": offset}))
+                        .collect();
+                    let body = json!({"member_id": member.id, "generation": polled.generation, "offsets": offsets});
+                    let committer = cluster.node(ids[below(3) as usize]);
+                    let (status, answer) = committer.commit("g", &body).await;
+                    assert_eq!(
+                        status,
+                        StatusCode::NO_CONTENT,
+                        "seed {seed}: commit: {answer}"
+                    );
+                    uncommitted.clear();
+                }
+            }
+        }
+        if round % 25 == 0 {
+            // One node's applied view only moves forward: read the offsets there.
+            let now = committed_via(cluster.node(1)).await;
+            for ((_, partition, before), (_, _, after)) in committed_before.iter().zip(&now) {
+                assert!(
+                    after.as_u64().unwrap_or(0) >= before.as_u64().unwrap_or(0),
+                    "seed {seed}: partition {partition}'s committed offset went back: {before} -> {after}"
+                );
+            }
+            committed_before = now;
+        }
+    }
+    let deadline = std::time::Instant::now() + CLUSTER_DEADLINE;
+    while (seen.len() as u64) < produced && std::time::Instant::now() < deadline {
+        let via = cluster.node(ids[below(3) as usize]);
+        let body = json!({"max_messages": 100, "max_wait_ms": 100, "cursor": cursor});
+        if let Ok(polled) = via.poll_group("g", &member.id, &body).await {
+            cursor = json!(polled.cursor);
+            seen.extend(polled.messages.iter().map(|message| id_of(&message.value)));
+        }
+    }
+    let missing: Vec<u64> = (0..produced).filter(|id| !seen.contains(id)).collect();
+    assert!(
+        missing.is_empty(),
+        "seed {seed}: {} of {produced} messages never reached the group: {missing:?}",
+        missing.len()
+    );
 }

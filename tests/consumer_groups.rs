@@ -1,6 +1,8 @@
 //! Consumer groups on one node, black box: assignment and rebalancing as members join, leave
-//! and expire; polls from the committed offset; commit-after-processing loses nothing across
-//! a rebalance; generation fencing; lag; auto-commit; resets; restarts; bad input.
+//! and expire; polls from the cursor or the committed offset, a lost answer delivered again;
+//! commit-after-processing loses nothing across a rebalance; generation fencing; auto-commit;
+//! `latest`; bad input. Offsets (lag, resets, restarts, commit bounds) are in
+//! `consumer_group_offsets.rs`, randomized delivery checks in `consumer_group_delivery.rs`.
 
 mod common;
 
@@ -48,18 +50,21 @@ async fn poll_ok(server: &Server, group: &str, member: &str, body: Value) -> Pol
         .unwrap_or_else(|(status, answer)| server.fail(&format!("poll: {status}: {answer}")))
 }
 
-/// Polls (and commits after each poll) until `want` messages came or the deadline.
+/// Polls (continuing from each answer's cursor, and committing after each poll) until `want`
+/// messages came or the deadline.
 async fn consume(server: &Server, group: &str, member: &str, want: usize) -> Vec<u64> {
     let mut ids = Vec::new();
     let deadline = Instant::now() + DEADLINE;
+    let mut cursor = Value::Null;
     while ids.len() < want && Instant::now() < deadline {
         let polled = poll_ok(
             server,
             group,
             member,
-            json!({"max_messages": 100, "max_wait_ms": 200}),
+            json!({"max_messages": 100, "max_wait_ms": 200, "cursor": cursor}),
         )
         .await;
+        cursor = json!(polled.cursor);
         if polled.messages.is_empty() {
             continue;
         }
@@ -213,13 +218,14 @@ async fn a_stale_generation_is_refused_and_members_commit_only_their_partitions(
         .expect_err("a poll naming generation 1");
     assert_eq!(stale_poll.0, StatusCode::CONFLICT);
     assert_eq!(stale_poll.1["code"], "stale_generation");
+    // The first poll recorded where `earliest` started (0); the refused commit moved nothing.
     let described = server.describe_group("g").await;
     assert!(
         described["offsets"]
             .as_array()
             .unwrap()
             .iter()
-            .all(|offset| offset["committed"].is_null()),
+            .all(|offset| offset["committed"] == 0),
         "nothing was committed: {described}"
     );
 
@@ -248,46 +254,7 @@ async fn a_stale_generation_is_refused_and_members_commit_only_their_partitions(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lag_is_the_high_watermark_minus_the_committed_offset() {
-    let server = Server::start().await;
-    topic_with(&server, "orders", 3).await;
-    for (partition, count) in [(0u32, 10u64), (1, 20), (2, 30)] {
-        let messages: Vec<Value> = (0..count)
-            .map(|id| json!({"partition": partition, "value": {"id": id}}))
-            .collect();
-        server
-            .produce_ok("orders", &json!({ "messages": messages }))
-            .await;
-    }
-    let member = server.join_group("lagging", &join_body(10_000)).await;
-    let offsets: Vec<Value> = [(0, 4), (1, 5), (2, 6)]
-        .iter()
-        .map(|(partition, offset)| json!({"topic": "orders", "partition": partition, "offset": offset}))
-        .collect();
-    let (status, answer) = server
-        .commit(
-            "lagging",
-            &json!({"member_id": member.id, "generation": member.generation, "offsets": offsets}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
-    let described = server.describe_group("lagging").await;
-    let offsets = described["offsets"].as_array().expect("offsets");
-    assert_eq!(offsets.len(), 3);
-    for (offset, (high_watermark, committed)) in offsets.iter().zip([(10, 4), (20, 5), (30, 6)]) {
-        assert_eq!(offset["high_watermark"], high_watermark, "{described}");
-        assert_eq!(offset["committed"], committed);
-        assert_eq!(offset["lag"], high_watermark - committed);
-    }
-    let (status, listed) = server.json(server.get("/v1/groups").await).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(listed["groups"][0]["group"], "lagging");
-    assert_eq!(listed["groups"][0]["lag"], 6 + 15 + 24);
-    assert_eq!(listed["groups"][0]["members"], 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_commit_commits_before_answering_and_a_poll_resumes_where_the_last_ended() {
+async fn auto_commit_commits_before_answering_and_a_poll_resumes_from_its_cursor() {
     let server = Server::start().await;
     topic_with(&server, "orders", 1).await;
     produce_ids(&server, "orders", 1, 0..20).await;
@@ -306,10 +273,28 @@ async fn auto_commit_commits_before_answering_and_a_poll_resumes_where_the_last_
         .collect();
     assert_eq!(offsets, vec![0, 1, 2, 3, 4]);
     assert_eq!(server.committed("g", "orders", 0).await, Some(5));
-    // Without auto-commit the position still moves on, the commit stays.
-    let polled = poll_ok(&server, "g", &member.id, json!({"max_messages": 5})).await;
+    // Without auto-commit, the cursor moves on and the commit stays.
+    let polled = poll_ok(
+        &server,
+        "g",
+        &member.id,
+        polled.next_poll(json!({"max_messages": 5})),
+    )
+    .await;
     assert_eq!(polled.messages[0].offset, 5);
+    let polled = poll_ok(
+        &server,
+        "g",
+        &member.id,
+        polled.next_poll(json!({"max_messages": 5})),
+    )
+    .await;
+    assert_eq!(polled.messages[0].offset, 10);
     assert_eq!(server.committed("g", "orders", 0).await, Some(5));
+    // A poll without a cursor starts at the committed offset: what was not committed comes
+    // again.
+    let again = poll_ok(&server, "g", &member.id, json!({"max_messages": 5})).await;
+    assert_eq!(again.messages[0].offset, 5);
     // A member that leaves without committing hands over from the committed offset.
     let (status, _) = server
         .json(
@@ -326,6 +311,78 @@ async fn auto_commit_commits_before_answering_and_a_poll_resumes_where_the_last_
         Some(5)
     );
     assert_eq!(polled.messages.len(), 15);
+}
+
+/// Sends a poll on a raw connection, waits until the answer is there, and hangs up without
+/// reading it: an answer lost on the way (a client timeout, a dropped connection).
+async fn poll_and_hang_up(server: &Server, group: &str, member: &str, body: &Value) {
+    use tokio::io::AsyncWriteExt;
+    let body = body.to_string();
+    let request = format!(
+        "POST /v1/groups/{group}/members/{member}/poll HTTP/1.1\r\nhost: {}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        server.http_addr(),
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(server.http_addr())
+        .await
+        .expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    tokio::time::timeout(DEADLINE, stream.readable())
+        .await
+        .expect("an answer within the deadline")
+        .expect("readable");
+    drop(stream);
+}
+
+fn values(polled: &Polled) -> Vec<&str> {
+    polled
+        .messages
+        .iter()
+        .map(|message| message.value.as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_answer_lost_on_the_way_is_delivered_again() {
+    let server = Server::start().await;
+    topic_with(&server, "orders", 1).await;
+    let produce = |values: &[&str]| {
+        let messages: Vec<Value> = values
+            .iter()
+            .map(|value| json!({ "value": value }))
+            .collect();
+        json!({ "messages": messages })
+    };
+    server
+        .produce_ok("orders", &produce(&["a", "b", "c"]))
+        .await;
+    let member = server.join_group("g", &join_body(10_000)).await;
+    let first = poll_ok(&server, "g", &member.id, json!({"max_messages": 100})).await;
+    assert_eq!(values(&first), ["\"a\"", "\"b\"", "\"c\""]);
+    let (status, _) = server.commit("g", &first.commit_body(&member.id)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    server.produce_ok("orders", &produce(&["d", "e"])).await;
+    poll_and_hang_up(&server, "g", &member.id, &first.next_poll(json!({}))).await;
+    // Without a cursor the poll starts at the committed offset; with the cursor of the last
+    // answer received, after that answer: either way, d and e come again.
+    let again = poll_ok(&server, "g", &member.id, json!({})).await;
+    assert_eq!(values(&again), ["\"d\"", "\"e\""], "without a cursor");
+    let again = poll_ok(&server, "g", &member.id, first.next_poll(json!({}))).await;
+    assert_eq!(
+        values(&again),
+        ["\"d\"", "\"e\""],
+        "with the last cursor received"
+    );
+    // The cursor of an answer received moves on past it.
+    let after = poll_ok(&server, "g", &member.id, again.next_poll(json!({}))).await;
+    assert!(after.messages.is_empty(), "{:?}", after.messages);
+    assert_eq!(
+        server.committed("g", "orders", 0).await,
+        Some(3),
+        "polls commit nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,6 +408,8 @@ async fn a_poll_shares_its_messages_fairly_between_partitions_and_long_polls() {
         polled.messages.iter().any(|message| message.partition == 1),
         "the quiet partition is not starved by the busy one"
     );
+    let (status, _) = server.commit("g", &polled.commit_body(&member.id)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
     // Drain, then a long poll answers as soon as a message arrives.
     let drained = consume(&server, "g", &member.id, 501 - polled.messages.len()).await;
     assert_eq!(drained.len() + polled.messages.len(), 501);
@@ -381,7 +440,7 @@ async fn a_poll_shares_its_messages_fairly_between_partitions_and_long_polls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_polls_of_one_member_never_deliver_a_message_twice() {
+async fn concurrent_auto_commit_polls_of_one_member_never_deliver_a_message_twice() {
     let server = Server::start().await;
     topic_with(&server, "orders", 1).await;
     produce_ids(&server, "orders", 1, 0..300).await;
@@ -395,7 +454,7 @@ async fn concurrent_polls_of_one_member_never_deliver_a_message_twice() {
             for _ in 0..40 {
                 let answer: Value = client
                     .post(&url)
-                    .json(&json!({"max_messages": 7}))
+                    .json(&json!({"max_messages": 7, "auto_commit": true}))
                     .send()
                     .await
                     .expect("poll")
@@ -420,73 +479,10 @@ async fn concurrent_polls_of_one_member_never_deliver_a_message_twice() {
     }
     let distinct: BTreeSet<u64> = all.iter().copied().collect();
     assert_eq!(distinct.len(), all.len(), "a message was delivered twice");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn offsets_reset_only_without_members_to_earliest_offset_or_time() {
-    let server = Server::start().await;
-    topic_with(&server, "orders", 1).await;
-    produce_ids(&server, "orders", 1, 0..10).await;
-    // The second half carries explicit, later timestamps: the reset by time lands between.
-    let middle = common::now_ms() + 60_000;
-    let later: Vec<Value> = (10..20)
-        .map(|id| json!({"partition": 0, "timestamp": middle + id, "value": {"id": id}}))
-        .collect();
-    server
-        .produce_ok("orders", &json!({ "messages": later }))
-        .await;
-    let member = server.join_group("g", &join_body(10_000)).await;
-    consume(&server, "g", &member.id, 20).await;
-    assert_eq!(server.committed("g", "orders", 0).await, Some(20));
-
-    let server_ref = &server;
-    let reset = |body: Value| async move {
-        server_ref
-            .post_json("/v1/groups/g/offsets/reset", &body)
-            .await
-    };
-    let refused = reset(json!({"to": "earliest"})).await;
-    server
-        .expect_problem(refused, StatusCode::CONFLICT, "group_not_empty")
-        .await;
-    server
-        .delete(&format!("/v1/groups/g/members/{}", member.id))
-        .await;
-    for (body, expected) in [
-        (json!({"to": "earliest"}), 0),
-        (json!({"to": "offset", "offset": 7}), 7),
-        (json!({"to": "offset", "offset": 999}), 20),
-        (json!({"to": "timestamp", "timestamp": middle}), 10),
-        (json!({"to": "latest", "topics": ["orders"]}), 20),
-    ] {
-        let (status, answer) = server.json(reset(body.clone()).await).await;
-        assert_eq!(status, StatusCode::OK, "{body}: {answer}");
-        assert_eq!(
-            answer["offsets"][0]["committed"], expected,
-            "{body}: {answer}"
-        );
-    }
-    let invalid = reset(json!({"to": "offset"})).await;
-    server
-        .expect_problem(invalid, StatusCode::BAD_REQUEST, "invalid_request")
-        .await;
-    reset(json!({"to": "offset", "offset": 7})).await;
-    let next = server.join_group("g", &join_body(10_000)).await;
-    let polled = poll_ok(&server, "g", &next.id, json!({"max_messages": 100})).await;
-    assert_eq!(
-        polled.messages.first().map(|message| message.offset),
-        Some(7)
-    );
-    // An empty group can be deleted, with its offsets.
-    server
-        .delete(&format!("/v1/groups/g/members/{}", next.id))
-        .await;
-    let deleted = server.delete("/v1/groups/g").await;
-    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
-    let gone = server.get("/v1/groups/g").await;
-    server
-        .expect_problem(gone, StatusCode::NOT_FOUND, "group_not_found")
-        .await;
+    // Each auto-commit moved the committed offset past exactly what its poll answered.
+    let committed = server.committed("g", "orders", 0).await.unwrap_or(0);
+    assert_eq!(distinct, (0..committed).collect::<BTreeSet<u64>>());
+    assert!(committed > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -499,6 +495,7 @@ async fn latest_starts_at_the_end_and_added_partitions_are_assigned() {
     let polled = poll_ok(&server, "g", &first.id, json!({})).await;
     assert!(polled.messages.is_empty(), "latest skips what was there");
     produce_ids(&server, "orders", 2, 10..14).await;
+    // The start `latest` chose was recorded: a poll without a cursor starts there too.
     let polled = poll_ok(&server, "g", &first.id, json!({"max_wait_ms": 1000})).await;
     let mut ids: Vec<u64> = polled
         .messages
@@ -506,7 +503,13 @@ async fn latest_starts_at_the_end_and_added_partitions_are_assigned() {
         .map(|message| id_of(&message.value))
         .collect();
     if ids.len() < 4 {
-        let more = poll_ok(&server, "g", &first.id, json!({"max_wait_ms": 1000})).await;
+        let more = poll_ok(
+            &server,
+            "g",
+            &first.id,
+            polled.next_poll(json!({"max_wait_ms": 1000})),
+        )
+        .await;
         ids.extend(more.messages.iter().map(|message| id_of(&message.value)));
     }
     ids.sort();
@@ -537,37 +540,6 @@ async fn latest_starts_at_the_end_and_added_partitions_are_assigned() {
     .unwrap_or_else(|seen| server.fail(&seen));
     assert_eq!(first.generation, 3);
     assert_partitioned(&[&first, &second], 4);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn groups_survive_a_restart_with_members_offsets_and_positions() {
-    let mut server = Server::start().await;
-    topic_with(&server, "orders", 2).await;
-    produce_ids(&server, "orders", 2, 0..40).await;
-    let member = server.join_group("g", &join_body(30_000)).await;
-    let polled = poll_ok(&server, "g", &member.id, json!({"max_messages": 10})).await;
-    let (status, _) = server.commit("g", &polled.commit_body(&member.id)).await;
-    assert_eq!(status, StatusCode::NO_CONTENT);
-    let before = server.describe_group("g").await;
-
-    server.restart().await;
-    server.wait_for_leaders("orders").await;
-    let after = server.describe_group("g").await;
-    assert_eq!(before["offsets"], after["offsets"]);
-    assert_eq!(before["members"], after["members"]);
-    let alive = server
-        .heartbeat("g", &member.id)
-        .await
-        .expect("the member survives");
-    assert_eq!(alive.generation, member.generation);
-    let seen: BTreeSet<u64> = polled
-        .messages
-        .iter()
-        .map(|message| id_of(&message.value))
-        .collect();
-    let rest = consume(&server, "g", &member.id, 30).await;
-    assert_eq!(rest.len(), 30, "the poll resumed after what was delivered");
-    assert!(rest.iter().all(|id| !seen.contains(id)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -648,7 +620,13 @@ async fn bad_group_requests_get_clear_errors_and_change_nothing() {
         assert!(!problem["detail"].as_str().unwrap_or_default().is_empty());
     }
     let member = server.join_group("g", &json!({"topics": ["orders"]})).await;
-    for body in [json!({"max_messages": 0}), json!({"max_wait_ms": 60_001})] {
+    for body in [
+        json!({"max_messages": 0}),
+        json!({"max_wait_ms": 60_001}),
+        json!({"cursor": "not a cursor!"}),
+        json!({"cursor": "AAAA"}),
+        json!({"cursor": "A".repeat(65_537)}),
+    ] {
         let response = server
             .post_json(&format!("/v1/groups/g/members/{}/poll", member.id), &body)
             .await;

@@ -1,20 +1,23 @@
 //! `/v1/groups`: consumer groups. Members join, heartbeat, poll and commit; operators list,
 //! describe, reset and delete groups.
 
+use std::fmt::Write as _;
+
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::dto::groups::{
-    CommitRequest, GroupDto, GroupListDto, JoinGroupRequest, MembershipDto, PollRequest,
-    PollResponse, ResetOffsetsRequest,
+    CommitRequest, CommittedOffsetsDto, GroupDto, GroupListDto, JoinGroupRequest, MembershipDto,
+    PollRequest, PollResponse, ResetOffsetsRequest,
 };
 use super::extract::{ApiJson, ApiPath};
 use super::problem::{ApiResult, Problem};
 use super::AppState;
-use crate::broker::Broker;
+use crate::broker::{Broker, GroupGauges};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -80,8 +83,10 @@ async fn heartbeat(
 
 /// Poll messages from the member's partitions.
 ///
-/// Starts where the member left off: its position, else the committed offset, else where
-/// the group's `auto_offset_reset` says. A poll is also a heartbeat.
+/// Continues from the request's `cursor` (that of the last answer received), else from the
+/// committed offsets, else from where the group's `auto_offset_reset` says; the answer's
+/// `cursor` continues after its messages. A lost answer is delivered again, never skipped.
+/// A poll is also a heartbeat.
 #[utoipa::path(
     post,
     path = "/v1/groups/{group}/members/{member}/poll",
@@ -93,7 +98,7 @@ async fn heartbeat(
     request_body = PollRequest,
     responses(
         (status = 200, description = "Messages (possibly none), with the generation they were read in", body = PollResponse),
-        (status = 400, description = "Invalid limits", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid limits, or a malformed or oversized cursor", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_member`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`stale_generation`: the request named an older generation", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
@@ -134,29 +139,61 @@ async fn leave_group(
 /// Commit offsets (the next offset to read) of the member's partitions.
 ///
 /// Refused with 409 `stale_generation` when the group rebalanced since the member's
-/// generation. A commit never moves an offset backwards (a late retry does not undo a newer
-/// commit); use the reset to go back.
+/// generation, and 409 `offset_out_of_range` when an offset is past its partition's high
+/// watermark (nothing of the request is stored then). A commit never moves an offset
+/// backwards (a late retry does not undo a newer commit); use the reset to go back. With
+/// `Prefer: return=representation` (RFC 7240) the answer is 200 with the offsets as stored.
 #[utoipa::path(
     post,
     path = "/v1/groups/{group}/offsets",
     tag = "groups",
-    params(("group" = String, Path, description = "Group name")),
+    params(
+        ("group" = String, Path, description = "Group name"),
+        ("Prefer" = Option<String>, Header, description = "`return=representation`: answer 200 with the offsets as stored instead of 204"),
+    ),
     request_body = CommitRequest,
     responses(
+        (status = 200, description = "Committed, on a quorum; the offsets as stored (with `Prefer: return=representation`)", body = CommittedOffsetsDto),
         (status = 204, description = "Committed, on a quorum"),
         (status = 400, description = "Invalid request", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`unknown_member`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`stale_generation` or `partition_not_assigned`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`stale_generation`, `partition_not_assigned`, or `offset_out_of_range`: an offset past the partition's `high_watermark` (both bounds in the body)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn commit_offsets(
     State(broker): State<Broker>,
     ApiPath(group): ApiPath<String>,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<CommitRequest>,
-) -> ApiResult<StatusCode> {
-    broker.commit_offsets(request.into_domain(group)).await?;
-    Ok(StatusCode::NO_CONTENT)
+) -> ApiResult<Response> {
+    let stored = broker.commit_offsets(request.into_domain(group)).await?;
+    if !prefers_representation(&headers) {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let mut response = Json(CommittedOffsetsDto::from(stored)).into_response();
+    response.headers_mut().insert(
+        "preference-applied",
+        HeaderValue::from_static("return=representation"),
+    );
+    Ok(response)
+}
+
+/// Whether a `Prefer` header (RFC 7240: comma-separated preferences, each possibly with
+/// `;` parameters, names case-insensitive) asks for `return=representation`.
+fn prefers_representation(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::HeaderName::from_static("prefer"))
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|preference| preference.split(';').next())
+        .any(|preference| {
+            let mut parts = preference.splitn(2, '=');
+            let name = parts.next().unwrap_or_default().trim();
+            let value = parts.next().unwrap_or_default().trim().trim_matches('"');
+            name.eq_ignore_ascii_case("return") && value.eq_ignore_ascii_case("representation")
+        })
 }
 
 /// Move the offsets of a group without live members: to the earliest or latest offset, a
@@ -233,4 +270,81 @@ async fn list_groups(State(broker): State<Broker>) -> Json<GroupListDto> {
     Json(GroupListDto {
         groups: broker.list_groups().into_iter().map(Into::into).collect(),
     })
+}
+
+/// The groups' gauges in the Prometheus text format, appended to `/metrics` (see
+/// `broker::groups::gauges` for why they are not recorded like the other metrics).
+pub(super) fn render_gauges(gauges: &GroupGauges) -> String {
+    let mut text = String::new();
+    family(
+        &mut text,
+        "herald_groups",
+        "Consumer groups, including those past groups.max_metric_groups",
+    );
+    let _ = writeln!(text, "herald_groups {}", gauges.total_groups);
+    family(
+        &mut text,
+        "herald_group_series_omitted",
+        "Consumer groups without their own series (past groups.max_metric_groups)",
+    );
+    let _ = writeln!(
+        text,
+        "herald_group_series_omitted {}",
+        gauges.total_groups.saturating_sub(gauges.listed.len())
+    );
+    family(
+        &mut text,
+        "herald_group_members",
+        "Live members of a consumer group",
+    );
+    for group in &gauges.listed {
+        let _ = writeln!(
+            text,
+            "herald_group_members{{group=\"{}\"}} {}",
+            label(&group.group),
+            group.members
+        );
+    }
+    family(
+        &mut text,
+        "herald_group_generation",
+        "A consumer group's generation",
+    );
+    for group in &gauges.listed {
+        let _ = writeln!(
+            text,
+            "herald_group_generation{{group=\"{}\"}} {}",
+            label(&group.group),
+            group.generation
+        );
+    }
+    family(
+        &mut text,
+        "herald_group_lag",
+        "Messages after a group's committed offsets, summed per topic",
+    );
+    for group in &gauges.listed {
+        for (topic, lag) in &group.lag {
+            let _ = writeln!(
+                text,
+                "herald_group_lag{{group=\"{}\",topic=\"{}\"}} {lag}",
+                label(&group.group),
+                label(topic)
+            );
+        }
+    }
+    text
+}
+
+fn family(text: &mut String, name: &str, help: &str) {
+    let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge");
+}
+
+/// A label value escaped as the text format wants (names are `[A-Za-z0-9._-]` today; this
+/// keeps the output valid whatever they become).
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

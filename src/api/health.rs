@@ -63,6 +63,16 @@ async fn readyz(State(broker): State<Broker>) -> (StatusCode, Json<ReadinessDto>
     tag = "health",
     responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain"))
 )]
-async fn metrics(State(handle): State<PrometheusHandle>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], handle.render())
+async fn metrics(
+    State(handle): State<PrometheusHandle>,
+    State(broker): State<Broker>,
+) -> impl IntoResponse {
+    let mut text = handle.render();
+    if let Some(gauges) = broker.group_gauges() {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&super::groups::render_gauges(&gauges));
+    }
+    ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text)
 }

@@ -98,7 +98,8 @@ error_codes! {
     PartitionNotAssigned = ("partition_not_assigned", 409, "Partition not assigned"),
     /// 409: the group has its maximum of members.
     GroupFull = ("group_full", 409, "Group full"),
-    /// 409: another poll of the same member moved the position first.
+    /// 409: another poll or commit of the same member changed a committed offset first (polls
+    /// read again instead of answering it).
     ConcurrentPoll = ("concurrent_poll", 409, "Concurrent poll"),
     /// 409: an idempotent producer's sequence does not continue the partition's.
     OutOfOrderSequence = ("out_of_order_sequence", 409, "Out of order sequence"),

@@ -21,13 +21,24 @@ pub(super) const MAX_WAIT: Duration = Duration::from_secs(60);
 
 impl Broker {
     pub async fn fetch(&self, request: FetchRequest) -> BrokerResult<FetchResult> {
+        self.fetch_within(request, self.inner.options.fetch_max_bytes)
+            .await
+    }
+
+    /// A fetch gathering at most `max_bytes` of stored batches (the first batch whatever its
+    /// size): a group poll shares one node budget among its partitions this way.
+    pub(super) async fn fetch_within(
+        &self,
+        request: FetchRequest,
+        max_bytes: usize,
+    ) -> BrokerResult<FetchResult> {
         let topic = self.topic(&request.topic)?;
         let group = self.assignment(&topic, request.partition)?.group_id;
         drop(topic);
         let max_messages = request.max_messages.clamp(1, MAX_FETCH_MESSAGES);
         let limits = ReadLimits {
             max_records: max_messages,
-            max_bytes: self.inner.options.fetch_max_bytes,
+            max_bytes: max_bytes.min(self.inner.options.fetch_max_bytes).max(1),
         };
         let read = self
             .read_batches(group, request.offset, limits, request.max_wait)

@@ -11,8 +11,6 @@ pub mod error_code;
 mod fetch;
 mod forward;
 mod forward_wire;
-mod group_poll;
-pub mod group_types;
 mod groups;
 mod produce;
 mod topics;
@@ -20,7 +18,7 @@ pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
 pub use error_code::ErrorCode;
-pub use group_types::*;
+pub use groups::types::*;
 pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
 // The produce path's parts, under the names the rest of broker/ knows them by.

@@ -30,14 +30,10 @@ pub struct MemberView {
     pub assignments: Vec<TopicPartition>,
 }
 
-/// How often the metadata leader publishes the groups' gauges.
-const METRICS_INTERVAL: Duration = Duration::from_secs(1);
-
 /// When the metadata leader last heard from each member, by (group, member id).
 #[derive(Default)]
 pub(super) struct Liveness {
     seen: parking_lot::Mutex<HashMap<(String, String), Instant>>,
-    metrics_published: parking_lot::Mutex<Option<Instant>>,
 }
 
 impl Cluster {
@@ -180,7 +176,6 @@ impl Cluster {
                 Err(error) => tracing::warn!(group, %error, "expiring members"),
             }
         }
-        self.publish_group_metrics(&metadata, now);
         for group in resized {
             let command = GroupCommand::Resize {
                 group: group.clone(),
@@ -191,48 +186,6 @@ impl Cluster {
                 tracing::warn!(group, %error, "rebalancing after a partition change");
             }
         }
-    }
-
-    /// Members, generation and lag (summed per topic over the partitions with a committed
-    /// offset) of every group. Only the metadata leader publishes them, so a dashboard that sums
-    /// over nodes counts each group once.
-    fn publish_group_metrics(&self, metadata: &MetadataState, now: Instant) {
-        {
-            let mut published = self.liveness.metrics_published.lock();
-            if published.is_some_and(|at| now.duration_since(at) < METRICS_INTERVAL) {
-                return;
-            }
-            *published = Some(now);
-        }
-        self.groups().read(|groups| {
-            for group in groups.groups.values() {
-                let name = group.name.clone();
-                metrics::gauge!("herald_group_members", "group" => name.clone())
-                    .set(group.members.len() as f64);
-                metrics::gauge!("herald_group_generation", "group" => name.clone())
-                    .set(group.generation as f64);
-                let mut lag: BTreeMap<&str, u64> = BTreeMap::new();
-                for (partition, committed) in &group.offsets {
-                    let Some(assignment) = metadata
-                        .topics
-                        .get(&partition.topic)
-                        .and_then(|topic| topic.partitions.get(partition.partition as usize))
-                    else {
-                        continue;
-                    };
-                    let end = self
-                        .partition_state(assignment.group_id)
-                        .watermarks
-                        .high_watermark;
-                    *lag.entry(&partition.topic).or_default() +=
-                        end.saturating_sub(committed.offset);
-                }
-                for (topic, lag) in lag {
-                    metrics::gauge!("herald_group_lag", "group" => name.clone(), "topic" => topic.to_string())
-                        .set(lag as f64);
-                }
-            }
-        });
     }
 
     fn group_partition_counts(

@@ -1,5 +1,5 @@
 //! Consumer groups through one node: join, heartbeat, poll, commit, leave and describe, with
-//! the answers parsed into [`Member`] and [`Polled`].
+//! the answers parsed into [`Member`] and [`Polled`] (whose `cursor` the next poll sends).
 
 use std::collections::BTreeSet;
 
@@ -31,9 +31,17 @@ pub struct Delivered {
 pub struct Polled {
     pub generation: u64,
     pub messages: Vec<Delivered>,
+    /// Where the next poll continues: send it as the next poll's `cursor`.
+    pub cursor: Option<String>,
 }
 
 impl Polled {
+    /// The poll body `body` with this answer's cursor added.
+    pub fn next_poll(&self, mut body: Value) -> Value {
+        body["cursor"] = json!(self.cursor);
+        body
+    }
+
     /// The offsets to commit after processing these messages: per partition, past the last.
     pub fn commit_body(&self, member: &str) -> Value {
         let mut next: std::collections::BTreeMap<(String, u32), u64> = Default::default();
@@ -68,6 +76,27 @@ pub fn parse_assignments(value: &Value) -> BTreeSet<(String, u32)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A poll answer's messages, generation and cursor.
+pub fn parse_polled(answer: &Value) -> Polled {
+    let messages = answer["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|message| Delivered {
+            topic: message["topic"].as_str().unwrap_or_default().to_string(),
+            partition: message["partition"].as_u64().unwrap_or_default() as u32,
+            offset: message["offset"].as_u64().unwrap_or_default(),
+            value: message["value"].to_string(),
+        })
+        .collect();
+    Polled {
+        generation: answer["generation"].as_u64().unwrap_or_default(),
+        messages,
+        cursor: answer["cursor"].as_str().map(String::from),
+    }
 }
 
 fn parse_member(body: &Value) -> Member {
@@ -125,22 +154,7 @@ impl Server {
         if status != StatusCode::OK {
             return Err((status, answer));
         }
-        let messages = answer["messages"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|message| Delivered {
-                topic: message["topic"].as_str().unwrap_or_default().to_string(),
-                partition: message["partition"].as_u64().unwrap_or_default() as u32,
-                offset: message["offset"].as_u64().unwrap_or_default(),
-                value: message["value"].to_string(),
-            })
-            .collect();
-        Ok(Polled {
-            generation: answer["generation"].as_u64().unwrap_or_default(),
-            messages,
-        })
+        Ok(parse_polled(&answer))
     }
 
     /// `POST /v1/groups/{group}/offsets`: the status (204 when committed) and the body.
@@ -149,6 +163,30 @@ impl Server {
             .post_json(&format!("/v1/groups/{group}/offsets"), body)
             .await;
         self.json(response).await
+    }
+
+    /// A commit with `Prefer: return=representation`: the status (200 when committed), the
+    /// `Preference-Applied` header and the body.
+    pub async fn commit_returning(
+        &self,
+        group: &str,
+        body: &Value,
+    ) -> (StatusCode, Option<String>, Value) {
+        let response = self
+            .http_client()
+            .post(self.url(&format!("/v1/groups/{group}/offsets")))
+            .header("prefer", "return=representation")
+            .json(body)
+            .send()
+            .await
+            .unwrap_or_else(|error| self.fail(&format!("commit: {error}")));
+        let applied = response
+            .headers()
+            .get("preference-applied")
+            .and_then(|value| value.to_str().ok())
+            .map(String::from);
+        let (status, body) = self.json(response).await;
+        (status, applied, body)
     }
 
     /// `GET /v1/groups/{group}`; asserts 200.

@@ -44,7 +44,7 @@ mod topics;
 // Re-exports: each test binary uses a subset, so an unused one is no mistake (like
 // `dead_code` above).
 #[allow(unused_imports)]
-pub use groups::{parse_assignments, Delivered, Member, Polled};
+pub use groups::{parse_assignments, parse_polled, Delivered, Member, Polled};
 #[allow(unused_imports)]
 pub use http::{client, PROBLEM_JSON, REQUEST_TIMEOUT};
 #[allow(unused_imports)]

@@ -9,7 +9,7 @@ use super::consume::{read_limits, ConsumedMessageDto};
 use crate::api::problem::ApiError;
 use crate::broker::{
     CommitOffsets, GroupInfo, GroupPoll, GroupPollResult, GroupSummary, JoinGroup, Membership,
-    ResetOffsets, ResetTarget,
+    ResetOffsets, ResetTarget, StoredOffset,
 };
 use crate::domain::groups::{OffsetReset, TopicPartition};
 
@@ -114,7 +114,8 @@ impl From<Membership> for MembershipDto {
 /// Body of `POST /v1/groups/{group}/members/{member}/poll`.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"max_messages": 100, "max_wait_ms": 1000, "auto_commit": false}))]
+#[schema(example = json!({"max_messages": 100, "max_wait_ms": 1000, "auto_commit": false,
+    "cursor": "AZvK3n0s8d2QBAEGb3JkZXJzAgAUAR4"}))]
 pub struct PollRequest {
     /// 1 to 10000; default 100. Shared evenly by the member's partitions.
     #[serde(default)]
@@ -130,6 +131,14 @@ pub struct PollRequest {
     /// `stale_generation` instead of reading the new assignment.
     #[serde(default)]
     pub generation: Option<u64>,
+    /// The `cursor` of the last poll answer the member received: the poll continues after
+    /// the messages that answer delivered. Without it the poll starts at the committed
+    /// offsets (a lost answer is delivered again; progress then needs commits). A cursor of
+    /// another member is ignored; a malformed one, or one longer than the node's
+    /// `groups.max_cursor_bytes` (65536 by default), is 400 `invalid_request`.
+    #[serde(default)]
+    #[schema(max_length = 65536, pattern = "^[A-Za-z0-9_-]*$")]
+    pub cursor: Option<String>,
 }
 
 impl PollRequest {
@@ -142,6 +151,7 @@ impl PollRequest {
             max_messages,
             max_wait,
             auto_commit: self.auto_commit,
+            cursor: self.cursor,
         })
     }
 }
@@ -154,6 +164,9 @@ pub struct PollResponse {
     /// The generation the messages were read in: commit them with it.
     pub generation: u64,
     pub assignments: Vec<TopicPartitionDto>,
+    /// Opaque: where the member's next poll continues, after these messages. Send it with
+    /// the next poll.
+    pub cursor: String,
 }
 
 impl From<GroupPollResult> for PollResponse {
@@ -168,6 +181,7 @@ impl From<GroupPollResult> for PollResponse {
                 .collect(),
             generation: result.generation,
             assignments: assignments_dto(result.assignments),
+            cursor: result.cursor,
         }
     }
 }
@@ -206,6 +220,39 @@ impl CommitRequest {
                         TopicPartition::new(offset.topic, offset.partition),
                         offset.offset,
                     )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A committed offset as stored after a commit.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StoredOffsetDto {
+    pub topic: String,
+    pub partition: u32,
+    /// The next offset the group reads: the commit's offset, or a higher one committed before
+    /// (commits never go back).
+    pub committed: u64,
+}
+
+/// Answer of a commit with `Prefer: return=representation`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"offsets": [{"topic": "orders", "partition": 0, "committed": 18}]}))]
+pub struct CommittedOffsetsDto {
+    /// In the order of the request.
+    pub offsets: Vec<StoredOffsetDto>,
+}
+
+impl From<Vec<StoredOffset>> for CommittedOffsetsDto {
+    fn from(offsets: Vec<StoredOffset>) -> Self {
+        CommittedOffsetsDto {
+            offsets: offsets
+                .into_iter()
+                .map(|offset| StoredOffsetDto {
+                    topic: offset.partition.topic,
+                    partition: offset.partition.partition,
+                    committed: offset.committed,
                 })
                 .collect(),
         }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{assign, GroupCommand, GroupOutcome, OffsetReset, PositionMove, TopicPartition};
+use super::{assign, GroupCommand, GroupOutcome, OffsetReset, OffsetSwap, TopicPartition};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupMember {
@@ -33,11 +33,11 @@ pub struct ConsumerGroup {
     pub members: BTreeMap<String, GroupMember>,
     pub offset_reset: OffsetReset,
     pub offsets: BTreeMap<TopicPartition, CommittedOffset>,
-    /// Where each partition's owner reads next, when that is past the committed offset (polls
-    /// delivered messages not committed yet). Replicated, so a member's next poll may go to
-    /// any node; dropped when the partition changes owner, whose new owner starts from the
-    /// committed offset.
-    pub positions: BTreeMap<TopicPartition, u64>,
+    /// The generation since which each assigned partition's owner has owned it without a
+    /// break. A poll's cursor, made in some generation, speaks for a partition only if its
+    /// owner held it since then: a partition that went away and came back starts again from
+    /// the committed offset, as one that changed owner does.
+    pub owned_since: BTreeMap<TopicPartition, u64>,
     /// The partition counts the current assignment was computed with.
     pub partition_counts: BTreeMap<String, u32>,
     /// When membership last changed.
@@ -52,7 +52,7 @@ impl ConsumerGroup {
             members: BTreeMap::new(),
             offset_reset: OffsetReset::default(),
             offsets: BTreeMap::new(),
-            positions: BTreeMap::new(),
+            owned_since: BTreeMap::new(),
             partition_counts: BTreeMap::new(),
             rebalanced_at_ms: 0,
         }
@@ -75,13 +75,14 @@ impl ConsumerGroup {
             .collect()
     }
 
-    /// Where `member` reads `partition` next, if it is known: its position, else the
-    /// committed offset. None means the group's reset policy decides.
-    pub fn position(&self, partition: &TopicPartition) -> Option<u64> {
-        self.positions
-            .get(partition)
-            .copied()
-            .or_else(|| self.offsets.get(partition).map(|offset| offset.offset))
+    /// The committed offset of `partition`: the next offset the group reads there.
+    pub fn committed(&self, partition: &TopicPartition) -> Option<u64> {
+        self.offsets.get(partition).map(|offset| offset.offset)
+    }
+
+    /// The generation since which `partition`'s current owner has owned it without a break.
+    pub fn owned_since(&self, partition: &TopicPartition) -> Option<u64> {
+        self.owned_since.get(partition).copied()
     }
 
     pub(super) fn apply(&mut self, command: &GroupCommand) -> GroupOutcome {
@@ -174,25 +175,35 @@ impl ConsumerGroup {
                 member_id,
                 generation,
                 offsets,
+                past_log_end,
                 now_ms,
                 ..
             } => {
                 if let Err(refused) = self.check_owner(member_id, *generation, offsets) {
                     return refused;
                 }
+                if let Some(partition) = past_log_end.first() {
+                    return GroupOutcome::PastLogEnd(partition.clone());
+                }
                 for (partition, offset) in offsets {
                     self.commit(partition, *offset, *now_ms);
                 }
-                GroupOutcome::Done
+                GroupOutcome::Committed {
+                    offsets: offsets
+                        .iter()
+                        .map(|(partition, _)| {
+                            (partition.clone(), self.committed(partition).unwrap_or(0))
+                        })
+                        .collect(),
+                }
             }
-            GroupCommand::Advance {
+            GroupCommand::CompareAndCommit {
                 member_id,
                 generation,
-                moves,
-                commit,
+                offsets,
                 now_ms,
                 ..
-            } => self.advance(member_id, *generation, moves, *commit, *now_ms),
+            } => self.compare_and_commit(member_id, *generation, offsets, *now_ms),
             GroupCommand::Reset {
                 offsets, now_ms, ..
             } => {
@@ -202,7 +213,6 @@ impl ConsumerGroup {
                     };
                 }
                 for (partition, offset) in offsets {
-                    self.positions.remove(partition);
                     self.offsets.insert(
                         partition.clone(),
                         CommittedOffset {
@@ -218,8 +228,7 @@ impl ConsumerGroup {
     }
 
     /// Moves a committed offset forward (never back: a late or repeated commit does not undo
-    /// a newer one; only [`GroupCommand::Reset`] goes back). The owner's position is never
-    /// behind what it committed.
+    /// a newer one; only [`GroupCommand::Reset`] goes back).
     fn commit(&mut self, partition: &TopicPartition, offset: u64, now_ms: i64) {
         let committed = self
             .offsets
@@ -234,42 +243,44 @@ impl ConsumerGroup {
                 committed_at_ms: now_ms,
             };
         }
-        if let Some(position) = self.positions.get_mut(partition) {
-            *position = (*position).max(offset);
-        }
     }
 
-    fn advance(
+    /// Sets every named offset if each is still what the poll read; otherwise changes nothing.
+    /// The swap may set an offset lower than the one read: a committed offset past the end
+    /// of a recreated topic's log is replaced by where the reset policy starts.
+    fn compare_and_commit(
         &mut self,
         member_id: &str,
         generation: u64,
-        moves: &[PositionMove],
-        commit: bool,
+        swaps: &[OffsetSwap],
         now_ms: i64,
     ) -> GroupOutcome {
-        let touched: Vec<(TopicPartition, u64)> = moves
+        let touched: Vec<(TopicPartition, u64)> = swaps
             .iter()
-            .map(|step| (step.partition.clone(), step.to))
+            .map(|swap| (swap.partition.clone(), swap.offset))
             .collect();
         if let Err(refused) = self.check_owner(member_id, generation, &touched) {
             return refused;
         }
-        for step in moves {
-            let current = self.position(&step.partition);
-            if current.is_some_and(|current| current != step.from) {
-                return GroupOutcome::PositionMoved {
-                    partition: step.partition.clone(),
+        for swap in swaps {
+            let current = self.committed(&swap.partition);
+            if current != swap.expected {
+                return GroupOutcome::OffsetMoved {
+                    partition: swap.partition.clone(),
                     current,
                 };
             }
         }
-        for step in moves {
-            self.positions.insert(step.partition.clone(), step.to);
-            if commit {
-                self.commit(&step.partition, step.to, now_ms);
-            }
+        for swap in swaps {
+            self.offsets.insert(
+                swap.partition.clone(),
+                CommittedOffset {
+                    offset: swap.offset,
+                    committed_at_ms: now_ms,
+                },
+            );
         }
-        GroupOutcome::Done
+        GroupOutcome::Committed { offsets: touched }
     }
 
     /// Whether `member_id` is a member in `generation` owning every partition named.
@@ -296,9 +307,9 @@ impl ConsumerGroup {
     }
 
     /// Recomputes the assignment for the current members and bumps the generation. Counts
-    /// missing from `partition_counts` are taken from the previous assignment; the
-    /// positions of partitions that changed owner are dropped, and so are the offsets of
-    /// topics that no longer exist (0 partitions).
+    /// missing from `partition_counts` are taken from the previous assignment; a partition
+    /// that keeps its owner keeps its `owned_since`, one that changes owner starts it anew;
+    /// the offsets of topics that no longer exist (0 partitions) are dropped.
     fn rebalance(&mut self, partition_counts: &BTreeMap<String, u32>, now_ms: i64) {
         let topics: BTreeSet<String> = self.topics().into_iter().map(String::from).collect();
         let counts: BTreeMap<String, u32> = topics
@@ -342,9 +353,18 @@ impl ConsumerGroup {
                 member.assignments = partitions;
             }
         }
-        self.positions.retain(|partition, _| {
-            owners.contains_key(partition) && previous.get(partition) == owners.get(partition)
-        });
+        let generation = self.generation + 1;
+        let kept = std::mem::take(&mut self.owned_since);
+        self.owned_since = owners
+            .iter()
+            .map(|(partition, owner)| {
+                let since = match kept.get(partition) {
+                    Some(since) if previous.get(partition) == Some(owner) => *since,
+                    _ => generation,
+                };
+                (partition.clone(), since)
+            })
+            .collect();
         let gone: Vec<String> = partition_counts
             .iter()
             .filter(|(_, count)| **count == 0)
@@ -353,7 +373,7 @@ impl ConsumerGroup {
         self.offsets
             .retain(|partition, _| !gone.contains(&partition.topic));
         self.partition_counts = counts;
-        self.generation += 1;
+        self.generation = generation;
         self.rebalanced_at_ms = now_ms;
     }
 }

@@ -53,14 +53,13 @@ pub enum OffsetReset {
     Latest,
 }
 
-/// A poll moved a member's position on one partition from `from` to `to`.
+/// A conditional commit: `partition`'s committed offset becomes `offset` only if it is still
+/// `expected` (None: the group has none yet).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PositionMove {
+pub struct OffsetSwap {
     pub partition: TopicPartition,
-    /// Where the poll read from: it must still be the member's position when the move is
-    /// applied, or another poll got there first and this one's messages are not delivered.
-    pub from: u64,
-    pub to: u64,
+    pub expected: Option<u64>,
+    pub offset: u64,
 }
 
 /// A change to a consumer group, replicated through the metadata group.
@@ -106,16 +105,22 @@ pub enum GroupCommand {
         member_id: String,
         generation: u64,
         offsets: Vec<(TopicPartition, u64)>,
+        /// The partitions whose offset the proposer found past the log's end (which is not
+        /// part of the group state): once the member's ownership is checked, such a commit
+        /// is refused as a whole (`PastLogEnd`), so the refusal a client sees is the group's
+        /// when both apply.
+        past_log_end: Vec<TopicPartition>,
         now_ms: i64,
     },
-    /// A poll delivered messages: the member's positions move, and with `commit` (auto-commit)
-    /// the committed offsets too.
-    Advance {
+    /// What a poll needs replicated, compare-and-set on the committed offsets it read: where
+    /// the reset policy started a partition the group had no (or a lost) committed offset
+    /// for, so the next poll does not choose again; and with auto-commit, what it delivered.
+    /// Refused as a whole (`OffsetMoved`) if any offset changed since the poll read it.
+    CompareAndCommit {
         group: String,
         member_id: String,
         generation: u64,
-        moves: Vec<PositionMove>,
-        commit: bool,
+        offsets: Vec<OffsetSwap>,
         now_ms: i64,
     },
     /// An operator sets offsets of a group with no members (possibly backwards).
@@ -136,7 +141,7 @@ impl GroupCommand {
             | GroupCommand::Expire { group, .. }
             | GroupCommand::Resize { group, .. }
             | GroupCommand::Commit { group, .. }
-            | GroupCommand::Advance { group, .. }
+            | GroupCommand::CompareAndCommit { group, .. }
             | GroupCommand::Reset { group, .. }
             | GroupCommand::Delete { group } => group,
         }
@@ -151,7 +156,9 @@ impl fmt::Display for GroupCommand {
             GroupCommand::Expire { .. } => ("expire members of", self.group()),
             GroupCommand::Resize { .. } => ("resize", self.group()),
             GroupCommand::Commit { .. } => ("commit offsets of", self.group()),
-            GroupCommand::Advance { .. } => ("advance positions of", self.group()),
+            GroupCommand::CompareAndCommit { .. } => {
+                ("compare and commit offsets of", self.group())
+            }
             GroupCommand::Reset { .. } => ("reset offsets of", self.group()),
             GroupCommand::Delete { .. } => ("delete", self.group()),
         };
@@ -172,6 +179,11 @@ pub enum GroupOutcome {
         generation: u64,
     },
     Done,
+    /// A commit was applied: the committed offsets of the partitions it named, as stored
+    /// (a commit never moves one back, so they may be above what it asked).
+    Committed {
+        offsets: Vec<(TopicPartition, u64)>,
+    },
     GroupNotFound,
     UnknownMember,
     /// The command named an older generation than the group's.
@@ -180,8 +192,11 @@ pub enum GroupOutcome {
     },
     /// The member does not own this partition in this generation.
     NotAssigned(TopicPartition),
-    /// A poll's position move lost to another poll: the member's position is elsewhere now.
-    PositionMoved {
+    /// A commit named an offset past this partition's high watermark: nothing was stored.
+    PastLogEnd(TopicPartition),
+    /// A compare-and-commit found an offset changed since the poll read it (another poll or a
+    /// commit of the same member came first).
+    OffsetMoved {
         partition: TopicPartition,
         current: Option<u64>,
     },
@@ -225,7 +240,7 @@ impl ConsumerGroups {
             return match command {
                 GroupCommand::Leave { .. }
                 | GroupCommand::Commit { .. }
-                | GroupCommand::Advance { .. } => GroupOutcome::UnknownMember,
+                | GroupCommand::CompareAndCommit { .. } => GroupOutcome::UnknownMember,
                 _ => GroupOutcome::GroupNotFound,
             };
         }

@@ -41,6 +41,7 @@ fn commit(
         member_id: member.into(),
         generation,
         offsets: vec![(TopicPartition::new("t", partition), offset)],
+        past_log_end: Vec::new(),
         now_ms: 2,
     })
 }
@@ -64,7 +65,9 @@ fn a_stale_generation_cannot_commit() {
     let partition = owned(&groups, "a")[0].partition;
     assert_eq!(
         commit(&mut groups, "a", 1, partition, 5),
-        GroupOutcome::Done
+        GroupOutcome::Committed {
+            offsets: vec![(TopicPartition::new("t", partition), 5)]
+        }
     );
     join(&mut groups, "b", 2);
     assert_eq!(
@@ -89,13 +92,40 @@ fn members_commit_only_their_partitions_and_never_backwards() {
     );
     let mine = owned(&groups, "a")[0].partition;
     commit(&mut groups, "a", 2, mine, 10);
-    commit(&mut groups, "a", 2, mine, 4);
+    let partition = TopicPartition::new("t", mine);
     assert_eq!(
-        groups
-            .get("g")
-            .unwrap()
-            .position(&TopicPartition::new("t", mine)),
-        Some(10)
+        commit(&mut groups, "a", 2, mine, 4),
+        GroupOutcome::Committed {
+            offsets: vec![(partition.clone(), 10)]
+        },
+        "a commit answers what is stored"
+    );
+    assert_eq!(groups.get("g").unwrap().committed(&partition), Some(10));
+}
+
+#[test]
+fn a_commit_past_the_log_end_changes_nothing_once_ownership_is_checked() {
+    let mut groups = ConsumerGroups::default();
+    join(&mut groups, "a", 2);
+    let past = |member: &str| GroupCommand::Commit {
+        group: "g".into(),
+        member_id: member.into(),
+        generation: 1,
+        offsets: vec![
+            (TopicPartition::new("t", 0), 5),
+            (TopicPartition::new("t", 1), 9),
+        ],
+        past_log_end: vec![TopicPartition::new("t", 1)],
+        now_ms: 2,
+    };
+    assert_eq!(groups.apply(&past("zz")), GroupOutcome::UnknownMember);
+    assert_eq!(
+        groups.apply(&past("a")),
+        GroupOutcome::PastLogEnd(TopicPartition::new("t", 1))
+    );
+    assert!(
+        groups.get("g").unwrap().offsets.is_empty(),
+        "no offset of the request is stored"
     );
 }
 
@@ -122,70 +152,81 @@ fn unknown_members_and_groups_are_told_apart() {
 }
 
 #[test]
-fn advancing_is_compare_and_set_and_auto_commit_commits() {
+fn compare_and_commit_sets_only_unchanged_offsets_and_all_or_nothing() {
     let mut groups = ConsumerGroups::default();
-    join(&mut groups, "a", 1);
-    let partition = TopicPartition::new("t", 0);
-    let advance = |from, to, commit| GroupCommand::Advance {
+    join(&mut groups, "a", 2);
+    let (zero, one) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+    let swap = |partition: &TopicPartition, expected, offset| OffsetSwap {
+        partition: partition.clone(),
+        expected,
+        offset,
+    };
+    let compare_and_commit = |swaps: Vec<OffsetSwap>| GroupCommand::CompareAndCommit {
         group: "g".into(),
         member_id: "a".into(),
         generation: 1,
-        moves: vec![PositionMove {
-            partition: partition.clone(),
-            from,
-            to,
-        }],
-        commit,
+        offsets: swaps,
         now_ms: 3,
     };
-    // No position and no commit: the first poll starts wherever the reset policy said.
-    assert_eq!(groups.apply(&advance(7, 10, false)), GroupOutcome::Done);
+    // The reset policy's first choice is recorded where the group had no offset.
     assert_eq!(
-        groups.apply(&advance(7, 12, false)),
-        GroupOutcome::PositionMoved {
-            partition: partition.clone(),
-            current: Some(10)
+        groups.apply(&compare_and_commit(vec![swap(&zero, None, 7)])),
+        GroupOutcome::Committed {
+            offsets: vec![(zero.clone(), 7)]
+        }
+    );
+    // A second poll that read "no offset" too lost the race: nothing of it is applied.
+    assert_eq!(
+        groups.apply(&compare_and_commit(vec![
+            swap(&one, None, 3),
+            swap(&zero, None, 12)
+        ])),
+        GroupOutcome::OffsetMoved {
+            partition: zero.clone(),
+            current: Some(7)
         }
     );
     let group = groups.get("g").unwrap();
-    assert_eq!(group.position(&partition), Some(10));
-    assert!(group.offsets.is_empty(), "positions are not commits");
-    assert_eq!(groups.apply(&advance(10, 15, true)), GroupOutcome::Done);
-    assert_eq!(groups.get("g").unwrap().offsets[&partition].offset, 15);
+    assert_eq!(group.committed(&zero), Some(7));
+    assert_eq!(group.committed(&one), None, "all or nothing");
+    assert_eq!(
+        groups.apply(&compare_and_commit(vec![swap(&zero, Some(7), 15)])),
+        GroupOutcome::Committed {
+            offsets: vec![(zero.clone(), 15)]
+        }
+    );
+    assert_eq!(groups.get("g").unwrap().committed(&zero), Some(15));
+    join(&mut groups, "b", 2);
+    assert_eq!(
+        groups.apply(&compare_and_commit(vec![swap(&zero, Some(15), 20)])),
+        GroupOutcome::StaleGeneration { current: 2 }
+    );
 }
 
 #[test]
-fn a_moved_partition_restarts_from_the_committed_offset() {
+fn ownership_is_dated_by_the_generation_it_started_in() {
     let mut groups = ConsumerGroups::default();
     join(&mut groups, "a", 2);
-    let generation = groups.get("g").unwrap().generation;
-    let moves = [0, 1]
-        .map(|partition| PositionMove {
-            partition: TopicPartition::new("t", partition),
-            from: 0,
-            to: 50,
-        })
-        .to_vec();
-    groups.apply(&GroupCommand::Advance {
-        group: "g".into(),
-        member_id: "a".into(),
-        generation,
-        moves,
-        commit: false,
-        now_ms: 3,
-    });
-    commit(&mut groups, "a", generation, 0, 20);
-    commit(&mut groups, "a", generation, 1, 20);
     join(&mut groups, "b", 2);
     let group = groups.get("g").unwrap();
-    let moved = owned(&groups, "b")[0].clone();
     let kept = owned(&groups, "a")[0].clone();
+    let moved = owned(&groups, "b")[0].clone();
     assert_eq!(
-        group.position(&moved),
-        Some(20),
-        "uncommitted work is redone"
+        group.owned_since(&kept),
+        Some(1),
+        "kept through generation 2"
     );
-    assert_eq!(group.position(&kept), Some(50), "the owner keeps its place");
+    assert_eq!(group.owned_since(&moved), Some(2), "moved in generation 2");
+    // b leaves: its partition goes back to a, which owns it anew from generation 3.
+    groups.apply(&GroupCommand::Leave {
+        group: "g".into(),
+        member_id: "b".into(),
+        partition_counts: counts("t", 2),
+        now_ms: 4,
+    });
+    let group = groups.get("g").unwrap();
+    assert_eq!(group.owned_since(&kept), Some(1));
+    assert_eq!(group.owned_since(&moved), Some(3));
 }
 
 #[test]
@@ -240,7 +281,7 @@ fn reset_needs_an_empty_group_and_may_go_backwards() {
         groups
             .get("g")
             .unwrap()
-            .position(&TopicPartition::new("t", 0)),
+            .committed(&TopicPartition::new("t", 0)),
         Some(5)
     );
     assert_eq!(

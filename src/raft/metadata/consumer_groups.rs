@@ -1,6 +1,6 @@
 //! The consumer groups' replicated state, as the metadata group's state machine keeps it.
 //!
-//! Groups change often (every commit, every poll that delivers messages), unlike topics, so
+//! Groups change often (every commit), unlike topics, so
 //! they are not part of the metadata state that is rewritten and republished whole after each
 //! apply: each group is one row, rewritten when that group changes, and readers look at the
 //! shared in-memory copy under a read lock instead of receiving a new clone per change.
@@ -84,7 +84,10 @@ impl GroupsStore {
         let outcome = groups.apply(command);
         let changed = matches!(
             outcome,
-            GroupOutcome::Joined { .. } | GroupOutcome::Rebalanced { .. } | GroupOutcome::Done
+            GroupOutcome::Joined { .. }
+                | GroupOutcome::Rebalanced { .. }
+                | GroupOutcome::Committed { .. }
+                | GroupOutcome::Done
         );
         if changed {
             let name = command.group();

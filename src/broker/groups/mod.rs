@@ -1,18 +1,26 @@
-//! Consumer groups: joining, heartbeats, leaving, committing, describing and resetting.
-//! Polling is in `group_poll`. The state is replicated (see `domain::groups`); any node serves
-//! any group, proposing changes through the metadata leader.
+//! Consumer groups: joining, heartbeats, leaving, describing, resetting and deleting here;
+//! committing in `commit`, polling in `poll` (with `cursor` and `poll_reads`), the gauges in
+//! `gauges`. The state is replicated (see `domain::groups`); any node serves any group,
+//! proposing changes through the metadata leader.
+
+mod commit;
+mod cursor;
+mod gauges;
+mod poll;
+mod poll_reads;
+mod refusal;
+pub mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use self::refusal::{check_group_name, group_not_found, not_empty, refusal, unknown_member};
 use super::topics::now_ms;
-use super::{
-    Broker, BrokerError, BrokerResult, CommitOffsets, ErrorCode, GroupInfo, GroupMemberInfo,
-    GroupOffsetInfo, GroupSummary, JoinGroup, Membership, ResetOffsets, ResetTarget,
-    MAX_COMMIT_OFFSETS, MAX_GROUP_TOPICS,
+use crate::broker::{
+    Broker, BrokerError, BrokerResult, GroupInfo, GroupMemberInfo, GroupOffsetInfo, GroupSummary,
+    JoinGroup, Membership, ResetOffsets, ResetTarget, MAX_GROUP_TOPICS,
 };
 use crate::cluster::topic_partition_counts;
 use crate::domain::groups::{ConsumerGroup, GroupCommand, GroupOutcome, TopicPartition};
-use crate::domain::names::validate_name;
 
 impl Broker {
     pub async fn join_group(&self, request: JoinGroup) -> BrokerResult<Membership> {
@@ -109,26 +117,6 @@ impl Broker {
                 Ok(())
             }
             other => Err(refusal(group, member_id, other)),
-        }
-    }
-
-    pub async fn commit_offsets(&self, request: CommitOffsets) -> BrokerResult<()> {
-        check_group_name(&request.group)?;
-        if request.offsets.is_empty() || request.offsets.len() > MAX_COMMIT_OFFSETS {
-            return Err(BrokerError::InvalidRequest(format!(
-                "a commit carries between 1 and {MAX_COMMIT_OFFSETS} offsets"
-            )));
-        }
-        let command = GroupCommand::Commit {
-            group: request.group.clone(),
-            member_id: request.member_id.clone(),
-            generation: request.generation,
-            offsets: request.offsets,
-            now_ms: now_ms(),
-        };
-        match self.cluster().propose_group(command).await? {
-            GroupOutcome::Done => Ok(()),
-            other => Err(refusal(&request.group, &request.member_id, other)),
         }
     }
 
@@ -243,7 +231,7 @@ impl Broker {
     }
 
     /// Partition counts of the group's topics as this node's metadata has them.
-    pub(super) fn group_partition_counts(&self, group: &str) -> BTreeMap<String, u32> {
+    pub(in crate::broker) fn group_partition_counts(&self, group: &str) -> BTreeMap<String, u32> {
         let topics: Vec<String> = self.cluster().groups().read(|groups| {
             groups
                 .get(group)
@@ -311,71 +299,6 @@ impl Broker {
                 })
                 .collect(),
             offsets,
-        }
-    }
-}
-
-fn check_group_name(name: &str) -> BrokerResult<()> {
-    validate_name("group", name).map_err(BrokerError::InvalidRequest)
-}
-
-pub(super) fn unknown_member(group: &str, member_id: &str) -> BrokerError {
-    BrokerError::NotFound {
-        code: ErrorCode::UnknownMember,
-        message: format!(
-            "group '{group}' has no member '{member_id}' (it left, or its session expired): join again"
-        ),
-    }
-}
-
-fn group_not_found(group: &str) -> BrokerError {
-    BrokerError::NotFound {
-        code: ErrorCode::GroupNotFound,
-        message: format!("group '{group}' does not exist"),
-    }
-}
-
-fn not_empty(group: &str, members: usize) -> BrokerError {
-    BrokerError::Conflict {
-        code: ErrorCode::GroupNotEmpty,
-        message: format!(
-            "group '{group}' has {members} live member(s); this needs a group without members"
-        ),
-    }
-}
-
-pub(super) fn stale_generation(group: &str, current: u64) -> BrokerError {
-    BrokerError::Conflict {
-        code: ErrorCode::StaleGeneration,
-        message: format!(
-            "group '{group}' rebalanced: its generation is {current} now; heartbeat for the new assignments"
-        ),
-    }
-}
-
-/// The broker error for a group command the state refused.
-pub(super) fn refusal(group: &str, member_id: &str, outcome: GroupOutcome) -> BrokerError {
-    match outcome {
-        GroupOutcome::GroupNotFound => group_not_found(group),
-        GroupOutcome::UnknownMember => unknown_member(group, member_id),
-        GroupOutcome::StaleGeneration { current } => stale_generation(group, current),
-        GroupOutcome::NotAssigned(partition) => BrokerError::Conflict {
-            code: ErrorCode::PartitionNotAssigned,
-            message: format!(
-                "partition {partition} is not assigned to member '{member_id}' in this generation"
-            ),
-        },
-        GroupOutcome::GroupNotEmpty { members } => not_empty(group, members),
-        GroupOutcome::TooManyMembers { max } => BrokerError::Conflict {
-            code: ErrorCode::GroupFull,
-            message: format!("group '{group}' already has its maximum of {max} members"),
-        },
-        GroupOutcome::PositionMoved { partition, .. } => BrokerError::Conflict {
-            code: ErrorCode::ConcurrentPoll,
-            message: format!("another poll of this member moved partition {partition} first"),
-        },
-        GroupOutcome::Joined { .. } | GroupOutcome::Rebalanced { .. } | GroupOutcome::Done => {
-            BrokerError::Internal(format!("group '{group}': unexpected outcome {outcome:?}"))
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::ConsumedMessage;
+use crate::broker::ConsumedMessage;
 use crate::domain::groups::{OffsetReset, TopicPartition};
 
 /// Limits on consumer groups, from the node configuration.
@@ -16,6 +16,11 @@ pub struct GroupOptions {
     pub default_session_timeout: Duration,
     /// The most members one group may have.
     pub max_members: u32,
+    /// The longest poll cursor a request may carry, in characters; an answer's cursor is kept
+    /// within it too (see `cursor`).
+    pub max_cursor_bytes: usize,
+    /// The most groups that get their own metric series; the others are counted, not listed.
+    pub max_metric_groups: usize,
 }
 
 impl Default for GroupOptions {
@@ -25,9 +30,15 @@ impl Default for GroupOptions {
             max_session_timeout: Duration::from_secs(300),
             default_session_timeout: Duration::from_secs(10),
             max_members: 1000,
+            max_cursor_bytes: DEFAULT_MAX_CURSOR_BYTES,
+            max_metric_groups: 1000,
         }
     }
 }
+
+/// The default of [`GroupOptions::max_cursor_bytes`]: room for a cursor of several thousand
+/// partitions.
+pub const DEFAULT_MAX_CURSOR_BYTES: usize = 64 * 1024;
 
 /// The most topics one member may subscribe to.
 pub const MAX_GROUP_TOPICS: usize = 100;
@@ -57,6 +68,8 @@ pub struct GroupPoll {
     pub max_messages: usize,
     pub max_wait: Duration,
     pub auto_commit: bool,
+    /// The cursor of the last answer the member received: where this poll continues.
+    pub cursor: Option<String>,
 }
 
 /// A message a group poll delivers, with its topic (a member may read several).
@@ -70,6 +83,8 @@ pub struct GroupPollResult {
     pub generation: u64,
     pub assignments: Vec<TopicPartition>,
     pub messages: Vec<GroupMessage>,
+    /// Where the next poll continues, after these messages: the client sends it back.
+    pub cursor: String,
 }
 
 pub struct CommitOffsets {
@@ -77,6 +92,14 @@ pub struct CommitOffsets {
     pub member_id: String,
     pub generation: u64,
     pub offsets: Vec<(TopicPartition, u64)>,
+}
+
+/// A committed offset as stored after a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOffset {
+    pub partition: TopicPartition,
+    /// The next offset the group reads (never lower than before the commit).
+    pub committed: u64,
 }
 
 /// Where an operator moves a group's offsets.
@@ -134,4 +157,23 @@ pub struct GroupSummary {
     pub members: usize,
     /// Summed over the partitions with a committed offset.
     pub total_lag: u64,
+}
+
+/// The groups' gauges as `/metrics` shows them, computed when scraped so a deleted group's
+/// series go with it.
+#[derive(Debug, Clone, Default)]
+pub struct GroupGauges {
+    /// Every group, listed or not.
+    pub total_groups: usize,
+    /// The first [`GroupOptions::max_metric_groups`] groups by name.
+    pub listed: Vec<GroupGauge>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupGauge {
+    pub group: String,
+    pub members: usize,
+    pub generation: u64,
+    /// Per topic, summed over the partitions with a committed offset.
+    pub lag: Vec<(String, u64)>,
 }
