@@ -11,7 +11,7 @@ use crate::broker::{Broker, BrokerOptions, GroupOptions};
 use crate::cluster::{CleanerOptions, Cluster, ClusterOptions};
 use crate::config::Config;
 use crate::raft::RaftTiming;
-use crate::rpc::RpcLimits;
+use crate::rpc::{LaneLimits, RpcLimits};
 use crate::storage::{Cf, Store, StoreOptions, WriteSet};
 
 const NODE_ID_KEY: &[u8] = b"node_id";
@@ -49,6 +49,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         metadata_voters: config.metadata_voters,
         rpc_limits: RpcLimits {
             source_ip: config.raft_source_ip(),
+            client: LaneLimits {
+                max_in_flight_bytes_per_peer: config.rpc.forward_max_in_flight_bytes,
+                max_concurrent_requests_per_connection: config.rpc.forward_max_concurrent_requests,
+            },
             ..RpcLimits::default()
         },
         leader_wait: Duration::from_millis(config.leader_wait_ms),

@@ -85,6 +85,7 @@ pub struct Config {
     pub raft: RaftConfig,
     pub storage: StorageConfig,
     pub groups: GroupsConfig,
+    pub rpc: RpcConfig,
 }
 
 /// Raft timing, shared by every group of the node.
@@ -130,6 +131,31 @@ pub struct GroupsConfig {
     pub max_metric_groups: usize,
 }
 
+/// Limits of the internal RPC's client lane (`[rpc]`): the connection to each peer that carries
+/// the client requests this node forwards to partition leaders. Raft messages and the cluster's
+/// own requests travel on a separate control lane with fixed limits, so forwarded traffic can
+/// never hold them up.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RpcConfig {
+    /// The most forwarded requests one peer may have running on this node at once (long polls
+    /// included), and the most this node keeps running on one peer; past it a forwarded request
+    /// waits for room within its own deadline. At least 1.
+    pub forward_max_concurrent_requests: usize,
+    /// The most bytes of forwarded request bodies this node has in flight to one peer; past it a
+    /// forwarded request waits for room within its own deadline. At least 1.
+    pub forward_max_in_flight_bytes: usize,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        RpcConfig {
+            forward_max_concurrent_requests: 4096,
+            forward_max_in_flight_bytes: 256 << 20,
+        }
+    }
+}
+
 impl Default for GroupsConfig {
     fn default() -> Self {
         GroupsConfig {
@@ -171,6 +197,7 @@ impl Default for Config {
             raft: RaftConfig::default(),
             storage: StorageConfig::default(),
             groups: GroupsConfig::default(),
+            rpc: RpcConfig::default(),
         }
     }
 }
@@ -277,6 +304,14 @@ impl Config {
         if groups.max_cursor_bytes < 1024 {
             return Err(ConfigError::Invalid(
                 "groups.max_cursor_bytes must be at least 1024".into(),
+            ));
+        }
+        if self.rpc.forward_max_concurrent_requests == 0
+            || self.rpc.forward_max_in_flight_bytes == 0
+        {
+            return Err(ConfigError::Invalid(
+                "rpc.forward_max_concurrent_requests and rpc.forward_max_in_flight_bytes must be at least 1"
+                    .into(),
             ));
         }
         if ![1, 3, 5].contains(&self.metadata_voters) {
@@ -501,6 +536,39 @@ mod tests {
         };
         let error = zero.validate().expect_err("zero").to_string();
         assert!(error.contains("max_queued_bytes_per_partition"), "{error}");
+    }
+
+    #[test]
+    fn rpc_forward_limits_default_parse_and_are_checked() {
+        let config = Config::default();
+        assert_eq!(config.rpc.forward_max_concurrent_requests, 4096);
+        assert_eq!(config.rpc.forward_max_in_flight_bytes, 256 << 20);
+        let config: Config = toml::from_str(
+            "[rpc]\nforward_max_concurrent_requests = 16\nforward_max_in_flight_bytes = 1024\n",
+        )
+        .unwrap();
+        assert_eq!(config.rpc.forward_max_concurrent_requests, 16);
+        assert_eq!(config.rpc.forward_max_in_flight_bytes, 1024);
+        config.validate().unwrap();
+        for rpc in [
+            RpcConfig {
+                forward_max_concurrent_requests: 0,
+                ..RpcConfig::default()
+            },
+            RpcConfig {
+                forward_max_in_flight_bytes: 0,
+                ..RpcConfig::default()
+            },
+        ] {
+            let error = Config {
+                rpc,
+                ..Config::default()
+            }
+            .validate()
+            .unwrap_err()
+            .to_string();
+            assert!(error.contains("rpc.forward_max"), "{error}");
+        }
     }
 
     #[test]

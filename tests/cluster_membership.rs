@@ -202,3 +202,30 @@ async fn adding_a_node_and_draining_one_moves_replicas_without_loss() {
         .expect_problem(response, StatusCode::CONFLICT, "cannot_drain")
         .await;
 }
+
+/// A founder beyond the metadata group's voters (three by default) starts without metadata
+/// state, like a joining node; it must still become a member without an operator adding it.
+#[tokio::test]
+async fn a_fourth_founding_node_registers_itself_and_takes_replicas() {
+    // The harness waits until every node lists all four with a metadata leader.
+    let cluster = TestCluster::start(4).await;
+    let topic = "four";
+    let created = create_replicated(&cluster, 1, topic, 4, 3).await;
+    let replicas_of_4 = created["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|partition| {
+            partition["replicas"]
+                .as_array()
+                .is_some_and(|replicas| replicas.contains(&json!(4)))
+        })
+        .count();
+    assert!(replicas_of_4 >= 1, "node 4 holds no replica: {created}");
+    // Node 4 follows the metadata: it knows the topic and serves its partitions.
+    for partition in 0..4 {
+        cluster.wait_until_in_sync(topic, partition, 3).await;
+    }
+    let response = cluster.node(4).get(&format!("/v1/topics/{topic}")).await;
+    assert_eq!(response.status(), StatusCode::OK);
+}

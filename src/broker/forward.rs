@@ -6,6 +6,10 @@
 //! batch layout (uncompressed; the leader merges and compresses), a read answers stored
 //! batches as they are on disk. While leadership moves, a request follows the new leader until
 //! its deadline; it is retried only when it certainly was not written.
+//!
+//! Forwarded calls travel on the RPC's client lane, apart from raft. A forwarded call is a
+//! future of the client's own request: when the client goes away (or its deadline passes) the
+//! future is dropped, the RPC cancels the call, and the leader aborts its work.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +29,10 @@ use crate::raft::{PartitionReplica, ReadLimits};
 
 pub(super) use super::forward_wire::RawRead;
 
+/// Gauge of requests other nodes forwarded here that are being served right now (long polls
+/// included); a forwarded call its sender gave up on is aborted and leaves it.
+pub const FORWARDED_IN_FLIGHT: &str = "herald_forwarded_requests_in_flight";
+
 /// How long past its own wait a forwarded long poll may take before the caller gives up.
 const FORWARD_SLACK: Duration = Duration::from_secs(5);
 
@@ -40,7 +48,7 @@ impl Broker {
     async fn on_leader<T, L, F>(
         &self,
         group: u64,
-        request: impl Fn() -> ForwardRequest,
+        request: impl Fn() -> BrokerResult<ForwardRequest>,
         wait: Duration,
         local: L,
         unwrap: impl Fn(ForwardReply) -> Option<Result<T, WireError>>,
@@ -58,10 +66,14 @@ impl Broker {
                     Err(BrokerError::NoLeader(_)) => Attempt::Retry,
                     other => Attempt::Done(other),
                 },
-                Route::Remote(node) => {
-                    self.forward_once(group, node, &request(), wait, &unwrap)
-                        .await
-                }
+                Route::Remote(node) => match request() {
+                    Ok(request) => {
+                        self.forward_once(group, node, &request, wait, &unwrap)
+                            .await
+                    }
+                    // Nothing was sent.
+                    Err(error) => Attempt::Done(Err(error)),
+                },
             };
             match attempt {
                 Attempt::Done(result) => return result,
@@ -85,9 +97,10 @@ impl Broker {
     ) -> Attempt<T> {
         let body = match postcard::to_stdvec(request) {
             Ok(body) => Bytes::from(body),
+            // A local fault, logged where it is answered: nothing was sent.
             Err(error) => {
                 return Attempt::Done(Err(BrokerError::Internal(format!(
-                    "encoding a forwarded request: {error}"
+                    "encoding a forwarded request (not sent): {error}"
                 ))))
             }
         };
@@ -98,6 +111,7 @@ impl Broker {
             .await
         {
             Ok(answer) => answer,
+            // Certainly not delivered: safe to try the leader again, or a new one.
             Err(error) if !error.maybe_delivered() => {
                 self.cluster().forget_leader(group, node);
                 return Attempt::Retry;
@@ -186,12 +200,8 @@ impl Broker {
             .as_ref()
             .map_or(ProducerStamp::NONE, |(_, stamp)| *stamp);
         let request = || {
-            let batch = wire
-                .get_or_init(|| {
-                    encode_batch(&records, Compression::None, stamp).unwrap_or_default()
-                })
-                .clone();
-            match &once {
+            let batch = wire.get_or_init(|| wire_batch(&records, stamp)).clone()?;
+            Ok(match &once {
                 Some((claim, _)) => ForwardRequest::AppendOnce {
                     group,
                     batch,
@@ -204,7 +214,7 @@ impl Broker {
                     compression,
                     leader_ack,
                 },
-            }
+            })
         };
         let local = |replica: Arc<PartitionReplica>| {
             let records = (*records).clone();
@@ -255,12 +265,14 @@ impl Broker {
         limits: ReadLimits,
         max_wait: Duration,
     ) -> BrokerResult<RawRead> {
-        let request = || ForwardRequest::Read {
-            group,
-            from: from.into(),
-            max_records: limits.max_records,
-            max_bytes: limits.max_bytes,
-            max_wait_ms: max_wait.as_millis() as u64,
+        let request = || {
+            Ok(ForwardRequest::Read {
+                group,
+                from: from.into(),
+                max_records: limits.max_records,
+                max_bytes: limits.max_bytes,
+                max_wait_ms: max_wait.as_millis() as u64,
+            })
         };
         let local =
             |replica: Arc<PartitionReplica>| self.read_here(replica, from, limits, max_wait);
@@ -273,7 +285,7 @@ impl Broker {
 
     /// The first offset of `group` at or after `timestamp`, asked of its leader.
     pub(super) async fn find_offset(&self, group: u64, timestamp: i64) -> BrokerResult<u64> {
-        let request = || ForwardRequest::OffsetForTimestamp { group, timestamp };
+        let request = || Ok(ForwardRequest::OffsetForTimestamp { group, timestamp });
         let local = |replica: Arc<PartitionReplica>| async move {
             let watermarks = replica.watermarks();
             let found = replica.offset_for_timestamp(timestamp).await?;
@@ -386,6 +398,17 @@ impl Broker {
     }
 }
 
+/// The records of a forwarded append in the stored batch layout, uncompressed (the leader
+/// compresses). Records that cannot be encoded fail the request here, before anything is sent:
+/// forwarding an empty batch instead would answer success for messages never written.
+fn wire_batch(records: &[Record], stamp: ProducerStamp) -> BrokerResult<Bytes> {
+    encode_batch(records, Compression::None, stamp).map_err(|error| {
+        BrokerError::Internal(format!(
+            "encoding a forwarded append's records (not sent): {error}"
+        ))
+    })
+}
+
 /// The broker as the cluster's broker service.
 pub(super) struct ForwardedRequests(pub(super) std::sync::Weak<super::BrokerInner>);
 
@@ -393,10 +416,59 @@ impl BrokerService for ForwardedRequests {
     fn handle(&self, _from: u64, body: Bytes) -> BoxFuture<'static, Result<Bytes, String>> {
         let broker = self.0.upgrade().map(|inner| Broker { inner });
         Box::pin(async move {
+            let _in_flight = InFlight::enter();
             match broker {
                 Some(broker) => broker.serve_forwarded(body).await,
                 None => Err("the broker is shutting down".to_string()),
             }
         })
+    }
+}
+
+/// Counts one forwarded request in [`FORWARDED_IN_FLIGHT`] until it ends or is aborted.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> InFlight {
+        metrics::gauge!(FORWARDED_IN_FLIGHT).increment(1.0);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics::gauge!(FORWARDED_IN_FLIGHT).decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_that_cannot_be_encoded_fail_the_append_instead_of_forwarding_an_empty_batch() {
+        // No records: the batch layout cannot hold them (the same path as any encoding error).
+        let error = wire_batch(&[], ProducerStamp::NONE).unwrap_err();
+        assert_eq!(
+            error.code(),
+            super::super::ErrorCode::InternalError,
+            "{error}"
+        );
+        assert!(error.to_string().contains("not sent"), "{error}");
+    }
+
+    #[test]
+    fn encodable_records_travel_whole() {
+        let records = vec![Record {
+            offset_delta: 0,
+            timestamp: 1,
+            key: None,
+            value: crate::domain::RecordValue::Bytes(Bytes::from_static(b"v")),
+            headers: Vec::new(),
+        }];
+        let batch = wire_batch(&records, ProducerStamp::NONE).unwrap();
+        let (_, decoded) = decode_batch(&batch).unwrap();
+        assert_eq!(decoded.len(), 1);
+        assert_eq!(decoded[0].value, records[0].value);
     }
 }

@@ -162,9 +162,14 @@ impl From<ClusterError> for BrokerError {
             }
             ClusterError::NoMetadataLeader => BrokerError::NoLeader("the cluster metadata".into()),
             ClusterError::Timeout(what) => BrokerError::Timeout(what),
+            // Certainly not delivered: nothing was done, a retry is safe.
+            ClusterError::Rpc(error) if !error.maybe_delivered() => {
+                BrokerError::Unavailable(format!("an internal request could not be sent: {error}"))
+            }
             ClusterError::Rpc(error) => {
                 BrokerError::Timeout(format!("an internal request's outcome is unknown: {error}"))
             }
+            ClusterError::Internal(reason) => BrokerError::Internal(reason),
             ClusterError::Unavailable(reason) => BrokerError::Unavailable(reason),
             ClusterError::CannotDrain(reason) => BrokerError::Conflict {
                 code: ErrorCode::CannotDrain,
@@ -183,5 +188,49 @@ impl From<RaftLayerError> for BrokerError {
             }
             other => BrokerError::Internal(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::RpcError;
+
+    fn code_of(error: ClusterError) -> ErrorCode {
+        BrokerError::from(error).code()
+    }
+
+    #[test]
+    fn an_rpc_failure_answers_the_outcome_it_really_has() {
+        // Never sent: nothing was done, 503 and safe to retry.
+        for unsent in [
+            RpcError::NoAddress(2),
+            RpcError::Unreachable {
+                node: 2,
+                reason: "connection refused".into(),
+            },
+            RpcError::TooLarge { size: 10, max: 5 },
+        ] {
+            assert_eq!(code_of(ClusterError::Rpc(unsent)), ErrorCode::Unavailable);
+        }
+        // Maybe delivered: the outcome is unknown, 504.
+        for unknown in [
+            RpcError::Timeout { node: 2 },
+            RpcError::ConnectionLost {
+                node: 2,
+                reason: "reset".into(),
+            },
+            RpcError::Remote("failed".into()),
+        ] {
+            assert_eq!(code_of(ClusterError::Rpc(unknown)), ErrorCode::Timeout);
+        }
+    }
+
+    #[test]
+    fn a_local_fault_of_the_cluster_layer_is_internal() {
+        assert_eq!(
+            code_of(ClusterError::Internal("encoding".into())),
+            ErrorCode::InternalError
+        );
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::propose::AskError;
 use super::service::ClusterRequest;
 use super::Cluster;
 use crate::rpc::RpcError;
@@ -58,7 +59,7 @@ impl Cluster {
                 Instant::now() + CONFIRM_TIMEOUT,
             )
             .await;
-        if let Err(RpcError::Unreachable { reason, .. }) = answer {
+        if let Err(AskError::Rpc(RpcError::Unreachable { reason, .. })) = answer {
             tracing::warn!(peer, %reason, "peer is gone; taking over the groups it led");
             metrics::counter!("herald_cluster_dead_peer_takeovers_total").increment(1);
             self.take_over_from(peer).await;

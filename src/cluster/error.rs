@@ -21,6 +21,9 @@ pub enum ClusterError {
     Unavailable(String),
     #[error("{0}")]
     CannotDrain(String),
+    /// A fault of this node, such as a request that could not be encoded: nothing was sent.
+    #[error("{0}")]
+    Internal(String),
     #[error("cannot listen for internal RPC on {address}: {reason}")]
     Listen { address: String, reason: String },
 }

@@ -1,5 +1,10 @@
 //! Metadata proposals from any node: forwarded to the metadata leader (one hop), then waited
-//! for until this node applied them; and the cluster requests nodes serve each other.
+//! for until this node applied them; and the cluster requests nodes serve each other, on the
+//! RPC's control lane.
+//!
+//! Every failure keeps the outcome it really has: a request that could not be encoded was never
+//! sent (a local fault, 500), one the RPC certainly did not deliver is retried or answered as
+//! unavailable, and only one that may have been delivered is an unknown outcome.
 
 use std::time::Duration;
 
@@ -64,8 +69,9 @@ impl Cluster {
                         return Err(not_committed_in_time())
                     }
                     Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {}
-                    Err(error) if !error.maybe_delivered() => {}
-                    Err(error) => return Err(ClusterError::Rpc(error)),
+                    Err(AskError::Encode(reason)) => return Err(local_fault(reason)),
+                    Err(AskError::Rpc(error)) if !error.maybe_delivered() => {}
+                    Err(AskError::Rpc(error)) => return Err(ClusterError::Rpc(error)),
                 }
             }
             if Instant::now() >= deadline {
@@ -106,16 +112,20 @@ impl Cluster {
         node: u64,
         request: &ClusterRequest,
         deadline: Instant,
-    ) -> Result<ClusterReply, RpcError> {
-        let body = postcard::to_stdvec(request)
-            .map_err(|error| RpcError::Remote(format!("encoding a cluster request: {error}")))?;
+    ) -> Result<ClusterReply, AskError> {
+        let body = encode_request(request)?;
         let timeout = deadline.saturating_duration_since(Instant::now());
+        let service = service::CLUSTER_SERVICE;
         let answer = self
             .rpc
-            .call(node, service::CLUSTER_SERVICE, Bytes::from(body), timeout)
+            .call(node, service::lane_of(service), service, body, timeout)
             .await?;
-        postcard::from_bytes(&answer)
-            .map_err(|error| RpcError::Remote(format!("decoding a cluster answer: {error}")))
+        // The peer's handler ran: a garbled answer is an outcome unknown to us.
+        postcard::from_bytes(&answer).map_err(|error| {
+            AskError::Rpc(RpcError::Remote(format!(
+                "decoding a cluster answer: {error}"
+            )))
+        })
     }
 
     /// Serves a cluster request from another node.
@@ -167,7 +177,13 @@ impl Cluster {
                     Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {
                         Err(ProposeFailure::NoLeader)
                     }
-                    Err(error) if !error.maybe_delivered() => Err(ProposeFailure::NoLeader),
+                    // Not proposed, but a retry would fail the same way.
+                    Err(AskError::Encode(reason)) => {
+                        Err(ProposeFailure::Failed(local_fault(reason).to_string()))
+                    }
+                    Err(AskError::Rpc(error)) if !error.maybe_delivered() => {
+                        Err(ProposeFailure::NoLeader)
+                    }
                     Err(error) => Err(ProposeFailure::Failed(error.to_string())),
                 }
             }
@@ -197,10 +213,63 @@ impl Cluster {
     }
 }
 
+/// Why asking another node failed, with how far the request got.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum AskError {
+    /// The request could not be encoded: a fault of this node; nothing was sent.
+    #[error("encoding a cluster request: {0}")]
+    Encode(String),
+    /// The call failed; [`RpcError::maybe_delivered`] says whether it may have taken effect.
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+}
+
+fn encode_request(request: &impl serde::Serialize) -> Result<Bytes, AskError> {
+    postcard::to_stdvec(request)
+        .map(Bytes::from)
+        .map_err(|error| AskError::Encode(error.to_string()))
+}
+
+/// A request this node could not encode: logged here, answered as an internal error.
+fn local_fault(reason: String) -> ClusterError {
+    tracing::error!(%reason, "a cluster request could not be encoded; nothing was sent");
+    ClusterError::Internal(format!("encoding a cluster request: {reason}"))
+}
+
 /// A proposal that was made but not committed within its deadline (a metadata leader that
 /// lost its quorum cannot commit): its outcome is unknown.
 fn not_committed_in_time() -> ClusterError {
     ClusterError::Timeout(
         "the metadata change to commit (the metadata leader may have lost its quorum); it may still be applied".into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value whose encoding always fails, as a command too large or malformed for postcard
+    /// would.
+    struct Unencodable;
+
+    impl serde::Serialize for Unencodable {
+        fn serialize<S: serde::Serializer>(&self, _serializer: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("cannot encode this"))
+        }
+    }
+
+    #[test]
+    fn a_request_that_cannot_be_encoded_is_a_local_fault_not_an_unknown_outcome() {
+        let error = encode_request(&Unencodable).unwrap_err();
+        let AskError::Encode(reason) = error else {
+            panic!("an encoding failure is no RPC outcome: {error}");
+        };
+        let error = local_fault(reason);
+        assert!(matches!(error, ClusterError::Internal(_)), "{error}");
+    }
+
+    #[test]
+    fn cluster_requests_encode() {
+        assert!(encode_request(&ClusterRequest::Ping).is_ok());
+    }
 }

@@ -144,8 +144,12 @@ impl Cluster {
     }
 
     /// Founds the cluster id and keeps this node's addresses in the metadata.
+    ///
+    /// A founder beyond the first `metadata_voters` starts without metadata state, like a
+    /// joining node, but nobody adds it: it registers itself through the founding voters, and
+    /// the metadata leader then adds it as a learner.
     async fn register_self(&self) {
-        if !self.metadata.is_initialized().await {
+        if !self.metadata.is_initialized().await && !self.founders.contains_key(&self.node_id) {
             return; // A joining node: the cluster registers it when it adds it.
         }
         let metadata = self.metadata();

@@ -20,7 +20,15 @@ impl Cluster {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, RpcError> {
-        self.rpc.call(node, service, body, timeout).await
+        self.rpc
+            .call(
+                node,
+                super::service::lane_of(service),
+                service,
+                body,
+                timeout,
+            )
+            .await
     }
 
     /// Where requests for `group` go now, waiting until `deadline` for a leader.

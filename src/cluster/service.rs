@@ -12,12 +12,22 @@ use super::groups::MemberView;
 use super::Cluster;
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
 use crate::raft::{RaftService, RAFT_SERVICE};
-use crate::rpc::{RpcHandler, ServiceId};
+use crate::rpc::{Lane, RpcHandler, ServiceId};
 
 /// Cluster requests (this module).
 pub const CLUSTER_SERVICE: ServiceId = 2;
 /// Requests the broker forwards to a partition's leader (`broker::forward`).
 pub const BROKER_SERVICE: ServiceId = 3;
+
+/// The RPC lane requests of `service` travel on: forwarded client requests on the client lane,
+/// so that however many a node forwards (long polls hold their call for up to a minute), raft
+/// and the cluster's own requests on the control lane never wait behind them.
+pub fn lane_of(service: ServiceId) -> Lane {
+    match service {
+        BROKER_SERVICE => Lane::Client,
+        _ => Lane::Control,
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum ClusterRequest {

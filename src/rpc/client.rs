@@ -6,7 +6,7 @@
 //! (see `writer`), instead of a connection or a pool per group. Answers come back in any order
 //! and are matched to their calls by request id.
 //!
-//! A failed connect puts the peer in a short backoff during which calls fail at once with
+//! A failed connect puts the peer's lane in a short backoff during which calls fail at once with
 //! `Unreachable`: when a node dies, every group on every other node notices at about the same
 //! time, and without it each would dial the dead node and wait out the connect timeout. Only
 //! one connect runs per peer at a time, in its own task; concurrent callers wait for it.
@@ -22,10 +22,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::connection::{establish, Connection, LastAnswer};
 use super::frame::HEADER_BYTES;
-use super::{RpcError, RpcLimits, ServiceId, CALLS_TOTAL};
+use super::{Lane, RpcError, RpcLimits, ServiceId, CALLS_TOTAL};
 
-/// Calls other nodes. Cheap to clone (Arc inside). One persistent TCP connection per peer
-/// node, multiplexing every concurrent call (many raft groups share it).
+/// Calls other nodes. Cheap to clone (Arc inside). One persistent TCP connection per peer node
+/// and lane, multiplexing every concurrent call of the lane (many raft groups share one).
 #[derive(Clone)]
 pub struct RpcClient {
     inner: Arc<ClientInner>,
@@ -41,11 +41,17 @@ struct ClientInner {
 /// a connection is never dropped or closed while `state` is held (closing takes it).
 pub(super) struct Peer {
     node: u64,
-    /// Permits are bytes of request bodies in flight to this peer.
-    budget: Arc<Semaphore>,
-    budget_bytes: usize,
+    /// Per lane, by [`Lane::index`].
+    budgets: [Budget; 2],
     state: Mutex<PeerState>,
     last_answer: Arc<LastAnswer>,
+}
+
+/// Bytes of request bodies in flight to a peer on one lane.
+struct Budget {
+    /// Permits are bytes.
+    bytes: Arc<Semaphore>,
+    capacity: usize,
 }
 
 struct PeerState {
@@ -53,7 +59,8 @@ struct PeerState {
     /// Bumped whenever the address changes or the peer is forgotten, so a connect that was
     /// started for an older address does not install its connection.
     epoch: u64,
-    link: Link,
+    /// Per lane, by [`Lane::index`].
+    links: [Link; 2],
 }
 
 type ConnectAttempt = Shared<BoxFuture<'static, Result<Arc<Connection>, RpcError>>>;
@@ -95,9 +102,11 @@ impl RpcClient {
             }
             state.address = address.to_string();
             state.epoch += 1;
-            std::mem::replace(&mut state.link, Link::Idle)
+            std::mem::replace(&mut state.links, [Link::Idle, Link::Idle])
         };
-        close_link(previous, "the node's address changed");
+        previous
+            .into_iter()
+            .for_each(|link| close_link(link, "the node's address changed"));
     }
 
     pub fn address(&self, node: u64) -> Option<String> {
@@ -114,31 +123,42 @@ impl RpcClient {
         let previous = {
             let mut state = peer.state.lock();
             state.epoch += 1;
-            std::mem::replace(&mut state.link, Link::Idle)
+            std::mem::replace(&mut state.links, [Link::Idle, Link::Idle])
         };
-        close_link(previous, "the node was forgotten");
+        previous
+            .into_iter()
+            .for_each(|link| close_link(link, "the node was forgotten"));
     }
 
-    /// Sends one request and waits for its answer, at most `timeout` in total (connect, room in
-    /// the in-flight budget, send, answer).
+    /// Sends one request on `lane` and waits for its answer, at most `timeout` in total
+    /// (connect, room in the lane's in-flight budget, a slot on its connection, send, answer).
+    ///
+    /// Dropping the returned future before it completes (the caller went away) cancels the
+    /// request: the peer aborts its handler. A timeout does the same.
     pub async fn call(
         &self,
         node: u64,
+        lane: Lane,
         service: ServiceId,
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, RpcError> {
-        let outcome =
-            match tokio::time::timeout(timeout, self.inner.call(node, service, body)).await {
-                Ok(outcome) => outcome,
-                Err(_elapsed) => Err(RpcError::Timeout { node }),
-            };
+        let call = self.inner.call(node, lane, service, body);
+        let outcome = match tokio::time::timeout(timeout, call).await {
+            Ok(outcome) => outcome,
+            Err(_elapsed) => Err(RpcError::Timeout { node }),
+        };
         let label = match &outcome {
             Ok(_) => "ok",
             Err(error) => error.outcome_label(),
         };
-        metrics::counter!(CALLS_TOTAL, "service" => service.to_string(), "outcome" => label)
-            .increment(1);
+        metrics::counter!(
+            CALLS_TOTAL,
+            "service" => service.to_string(),
+            "lane" => lane.label(),
+            "outcome" => label
+        )
+        .increment(1);
         outcome
     }
 
@@ -148,26 +168,36 @@ impl RpcClient {
         peer.last_answer.get()
     }
 
-    /// Whether a connection to `node` is open right now (for status pages and tests).
+    /// Whether the control lane's connection to `node` is open right now (for status pages
+    /// and tests): the one raft and the cluster's own requests use.
     pub fn is_connected(&self, node: u64) -> bool {
+        self.is_connected_on(node, Lane::Control)
+    }
+
+    /// Whether the connection to `node` on `lane` is open right now.
+    pub fn is_connected_on(&self, node: u64, lane: Lane) -> bool {
         let Some(peer) = self.inner.peers.lock().get(&node).cloned() else {
             return false;
         };
         let state = peer.state.lock();
-        matches!(&state.link, Link::Connected(connection) if !connection.is_closed())
+        matches!(&state.links[lane.index()], Link::Connected(connection) if !connection.is_closed())
     }
 
-    /// Calls to `node` waiting for an answer on its current connection.
+    /// Calls to `node` waiting for an answer on its current connections, all lanes.
     #[cfg(test)]
     pub(super) fn pending_calls(&self, node: u64) -> usize {
         let Some(peer) = self.inner.peers.lock().get(&node).cloned() else {
             return 0;
         };
         let state = peer.state.lock();
-        match &state.link {
-            Link::Connected(connection) => connection.pending_calls(),
-            _ => 0,
-        }
+        state
+            .links
+            .iter()
+            .map(|link| match link {
+                Link::Connected(connection) => connection.pending_calls(),
+                _ => 0,
+            })
+            .sum()
     }
 }
 
@@ -181,7 +211,13 @@ impl std::fmt::Debug for RpcClient {
 }
 
 impl ClientInner {
-    async fn call(&self, node: u64, service: ServiceId, body: Bytes) -> Result<Bytes, RpcError> {
+    async fn call(
+        &self,
+        node: u64,
+        lane: Lane,
+        service: ServiceId,
+        body: Bytes,
+    ) -> Result<Bytes, RpcError> {
         let max = self.limits.frame_limit();
         let size = HEADER_BYTES + body.len();
         if size > max {
@@ -194,14 +230,14 @@ impl ClientInner {
             .cloned()
             .ok_or(RpcError::NoAddress(node))?;
         // Held until the answer arrives or the call is dropped on its timeout.
-        let _budget = peer.reserve(body.len()).await?;
-        let connection = self.connection(&peer).await?;
+        let _budget = peer.reserve(lane, body.len()).await?;
+        let connection = self.connection(&peer, lane).await?;
         let waiting = match connection.send(service, body.clone()).await {
             Ok(waiting) => waiting,
             // The connection closed between lookup and send, so nothing went out on it: one
             // attempt on a fresh connection.
             Err(_closed) => self
-                .connection(&peer)
+                .connection(&peer, lane)
                 .await?
                 .send(service, body)
                 .await
@@ -210,11 +246,14 @@ impl ClientInner {
         waiting.answer().await
     }
 
-    /// The peer's open connection, connecting (or joining the running connect) if needed.
-    async fn connection(&self, peer: &Arc<Peer>) -> Result<Arc<Connection>, RpcError> {
+    /// The peer's open connection on `lane`, connecting (or joining the running connect) if
+    /// needed.
+    async fn connection(&self, peer: &Arc<Peer>, lane: Lane) -> Result<Arc<Connection>, RpcError> {
         let (attempt, previous) = {
             let mut state = peer.state.lock();
-            match &state.link {
+            let state = &mut *state;
+            let link = &mut state.links[lane.index()];
+            match &*link {
                 Link::Connected(connection) if !connection.is_closed() => {
                     return Ok(connection.clone())
                 }
@@ -226,9 +265,9 @@ impl ClientInner {
                     });
                 }
                 _ => {
-                    let attempt = self.start_connect(peer, state.address.clone(), state.epoch);
-                    let previous =
-                        std::mem::replace(&mut state.link, Link::Connecting(attempt.clone()));
+                    let attempt =
+                        self.start_connect(peer, lane, state.address.clone(), state.epoch);
+                    let previous = std::mem::replace(link, Link::Connecting(attempt.clone()));
                     (attempt, Some(previous))
                 }
             }
@@ -239,16 +278,27 @@ impl ClientInner {
 
     /// Connects in a task of its own, so a caller giving up on its timeout does not cancel the
     /// connect others are waiting for; the task records the outcome in the peer's state.
-    fn start_connect(&self, peer: &Arc<Peer>, address: String, epoch: u64) -> ConnectAttempt {
+    fn start_connect(
+        &self,
+        peer: &Arc<Peer>,
+        lane: Lane,
+        address: String,
+        epoch: u64,
+    ) -> ConnectAttempt {
         let peer = peer.clone();
         let node = peer.node;
         let own_id = self.node_id;
         let limits = self.limits.clone();
         let task = tokio::spawn(async move {
-            let outcome = establish(own_id, &peer, &address, &limits).await;
+            let outcome = establish(own_id, &peer, lane, &address, &limits).await;
+            let lane_label = lane.label();
             match &outcome {
-                Ok(_) => tracing::debug!(node, %address, "rpc connection established"),
-                Err(reason) => tracing::debug!(node, %address, %reason, "rpc connect failed"),
+                Ok(_) => {
+                    tracing::debug!(node, %address, lane = lane_label, "rpc connection established")
+                }
+                Err(reason) => {
+                    tracing::debug!(node, %address, lane = lane_label, %reason, "rpc connect failed")
+                }
             }
             let previous = {
                 let mut state = peer.state.lock();
@@ -260,7 +310,7 @@ impl ClientInner {
                             reason: reason.clone(),
                         },
                     };
-                    std::mem::replace(&mut state.link, link)
+                    std::mem::replace(&mut state.links[lane.index()], link)
                 })
             };
             if previous.is_none() {
@@ -293,18 +343,24 @@ fn close_link(link: Link, reason: &str) {
 
 impl Peer {
     fn new(node: u64, address: &str, limits: &RpcLimits) -> Peer {
-        let budget_bytes = limits
-            .max_in_flight_bytes_per_peer
-            .min(Semaphore::MAX_PERMITS)
-            .min(u32::MAX as usize);
+        let budget = |lane: Lane| {
+            let capacity = limits
+                .lane(lane)
+                .max_in_flight_bytes_per_peer
+                .clamp(1, Semaphore::MAX_PERMITS)
+                .min(u32::MAX as usize);
+            Budget {
+                bytes: Arc::new(Semaphore::new(capacity)),
+                capacity,
+            }
+        };
         Peer {
             node,
-            budget: Arc::new(Semaphore::new(budget_bytes)),
-            budget_bytes,
+            budgets: Lane::ALL.map(budget),
             state: Mutex::new(PeerState {
                 address: address.to_string(),
                 epoch: 0,
-                link: Link::Idle,
+                links: [Link::Idle, Link::Idle],
             }),
             last_answer: Arc::new(LastAnswer::new()),
         }
@@ -318,13 +374,14 @@ impl Peer {
         &self.last_answer
     }
 
-    /// Empties the slot if it holds the connection `is_it` picks (a connection that broke), so
-    /// the next call dials again.
-    pub(super) fn release(&self, is_it: impl Fn(&Connection) -> bool) {
+    /// Empties the lane's slot if it holds the connection `is_it` picks (a connection that
+    /// broke), so the next call dials again.
+    pub(super) fn release(&self, lane: Lane, is_it: impl Fn(&Connection) -> bool) {
         let previous = {
             let mut state = self.state.lock();
-            let holds_it = matches!(&state.link, Link::Connected(connection) if is_it(connection));
-            holds_it.then(|| std::mem::replace(&mut state.link, Link::Idle))
+            let link = &mut state.links[lane.index()];
+            let holds_it = matches!(&*link, Link::Connected(connection) if is_it(connection));
+            holds_it.then(|| std::mem::replace(link, Link::Idle))
         };
         // Dropped outside the lock: dropping a connection closes it.
         drop(previous);
@@ -332,9 +389,11 @@ impl Peer {
 
     /// Room for a body in the in-flight budget. A body larger than the whole budget takes all
     /// of it, so it waits for everything else and then travels alone.
-    async fn reserve(&self, body_len: usize) -> Result<OwnedSemaphorePermit, RpcError> {
-        let permits = u32::try_from(body_len.min(self.budget_bytes)).unwrap_or(u32::MAX);
-        self.budget
+    async fn reserve(&self, lane: Lane, body_len: usize) -> Result<OwnedSemaphorePermit, RpcError> {
+        let budget = &self.budgets[lane.index()];
+        let permits = u32::try_from(body_len.min(budget.capacity)).unwrap_or(u32::MAX);
+        budget
+            .bytes
             .clone()
             .acquire_many_owned(permits)
             .await

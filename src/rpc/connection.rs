@@ -1,8 +1,12 @@
-//! One dialled connection to a peer: the handshake, then a writer task (see `writer`) and a
-//! reader task that routes answers by request id to the calls waiting for them.
+//! One dialled connection to a peer on one lane: the handshake, then a writer task (see
+//! `writer`) and a reader task that routes answers by request id to the calls waiting for them.
 //!
-//! Calls register in the pending map before their request is queued and deregister when they
-//! end, answered or not (a call dropped on its timeout leaves nothing behind). When the
+//! A call first takes one of the connection's slots, as many as the server announced it runs at
+//! once, so the server never has to stop reading this connection and a cancel reaches it
+//! promptly. Calls register in the pending map before their request is queued and deregister
+//! when they end, answered or not. A call that ends unanswered after its request was queued
+//! (dropped on its timeout, or its caller went away) queues a cancel before it gives its slot
+//! back, so the server aborts the handler instead of running it for nobody. When the
 //! connection breaks, every pending call learns it at once (`ConnectionLost`: its request was
 //! queued, so it may have been delivered) and the peer's slot is emptied, so the next call
 //! dials again.
@@ -17,26 +21,33 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpSocket, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::AbortHandle;
 
 use super::client::Peer;
 use super::frame::{
-    decode_hello_ack, write_frame, Frame, FrameKind, FrameReader, Hello, HANDSHAKE_MAX_FRAME_BYTES,
+    cancel, write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HANDSHAKE_MAX_FRAME_BYTES,
 };
-use super::{writer, ConnectionGauge, RpcError, RpcLimits, ServiceId};
+use super::{writer, ConnectionGauge, Lane, RpcError, RpcLimits, ServiceId};
 
 /// Dials, says hello, and starts the connection's reader and writer tasks; the error is why
 /// not.
 pub(super) async fn establish(
     own_id: u64,
     peer: &Arc<Peer>,
+    lane: Lane,
     address: &str,
     limits: &RpcLimits,
 ) -> Result<Arc<Connection>, String> {
-    let (mut reader, write_half) = match tokio::time::timeout(
+    let hello = Hello {
+        from: own_id,
+        to: peer.node(),
+        lane,
+    };
+    let (mut reader, write_half, ack) = match tokio::time::timeout(
         limits.connect_timeout,
-        handshake(own_id, peer.node(), address, limits.source_ip),
+        handshake(hello, address, limits.source_ip),
     )
     .await
     {
@@ -50,15 +61,21 @@ pub(super) async fn establish(
     };
     reader.set_max_frame_bytes(limits.frame_limit());
     peer.last_answer().record();
-    Ok(Connection::start(peer, reader, write_half))
+    // The smaller of what this node would send and what the server runs at once.
+    let slots = limits
+        .lane(lane)
+        .max_concurrent_requests_per_connection
+        .min(ack.max_concurrent_requests as usize)
+        .clamp(1, Semaphore::MAX_PERMITS);
+    Ok(Connection::start(peer, lane, slots, reader, write_half))
 }
 
 async fn handshake(
-    own_id: u64,
-    node: u64,
+    hello: Hello,
     address: &str,
     source_ip: Option<IpAddr>,
-) -> Result<(FrameReader<OwnedReadHalf>, OwnedWriteHalf), String> {
+) -> Result<(FrameReader<OwnedReadHalf>, OwnedWriteHalf, HelloAck), String> {
+    let node = hello.to;
     let stream = dial(address, source_ip)
         .await
         .map_err(|error| format!("connect to {address}: {error}"))?;
@@ -66,10 +83,6 @@ async fn handshake(
         .set_nodelay(true)
         .map_err(|error| format!("set TCP_NODELAY on {address}: {error}"))?;
     let (read_half, mut write_half) = stream.into_split();
-    let hello = Hello {
-        from: own_id,
-        to: node,
-    };
     write_frame(&mut write_half, &hello.into_frame())
         .await
         .map_err(|error| format!("send hello to {address}: {error}"))?;
@@ -81,11 +94,14 @@ async fn handshake(
         .ok_or_else(|| format!("{address} closed the connection during the handshake"))?;
     match reply.kind {
         FrameKind::HelloAck => {
-            let answered = decode_hello_ack(&reply.body)?;
-            if answered != node {
-                return Err(format!("{address} is node {answered}, not node {node}"));
+            let ack = HelloAck::decode(&reply.body)?;
+            if ack.node_id != node {
+                return Err(format!(
+                    "{address} is node {}, not node {node}",
+                    ack.node_id
+                ));
             }
-            Ok((reader, write_half))
+            Ok((reader, write_half, ack))
         }
         FrameKind::HelloRefused => Err(format!(
             "{address} refused the handshake: {}",
@@ -137,6 +153,10 @@ pub(super) struct Connection {
 /// The part of a connection its reader and writer tasks share with callers.
 struct ConnectionShared {
     node: u64,
+    lane: Lane,
+    /// One per call outstanding, as many as the server runs at once; closed with the
+    /// connection, so callers waiting for one learn it.
+    slots: Arc<Semaphore>,
     next_request_id: AtomicU64,
     closed: AtomicBool,
     pending: Mutex<PendingCalls>,
@@ -155,12 +175,16 @@ struct PendingCalls {
 impl Connection {
     fn start(
         peer: &Arc<Peer>,
+        lane: Lane,
+        slots: usize,
         reader: FrameReader<OwnedReadHalf>,
         write_half: OwnedWriteHalf,
     ) -> Arc<Connection> {
         let (outgoing, queue) = mpsc::channel(writer::QUEUE_FRAMES);
         let shared = Arc::new(ConnectionShared {
             node: peer.node(),
+            lane,
+            slots: Arc::new(Semaphore::new(slots)),
             next_request_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             pending: Mutex::new(PendingCalls {
@@ -169,7 +193,7 @@ impl Connection {
             }),
             tasks: Mutex::new(Vec::new()),
             peer: Arc::downgrade(peer),
-            _gauge: ConnectionGauge::open("out"),
+            _gauge: ConnectionGauge::open("out", lane),
         });
         let reading = tokio::spawn(read_answers(
             shared.clone(),
@@ -212,9 +236,16 @@ impl Connection {
         self.shared.pending.lock().calls.len()
     }
 
-    /// Registers a call and queues its request. The error (the connection closed first) means
-    /// the request was certainly not sent.
+    /// Takes a slot, registers a call and queues its request. The error (the connection
+    /// closed first) means the request was certainly not sent.
     pub(super) async fn send(&self, service: ServiceId, body: Bytes) -> Result<Waiting, String> {
+        let slot = self
+            .shared
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_closed| self.closed_reason())?;
         let request_id = self.shared.next_request_id.fetch_add(1, Ordering::Relaxed);
         let (answer_sender, answer) = oneshot::channel();
         {
@@ -224,19 +255,33 @@ impl Connection {
             }
             pending.calls.insert(request_id, answer_sender);
         }
-        let registration = Registration {
+        let mut registration = Registration {
             shared: self.shared.clone(),
             request_id,
+            service,
+            outgoing: self.outgoing.clone(),
+            queued: false,
+            slot: Some(slot),
         };
         let frame = Frame::new(FrameKind::Request, request_id, service, body);
         if self.outgoing.send(frame).await.is_err() {
             return Err("the connection's writer stopped".to_string());
         }
+        registration.queued = true;
         Ok(Waiting {
             node: self.shared.node,
             answer,
             _registration: registration,
         })
+    }
+
+    fn closed_reason(&self) -> String {
+        self.shared
+            .pending
+            .lock()
+            .closed_because
+            .clone()
+            .unwrap_or_else(|| "the connection closed".to_string())
     }
 }
 
@@ -264,7 +309,8 @@ impl ConnectionShared {
             self.closed.store(true, Ordering::Release);
             std::mem::take(&mut pending.calls)
         };
-        tracing::debug!(node = self.node, %reason, "rpc connection closed");
+        self.slots.close();
+        tracing::debug!(node = self.node, lane = self.lane.label(), %reason, "rpc connection closed");
         for (_, caller) in calls {
             let _ = caller.send(Err(RpcError::ConnectionLost {
                 node: self.node,
@@ -276,7 +322,9 @@ impl ConnectionShared {
             return;
         }
         if let Some(peer) = self.peer.upgrade() {
-            peer.release(|connection| std::ptr::eq(Arc::as_ptr(&connection.shared), self));
+            peer.release(self.lane, |connection| {
+                std::ptr::eq(Arc::as_ptr(&connection.shared), self)
+            });
         }
     }
 
@@ -328,16 +376,49 @@ async fn read_answers(
     shared.close(&reason, true);
 }
 
-/// Removes the call's pending entry when the call ends, whether answered or dropped on its
-/// timeout, so abandoned calls leave nothing behind.
+/// Removes the call's pending entry when the call ends, whether answered or dropped, so
+/// abandoned calls leave nothing behind; cancels an unanswered request on the server, then
+/// gives the call's slot back.
 struct Registration {
     shared: Arc<ConnectionShared>,
     request_id: u64,
+    service: ServiceId,
+    outgoing: mpsc::Sender<Frame>,
+    /// Whether the request frame was queued (a call dropped before that sent nothing).
+    queued: bool,
+    /// Given back once the cancel (if any) is queued: the server reads the cancel before any
+    /// request that takes the slot next, so it never runs more than it announced.
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.shared.pending.lock().calls.remove(&self.request_id);
+        let unanswered = self
+            .shared
+            .pending
+            .lock()
+            .calls
+            .remove(&self.request_id)
+            .is_some();
+        if !unanswered || !self.queued || self.shared.is_closed() {
+            return;
+        }
+        let frame = cancel(self.request_id, self.service);
+        match self.outgoing.try_send(frame) {
+            Ok(()) | Err(TrySendError::Closed(_)) => {}
+            // The writer's queue is full (a burst): queue it from a task, which keeps the slot
+            // until then. Bounded by the calls outstanding, which hold slots.
+            Err(TrySendError::Full(frame)) => {
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let outgoing = self.outgoing.clone();
+                    let slot = self.slot.take();
+                    runtime.spawn(async move {
+                        let _ = outgoing.send(frame).await;
+                        drop(slot);
+                    });
+                }
+            }
+        }
     }
 }
 

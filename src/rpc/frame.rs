@@ -7,15 +7,30 @@
 //! oversized one before buffering anything of it. Frames are read whole into one buffer and
 //! the body is split off as `Bytes`, so a body is copied from the socket once and never again.
 //!
-//! The handshake uses the same frames: a client's first frame is a hello (magic `HRLD`,
-//! version, from node, to node), answered by a hello-ack (the server's node id) or a
-//! hello-refused (the reason, as text) after which the server closes.
+//! Kinds, and what their body holds:
+//!
+//! | kind | byte | sent by | body |
+//! |---|---|---|---|
+//! | request | 0 | client | the service's request |
+//! | answer-ok | 1 | server | the service's answer to the request of the same id |
+//! | answer-error | 2 | server | the handler's error, as text |
+//! | hello | 3 | client, first frame | magic `HRLD`, `u16` version, `u64` from node, `u64` to node, `u8` lane |
+//! | hello-ack | 4 | server | `u64` its node id, `u32` the lane's concurrent requests limit |
+//! | hello-refused | 5 | server, then it closes | the reason, as text |
+//! | cancel | 6 | client | empty |
+//!
+//! A cancel names, by its request id, a request the client gave up on (its caller timed out
+//! or went away): the server aborts that request's handler, frees its slot, and answers
+//! nothing; a cancel for a request already answered (they cross) is ignored. Its service byte
+//! repeats the request's and is not used. Ids of requests and cancels are the client's, unique
+//! per connection. The lane (0 control, 1 client) selects the limits of the connection (see
+//! `lane`). Version 1 (no lane, no limit in the hello-ack, no cancel) is refused.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::ServiceId;
+use super::{Lane, ServiceId};
 
 const LENGTH_BYTES: usize = 4;
 /// Kind, request id and service: the part of the header the length prefix counts.
@@ -28,11 +43,14 @@ pub(crate) const HANDSHAKE_MAX_FRAME_BYTES: usize = 4096;
 
 /// How much the read buffer grows at most per read beyond what already arrived: a frame's
 /// buffer grows with the bytes that actually come, never to the size its prefix claims.
-const READ_CHUNK_BYTES: usize = 64 * 1024;
+pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// What a reader's buffer starts with.
+pub(crate) const INITIAL_BUFFER_BYTES: usize = 8 * 1024;
 
 const MAGIC: [u8; 4] = *b"HRLD";
-const PROTOCOL_VERSION: u16 = 1;
-const HELLO_BYTES: usize = 4 + 2 + 8 + 8;
+const PROTOCOL_VERSION: u16 = 2;
+const HELLO_BYTES: usize = 4 + 2 + 8 + 8 + 1;
+const HELLO_ACK_BYTES: usize = 8 + 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FrameKind {
@@ -42,6 +60,7 @@ pub(crate) enum FrameKind {
     Hello = 3,
     HelloAck = 4,
     HelloRefused = 5,
+    Cancel = 6,
 }
 
 impl FrameKind {
@@ -53,6 +72,7 @@ impl FrameKind {
             3 => Some(FrameKind::Hello),
             4 => Some(FrameKind::HelloAck),
             5 => Some(FrameKind::HelloRefused),
+            6 => Some(FrameKind::Cancel),
             _ => None,
         }
     }
@@ -142,7 +162,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub(crate) fn new(source: R, max_frame_bytes: usize) -> FrameReader<R> {
         FrameReader {
             source,
-            buffer: BytesMut::with_capacity(8 * 1024),
+            buffer: BytesMut::with_capacity(INITIAL_BUFFER_BYTES),
             max_frame_bytes,
             received: metrics::counter!(super::RECEIVED_BYTES_TOTAL),
         }
@@ -214,11 +234,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
-/// A client's first frame: who it is and which node it expects to reach.
+/// A client's first frame: who it is, which node it expects to reach, and which lane the
+/// connection is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hello {
     pub(crate) from: u64,
     pub(crate) to: u64,
+    pub(crate) lane: Lane,
 }
 
 impl Hello {
@@ -228,6 +250,7 @@ impl Hello {
         body.put_u16(PROTOCOL_VERSION);
         body.put_u64(self.from);
         body.put_u64(self.to);
+        body.put_u8(self.lane as u8);
         Frame::new(FrameKind::Hello, 0, 0, body.freeze())
     }
 
@@ -243,26 +266,47 @@ impl Hello {
                 "unsupported protocol version {version} (this node speaks {PROTOCOL_VERSION})"
             ));
         }
-        if body.len() != 16 {
+        if body.len() != HELLO_BYTES - MAGIC.len() - 2 {
             return Err(format!("malformed hello of {} bytes", body.len() + 6));
         }
-        Ok(Hello {
-            from: body.get_u64(),
-            to: body.get_u64(),
+        let from = body.get_u64();
+        let to = body.get_u64();
+        let lane_byte = body.get_u8();
+        let lane = Lane::from_byte(lane_byte).ok_or_else(|| format!("unknown lane {lane_byte}"))?;
+        Ok(Hello { from, to, lane })
+    }
+}
+
+/// The server's acceptance: its node id and how many requests it runs at once on this
+/// connection (the client keeps its outstanding calls within it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HelloAck {
+    pub(crate) node_id: u64,
+    pub(crate) max_concurrent_requests: u32,
+}
+
+impl HelloAck {
+    pub(crate) fn into_frame(self) -> Frame {
+        let mut body = BytesMut::with_capacity(HELLO_ACK_BYTES);
+        body.put_u64(self.node_id);
+        body.put_u32(self.max_concurrent_requests);
+        Frame::new(FrameKind::HelloAck, 0, 0, body.freeze())
+    }
+
+    pub(crate) fn decode(mut body: &[u8]) -> Result<HelloAck, String> {
+        if body.len() != HELLO_ACK_BYTES {
+            return Err(format!("malformed hello-ack of {} bytes", body.len()));
+        }
+        Ok(HelloAck {
+            node_id: body.get_u64(),
+            max_concurrent_requests: body.get_u32(),
         })
     }
 }
 
-pub(crate) fn hello_ack(node_id: u64) -> Frame {
-    let body = Bytes::copy_from_slice(&node_id.to_be_bytes());
-    Frame::new(FrameKind::HelloAck, 0, 0, body)
-}
-
-pub(crate) fn decode_hello_ack(mut body: &[u8]) -> Result<u64, String> {
-    if body.len() != 8 {
-        return Err(format!("malformed hello-ack of {} bytes", body.len()));
-    }
-    Ok(body.get_u64())
+/// The frame that cancels the client's request `request_id` of `service`.
+pub(crate) fn cancel(request_id: u64, service: ServiceId) -> Frame {
+    Frame::new(FrameKind::Cancel, request_id, service, Bytes::new())
 }
 
 #[cfg(test)]
@@ -349,7 +393,11 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_refuses_strangers() {
-        let hello = Hello { from: 1, to: 2 };
+        let hello = Hello {
+            from: 1,
+            to: 2,
+            lane: Lane::Client,
+        };
         let frame = hello.into_frame();
         assert_eq!(frame.kind, FrameKind::Hello);
         assert_eq!(Hello::decode(&frame.body), Ok(hello));
@@ -363,6 +411,14 @@ mod tests {
             .unwrap_err()
             .contains("version"));
         assert!(Hello::decode(&frame.body[..10]).is_err());
-        assert_eq!(decode_hello_ack(&hello_ack(42).body), Ok(42));
+        let mut other_lane = frame.body.to_vec();
+        other_lane[22] = 7;
+        assert!(Hello::decode(&other_lane).unwrap_err().contains("lane"));
+        let ack = HelloAck {
+            node_id: 42,
+            max_concurrent_requests: 16,
+        };
+        assert_eq!(HelloAck::decode(&ack.into_frame().body), Ok(ack));
+        assert!(HelloAck::decode(&42u64.to_be_bytes()).is_err());
     }
 }

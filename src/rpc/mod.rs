@@ -4,15 +4,18 @@
 //! of the layers above (raft, cluster, broker dispatch), so this module imports neither openraft
 //! nor rocksdb, and the transport can be tested, tuned and replaced on its own.
 //!
-//! Shape: [`RpcClient`] keeps one persistent TCP connection per peer node and multiplexes every
-//! concurrent call over it, matching answers to requests by id; [`serve`] accepts connections,
-//! checks a handshake naming the node the caller expected, and runs an [`RpcHandler`] per
-//! request, with per-connection backpressure. The wire format is described in `frame`.
+//! Shape: [`RpcClient`] keeps one persistent TCP connection per peer node and [`Lane`], and
+//! multiplexes every concurrent call of that lane over it, matching answers to requests by id;
+//! [`serve`] accepts connections, checks a handshake naming the node the caller expected and the
+//! lane, and runs an [`RpcHandler`] per request within that lane's limits. A call dropped before
+//! its answer (its caller gave up or went away) sends a cancel, and the server aborts that
+//! request's handler. The wire format is described in `frame`, the lanes in `lane`.
 
 mod client;
 mod connection;
 mod error;
 mod frame;
+mod lane;
 mod server;
 mod writer;
 
@@ -27,21 +30,25 @@ use futures::future::BoxFuture;
 
 pub use client::RpcClient;
 pub use error::RpcError;
+pub use lane::{Lane, LaneLimits};
 pub use server::serve;
 
 /// Which service of the receiving node a request is for (raft, cluster, broker, ...). The
 /// transport only routes it; the numbering belongs to the layers above.
 pub type ServiceId = u8;
 
-/// Counter of finished calls, labelled by `service` and `outcome`
+/// Counter of finished calls, labelled by `service`, `lane` and `outcome`
 /// (`ok`, `remote_error`, `timeout`, `unreachable`, `connection_lost`, `no_address`, `too_large`).
 pub const CALLS_TOTAL: &str = "herald_rpc_calls_total";
 /// Counter of frame bytes written to sockets, by clients and servers alike.
 pub const SENT_BYTES_TOTAL: &str = "herald_rpc_sent_bytes_total";
 /// Counter of frame bytes read from sockets, by clients and servers alike.
 pub const RECEIVED_BYTES_TOTAL: &str = "herald_rpc_received_bytes_total";
-/// Gauge of open connections, labelled `direction` = `in` (accepted) or `out` (dialled).
+/// Gauge of open connections, labelled `direction` = `in` (accepted) or `out` (dialled) and
+/// `lane` (`control`, `client`).
 pub const CONNECTIONS: &str = "herald_rpc_connections";
+/// Counter of requests a server aborted because their caller cancelled them, by `lane`.
+pub const CANCELLED_TOTAL: &str = "herald_rpc_cancelled_requests_total";
 
 /// Limits of a client or a server. Both ends of a cluster should use the same values: a frame
 /// one side may send, the other must accept.
@@ -49,12 +56,6 @@ pub const CONNECTIONS: &str = "herald_rpc_connections";
 pub struct RpcLimits {
     /// Largest frame accepted or sent (header + body). Default 64 MiB.
     pub max_frame_bytes: usize,
-    /// Bytes of request bodies a client may have in flight to one peer; a caller waits for room
-    /// (within its timeout). Default 256 MiB.
-    pub max_in_flight_bytes_per_peer: usize,
-    /// Requests a server handles at once per connection; past it, it stops reading that
-    /// connection (backpressure). Default 4096.
-    pub max_concurrent_requests_per_connection: usize,
     /// Longest a connect plus handshake may take. Default 1 s.
     pub connect_timeout: Duration,
     /// After a failed connect, calls to that peer fail fast (Unreachable) for this long.
@@ -65,17 +66,23 @@ pub struct RpcLimits {
     /// whatever interface the route goes out of. `None` (the default): the kernel picks one.
     /// Unlike the limits above it differs per node.
     pub source_ip: Option<IpAddr>,
+    /// The control lane (raft, cluster requests). Default 256 MiB in flight per peer, 4096
+    /// requests per connection.
+    pub control: LaneLimits,
+    /// The client lane (forwarded client requests). Default 256 MiB in flight per peer, 4096
+    /// requests per connection; `[rpc]` in the node configuration sets it.
+    pub client: LaneLimits,
 }
 
 impl Default for RpcLimits {
     fn default() -> Self {
         RpcLimits {
             max_frame_bytes: 64 * 1024 * 1024,
-            max_in_flight_bytes_per_peer: 256 * 1024 * 1024,
-            max_concurrent_requests_per_connection: 4096,
             connect_timeout: Duration::from_secs(1),
             reconnect_backoff: Duration::from_millis(250),
             source_ip: None,
+            control: LaneLimits::default(),
+            client: LaneLimits::default(),
         }
     }
 }
@@ -84,6 +91,13 @@ impl RpcLimits {
     /// The frame limit actually enforced: a frame's length prefix is a `u32`.
     pub(crate) fn frame_limit(&self) -> usize {
         self.max_frame_bytes.min(u32::MAX as usize)
+    }
+
+    pub(crate) fn lane(&self, lane: Lane) -> &LaneLimits {
+        match lane {
+            Lane::Control => &self.control,
+            Lane::Client => &self.client,
+        }
     }
 }
 
@@ -102,18 +116,19 @@ pub trait RpcHandler: Send + Sync + 'static {
 
 /// Counts one open connection in [`CONNECTIONS`] for as long as it lives.
 pub(crate) struct ConnectionGauge {
-    direction: &'static str,
+    gauge: metrics::Gauge,
 }
 
 impl ConnectionGauge {
-    pub(crate) fn open(direction: &'static str) -> ConnectionGauge {
-        metrics::gauge!(CONNECTIONS, "direction" => direction).increment(1.0);
-        ConnectionGauge { direction }
+    pub(crate) fn open(direction: &'static str, lane: Lane) -> ConnectionGauge {
+        let gauge = metrics::gauge!(CONNECTIONS, "direction" => direction, "lane" => lane.label());
+        gauge.increment(1.0);
+        ConnectionGauge { gauge }
     }
 }
 
 impl Drop for ConnectionGauge {
     fn drop(&mut self) {
-        metrics::gauge!(CONNECTIONS, "direction" => self.direction).decrement(1.0);
+        self.gauge.decrement(1.0);
     }
 }

@@ -1,15 +1,22 @@
 //! The serving side: [`serve`] accepts connections on the `--raft-addr` listener and runs the
 //! node's [`RpcHandler`] for every request that arrives on them.
 //!
-//! Backpressure is per connection: the reader takes a permit before reading each request and
-//! the request's task returns it once its answer is queued, so a peer sending faster than the
-//! handlers keep up finds the connection no longer read and TCP flow control slows it down,
-//! instead of this node queueing unbounded work.
+//! Limits are per connection, and a connection's lane (from the handshake) picks them: a
+//! request takes a permit before it runs and returns it once its answer is queued or it is
+//! cancelled. The client keeps within the limit it was told in the handshake, so the reader
+//! normally never waits and cancels are read at once. A peer that sends more anyway finds the
+//! connection no longer read until a permit frees, and TCP flow control slows it down, instead
+//! of this node queueing unbounded work.
+//!
+//! A cancel aborts its request's handler (the future is dropped, which drops whatever the
+//! handler waited on) and frees its permit at once; a connection that ends aborts every
+//! handler still running for it.
 //!
 //! A handler runs under `catch_unwind`: a bug in one service's handler answers that request with
 //! an error and leaves the connection, and every other raft group using it, alone.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -19,17 +26,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
+use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::frame::{
-    hello_ack, write_frame, Frame, FrameKind, FrameReader, Hello, HANDSHAKE_MAX_FRAME_BYTES,
+    write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HANDSHAKE_MAX_FRAME_BYTES,
     HEADER_BYTES,
 };
-use super::{writer, ConnectionGauge, RpcHandler, RpcLimits, ServiceId};
+use super::{writer, ConnectionGauge, Lane, RpcHandler, RpcLimits, ServiceId, CANCELLED_TOTAL};
 
 /// A client that connected must say hello within this long.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -127,17 +135,16 @@ async fn serve_connection(
     context: Arc<ServerContext>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let _gauge = ConnectionGauge::open("in");
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%remote, %error, "could not set TCP_NODELAY");
     }
     let (read_half, mut write_half) = stream.into_split();
     let mut reader = FrameReader::new(read_half, HANDSHAKE_MAX_FRAME_BYTES);
-    let greeting = handshake(&mut reader, &mut write_half, context.node_id);
-    let from = tokio::select! {
+    let greeting = handshake(&mut reader, &mut write_half, &context);
+    let Hello { from, lane, .. } = tokio::select! {
         () = stopped(&mut stop) => return,
         outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting) => match outcome {
-            Ok(Ok(from)) => from,
+            Ok(Ok(hello)) => hello,
             Ok(Err(problem)) => {
                 tracing::warn!(%remote, %problem, "rpc handshake failed");
                 return;
@@ -148,7 +155,8 @@ async fn serve_connection(
             }
         },
     };
-    tracing::debug!(%remote, from, "rpc peer connected");
+    let _gauge = ConnectionGauge::open("in", lane);
+    tracing::debug!(%remote, from, lane = lane.label(), "rpc peer connected");
     reader.set_max_frame_bytes(context.limits.frame_limit());
 
     let (outgoing, queue) = mpsc::channel(writer::QUEUE_FRAMES);
@@ -157,20 +165,10 @@ async fn serve_connection(
             tracing::debug!(%remote, %error, "rpc answer write failed");
         }
     });
-    let permits = Arc::new(Semaphore::new(
-        context.limits.max_concurrent_requests_per_connection.max(1),
-    ));
+    let permits = Arc::new(Semaphore::new(max_concurrent(&context.limits, lane)));
+    let running = Arc::new(Running::default());
     let mut requests = JoinSet::new();
     let ending = loop {
-        // The permit comes first: with every permit taken, the connection is not read at all.
-        let permit = tokio::select! {
-            () = stopped(&mut stop) => break Ending::Shutdown,
-            () = outgoing.closed() => break Ending::Peer,
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_closed) => break Ending::Peer,
-            },
-        };
         let frame = tokio::select! {
             () = stopped(&mut stop) => break Ending::Shutdown,
             () = outgoing.closed() => break Ending::Peer,
@@ -178,12 +176,31 @@ async fn serve_connection(
         };
         match frame {
             Ok(Some(frame)) if frame.kind == FrameKind::Request => {
-                let request = Request {
-                    from,
-                    frame,
-                    permit,
+                // Only a client that ignores the announced limit waits here, unread.
+                let permit = tokio::select! {
+                    () = stopped(&mut stop) => break Ending::Shutdown,
+                    () = outgoing.closed() => break Ending::Peer,
+                    permit = permits.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_closed) => break Ending::Peer,
+                    },
                 };
-                requests.spawn(request.run(context.clone(), outgoing.clone()));
+                let request_id = frame.request_id;
+                let mut entries = running.entries.lock();
+                if entries.contains_key(&request_id) {
+                    tracing::warn!(%remote, from, request_id, "rpc peer reused a running request id; closing the connection");
+                    break Ending::Peer;
+                }
+                let request = Request { from, frame };
+                let task =
+                    requests.spawn(request.run(context.clone(), outgoing.clone(), running.clone()));
+                entries.insert(request_id, (task, permit));
+            }
+            Ok(Some(frame)) if frame.kind == FrameKind::Cancel => {
+                if running.cancel(frame.request_id) {
+                    metrics::counter!(CANCELLED_TOTAL, "lane" => lane.label()).increment(1);
+                    tracing::debug!(%remote, from, request_id = frame.request_id, "rpc request cancelled");
+                }
             }
             Ok(Some(frame)) => {
                 tracing::warn!(%remote, from, kind = ?frame.kind, "rpc peer sent an unexpected frame");
@@ -207,6 +224,7 @@ async fn serve_connection(
     }
     // Dropping the set aborts requests still running; their answers could not be delivered.
     drop(requests);
+    running.entries.lock().clear();
     drop(outgoing);
     if tokio::time::timeout(WRITER_DRAIN, &mut writing)
         .await
@@ -217,18 +235,56 @@ async fn serve_connection(
     tracing::debug!(%remote, from, "rpc connection closed");
 }
 
+/// The concurrent requests a connection of `lane` runs, at least 1 and at most what the
+/// handshake can announce.
+fn max_concurrent(limits: &RpcLimits, lane: Lane) -> usize {
+    limits
+        .lane(lane)
+        .max_concurrent_requests_per_connection
+        .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize))
+}
+
+/// The requests of one connection that are running, by request id: the handle that aborts
+/// each and the permit it holds.
+#[derive(Default)]
+struct Running {
+    entries: Mutex<HashMap<u64, (AbortHandle, OwnedSemaphorePermit)>>,
+}
+
+impl Running {
+    /// Aborts the request and frees its permit now; false if it is not running (any more).
+    fn cancel(&self, request_id: u64) -> bool {
+        let entry = self.entries.lock().remove(&request_id);
+        match entry {
+            Some((task, permit)) => {
+                task.abort();
+                drop(permit);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A request's own end: its answer is queued, so its permit is free.
+    fn finish(&self, request_id: u64) {
+        let entry = self.entries.lock().remove(&request_id);
+        drop(entry);
+    }
+}
+
 /// Resolves once shutdown is signalled (or the server is gone).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
-/// Reads the client's hello and acknowledges it, or refuses it with a reason; returns the
-/// client's node id.
+/// Reads the client's hello and acknowledges it with the lane's limit, or refuses it with a
+/// reason; returns the hello.
 async fn handshake(
     reader: &mut FrameReader<OwnedReadHalf>,
     writer: &mut OwnedWriteHalf,
-    node_id: u64,
-) -> Result<u64, String> {
+    context: &ServerContext,
+) -> Result<Hello, String> {
+    let node_id = context.node_id;
     let frame = reader
         .read_frame()
         .await
@@ -239,10 +295,15 @@ async fn handshake(
     }
     let refusal = match Hello::decode(&frame.body) {
         Ok(hello) if hello.to == node_id => {
-            write_frame(writer, &hello_ack(node_id))
+            let ack = HelloAck {
+                node_id,
+                max_concurrent_requests: u32::try_from(max_concurrent(&context.limits, hello.lane))
+                    .unwrap_or(u32::MAX),
+            };
+            write_frame(writer, &ack.into_frame())
                 .await
                 .map_err(|error| format!("sending the hello-ack: {error}"))?;
-            return Ok(hello.from);
+            return Ok(hello);
         }
         Ok(hello) => format!("this is node {node_id}, not node {}", hello.to),
         Err(reason) => reason,
@@ -253,20 +314,20 @@ async fn handshake(
     Err(format!("refused: {refusal}"))
 }
 
-/// One request being served. Holds its backpressure permit until its answer is queued.
+/// One request being served; its permit is in [`Running`] until its answer is queued.
 struct Request {
     from: u64,
     frame: Frame,
-    permit: OwnedSemaphorePermit,
 }
 
 impl Request {
-    async fn run(self, context: Arc<ServerContext>, outgoing: mpsc::Sender<Frame>) {
-        let Request {
-            from,
-            frame,
-            permit,
-        } = self;
+    async fn run(
+        self,
+        context: Arc<ServerContext>,
+        outgoing: mpsc::Sender<Frame>,
+        running: Arc<Running>,
+    ) {
+        let Request { from, frame } = self;
         let Frame {
             request_id,
             service,
@@ -293,7 +354,7 @@ impl Request {
         };
         let answer = fit(answer, context.limits.frame_limit());
         let _ = outgoing.send(answer).await;
-        drop(permit);
+        running.finish(request_id);
     }
 }
 

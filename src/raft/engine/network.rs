@@ -1,6 +1,7 @@
 //! The raft network of a node: every group's AppendEntries, Vote, PreVote, snapshot and
-//! TransferLeader calls travel over the node's internal RPC (`rpc::RpcClient`), which keeps one
-//! multiplexed connection per peer node. A message names its group, so hundreds of groups share
+//! TransferLeader calls travel over the node's internal RPC (`rpc::RpcClient`), on its control
+//! lane: one multiplexed connection per peer node that forwarded client requests never share,
+//! so heartbeats arrive on time however busy clients keep the node. A message names its group, so hundreds of groups share
 //! those connections instead of opening one each.
 //!
 //! The receiving side is [`RaftService`]: it finds the group in the node's [`GroupRegistry`]
@@ -23,10 +24,15 @@ use serde::{Deserialize, Serialize};
 use super::codec;
 use super::registry::{GroupRegistry, RegisteredGroup};
 use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
-use crate::rpc::{RpcClient, RpcError, ServiceId};
+use crate::rpc::{Lane, RpcClient, RpcError, ServiceId};
 
 /// The RPC service id raft messages travel under.
 pub const RAFT_SERVICE: ServiceId = 1;
+
+/// Counter of vote requests this node sent as a candidate, labelled `kind` = `pre_vote` or
+/// `vote`: it only grows while some group looks for a leader, so a steady value means no
+/// election started (what tests watch to prove heartbeats keep arriving).
+pub const VOTE_REQUESTS_TOTAL: &str = "herald_raft_vote_requests_total";
 
 /// How long an AppendEntries carrying entries may take: up to 16 MiB plus the follower's
 /// fsync. Heartbeats (no entries) use openraft's own, much shorter, time-to-live.
@@ -135,7 +141,13 @@ impl PeerClient {
         let body = codec::encode(&envelope).map_err(|error| unreachable(&error))?;
         let answer = self
             .rpc
-            .call(self.target, RAFT_SERVICE, Bytes::from(body), timeout)
+            .call(
+                self.target,
+                Lane::Control,
+                RAFT_SERVICE,
+                Bytes::from(body),
+                timeout,
+            )
             .await
             .map_err(transport_error)?;
         let reply: Result<RaftReply, RaftServiceError> =
@@ -178,6 +190,7 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        metrics::counter!(VOTE_REQUESTS_TOTAL, "kind" => "vote").increment(1);
         match self.send(RaftMessage::Vote(rpc), option.soft_ttl()).await? {
             RaftReply::Vote(response) => Ok(response),
             _ => Err(unexpected("vote")),
@@ -189,6 +202,7 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        metrics::counter!(VOTE_REQUESTS_TOTAL, "kind" => "pre_vote").increment(1);
         match self
             .send(RaftMessage::PreVote(rpc), option.soft_ttl())
             .await?

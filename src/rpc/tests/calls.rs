@@ -6,7 +6,7 @@ use bytes::Bytes;
 use futures::future::join_all;
 
 use super::*;
-use crate::rpc::{RpcError, RpcLimits};
+use crate::rpc::{Lane, LaneLimits, RpcError, RpcLimits};
 
 #[tokio::test]
 async fn echo_round_trip_carries_service_and_sender() {
@@ -32,7 +32,9 @@ async fn concurrent_calls_share_one_connection() {
         let client = client.clone();
         async move {
             let body = Bytes::copy_from_slice(&index.to_be_bytes());
-            let answer = client.call(2, ECHO, body.clone(), WAIT).await;
+            let answer = client
+                .call(2, Lane::Control, ECHO, body.clone(), WAIT)
+                .await;
             (body, answer)
         }
     });
@@ -92,7 +94,7 @@ async fn slow_handler_times_out_without_leaking_the_pending_call() {
 
     let started = Instant::now();
     let error = client
-        .call(2, SLOW, Bytes::from_static(b"zzz"), timeout)
+        .call(2, Lane::Control, SLOW, Bytes::from_static(b"zzz"), timeout)
         .await
         .unwrap_err();
     let elapsed = started.elapsed();
@@ -122,7 +124,10 @@ async fn slow_handler_times_out_without_leaking_the_pending_call() {
 async fn in_flight_budget_makes_a_second_big_call_wait() {
     let server = TestServer::start(2, RpcLimits::default()).await;
     let limits = RpcLimits {
-        max_in_flight_bytes_per_peer: 1000,
+        control: LaneLimits {
+            max_in_flight_bytes_per_peer: 1000,
+            ..LaneLimits::default()
+        },
         ..RpcLimits::default()
     };
     let client = client_of(2, &server, limits);
@@ -131,12 +136,18 @@ async fn in_flight_budget_makes_a_second_big_call_wait() {
     let first = tokio::spawn({
         let client = client.clone();
         let big = big.clone();
-        async move { client.call(2, BLOCK, big, WAIT).await }
+        async move { client.call(2, Lane::Control, BLOCK, big, WAIT).await }
     });
     assert!(eventually(|| server.calls() == 1).await);
 
     let error = client
-        .call(2, BLOCK, big.clone(), Duration::from_millis(200))
+        .call(
+            2,
+            Lane::Control,
+            BLOCK,
+            big.clone(),
+            Duration::from_millis(200),
+        )
         .await
         .unwrap_err();
     assert!(matches!(error, RpcError::Timeout { node: 2 }), "{error}");
@@ -150,7 +161,13 @@ async fn in_flight_budget_makes_a_second_big_call_wait() {
     server.handler.gate.add_permits(10);
     let answer = tokio::time::timeout(WAIT, first).await.unwrap().unwrap();
     assert_eq!(answer.unwrap(), big);
-    assert_eq!(client.call(2, BLOCK, big.clone(), WAIT).await.unwrap(), big);
+    assert_eq!(
+        client
+            .call(2, Lane::Control, BLOCK, big.clone(), WAIT)
+            .await
+            .unwrap(),
+        big
+    );
     server.stop().await;
 }
 
@@ -164,7 +181,7 @@ async fn shutdown_lets_running_requests_answer() {
         let client = client.clone();
         async move {
             client
-                .call(2, SLOW, Bytes::from_static(b"done"), WAIT)
+                .call(2, Lane::Control, SLOW, Bytes::from_static(b"done"), WAIT)
                 .await
         }
     });
@@ -176,10 +193,15 @@ async fn shutdown_lets_running_requests_answer() {
     assert!(eventually(|| !client.is_connected(2)).await);
 }
 
+/// The server announces its limit in the handshake; the client keeps calls past it waiting,
+/// unsent (`lanes` tests a client that ignores it).
 #[tokio::test]
-async fn a_connection_past_its_concurrent_requests_is_not_read() {
+async fn calls_past_the_servers_concurrent_limit_wait_unsent() {
     let limits = RpcLimits {
-        max_concurrent_requests_per_connection: 2,
+        control: LaneLimits {
+            max_concurrent_requests_per_connection: 2,
+            ..LaneLimits::default()
+        },
         ..RpcLimits::default()
     };
     let server = TestServer::start(2, limits).await;
@@ -188,16 +210,16 @@ async fn a_connection_past_its_concurrent_requests_is_not_read() {
     let calls: Vec<_> = (0..5u8)
         .map(|index| {
             let client = client.clone();
-            tokio::spawn(async move { client.call(2, BLOCK, Bytes::from(vec![index]), WAIT).await })
+            tokio::spawn(async move {
+                client
+                    .call(2, Lane::Control, BLOCK, Bytes::from(vec![index]), WAIT)
+                    .await
+            })
         })
         .collect();
     assert!(eventually(|| server.calls() == 2).await);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        server.calls(),
-        2,
-        "requests past the limit must wait unread"
-    );
+    assert_eq!(server.calls(), 2, "calls past the limit must wait");
 
     server.handler.gate.add_permits(5);
     for (index, call) in calls.into_iter().enumerate() {

@@ -7,7 +7,12 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 use crate::rpc::frame::{write_frame, FrameKind, FrameReader, Hello};
-use crate::rpc::{RpcClient, RpcError, RpcLimits};
+use crate::rpc::{Lane, RpcClient, RpcError, RpcLimits};
+
+/// Far longer than a refused connect or a failing-fast call takes on a loaded machine, and
+/// shorter than the connect timeout and the backoff below, so that a call that waited for
+/// either (instead of failing fast) exceeds it.
+const FAST: Duration = Duration::from_secs(2);
 
 #[tokio::test]
 async fn nothing_listening_is_unreachable_quickly_then_backs_off() {
@@ -15,12 +20,14 @@ async fn nothing_listening_is_unreachable_quickly_then_backs_off() {
     let address = listener.local_addr().unwrap();
     drop(listener);
     let limits = RpcLimits {
-        reconnect_backoff: Duration::from_millis(300),
+        connect_timeout: FAST * 2,
+        reconnect_backoff: FAST + Duration::from_secs(1),
         ..RpcLimits::default()
     };
     let client = RpcClient::new(1, limits);
     client.set_address(2, &address.to_string());
 
+    // Refused at once, not after the connect timeout.
     let started = Instant::now();
     let error = call(&client, 2, ECHO, b"anyone?").await.unwrap_err();
     assert!(
@@ -28,13 +35,10 @@ async fn nothing_listening_is_unreachable_quickly_then_backs_off() {
         "{error}"
     );
     assert!(!error.maybe_delivered());
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < FAST, "{:?}", started.elapsed());
 
-    // A server appears, but during the backoff the client does not even try to connect.
+    // A server appears, but during the backoff the client does not even try to connect: the
+    // call fails at once (not after the backoff) and the server accepts nothing.
     let server = TestServer::start_on(
         TcpListener::bind(address).await.unwrap(),
         2,
@@ -46,18 +50,23 @@ async fn nothing_listening_is_unreachable_quickly_then_backs_off() {
         matches!(&error, RpcError::Unreachable { reason, .. } if reason.contains("not retrying yet")),
         "{error}"
     );
-    assert!(
-        started.elapsed() < Duration::from_millis(50),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < FAST, "{:?}", started.elapsed());
     assert_eq!(server.accepted(), 0);
 
-    tokio::time::sleep(Duration::from_millis(350)).await;
-    assert_eq!(
-        call(&client, 2, ECHO, b"hi").await.unwrap(),
-        echo(1, ECHO, b"hi")
-    );
+    // Once the backoff is over, the next call connects.
+    let deadline = Instant::now() + WAIT;
+    let answer = loop {
+        match call(&client, 2, ECHO, b"hi").await {
+            Ok(answer) => break answer,
+            Err(error) if Instant::now() < deadline => {
+                assert!(error.to_string().contains("not retrying yet"), "{error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("still failing after the backoff: {error}"),
+        }
+    };
+    assert_eq!(answer, echo(1, ECHO, b"hi"));
+    assert_eq!(server.accepted(), 1);
     server.stop().await;
 }
 
@@ -136,9 +145,17 @@ async fn garbage_and_oversized_frames_close_only_that_connection() {
     // A proper handshake, then a length prefix of 4 GiB.
     let stream = TcpStream::connect(&server.address).await.unwrap();
     let (read_half, mut write_half) = stream.into_split();
-    write_frame(&mut write_half, &Hello { from: 7, to: 2 }.into_frame())
-        .await
-        .unwrap();
+    write_frame(
+        &mut write_half,
+        &Hello {
+            from: 7,
+            to: 2,
+            lane: Lane::Control,
+        }
+        .into_frame(),
+    )
+    .await
+    .unwrap();
     let mut reader = FrameReader::new(read_half, 1024);
     let ack = tokio::time::timeout(WAIT, reader.read_frame())
         .await
@@ -157,9 +174,17 @@ async fn garbage_and_oversized_frames_close_only_that_connection() {
     // Garbage after the handshake: a well-sized frame of an unknown kind.
     let mut confused = TcpStream::connect(&server.address).await.unwrap();
     let mut bytes = Vec::new();
-    write_frame(&mut bytes, &Hello { from: 8, to: 2 }.into_frame())
-        .await
-        .unwrap();
+    write_frame(
+        &mut bytes,
+        &Hello {
+            from: 8,
+            to: 2,
+            lane: Lane::Control,
+        }
+        .into_frame(),
+    )
+    .await
+    .unwrap();
     bytes.extend_from_slice(&[0, 0, 0, 10, 77, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
     tokio::io::AsyncWriteExt::write_all(&mut confused, &bytes)
         .await
@@ -187,7 +212,7 @@ async fn a_frame_over_the_servers_limit_loses_that_connection_only() {
     let client = client_of(2, &server, RpcLimits::default());
 
     let error = client
-        .call(2, ECHO, Bytes::from(vec![0u8; 4096]), WAIT)
+        .call(2, Lane::Control, ECHO, Bytes::from(vec![0u8; 4096]), WAIT)
         .await
         .unwrap_err();
 
@@ -216,7 +241,7 @@ async fn body_over_the_frame_limit_is_too_large_and_not_sent() {
     );
 
     let error = client
-        .call(2, ECHO, Bytes::from(vec![0u8; 2000]), WAIT)
+        .call(2, Lane::Control, ECHO, Bytes::from(vec![0u8; 2000]), WAIT)
         .await
         .unwrap_err();
 

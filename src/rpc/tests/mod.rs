@@ -1,9 +1,13 @@
 //! Client and server together over loopback TCP: the test handler and server harness here,
-//! the tests in `calls` (what callers see when things work) and `failures` (when they do not).
+//! the tests in `calls` (what callers see when things work), `failures` (when they do not) and
+//! `lanes` (lanes kept apart, calls cancelled); and property tests of the frame decoder
+//! (`frame_props`).
 //! Every wait is bounded by [`WAIT`].
 
 mod calls;
 mod failures;
+mod frame_props;
+mod lanes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,7 +22,7 @@ use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::server::serve_counting;
-use super::{RpcClient, RpcError, RpcHandler, RpcLimits, ServiceId};
+use super::{Lane, RpcClient, RpcError, RpcHandler, RpcLimits, ServiceId};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -35,6 +39,22 @@ struct TestHandler {
     calls: AtomicUsize,
     /// `BLOCK` requests wait for a permit here.
     gate: Arc<Semaphore>,
+    /// `BLOCK` handlers dropped (aborted) before they got through the gate.
+    abandoned: Arc<AtomicUsize>,
+}
+
+/// Counts a `BLOCK` handler in `abandoned` if it is dropped before it is done.
+struct Abandoned {
+    count: Arc<AtomicUsize>,
+    done: bool,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if !self.done {
+            self.count.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl RpcHandler for TestHandler {
@@ -57,8 +77,15 @@ impl RpcHandler for TestHandler {
             .boxed(),
             BLOCK => {
                 let gate = self.gate.clone();
+                let abandoned = Abandoned {
+                    count: self.abandoned.clone(),
+                    done: false,
+                };
                 async move {
+                    // Moved in whole: the guard lives as long as the handler's future.
+                    let mut abandoned = abandoned;
                     let _permit = gate.acquire().await.map_err(|error| error.to_string())?;
+                    abandoned.done = true;
                     Ok(body)
                 }
                 .boxed()
@@ -94,6 +121,7 @@ impl TestServer {
         let handler = Arc::new(TestHandler {
             calls: AtomicUsize::new(0),
             gate: Arc::new(Semaphore::new(0)),
+            abandoned: Arc::new(AtomicUsize::new(0)),
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_counting(
@@ -123,6 +151,10 @@ impl TestServer {
         self.handler.calls.load(Ordering::SeqCst)
     }
 
+    fn abandoned(&self) -> usize {
+        self.handler.abandoned.load(Ordering::SeqCst)
+    }
+
     async fn stop(self) {
         let _ = self.stop.send(());
         tokio::time::timeout(WAIT, self.task)
@@ -145,7 +177,7 @@ async fn call(
     body: &'static [u8],
 ) -> Result<Bytes, RpcError> {
     client
-        .call(node, service, Bytes::from_static(body), WAIT)
+        .call(node, Lane::Control, service, Bytes::from_static(body), WAIT)
         .await
 }
 
