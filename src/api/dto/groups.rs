@@ -67,10 +67,13 @@ fn assignments_dto(assignments: Vec<TopicPartition>) -> Vec<TopicPartitionDto> {
 #[schema(example = json!({"topics": ["orders"], "session_timeout_ms": 10000}))]
 pub struct JoinGroupRequest {
     /// The topics to read (1 to 100).
+    #[schema(min_items = 1, max_items = 100)]
     pub topics: Vec<String>,
     /// Without a heartbeat or poll for this long, the member is removed and its partitions
-    /// go to the others. Default 10000; the node's limits apply (1000 to 300000 by default).
+    /// go to the others. Default 10000; the node's limits apply (1000 to 300000 by default,
+    /// `groups.min_session_timeout_ms` and `groups.max_session_timeout_ms`).
     #[serde(default)]
+    #[schema(minimum = 1000, maximum = 300000)]
     pub session_timeout_ms: Option<u64>,
     /// Where members start on partitions without a committed offset; sets the group's policy.
     /// Default `earliest`.
@@ -119,9 +122,11 @@ impl From<Membership> for MembershipDto {
 pub struct PollRequest {
     /// 1 to 10000; default 100. Shared evenly by the member's partitions.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 10000)]
     pub max_messages: Option<usize>,
     /// Long poll: wait up to this long (0 to 60000 ms; default 0) for a first message.
     #[serde(default)]
+    #[schema(maximum = 60000)]
     pub max_wait_ms: Option<u64>,
     /// Commit what this poll answers before answering (at-most-once). Default false: commit
     /// after processing (at-least-once).
@@ -203,6 +208,8 @@ pub struct OffsetCommitDto {
 pub struct CommitRequest {
     pub member_id: String,
     pub generation: u64,
+    /// 1 to 10000 offsets.
+    #[schema(min_items = 1, max_items = 10000)]
     pub offsets: Vec<OffsetCommitDto>,
 }
 
@@ -277,10 +284,11 @@ pub enum ResetToDto {
 #[schema(example = json!({"to": "timestamp", "timestamp": 1764400000000i64, "topics": ["orders"]}))]
 pub struct ResetOffsetsRequest {
     pub to: ResetToDto,
-    /// With `to: timestamp`: milliseconds since the Unix epoch.
+    /// With `to: timestamp` (and only then): milliseconds since the Unix epoch, at least 0.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub timestamp: Option<i64>,
-    /// With `to: offset`.
+    /// With `to: offset` (and only then).
     #[serde(default)]
     pub offset: Option<u64>,
     /// The topics whose partitions move; default every topic the group has offsets for.
@@ -413,4 +421,50 @@ impl From<GroupSummary> for GroupSummaryDto {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct GroupListDto {
     pub groups: Vec<GroupSummaryDto>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::super::consume::{MAX_MAX_MESSAGES, MAX_WAIT_MS};
+    use crate::broker::{MAX_COMMIT_OFFSETS, MAX_GROUP_TOPICS};
+    use crate::config::GroupsConfig;
+
+    fn schema_of(name: &str) -> Value {
+        let document = serde_json::to_value(crate::api::openapi()).unwrap();
+        document["components"]["schemas"][name].clone()
+    }
+
+    /// What the document declares is what the broker and the default configuration enforce,
+    /// so a generated client refuses exactly what the server would.
+    #[test]
+    fn declared_bounds_match_the_enforced_ones() {
+        let defaults = GroupsConfig::default();
+        let join = schema_of("JoinGroupRequest");
+        assert_eq!(join["properties"]["topics"]["minItems"], 1);
+        assert_eq!(join["properties"]["topics"]["maxItems"], MAX_GROUP_TOPICS);
+        let session = &join["properties"]["session_timeout_ms"];
+        assert_eq!(session["minimum"], defaults.min_session_timeout_ms);
+        assert_eq!(session["maximum"], defaults.max_session_timeout_ms);
+
+        let poll = schema_of("PollRequest");
+        assert_eq!(poll["properties"]["max_messages"]["minimum"], 1);
+        assert_eq!(
+            poll["properties"]["max_messages"]["maximum"],
+            MAX_MAX_MESSAGES
+        );
+        assert_eq!(poll["properties"]["max_wait_ms"]["maximum"], MAX_WAIT_MS);
+        assert_eq!(
+            poll["properties"]["cursor"]["maxLength"],
+            defaults.max_cursor_bytes
+        );
+
+        let commit = schema_of("CommitRequest");
+        assert_eq!(commit["properties"]["offsets"]["minItems"], 1);
+        assert_eq!(
+            commit["properties"]["offsets"]["maxItems"],
+            MAX_COMMIT_OFFSETS
+        );
+    }
 }
