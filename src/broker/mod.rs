@@ -186,6 +186,9 @@ impl From<RaftLayerError> for BrokerError {
             RaftLayerError::NotLeader { group, .. } | RaftLayerError::NoLeader { group } => {
                 BrokerError::NoLeader(format!("partition group {group}"))
             }
+            RaftLayerError::OutcomeUnknown { .. } => BrokerError::Timeout(format!(
+                "{error}; a retry may write it twice unless it carries an Idempotency-Key or a producer id"
+            )),
             other => BrokerError::Internal(other.to_string()),
         }
     }
@@ -224,6 +227,18 @@ mod tests {
         ] {
             assert_eq!(code_of(ClusterError::Rpc(unknown)), ErrorCode::Timeout);
         }
+    }
+
+    #[test]
+    fn an_entry_discarded_by_a_leader_change_is_an_unknown_outcome_not_an_internal_error() {
+        let error = BrokerError::from(RaftLayerError::OutcomeUnknown { group: 7 });
+        assert_eq!(error.code(), ErrorCode::Timeout, "{error}");
+        assert!(
+            error.to_string().contains("may still be committed"),
+            "{error}"
+        );
+        let via_cluster = ClusterError::Raft(RaftLayerError::OutcomeUnknown { group: 0 });
+        assert_eq!(code_of(via_cluster), ErrorCode::Timeout);
     }
 
     #[test]

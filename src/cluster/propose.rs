@@ -68,6 +68,11 @@ impl Cluster {
                     Ok(ClusterReply::Proposed(Err(ProposeFailure::TimedOut))) => {
                         return Err(not_committed_in_time())
                     }
+                    Ok(ClusterReply::Proposed(Err(ProposeFailure::OutcomeUnknown(reason)))) => {
+                        return Err(ClusterError::Timeout(format!(
+                            "the metadata change's outcome ({reason}); it may still be applied"
+                        )))
+                    }
                     Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {}
                     Err(AskError::Encode(reason)) => return Err(local_fault(reason)),
                     Err(AskError::Rpc(error)) if !error.maybe_delivered() => {}
@@ -159,6 +164,9 @@ impl Cluster {
                 Ok(Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. })) => {
                     Err(ProposeFailure::NoLeader)
                 }
+                Ok(Err(error @ RaftLayerError::OutcomeUnknown { .. })) => {
+                    Err(ProposeFailure::OutcomeUnknown(error.to_string()))
+                }
                 Ok(Err(error)) => Err(ProposeFailure::Failed(error.to_string())),
             };
         }
@@ -184,7 +192,9 @@ impl Cluster {
                     Err(AskError::Rpc(error)) if !error.maybe_delivered() => {
                         Err(ProposeFailure::NoLeader)
                     }
-                    Err(error) => Err(ProposeFailure::Failed(error.to_string())),
+                    Err(AskError::Rpc(error)) => {
+                        Err(ProposeFailure::OutcomeUnknown(error.to_string()))
+                    }
                 }
             }
             _ => Err(ProposeFailure::NoLeader),

@@ -64,6 +64,9 @@ pub(super) enum ProposeFailure {
     /// Proposed, and not committed within the leader wait (the leader may have lost its
     /// quorum): it may still be applied later.
     TimedOut,
+    /// Proposed, or maybe sent on to the leader, and then the outcome was lost (a leader
+    /// change discarded the entry, or the forwarded call failed after it was sent).
+    OutcomeUnknown(String),
 }
 
 /// One group this node leads, as it sees it.

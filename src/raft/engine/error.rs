@@ -11,6 +11,12 @@ pub enum RaftLayerError {
     /// The command was refused deterministically by the state machine.
     #[error("{0}")]
     Rejected(String),
+    /// The entry was appended here, then discarded when this node took another leader's log:
+    /// it may still commit through another leader, or never. Not safe to retry blindly.
+    #[error(
+        "group {group}: the entry was discarded by a leader change; it may still be committed"
+    )]
+    OutcomeUnknown { group: u64 },
     #[error("raft group {group} stopped: {reason}")]
     Fatal { group: u64, reason: String },
     #[error("storage: {0}")]

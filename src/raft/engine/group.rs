@@ -168,6 +168,10 @@ pub(in crate::raft) fn write_error(
                 None => RaftLayerError::NoLeader { group },
             }
         }
+        // Proposed and appended, then lost from this node's log: the outcome is unknown.
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
+            RaftLayerError::OutcomeUnknown { group }
+        }
         RaftError::APIError(other) => RaftLayerError::Rejected(other.to_string()),
         RaftError::Fatal(fatal) => RaftLayerError::Fatal {
             group,
@@ -228,4 +232,32 @@ pub(in crate::raft) async fn blocking<T: Send + 'static>(
         .await
         .map_err(|join| RaftLayerError::Storage(std::io::Error::other(join.to_string())))?
         .map_err(RaftLayerError::Storage)
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::errors::ForwardToLeader;
+
+    use super::*;
+
+    #[test]
+    fn a_refused_write_is_not_led_here_and_a_discarded_one_has_an_unknown_outcome() {
+        let refused = RaftError::APIError(ClientWriteError::ForwardToLeader(ForwardToLeader::<
+            TypeConfig,
+        >::empty()));
+        assert!(matches!(
+            write_error(3, refused),
+            RaftLayerError::NoLeader { group: 3 }
+        ));
+        // Appended, then dropped when another leader's log replaced it: it may still commit,
+        // so it must not read as "not written" (retried blindly) nor as a server bug (500).
+        let discarded =
+            RaftError::APIError(ClientWriteError::LogEntryDiscarded(ForwardToLeader::<
+                TypeConfig,
+            >::empty()));
+        assert!(matches!(
+            write_error(3, discarded),
+            RaftLayerError::OutcomeUnknown { group: 3 }
+        ));
+    }
 }

@@ -132,6 +132,9 @@ fn change_error(
                 leader: forward.leader_id,
             }
         }
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
+            RaftLayerError::OutcomeUnknown { group }
+        }
         RaftError::APIError(other) => RaftLayerError::Rejected(other.to_string()),
         RaftError::Fatal(fatal) => RaftLayerError::Fatal {
             group,

@@ -30,8 +30,10 @@ impl PartitionReplica {
     /// outcome, in the same order. They reach raft in one message, so consecutive idempotent
     /// requests share the log write and its fsync without sharing an entry.
     ///
-    /// An entry a new leader discarded was never committed: like a refused one, it is reported
-    /// as not led here, and retrying it is safe (a retry the window saw is a duplicate).
+    /// An entry a new leader discarded may still commit through another leader (openraft's
+    /// `LogEntryDiscarded`), or never; it is reported as not led here all the same, because
+    /// retrying an idempotent append is safe either way: a retry of an entry that did commit
+    /// is answered as a duplicate by the dedup window.
     pub async fn append_once_many(
         &self,
         appends: Vec<(Bytes, DedupClaim)>,
