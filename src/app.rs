@@ -84,6 +84,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 max_cursor_bytes: config.groups.max_cursor_bytes,
                 max_metric_groups: config.groups.max_metric_groups,
             },
+            requests: crate::broker::requests::RequestOptions {
+                max_waiting: config.max_waiting_requests,
+            },
         },
     );
     cluster.set_broker_service(broker.forwarding_service());

@@ -82,6 +82,10 @@ pub struct Config {
     /// past it a produce to the partition answers 503 `overloaded` with `Retry-After` at once
     /// and writes nothing. Bounds what a partition whose quorum is gone accumulates.
     pub max_queued_bytes_per_partition: usize,
+    /// The most requests (`POST /v1/topics/{topic}/requests`) waiting for their reply on this
+    /// node at once; past it a request answers 503 `overloaded` with `Retry-After` and publishes
+    /// nothing. At least 1.
+    pub max_waiting_requests: usize,
     pub raft: RaftConfig,
     pub storage: StorageConfig,
     pub groups: GroupsConfig,
@@ -194,6 +198,7 @@ impl Default for Config {
             max_connections: 10_000,
             insecure: false,
             max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
+            max_waiting_requests: 10_000,
             raft: RaftConfig::default(),
             storage: StorageConfig::default(),
             groups: GroupsConfig::default(),
@@ -284,6 +289,11 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "raft timing must satisfy heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms"
                     .into(),
+            ));
+        }
+        if self.max_waiting_requests == 0 {
+            return Err(ConfigError::Invalid(
+                "max_waiting_requests must be at least 1".into(),
             ));
         }
         let groups = &self.groups;

@@ -139,6 +139,10 @@ struct ServeArgs {
     /// The most members one consumer group may have [default: 1000].
     #[arg(long, env = "HERALD_GROUP_MAX_MEMBERS")]
     group_max_members: Option<u32>,
+    /// The most requests waiting for a reply on this node; past it 503 `overloaded`
+    /// [default: 10000].
+    #[arg(long, env = "HERALD_MAX_WAITING_REQUESTS")]
+    max_waiting_requests: Option<usize>,
     /// The most forwarded requests (long polls included) one peer may run on this node at
     /// once, and this node on one peer [default: 4096].
     #[arg(long, env = "HERALD_RPC_FORWARD_MAX_CONCURRENT_REQUESTS")]
@@ -221,6 +225,9 @@ impl ServeArgs {
         }
         if let Some(members) = self.group_max_members {
             config.groups.max_members = members;
+        }
+        if let Some(limit) = self.max_waiting_requests {
+            config.max_waiting_requests = limit;
         }
         if let Some(limit) = self.rpc_forward_max_concurrent_requests {
             config.rpc.forward_max_concurrent_requests = limit;

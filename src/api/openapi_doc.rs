@@ -15,6 +15,7 @@ use utoipa::OpenApi;
         (name = "messages", description = "Produce to a topic and read a partition"),
         (name = "groups", description = "Consumer groups: members, polls, committed offsets and lag"),
         (name = "producers", description = "Idempotent producer ids"),
+        (name = "requests", description = "Request/reply: publish a request and wait for its reply; post a reply"),
         (name = "cluster", description = "Nodes and leadership"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )

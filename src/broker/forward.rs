@@ -382,6 +382,24 @@ impl Broker {
                         .map_err(WireError::from)
                 }
             }),
+            ForwardRequest::Reply {
+                instance,
+                correlation_id,
+                json,
+                value,
+                headers,
+            } => ForwardReply::Replied(Ok(self.inner.requests.deliver_here(
+                instance,
+                super::requests::ids::CorrelationId(correlation_id),
+                super::requests::Reply {
+                    value: if json {
+                        crate::domain::RecordValue::Json(value)
+                    } else {
+                        crate::domain::RecordValue::Bytes(value)
+                    },
+                    headers,
+                },
+            ))),
             ForwardRequest::OffsetForTimestamp { group, timestamp } => {
                 ForwardReply::Offset(match leading(group) {
                     None => Err(WireError::NotLeader),

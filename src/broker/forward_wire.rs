@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::idempotence::{Landing, OnceClaim};
+use super::requests::waiters::Delivery;
 use super::{BrokerError, OffsetSpec};
 use crate::domain::Compression;
 
@@ -40,6 +41,16 @@ pub(super) enum ForwardRequest {
         compression: Compression,
         claim: OnceClaim,
     },
+    /// A responder's reply for a request waiting on the receiving node (`broker::requests`).
+    Reply {
+        /// The requester process's instance number, from its `reply_to`.
+        instance: u64,
+        correlation_id: u128,
+        /// The value was sent as JSON (`value`), not bytes (`value_b64`).
+        json: bool,
+        value: Bytes,
+        headers: Vec<(String, String)>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -55,6 +66,7 @@ pub(super) enum ForwardReply {
     Read(Result<RawRead, WireError>),
     Offset(Result<u64, WireError>),
     AppendedOnce(Result<Landing, WireError>),
+    Replied(Result<Delivery, WireError>),
 }
 
 /// The errors a leader answers a forwarded request with.

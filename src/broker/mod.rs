@@ -13,6 +13,7 @@ mod forward;
 mod forward_wire;
 mod groups;
 mod produce;
+pub mod requests;
 mod topics;
 pub mod types;
 
@@ -52,6 +53,8 @@ pub struct BrokerOptions {
     pub max_queued_bytes_per_partition: usize,
     /// Consumer group limits.
     pub groups: GroupOptions,
+    /// Request/reply limits.
+    pub requests: requests::RequestOptions,
 }
 
 impl Default for BrokerOptions {
@@ -63,6 +66,7 @@ impl Default for BrokerOptions {
             max_unacknowledged_produces: 1024,
             max_queued_bytes_per_partition: 64 << 20,
             groups: GroupOptions::default(),
+            requests: requests::RequestOptions::default(),
         }
     }
 }
@@ -98,14 +102,18 @@ struct BrokerInner {
     unacknowledged: Arc<Semaphore>,
     /// Merges concurrent produce requests per partition into shared raft entries.
     appenders: appender::Appenders,
+    /// The requests waiting here for a reply.
+    requests: requests::RequestReply,
 }
 
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
         let unacknowledged = Arc::new(Semaphore::new(options.max_unacknowledged_produces));
         let appenders = appender::Appenders::new(options.max_queued_bytes_per_partition);
+        let requests = requests::RequestReply::new(cluster.node_id(), &options.requests);
         Broker {
             inner: Arc::new(BrokerInner {
+                requests,
                 cluster,
                 options,
                 round_robin: AtomicU64::new(0),

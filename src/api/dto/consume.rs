@@ -161,7 +161,7 @@ impl ConsumedMessageDto {
 }
 
 /// The stored JSON text as a `RawValue`, when it is valid JSON.
-fn raw_json(bytes: &[u8]) -> Option<Box<RawValue>> {
+pub fn raw_json(bytes: &[u8]) -> Option<Box<RawValue>> {
     let text = std::str::from_utf8(bytes).ok()?;
     RawValue::from_string(text.to_string()).ok()
 }

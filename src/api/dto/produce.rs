@@ -146,38 +146,42 @@ pub struct DecodedProduce {
     pub producer: Option<ProducerFields>,
 }
 
-fn decode_b64(field: &str, index: usize, text: &str) -> Result<Bytes, ApiError> {
+pub(crate) fn decode_b64(field: &str, what: &str, text: &str) -> Result<Bytes, ApiError> {
     BASE64.decode(text).map(Bytes::from).map_err(|error| {
-        ApiError::invalid_request(format!(
-            "messages[{index}].{field} is not valid base64: {error}"
-        ))
+        ApiError::invalid_request(format!("{what}.{field} is not valid base64: {error}"))
     })
 }
 
 impl ProduceMessageDto {
     /// Checks and decodes one message; `index` names it in error details.
     pub fn into_domain(self, index: usize) -> Result<ProduceMessage, ApiError> {
+        self.into_domain_as(&format!("messages[{index}]"))
+    }
+
+    /// Checks and decodes one message; `what` names it in error details (`messages[3]`, or
+    /// `the request` for a request/reply body).
+    pub fn into_domain_as(self, what: &str) -> Result<ProduceMessage, ApiError> {
         let key = match (self.key, self.key_b64) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid_request(format!(
-                    "messages[{index}] has both key and key_b64; send at most one"
+                    "{what} has both key and key_b64; send at most one"
                 )))
             }
             (Some(text), None) => Some(RecordKey::Text(text)),
-            (None, Some(b64)) => Some(RecordKey::Bytes(decode_b64("key_b64", index, &b64)?)),
+            (None, Some(b64)) => Some(RecordKey::Bytes(decode_b64("key_b64", what, &b64)?)),
             (None, None) => None,
         };
         let value = match (self.value, self.value_b64) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid_request(format!(
-                    "messages[{index}] has both value and value_b64; send exactly one"
+                    "{what} has both value and value_b64; send exactly one"
                 )))
             }
             (Some(raw), None) => RecordValue::Json(Bytes::copy_from_slice(raw.get().as_bytes())),
-            (None, Some(b64)) => RecordValue::Bytes(decode_b64("value_b64", index, &b64)?),
+            (None, Some(b64)) => RecordValue::Bytes(decode_b64("value_b64", what, &b64)?),
             (None, None) => {
                 return Err(ApiError::invalid_request(format!(
-                    "messages[{index}] has neither value nor value_b64; send exactly one"
+                    "{what} has neither value nor value_b64; send exactly one"
                 )))
             }
         };
@@ -185,14 +189,14 @@ impl ProduceMessageDto {
             None => None,
             Some(partition) => Some(u32::try_from(partition).map_err(|_| {
                 ApiError::invalid_request(format!(
-                    "messages[{index}].partition must be a non-negative integer, got {partition}"
+                    "{what}.partition must be a non-negative integer, got {partition}"
                 ))
             })?),
         };
         if let Some(timestamp) = self.timestamp {
             if timestamp < 0 {
                 return Err(ApiError::invalid_request(format!(
-                    "messages[{index}].timestamp must be milliseconds since the epoch (>= 0), got {timestamp}"
+                    "{what}.timestamp must be milliseconds since the epoch (>= 0), got {timestamp}"
                 )));
             }
         }
