@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use herald::bench::{self, BenchCommand};
-use herald::cli::{self, ConsumeArgs, ProduceArgs, ServerArg, TopicsCommand};
+use herald::cli::{
+    self, ConsumeArgs, ProduceArgs, ReplyArgs, RequestArgs, ServerArg, TopicsCommand,
+};
 use herald::config::Config;
 
 #[derive(Parser, Debug)]
@@ -45,6 +47,20 @@ enum Command {
         server: ServerArg,
         #[command(flatten)]
         args: ConsumeArgs,
+    },
+    /// Publishes one request to a topic and prints its reply.
+    Request {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(flatten)]
+        args: RequestArgs,
+    },
+    /// Answers a request by its herald-reply-to and herald-correlation-id headers.
+    Reply {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(flatten)]
+        args: ReplyArgs,
     },
     /// Load generator: measures produce and consume throughput and latency.
     Bench {
@@ -260,6 +276,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Topics { server, command } => cli::run_topics(&server.server, command).await,
             Command::Produce { server, args } => cli::run_produce(&server.server, args).await,
             Command::Consume { server, args } => cli::run_consume(&server.server, args).await,
+            Command::Request { server, args } => {
+                cli::request::run_request(&server.server, args).await
+            }
+            Command::Reply { server, args } => cli::request::run_reply(&server.server, args).await,
             Command::Bench { server, command } => bench::run_bench(&server.server, command).await,
         }
     })

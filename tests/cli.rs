@@ -21,8 +21,21 @@ struct Output {
     stderr: String,
 }
 
-/// Runs `herald <args> --server <url>`, feeding `stdin`, with a deadline.
+/// Runs `herald <args> --server <url>`, feeding `stdin`, with a deadline; fails the test when
+/// the command fails.
 async fn herald(server: &Server, args: &[&str], stdin: Option<&str>) -> Output {
+    let output = herald_may_fail(server, args, stdin).await;
+    if !output.status.success() {
+        server.fail(&format!(
+            "herald {args:?} failed with {}\nstdout:\n{}\nstderr:\n{}",
+            output.status, output.stdout, output.stderr
+        ));
+    }
+    output
+}
+
+/// Runs `herald <args> --server <url>`, feeding `stdin`, with a deadline.
+async fn herald_may_fail(server: &Server, args: &[&str], stdin: Option<&str>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_herald"));
     // `--server` is a global option of each client subcommand, so it goes after the subcommand.
     command
@@ -57,18 +70,11 @@ async fn herald(server: &Server, args: &[&str], stdin: Option<&str>) -> Output {
             ))
         })
         .expect("wait for the CLI");
-    let output = Output {
+    Output {
         status: output.status,
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    };
-    if !output.status.success() {
-        server.fail(&format!(
-            "herald {args:?} failed with {}\nstdout:\n{}\nstderr:\n{}",
-            output.status, output.stdout, output.stderr
-        ));
     }
-    output
 }
 
 #[tokio::test]
@@ -147,4 +153,56 @@ async fn topics_produce_consume_round_trip() {
     herald(&server, &["topics", "delete", "cli-events"], None).await;
     let response = server.get("/v1/topics/cli-events").await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn request_prints_the_reply_that_herald_reply_sent() {
+    let server = Server::start().await;
+    server.create_topic("rpc", 1).await;
+    let requesting = herald(
+        &server,
+        &[
+            "request",
+            "rpc",
+            "--value",
+            r#"{"q":1}"#,
+            "--timeout-ms",
+            "20000",
+        ],
+        None,
+    );
+    let responding = async {
+        let (status, answer) = server
+            .fetch("rpc", 0, "offset=0&max_messages=1&max_wait_ms=20000")
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let headers = &answer["messages"][0]["headers"];
+        let reply_to = headers["herald-reply-to"].as_str().expect("reply-to");
+        let correlation_id = headers["herald-correlation-id"]
+            .as_str()
+            .expect("correlation id");
+        let args = [
+            "reply",
+            "--reply-to",
+            reply_to,
+            "--correlation-id",
+            correlation_id,
+            "--value",
+            r#"{"a":2}"#,
+        ];
+        let first = herald(&server, &args, None).await;
+        let second = herald_may_fail(&server, &args, None).await;
+        (first, second)
+    };
+    let (request, (first, second)) = tokio::join!(requesting, responding);
+    assert!(first.status.success(), "{}", first.stderr);
+    assert!(request.status.success(), "{}", request.stderr);
+    assert_eq!(request.stdout.trim(), r#"{"a":2}"#);
+    // Nobody waits any more: the CLI says so and fails.
+    assert!(!second.status.success());
+    assert!(
+        second.stderr.contains("no_waiting_request"),
+        "{}",
+        second.stderr
+    );
 }

@@ -12,12 +12,14 @@ pub mod pacer;
 pub mod produce;
 pub mod produce_bodies;
 pub mod rebalance;
+pub mod request;
 pub mod stats;
 
 pub use consume::BenchConsumeArgs;
 pub use group::BenchGroupArgs;
 pub use produce::BenchProduceArgs;
 pub use rebalance::BenchRebalanceArgs;
+pub use request::BenchRequestArgs;
 
 /// `herald bench ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -30,6 +32,8 @@ pub enum BenchCommand {
     Group(BenchGroupArgs),
     /// Time how long a consumer group takes to rebalance when one member leaves.
     Rebalance(BenchRebalanceArgs),
+    /// Request/reply round trips per second and latency, against a responder loop.
+    Request(BenchRequestArgs),
 }
 
 /// Runs one benchmark against `server` and prints its report on stdout (text, or one JSON object
@@ -47,6 +51,10 @@ pub async fn run_bench(server: &str, command: BenchCommand) -> anyhow::Result<()
         BenchCommand::Group(args) => {
             let as_json = args.json;
             (group::run(server, args).await?, as_json)
+        }
+        BenchCommand::Request(args) => {
+            let as_json = args.json;
+            (request::run(server, args).await?, as_json)
         }
         BenchCommand::Rebalance(args) => {
             let report = rebalance::run(server, args.clone()).await?;
@@ -126,5 +134,31 @@ mod tests {
         };
         assert_eq!((args.max_messages, args.messages), (1000, 1_000_000));
         assert!(args.json && args.connections.is_none());
+    }
+
+    #[test]
+    fn request_defaults_and_options() {
+        let cli = Cli::try_parse_from(["bench", "request"]).unwrap();
+        let BenchCommand::Request(args) = cli.command else {
+            panic!("not request")
+        };
+        assert_eq!(args.topic, "bench-requests");
+        assert_eq!((args.requesters, args.requests), (16, 10_000));
+        assert_eq!((args.partitions, args.timeout_ms), (1, 10_000));
+        assert!(args.responder_server.is_none() && !args.json);
+        let cli = Cli::try_parse_from([
+            "bench",
+            "request",
+            "--requesters",
+            "64",
+            "--responder-server",
+            "http://127.0.0.1:9",
+        ])
+        .unwrap();
+        let BenchCommand::Request(args) = cli.command else {
+            panic!("not request")
+        };
+        assert_eq!(args.requesters, 64);
+        assert_eq!(args.responder_server.as_deref(), Some("http://127.0.0.1:9"));
     }
 }

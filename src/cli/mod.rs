@@ -8,11 +8,13 @@ pub mod client;
 pub mod consume;
 pub mod groups_api;
 pub mod produce;
+pub mod request;
 pub mod topics;
 
 use serde_json::Value;
 
 pub use client::{Acks, OffsetSpec};
+pub use request::{ReplyArgs, RequestArgs};
 
 /// Which server to talk to; shared by every client command, so it is global.
 #[derive(clap::Args, Debug, Clone)]
