@@ -363,3 +363,54 @@ async fn a_reply_over_the_topic_limit_is_413_and_the_request_still_waits() {
         (StatusCode::OK, json!("fits"))
     );
 }
+
+#[tokio::test]
+async fn a_reply_for_a_requester_node_that_restarted_reaches_nobody() {
+    let mut cluster = TestCluster::start(3).await;
+    create_replicated(&cluster, 1, "rpc", 1, 3).await;
+    let requester = spawn_request(
+        cluster.node(1),
+        "rpc",
+        "timeout_ms=30000",
+        json!({"value": "lost"}),
+    );
+    let (_, reply_to, correlation_id) = read_request(cluster.node(2), "rpc", 0, 0).await;
+    cluster.kill(1);
+    // Its client saw the connection drop; the wait died with the process.
+    requester.abort();
+    let reply = json!({"reply_to": reply_to, "correlation_id": correlation_id, "value": "late"});
+
+    // While node 1 is down the reply cannot be delivered: 503 (not sent) or 504 (unknown).
+    let response = post_reply(cluster.node(2), &reply).await;
+    assert!(
+        matches!(
+            response.status(),
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+        ),
+        "{:?}: {}",
+        response.status(),
+        response.text().await.unwrap_or_default()
+    );
+
+    // Restarted, node 1 is a new process: the old reply_to names nobody there.
+    cluster.restart(1).await;
+    let node2 = cluster.node(2);
+    poll(
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || async {
+            let response = post_reply(node2, &reply).await;
+            let status = response.status();
+            let body = response.text().await.unwrap_or_default();
+            match status {
+                StatusCode::NOT_FOUND if body.contains("no_waiting_request") => Ok(()),
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT => {
+                    Err(format!("{status}: {body}"))
+                }
+                other => panic!("a reply to a restarted node answered {other}: {body}"),
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| cluster.fail(&seen));
+}

@@ -77,6 +77,8 @@ impl RequestReply {
                 .map(|elapsed| elapsed.as_nanos() as u64)
                 .unwrap_or(0)
         });
+        // Published from the start, so a dashboard sees 0 rather than no series.
+        metrics::gauge!(waiters::WAITING_REQUESTS).set(0.0);
         RequestReply {
             waiters: Waiters::new(options.max_waiting),
             reply_to: ReplyTo { node, instance },
