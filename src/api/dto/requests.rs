@@ -158,6 +158,30 @@ mod tests {
     }
 
     #[test]
+    fn the_document_declares_the_id_patterns_the_broker_enforces() {
+        use crate::broker::requests::ids::{CORRELATION_ID_PATTERN, REPLY_TO_PATTERN};
+        let document = serde_json::to_value(crate::api::openapi()).expect("serialize");
+        let properties = &document["components"]["schemas"]["ReplyRequest"]["properties"];
+        assert_eq!(properties["reply_to"]["pattern"], REPLY_TO_PATTERN);
+        assert_eq!(
+            properties["correlation_id"]["pattern"],
+            CORRELATION_ID_PATTERN
+        );
+        let timeout = document["paths"]["/v1/topics/{topic}/requests"]["post"]["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .find(|parameter| parameter["name"] == "timeout_ms")
+            .expect("timeout_ms")
+            .clone();
+        assert_eq!(
+            timeout["schema"]["maximum"],
+            crate::broker::requests::MAX_REQUEST_TIMEOUT_MS
+        );
+        assert_eq!(timeout["schema"]["minimum"], 1);
+    }
+
+    #[test]
     fn bad_replies_are_400() {
         for body in [
             r#"{"reply_to":"1.00000000000000ab","correlation_id":"x"}"#,
