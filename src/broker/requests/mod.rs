@@ -182,8 +182,14 @@ impl Broker {
                 ))
             }
         };
-        match tokio::time::timeout_at(started + timeout, waiting.reply()).await {
-            Ok(Some(reply)) => {
+        let reply = match tokio::time::timeout_at(started + timeout, waiting.reply()).await {
+            Ok(reply) => reply,
+            // A reply handed over as the deadline passed was answered 204: it is taken.
+            Err(_) => waiting.close(),
+        };
+        drop(waiting);
+        match reply {
+            Some(reply) => {
                 metrics::histogram!(REQUEST_DURATION_SECONDS)
                     .record(started.elapsed().as_secs_f64());
                 Ok(RequestAnswer {
@@ -193,9 +199,7 @@ impl Broker {
                     reply,
                 })
             }
-            // The sender is only dropped with the entry, which `waiting` holds: unreachable,
-            // but answered like a timeout rather than trusted.
-            Ok(None) | Err(_) => {
+            None => {
                 metrics::counter!(REQUESTS_TIMED_OUT_TOTAL).increment(1);
                 Err(BrokerError::Timeout(format!(
                     "no reply to request {correlation_id} (written to {topic}/{partition} at offset {offset}) within {} ms",

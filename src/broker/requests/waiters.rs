@@ -155,6 +155,14 @@ impl Waiting {
     pub async fn reply(&mut self) -> Option<Reply> {
         (&mut self.receiver).await.ok()
     }
+
+    /// Ends the wait: from now on a reply finds nobody (its responder is told 404), and one
+    /// delivered just before (while the deadline passed) is taken rather than lost after its
+    /// responder was told it was delivered.
+    pub fn close(&mut self) -> Option<Reply> {
+        self.receiver.close();
+        self.receiver.try_recv().ok()
+    }
 }
 
 impl Drop for Waiting {
@@ -203,6 +211,23 @@ mod tests {
         assert!(waited.is_err(), "no reply was sent");
         drop(waiting);
         assert!(waiters.is_empty());
+        assert_eq!(waiters.deliver(id, reply("late")), Delivery::NoWaiter);
+    }
+
+    #[test]
+    fn a_reply_delivered_as_the_deadline_passes_is_taken_not_lost() {
+        let waiters = Waiters::new(10);
+        let id = CorrelationId(10);
+        let mut waiting = waiters.register(id, 1024).unwrap();
+        assert_eq!(
+            waiters.deliver(id, reply("just in time")),
+            Delivery::Delivered
+        );
+        assert_eq!(waiting.close(), Some(reply("just in time")));
+
+        let id = CorrelationId(11);
+        let mut waiting = waiters.register(id, 1024).unwrap();
+        assert_eq!(waiting.close(), None);
         assert_eq!(waiters.deliver(id, reply("late")), Delivery::NoWaiter);
     }
 
