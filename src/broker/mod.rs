@@ -1,5 +1,5 @@
 //! The service layer every transport calls: topics, produce (idempotent or not), producer
-//! ids, fetch, cluster state.
+//! ids, fetch, consumer groups, request/reply, cluster state.
 //!
 //! Handlers translate a request into exactly one call on [`Broker`] and map its answer to a
 //! DTO; everything that orchestrates (placement, partition choice, waiting for replicas,
