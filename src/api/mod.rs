@@ -21,6 +21,7 @@ pub mod openapi_doc;
 pub mod openapi_rules;
 pub mod problem;
 pub mod producers;
+pub mod subscriptions;
 pub mod topics;
 
 use std::any::Any;
@@ -73,6 +74,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(offsets::router())
         .merge(groups::router())
+        .merge(subscriptions::router())
         .merge(producers::router())
         .merge(cluster::router())
         .merge(health::router())

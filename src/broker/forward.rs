@@ -25,7 +25,7 @@ use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
 use crate::domain::{Compression, Record};
-use crate::raft::{PartitionReplica, ReadLimits};
+use crate::raft::{PartitionReplica, QueueCommand, QueueOutcome, ReadLimits};
 
 pub(super) use super::forward_wire::RawRead;
 
@@ -300,6 +300,37 @@ impl Broker {
         .await
     }
 
+    /// Applies a queue command on the leader of `group`. Not retried once sent: a lease or
+    /// an ack whose answer was lost is as if the lease expired (at-least-once).
+    pub(super) async fn queue_on_leader(
+        &self,
+        group: u64,
+        command: QueueCommand,
+    ) -> BrokerResult<QueueOutcome> {
+        let request = || {
+            Ok(ForwardRequest::Queue {
+                group,
+                command: command.clone(),
+            })
+        };
+        let local = |replica: Arc<PartitionReplica>| self.queue_here(replica, command.clone());
+        self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::Queue(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn queue_here(
+        &self,
+        replica: Arc<PartitionReplica>,
+        mut command: QueueCommand,
+    ) -> BrokerResult<QueueOutcome> {
+        // The leader's clock decides deadlines, whichever node the puller asked.
+        command.set_now(super::topics::now_ms());
+        Ok(replica.queue(command).await?)
+    }
+
     /// Serves a request another node forwarded here; refuses it when this node does not lead
     /// the group (the sender then finds the leader).
     async fn serve_forwarded(&self, body: Bytes) -> Result<Bytes, String> {
@@ -381,6 +412,13 @@ impl Broker {
                         .await
                         .map_err(WireError::from)
                 }
+            }),
+            ForwardRequest::Queue { group, command } => ForwardReply::Queue(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => self
+                    .queue_here(replica, command)
+                    .await
+                    .map_err(WireError::from),
             }),
             ForwardRequest::OffsetForTimestamp { group, timestamp } => {
                 ForwardReply::Offset(match leading(group) {

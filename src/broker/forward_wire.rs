@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::idempotence::{Landing, OnceClaim};
 use super::{BrokerError, OffsetSpec};
 use crate::domain::Compression;
+use crate::raft::{QueueCommand, QueueOutcome};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum ForwardRequest {
@@ -40,6 +41,12 @@ pub(super) enum ForwardRequest {
         compression: Compression,
         claim: OnceClaim,
     },
+    /// A change of a subscription's delivery state on the partition; the leader stamps its
+    /// clock on it.
+    Queue {
+        group: u64,
+        command: QueueCommand,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -55,6 +62,7 @@ pub(super) enum ForwardReply {
     Read(Result<RawRead, WireError>),
     Offset(Result<u64, WireError>),
     AppendedOnce(Result<Landing, WireError>),
+    Queue(Result<QueueOutcome, WireError>),
 }
 
 /// The errors a leader answers a forwarded request with.

@@ -10,6 +10,7 @@ pub mod produce;
 pub mod produce_answer;
 pub mod produce_limits;
 pub mod producer;
+pub mod subscriptions;
 pub mod topic;
 
 use std::marker::PhantomData;
