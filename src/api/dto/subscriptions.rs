@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::consume::ConsumedMessageDto;
+use crate::broker::queue::{PulledMessage, Settle};
 use crate::domain::subscriptions::{
     DeadLetterPolicy, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
     DEFAULT_ACK_DEADLINE_MS, DEFAULT_MAX_BACKOFF_MS, DEFAULT_MIN_BACKOFF_MS,
@@ -163,4 +165,145 @@ impl From<SubscriptionMeta> for SubscriptionDto {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SubscriptionListDto {
     pub subscriptions: Vec<SubscriptionDto>,
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/pull`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"max_messages": 10, "max_wait_ms": 1000}))]
+pub struct PullRequest {
+    /// The most messages to lease (1 to 1000). Default 10.
+    #[serde(default = "default_max_messages")]
+    #[schema(minimum = 1, maximum = 1000, default = 10)]
+    pub max_messages: u32,
+    /// With nothing to deliver, wait up to this long for a message (0 to 60000). Default 0.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 60000, default = 0)]
+    pub max_wait_ms: u64,
+}
+
+fn default_max_messages() -> u32 {
+    10
+}
+
+/// One delivery: ack it with `ack_id` before the subscription's ack deadline.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PulledMessageDto {
+    /// Names this delivery; opaque.
+    pub ack_id: String,
+    /// 1 on the first delivery, counting up on each redelivery.
+    pub delivery_attempt: u32,
+    pub message: ConsumedMessageDto,
+}
+
+impl From<PulledMessage> for PulledMessageDto {
+    fn from(pulled: PulledMessage) -> Self {
+        PulledMessageDto {
+            ack_id: pulled.ack_id,
+            delivery_attempt: pulled.delivery_attempt,
+            message: ConsumedMessageDto::from_domain(&pulled.topic, pulled.message),
+        }
+    }
+}
+
+/// Answer of a pull: the leased messages (none when nothing came within `max_wait_ms`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PullResponse {
+    pub messages: Vec<PulledMessageDto>,
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/ack`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    /// Ack ids as pulls answered them (1 to 1000).
+    #[schema(min_items = 1, max_items = 1000, inline)]
+    pub ack_ids: Vec<AckIdText>,
+}
+
+/// An ack id as a pull answered it.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[schema(
+    min_length = 9,
+    max_length = 84,
+    pattern = "^[0-9a-f]{1,16}\\.[0-9a-f]{1,8}\\.[0-9a-f]{1,16}\\.[0-9a-f]{1,8}\\.[0-9a-f]{1,16}$"
+)]
+pub struct AckIdText(pub String);
+
+fn texts(ack_ids: Vec<AckIdText>) -> Vec<String> {
+    ack_ids.into_iter().map(|id| id.0).collect()
+}
+
+impl AckRequest {
+    pub fn ack_ids(self) -> Vec<String> {
+        texts(self.ack_ids)
+    }
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/nack`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NackRequest {
+    #[schema(min_items = 1, max_items = 1000, inline)]
+    pub ack_ids: Vec<AckIdText>,
+    /// Deliver again after this long (0 to 86400000); without it, after the retry policy's
+    /// backoff.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 86400000)]
+    pub delay_ms: Option<u64>,
+}
+
+impl NackRequest {
+    pub fn into_parts(self) -> (Vec<String>, Settle) {
+        (
+            texts(self.ack_ids),
+            Settle::Nack {
+                delay_ms: self.delay_ms,
+            },
+        )
+    }
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/extend`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendRequest {
+    #[schema(min_items = 1, max_items = 1000, inline)]
+    pub ack_ids: Vec<AckIdText>,
+    /// The leases' new deadline, from now (100 to 600000).
+    #[schema(minimum = 100, maximum = 600000)]
+    pub ack_deadline_ms: u64,
+}
+
+impl ExtendRequest {
+    pub fn into_parts(self) -> (Vec<String>, Settle) {
+        (
+            texts(self.ack_ids),
+            Settle::Extend {
+                ack_deadline_ms: self.ack_deadline_ms,
+            },
+        )
+    }
+}
+
+/// Answer of an ack: which ids were acked, and which had expired (their lease ran out or the
+/// message was delivered again; nothing changed for them), in request order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AckResponse {
+    pub acked: Vec<String>,
+    pub expired: Vec<String>,
+}
+
+/// Answer of a nack.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NackResponse {
+    pub nacked: Vec<String>,
+    pub expired: Vec<String>,
+}
+
+/// Answer of an extend.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ExtendResponse {
+    pub extended: Vec<String>,
+    pub expired: Vec<String>,
 }
