@@ -341,6 +341,20 @@ async fn competing_pullers_each_get_distinct_messages_acked_exactly_once() {
     assert!(pullers.len() > 1, "one puller got everything");
     // Nothing comes back.
     assert!(pull(&server, "workers", 100, 500).await.is_empty());
+    let counts = describe(&server, "workers").await;
+    assert_eq!(
+        (counts["backlog"].clone(), counts["in_flight"].clone()),
+        (json!(0), json!(0)),
+        "{counts}"
+    );
+}
+
+async fn describe(server: &Server, name: &str) -> Value {
+    let (status, answer) = server
+        .json(server.get(&format!("/v1/subscriptions/{name}")).await)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    answer
 }
 
 #[tokio::test]
@@ -359,6 +373,11 @@ async fn unacked_messages_come_back_and_late_acks_are_expired() {
     let first = pull(&server, "workers", 10, 0).await;
     assert_eq!(first.len(), 1);
     assert_eq!(first[0]["delivery_attempt"], 1);
+    let counts = describe(&server, "workers").await;
+    assert_eq!(
+        (counts["backlog"].as_u64(), counts["in_flight"].as_u64()),
+        (Some(1), Some(1))
+    );
     // Not acked: after the deadline and the backoff it comes back, to a waiting pull.
     let started = Instant::now();
     let second = pull(&server, "workers", 10, 10_000).await;
@@ -469,6 +488,9 @@ async fn messages_past_their_attempts_go_to_the_dead_letter_topic_with_their_hea
     assert_eq!(headers["herald-dlq-subscription"], "workers");
     // It left the subscription.
     assert!(pull(&server, "workers", 10, 500).await.is_empty());
+    let counts = describe(&server, "workers").await;
+    assert_eq!(counts["dead_lettered"], 1, "{counts}");
+    assert_eq!(counts["backlog"], 0, "{counts}");
 }
 
 #[tokio::test]

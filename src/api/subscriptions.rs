@@ -64,7 +64,8 @@ async fn put_subscription(
     Ok((status, Json(meta.into())))
 }
 
-/// Describe a subscription.
+/// Describe a subscription, with its counts (`backlog`, `in_flight`, `delayed`,
+/// `dead_lettered`) over its topic's partitions.
 #[utoipa::path(
     get,
     path = "/v1/subscriptions/{sub}",
@@ -74,13 +75,17 @@ async fn put_subscription(
         (status = 200, description = "The subscription", body = SubscriptionDto),
         (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`: a partition's counts are unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_subscription(
     State(broker): State<Broker>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<SubscriptionDto>> {
-    Ok(Json(broker.queues().get(&name)?.into()))
+    let queues = broker.queues();
+    let meta = queues.get(&name)?;
+    let counts = queues.counts(&meta).await?;
+    Ok(Json(SubscriptionDto::from(meta).with_counts(counts)))
 }
 
 /// Delete a subscription and its delivery state.

@@ -25,7 +25,7 @@ use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
 use crate::domain::{Compression, Record};
-use crate::raft::{PartitionReplica, QueueCommand, QueueOutcome, ReadLimits};
+use crate::raft::{PartitionReplica, QueueCommand, QueueCounts, QueueOutcome, ReadLimits};
 
 pub(super) use super::forward_wire::RawRead;
 
@@ -331,6 +331,37 @@ impl Broker {
         Ok(replica.queue(command).await?)
     }
 
+    /// A subscription's counts on the partition of `group`, from its leader.
+    pub(super) async fn queue_counts_on_leader(
+        &self,
+        group: u64,
+        subscription: u64,
+    ) -> BrokerResult<QueueCounts> {
+        let request = || {
+            Ok(ForwardRequest::QueueCounts {
+                group,
+                subscription,
+            })
+        };
+        let local = |replica: Arc<PartitionReplica>| async move {
+            Ok(queue_counts_here(&replica, subscription))
+        };
+        let counts = self
+            .on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+                ForwardReply::QueueCounts(result) => Some(result.map(
+                    |(backlog, in_flight, delayed, dead_lettered)| QueueCounts {
+                        backlog,
+                        in_flight,
+                        delayed,
+                        dead_lettered,
+                    },
+                )),
+                _ => None,
+            })
+            .await?;
+        Ok(counts)
+    }
+
     /// Serves a request another node forwarded here; refuses it when this node does not lead
     /// the group (the sender then finds the leader).
     async fn serve_forwarded(&self, body: Bytes) -> Result<Bytes, String> {
@@ -420,6 +451,21 @@ impl Broker {
                     .await
                     .map_err(WireError::from),
             }),
+            ForwardRequest::QueueCounts {
+                group,
+                subscription,
+            } => ForwardReply::QueueCounts(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => {
+                    let counts = queue_counts_here(&replica, subscription);
+                    Ok((
+                        counts.backlog,
+                        counts.in_flight,
+                        counts.delayed,
+                        counts.dead_lettered,
+                    ))
+                }
+            }),
             ForwardRequest::OffsetForTimestamp { group, timestamp } => {
                 ForwardReply::Offset(match leading(group) {
                     None => Err(WireError::NotLeader),
@@ -439,6 +485,22 @@ impl Broker {
 /// The records of a forwarded append in the stored batch layout, uncompressed (the leader
 /// compresses). Records that cannot be encoded fail the request here, before anything is sent:
 /// forwarding an empty batch instead would answer success for messages never written.
+/// A subscription's counts as this replica applied them; a partition the subscription never
+/// read counts its whole log as backlog (an `earliest` start; a `latest` one reads it once).
+fn queue_counts_here(replica: &PartitionReplica, subscription: u64) -> QueueCounts {
+    let watermarks = replica.watermarks();
+    let now = super::topics::now_ms();
+    replica
+        .queue_view()
+        .read(|states| match states.get(&subscription) {
+            Some(state) => state.counts(now, watermarks.high_watermark),
+            None => QueueCounts {
+                backlog: watermarks.high_watermark - watermarks.log_start_offset,
+                ..QueueCounts::default()
+            },
+        })
+}
+
 fn wire_batch(records: &[Record], stamp: ProducerStamp) -> BrokerResult<Bytes> {
     encode_batch(records, Compression::None, stamp).map_err(|error| {
         BrokerError::Internal(format!(

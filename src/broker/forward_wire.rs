@@ -47,6 +47,11 @@ pub(super) enum ForwardRequest {
         group: u64,
         command: QueueCommand,
     },
+    /// A subscription's counts on the partition, as its leader has applied them.
+    QueueCounts {
+        group: u64,
+        subscription: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -63,7 +68,11 @@ pub(super) enum ForwardReply {
     Offset(Result<u64, WireError>),
     AppendedOnce(Result<Landing, WireError>),
     Queue(Result<QueueOutcome, WireError>),
+    QueueCounts(Result<WireCounts, WireError>),
 }
+
+/// [`crate::raft::QueueCounts`] on the wire: backlog, in flight, delayed, dead-lettered.
+pub(super) type WireCounts = (u64, u64, u64, u64);
 
 /// The errors a leader answers a forwarded request with.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::consume::ConsumedMessageDto;
-use crate::broker::queue::{PulledMessage, Settle};
+use crate::broker::queue::{PulledMessage, QueueCounts, Settle};
 use crate::domain::subscriptions::{
     DeadLetterPolicy, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
     DEFAULT_ACK_DEADLINE_MS, DEFAULT_MAX_BACKOFF_MS, DEFAULT_MIN_BACKOFF_MS,
@@ -135,6 +135,29 @@ pub struct SubscriptionDto {
     pub start: StartPositionDto,
     /// When it was created, epoch ms.
     pub created_at_ms: i64,
+    /// `GET` of one subscription only: messages not done yet (never delivered, or delivered
+    /// and not acked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+    /// `GET` of one subscription only: messages leased to a puller now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u64>,
+    /// `GET` of one subscription only: messages waiting for their retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delayed: Option<u64>,
+    /// `GET` of one subscription only: messages moved to the dead-letter topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_lettered: Option<u64>,
+}
+
+impl SubscriptionDto {
+    pub fn with_counts(mut self, counts: QueueCounts) -> Self {
+        self.backlog = Some(counts.backlog);
+        self.in_flight = Some(counts.in_flight);
+        self.delayed = Some(counts.delayed);
+        self.dead_lettered = Some(counts.dead_lettered);
+        self
+    }
 }
 
 impl From<SubscriptionMeta> for SubscriptionDto {
@@ -157,6 +180,10 @@ impl From<SubscriptionMeta> for SubscriptionDto {
                 StartPosition::Latest => StartPositionDto::Latest,
             },
             created_at_ms: meta.created_at_ms,
+            backlog: None,
+            in_flight: None,
+            delayed: None,
+            dead_lettered: None,
         }
     }
 }

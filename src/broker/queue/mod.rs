@@ -6,6 +6,7 @@ pub mod ack_id;
 pub mod pull;
 pub mod settle;
 
+pub use crate::raft::QueueCounts;
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
 pub use settle::{Settle, Settled, MAX_ACK_IDS, MAX_NACK_DELAY_MS};
 
@@ -16,6 +17,7 @@ use crate::domain::names::validate_name;
 use crate::domain::subscriptions::{
     SubscriptionCommand, SubscriptionConfig, SubscriptionMeta, SubscriptionOutcome,
 };
+use crate::raft::QueueCommand;
 
 /// The queue operations of a node's broker. Cheap to make: it shares the broker.
 #[derive(Clone)]
@@ -74,13 +76,40 @@ impl QueueService {
 
     pub async fn delete(&self, name: &str) -> BrokerResult<()> {
         check_name(name)?;
+        let known = self
+            .broker
+            .cluster()
+            .metadata()
+            .subscriptions
+            .get(name)
+            .cloned();
         let command = SubscriptionCommand::Delete {
             name: name.to_string(),
         };
         match self.propose(command).await? {
-            SubscriptionOutcome::Deleted => Ok(()),
-            other => Err(refusal(name, other)),
+            SubscriptionOutcome::Deleted => {}
+            other => return Err(refusal(name, other)),
         }
+        // Its delivery state goes too. Best effort: the id is never reused, so state left by a
+        // failure here is never read, only kept (a later delete of the topic removes it).
+        if let Some(meta) = known {
+            let metadata = self.broker.cluster().metadata();
+            let groups: Vec<u64> = metadata
+                .topics
+                .get(&meta.config.topic)
+                .map(|topic| topic.partitions.iter().map(|p| p.group_id).collect())
+                .unwrap_or_default();
+            drop(metadata);
+            for group in groups {
+                let command = QueueCommand::Forget {
+                    subscription: meta.id,
+                };
+                if let Err(error) = self.broker.queue_on_leader(group, command).await {
+                    tracing::debug!(subscription = name, group, %error, "forgetting delivery state");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The subscription as this node has applied the metadata.
@@ -93,6 +122,31 @@ impl QueueService {
             .get(name)
             .cloned()
             .ok_or_else(|| subscription_not_found(name))
+    }
+
+    /// The subscription's counts over its topic's partitions, from their leaders.
+    pub async fn counts(&self, meta: &SubscriptionMeta) -> BrokerResult<QueueCounts> {
+        let metadata = self.broker.cluster().metadata();
+        let Some(topic) = metadata.topics.get(&meta.config.topic) else {
+            return Ok(QueueCounts::default());
+        };
+        let groups: Vec<u64> = topic.partitions.iter().map(|p| p.group_id).collect();
+        drop(metadata);
+        let counts = futures::future::join_all(
+            groups
+                .into_iter()
+                .map(|group| self.broker.queue_counts_on_leader(group, meta.id)),
+        )
+        .await;
+        let mut total = QueueCounts::default();
+        for counts in counts {
+            let counts = counts?;
+            total.backlog += counts.backlog;
+            total.in_flight += counts.in_flight;
+            total.delayed += counts.delayed;
+            total.dead_lettered += counts.dead_lettered;
+        }
+        Ok(total)
     }
 
     pub fn list(&self) -> Vec<SubscriptionMeta> {
