@@ -555,3 +555,64 @@ async fn bad_ack_ids_and_limits_are_refused_and_change_nothing() {
     .await;
     assert_eq!(acked["acked"], json!([ours]));
 }
+
+#[tokio::test]
+async fn delivery_state_survives_a_restart() {
+    let mut server = Server::start().await;
+    topics(&server, &[("jobs", 2)]).await;
+    put_ok(
+        &server,
+        "workers",
+        &json!({"topic": "jobs", "ack_deadline_ms": 1000,
+                "retry_policy": {"min_backoff_ms": 100, "max_backoff_ms": 100}}),
+        StatusCode::CREATED,
+    )
+    .await;
+    produce_ids(&server, "jobs", 2, 0..20).await;
+    let mut pulled = Vec::new();
+    for _ in 0..10 {
+        if pulled.len() >= 20 {
+            break;
+        }
+        pulled.extend(pull(&server, "workers", 20, 1_000).await);
+    }
+    assert_eq!(pulled.len(), 20);
+    let (acked, unacked): (Vec<Value>, Vec<Value>) = pulled
+        .into_iter()
+        .partition(|message| id_of(message) % 2 == 0);
+    let answer = post_ok(
+        &server,
+        "workers",
+        "ack",
+        json!({"ack_ids": ack_ids(&acked)}),
+    )
+    .await;
+    assert_eq!(answer["acked"].as_array().map(Vec::len), Some(10));
+    server.restart().await;
+    server.wait_for_leaders("jobs").await;
+    // Only the unacked come back, each once, on their second attempt.
+    let mut again = Vec::new();
+    let deadline = Instant::now() + DEADLINE;
+    while again.len() < unacked.len() && Instant::now() < deadline {
+        let messages = pull(&server, "workers", 20, 2_000).await;
+        post_ok(
+            &server,
+            "workers",
+            "ack",
+            json!({"ack_ids": ack_ids(&messages)}),
+        )
+        .await;
+        again.extend(messages);
+    }
+    let mut ids: Vec<u64> = again.iter().map(id_of).collect();
+    ids.sort_unstable();
+    let expected: Vec<u64> = unacked
+        .iter()
+        .map(id_of)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(ids, expected);
+    assert!(again.iter().all(|message| message["delivery_attempt"] == 2));
+    assert!(pull(&server, "workers", 20, 1_500).await.is_empty());
+}
