@@ -22,6 +22,7 @@ pub mod openapi_rules;
 pub mod problem;
 pub mod producers;
 pub mod requests;
+pub mod subscriptions;
 pub mod topics;
 
 use std::any::Any;
@@ -74,6 +75,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(offsets::router())
         .merge(groups::router())
+        .merge(subscriptions::router())
         .merge(producers::router())
         .merge(requests::router())
         .merge(cluster::router())

@@ -107,6 +107,10 @@ error_codes! {
     ProducerFenced = ("producer_fenced", 409, "Producer fenced"),
     /// 409: the `Idempotency-Key` was used for a different request.
     IdempotencyKeyReused = ("idempotency_key_reused", 409, "Idempotency key reused"),
+    /// 404: the subscription does not exist.
+    SubscriptionNotFound = ("subscription_not_found", 404, "Subscription not found"),
+    /// 409: the change touches what is fixed at creation (a subscription's topic or start).
+    SubscriptionConflict = ("subscription_conflict", 409, "Subscription conflict"),
     /// 404: no request waits for this reply (it timed out, was answered already, its node
     /// restarted, or the ids were never handed out).
     NoWaitingRequest = ("no_waiting_request", 404, "No waiting request"),

@@ -17,7 +17,7 @@ use crate::raft::{PartitionReplica, ReadLimits, Watermarks};
 /// The most messages one fetch answers.
 pub const MAX_FETCH_MESSAGES: usize = 10_000;
 /// The longest long poll a leader serves, whoever asks.
-pub(super) const MAX_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 
 impl Broker {
     pub async fn fetch(&self, request: FetchRequest) -> BrokerResult<FetchResult> {

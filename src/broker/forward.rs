@@ -25,7 +25,7 @@ use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
 use crate::domain::{Compression, Record};
-use crate::raft::{PartitionReplica, ReadLimits};
+use crate::raft::{PartitionReplica, QueueCommand, QueueCounts, QueueOutcome, ReadLimits};
 
 pub(super) use super::forward_wire::RawRead;
 
@@ -300,6 +300,68 @@ impl Broker {
         .await
     }
 
+    /// Applies a queue command on the leader of `group`. Not retried once sent: a lease or
+    /// an ack whose answer was lost is as if the lease expired (at-least-once).
+    pub(super) async fn queue_on_leader(
+        &self,
+        group: u64,
+        command: QueueCommand,
+    ) -> BrokerResult<QueueOutcome> {
+        let request = || {
+            Ok(ForwardRequest::Queue {
+                group,
+                command: command.clone(),
+            })
+        };
+        let local = |replica: Arc<PartitionReplica>| self.queue_here(replica, command.clone());
+        self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::Queue(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn queue_here(
+        &self,
+        replica: Arc<PartitionReplica>,
+        mut command: QueueCommand,
+    ) -> BrokerResult<QueueOutcome> {
+        // The leader's clock decides deadlines, whichever node the puller asked.
+        command.set_now(super::topics::now_ms());
+        Ok(replica.queue(command).await?)
+    }
+
+    /// A subscription's counts on the partition of `group`, from its leader.
+    pub(super) async fn queue_counts_on_leader(
+        &self,
+        group: u64,
+        subscription: u64,
+    ) -> BrokerResult<QueueCounts> {
+        let request = || {
+            Ok(ForwardRequest::QueueCounts {
+                group,
+                subscription,
+            })
+        };
+        let local = |replica: Arc<PartitionReplica>| async move {
+            Ok(queue_counts_here(&replica, subscription))
+        };
+        let counts = self
+            .on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+                ForwardReply::QueueCounts(result) => Some(result.map(
+                    |(backlog, in_flight, delayed, dead_lettered)| QueueCounts {
+                        backlog,
+                        in_flight,
+                        delayed,
+                        dead_lettered,
+                    },
+                )),
+                _ => None,
+            })
+            .await?;
+        Ok(counts)
+    }
+
     /// Serves a request another node forwarded here; refuses it when this node does not lead
     /// the group (the sender then finds the leader).
     async fn serve_forwarded(&self, body: Bytes) -> Result<Bytes, String> {
@@ -382,6 +444,28 @@ impl Broker {
                         .map_err(WireError::from)
                 }
             }),
+            ForwardRequest::Queue { group, command } => ForwardReply::Queue(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => self
+                    .queue_here(replica, command)
+                    .await
+                    .map_err(WireError::from),
+            }),
+            ForwardRequest::QueueCounts {
+                group,
+                subscription,
+            } => ForwardReply::QueueCounts(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => {
+                    let counts = queue_counts_here(&replica, subscription);
+                    Ok((
+                        counts.backlog,
+                        counts.in_flight,
+                        counts.delayed,
+                        counts.dead_lettered,
+                    ))
+                }
+            }),
             ForwardRequest::Reply {
                 instance,
                 correlation_id,
@@ -414,6 +498,22 @@ impl Broker {
             .map(Bytes::from)
             .map_err(|error| format!("encoding a forwarded answer: {error}"))
     }
+}
+
+/// A subscription's counts as this replica applied them; a partition the subscription never
+/// read counts its whole log as backlog (an `earliest` start; a `latest` one reads it once).
+fn queue_counts_here(replica: &PartitionReplica, subscription: u64) -> QueueCounts {
+    let watermarks = replica.watermarks();
+    let now = super::topics::now_ms();
+    replica
+        .queue_view()
+        .read(|states| match states.get(&subscription) {
+            Some(state) => state.counts(now, watermarks.high_watermark),
+            None => QueueCounts {
+                backlog: watermarks.high_watermark - watermarks.log_start_offset,
+                ..QueueCounts::default()
+            },
+        })
 }
 
 /// The records of a forwarded append in the stored batch layout, uncompressed (the leader

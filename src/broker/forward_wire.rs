@@ -10,6 +10,7 @@ use super::idempotence::{Landing, OnceClaim};
 use super::requests::waiters::Delivery;
 use super::{BrokerError, OffsetSpec};
 use crate::domain::Compression;
+use crate::raft::{QueueCommand, QueueOutcome};
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum ForwardRequest {
@@ -41,6 +42,17 @@ pub(super) enum ForwardRequest {
         compression: Compression,
         claim: OnceClaim,
     },
+    /// A change of a subscription's delivery state on the partition; the leader stamps its
+    /// clock on it.
+    Queue {
+        group: u64,
+        command: QueueCommand,
+    },
+    /// A subscription's counts on the partition, as its leader has applied them.
+    QueueCounts {
+        group: u64,
+        subscription: u64,
+    },
     /// A responder's reply for a request waiting on the receiving node (`broker::requests`).
     Reply {
         /// The requester process's instance number, from its `reply_to`.
@@ -66,8 +78,13 @@ pub(super) enum ForwardReply {
     Read(Result<RawRead, WireError>),
     Offset(Result<u64, WireError>),
     AppendedOnce(Result<Landing, WireError>),
+    Queue(Result<QueueOutcome, WireError>),
+    QueueCounts(Result<WireCounts, WireError>),
     Replied(Result<Delivery, WireError>),
 }
+
+/// [`crate::raft::QueueCounts`] on the wire: backlog, in flight, delayed, dead-lettered.
+pub(super) type WireCounts = (u64, u64, u64, u64);
 
 /// The errors a leader answers a forwarded request with.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -8,11 +8,12 @@
 mod cluster_info;
 pub mod error;
 pub mod error_code;
-mod fetch;
+pub(crate) mod fetch;
 mod forward;
 mod forward_wire;
 mod groups;
 mod produce;
+pub mod queue;
 pub mod requests;
 mod topics;
 pub mod types;

@@ -52,7 +52,8 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
         other @ (MetadataOutcome::NodeExists
         | MetadataOutcome::NodeNotFound
         | MetadataOutcome::Groups(_)
-        | MetadataOutcome::ProducerInitialized(_)) => Err(BrokerError::Internal(format!(
+        | MetadataOutcome::ProducerInitialized(_)
+        | MetadataOutcome::Subscription(_)) => Err(BrokerError::Internal(format!(
             "unexpected outcome for topic '{name}': {other:?}"
         ))),
     }

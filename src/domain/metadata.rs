@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::groups::{GroupCommand, GroupOutcome};
 use super::names::{is_internal, validate_name};
 use super::producers::{ProducerRegistration, ProducerRegistry};
+use super::subscriptions::{SubscriptionCommand, SubscriptionOutcome, Subscriptions};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 
 /// The raft group id of the metadata group; partition groups count up from 1.
@@ -61,6 +62,8 @@ pub struct MetadataState {
     /// recent [`MAX_DELETED_TOPICS`]: a delete retried after its first answer was lost finds
     /// the topic here and succeeds again instead of answering 404.
     pub deleted_topics: BTreeMap<String, i64>,
+    /// Subscriptions' settings (their delivery state is in the partitions' groups).
+    pub subscriptions: Subscriptions,
 }
 
 /// How many deleted topic names the metadata remembers.
@@ -78,6 +81,7 @@ impl Default for MetadataState {
             removed_nodes: BTreeSet::new(),
             producers: ProducerRegistry::default(),
             deleted_topics: BTreeMap::new(),
+            subscriptions: Subscriptions::default(),
         }
     }
 }
@@ -133,6 +137,8 @@ pub enum MetadataCommand {
     /// Registers an idempotent producer (`POST /v1/producers`): a name gets its id back with
     /// the next epoch (fencing the previous holder), no name a fresh id.
     InitProducer { name: Option<String> },
+    /// Creates, changes or deletes a subscription.
+    Subscription(SubscriptionCommand),
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -161,6 +167,7 @@ impl std::fmt::Display for MetadataCommand {
             }
             MetadataCommand::RemoveNode { node_id } => write!(formatter, "remove node {node_id}"),
             MetadataCommand::Groups(command) => write!(formatter, "{command}"),
+            MetadataCommand::Subscription(command) => write!(formatter, "{command}"),
             MetadataCommand::InitProducer { name } => match name {
                 Some(name) => write!(formatter, "init producer {name}"),
                 None => write!(formatter, "init an unnamed producer"),
@@ -182,6 +189,7 @@ pub enum MetadataOutcome {
     Groups(GroupOutcome),
     /// A producer's id and epoch.
     ProducerInitialized(ProducerRegistration),
+    Subscription(SubscriptionOutcome),
 }
 
 impl MetadataState {
@@ -260,6 +268,13 @@ impl MetadataState {
                 }
             },
             MetadataCommand::DrainNode { node_id, moves } => self.drain(*node_id, moves),
+            MetadataCommand::Subscription(command) => {
+                let topics = &self.topics;
+                MetadataOutcome::Subscription(
+                    self.subscriptions
+                        .apply(command, |topic| topics.contains_key(topic)),
+                )
+            }
             MetadataCommand::Groups(_) => {
                 MetadataOutcome::Invalid("group commands apply to the consumer groups".into())
             }
@@ -354,6 +369,7 @@ impl MetadataState {
                 deleted_at_ms,
             } => match self.topics.remove(name) {
                 Some(_) => {
+                    self.subscriptions.topic_deleted(name);
                     self.deleted_topics.insert(name.clone(), *deleted_at_ms);
                     if self.deleted_topics.len() > MAX_DELETED_TOPICS {
                         let oldest = self

@@ -21,7 +21,7 @@ pub use engine::registry::GroupRegistry;
 pub use engine::types::{CompactionPlan, DedupClaim, DedupLimits, NodeAddr};
 pub use metadata::consumer_groups::ConsumerGroupsView;
 pub use metadata::replica::MetadataReplica;
-pub use partition::applier::Watermarks;
+pub use partition::applier::{QueueView, Watermarks};
 pub use partition::cleaner_state::CleanTally;
 pub use partition::cleaning::CompactionCheck;
 pub use partition::compaction::PassReport;
@@ -30,4 +30,7 @@ pub use partition::once::OnceOutcome;
 pub use partition::reader::{ReadLimits, StoredBatch};
 pub use partition::replica::PartitionReplica;
 pub use partition::retention::RetentionPlan;
+pub use partition::subscriptions::{
+    LeaseRef, QueueCommand, QueueCounts, QueueOutcome, SubscriptionPartition,
+};
 pub use partition::throttle::Throttle;

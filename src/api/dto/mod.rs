@@ -11,6 +11,7 @@ pub mod produce_answer;
 pub mod produce_limits;
 pub mod producer;
 pub mod requests;
+pub mod subscriptions;
 pub mod topic;
 
 use std::marker::PhantomData;

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
+use crate::raft::partition::subscriptions::{QueueCommand, QueueOutcome};
 
 /// Where a node can be reached; carried in raft memberships.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +42,9 @@ pub enum RaftRequest {
     /// claim carries the rest. Everything the decision needs is in the command or in
     /// replicated state, so every replica decides alike.
     AppendOnce { batch: Bytes, claim: DedupClaim },
+    /// For a partition group: a change of a subscription's delivery state on the partition
+    /// (see `raft::partition::subscriptions`).
+    Queue(QueueCommand),
 }
 
 /// What an idempotent append asks the partition's dedup state to check and remember.
@@ -124,6 +128,11 @@ impl fmt::Display for RaftRequest {
                 batch.len(),
                 claim.idempotency_key.is_some()
             ),
+            RaftRequest::Queue(command) => write!(
+                formatter,
+                "queue command of subscription {}",
+                command.subscription()
+            ),
         }
     }
 }
@@ -164,6 +173,8 @@ pub enum RaftResponse {
     },
     /// An `AppendOnce` whose idempotency key was used for a different request.
     IdempotencyKeyReused,
+    /// What a queue command did.
+    Queue(QueueOutcome),
 }
 
 openraft::declare_raft_types!(

@@ -68,7 +68,8 @@ impl GroupApplier for MetadataApplier {
             RaftRequest::Append { .. }
             | RaftRequest::AppendOnce { .. }
             | RaftRequest::Trim { .. }
-            | RaftRequest::Compact(_) => {
+            | RaftRequest::Compact(_)
+            | RaftRequest::Queue(_) => {
                 RaftResponse::Rejected("the metadata group takes only metadata commands".into())
             }
         }

@@ -5,12 +5,17 @@
 
 use std::io;
 
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::cleaner_state::{self, QueuedPass};
 use super::dedup::{DedupSnapshot, DedupState, Verdict};
 use super::dedup_rows;
+use super::subscriptions::{self, QueueCommand, QueueStates};
+use super::subscriptions_rows;
 use crate::domain::batch::{self, BatchHeader};
 use crate::raft::engine::codec;
 use crate::raft::engine::state_machine::GroupApplier;
@@ -67,6 +72,7 @@ impl CompactionProgress {
 struct PartitionSnapshot {
     progress: PartitionProgress,
     dedup: DedupSnapshot,
+    queues: QueueStates,
 }
 
 pub struct PartitionApplier {
@@ -76,6 +82,28 @@ pub struct PartitionApplier {
     pub(in crate::raft) dedup: DedupState,
     watermarks: watch::Sender<Watermarks>,
     compaction: watch::Sender<CompactionProgress>,
+    /// Subscriptions' delivery state (see [`super::subscriptions`]), shared with readers.
+    queues: Arc<RwLock<QueueStates>>,
+    queue_changes: watch::Sender<u64>,
+    queues_dirty: bool,
+}
+
+/// A read-only view of a partition's applied subscription state, cheap to clone.
+#[derive(Clone)]
+pub struct QueueView {
+    shared: Arc<RwLock<QueueStates>>,
+    changes: watch::Receiver<u64>,
+}
+
+impl QueueView {
+    pub fn read<R>(&self, read: impl FnOnce(&QueueStates) -> R) -> R {
+        read(&self.shared.read())
+    }
+
+    /// Changes each time applied queue commands become visible.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
+    }
 }
 
 impl PartitionApplier {
@@ -86,7 +114,43 @@ impl PartitionApplier {
             dedup: DedupState::default(),
             watermarks: watch::Sender::new(Watermarks::default()),
             compaction: watch::Sender::new(CompactionProgress::default()),
+            queues: Arc::default(),
+            queue_changes: watch::Sender::new(0),
+            queues_dirty: false,
         }
+    }
+
+    pub fn queue_view(&self) -> QueueView {
+        QueueView {
+            shared: self.queues.clone(),
+            changes: self.queue_changes.subscribe(),
+        }
+    }
+
+    fn apply_queue(
+        &mut self,
+        index: u64,
+        command: &QueueCommand,
+        writes: &mut WriteSet,
+    ) -> RaftResponse {
+        let mut states = self.queues.write();
+        let outcome = subscriptions::apply(
+            &mut states,
+            index,
+            command,
+            self.progress.log_start_offset,
+            self.progress.next_offset,
+        );
+        let subscription = command.subscription();
+        if let Err(error) =
+            subscriptions_rows::persist(writes, self.group, subscription, states.get(&subscription))
+        {
+            // Plain types cannot fail to encode; if one did, the row would be stale until the
+            // next change, and a restart would replay the log from the last state record.
+            tracing::error!(group = self.group, subscription, %error, "encoding subscription state");
+        }
+        self.queues_dirty = true;
+        RaftResponse::Queue(outcome)
     }
 
     pub fn watermarks(&self) -> watch::Receiver<Watermarks> {
@@ -268,6 +332,7 @@ impl GroupApplier for PartitionApplier {
                     RaftResponse::Rejected(format!("compaction plan: {error}"))
                 })
             }
+            RaftRequest::Queue(command) => return self.apply_queue(index, command, writes),
             RaftRequest::Metadata(_) => {
                 return RaftResponse::Rejected("a partition group takes no metadata".into())
             }
@@ -296,6 +361,8 @@ impl GroupApplier for PartitionApplier {
 
     fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
         self.dedup = dedup_rows::load(store, self.group)?;
+        *self.queues.write() = subscriptions_rows::load(store, self.group)?;
+        self.queues_dirty = true;
         Ok(())
     }
 
@@ -303,6 +370,7 @@ impl GroupApplier for PartitionApplier {
         codec::encode(&PartitionSnapshot {
             progress: self.progress.clone(),
             dedup: self.dedup.snapshot(),
+            queues: self.queues.read().clone(),
         })
     }
 
@@ -312,6 +380,9 @@ impl GroupApplier for PartitionApplier {
     fn restore_snapshot(&mut self, bytes: &[u8], writes: &mut WriteSet) -> Result<(), io::Error> {
         let snapshot: PartitionSnapshot = codec::decode(bytes)?;
         dedup_rows::replace_all(writes, self.group, &snapshot.dedup)?;
+        subscriptions_rows::replace_all(writes, self.group, &snapshot.queues)?;
+        *self.queues.write() = snapshot.queues;
+        self.queues_dirty = true;
         self.progress = snapshot.progress;
         self.progress.log_start_offset = self.progress.next_offset;
         self.dedup = DedupState::from_snapshot(snapshot.dedup);
@@ -319,6 +390,9 @@ impl GroupApplier for PartitionApplier {
     }
 
     fn publish(&mut self) {
+        if std::mem::take(&mut self.queues_dirty) {
+            self.queue_changes.send_modify(|version| *version += 1);
+        }
         let next = Watermarks {
             log_start_offset: self.progress.log_start_offset,
             high_watermark: self.progress.next_offset,

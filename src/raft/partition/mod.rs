@@ -13,9 +13,13 @@ pub(crate) mod once;
 pub(crate) mod reader;
 pub(crate) mod replica;
 pub(crate) mod retention;
+pub(crate) mod subscriptions;
+pub(crate) mod subscriptions_rows;
 pub(crate) mod throttle;
 
 #[cfg(test)]
 mod compaction_tests;
 #[cfg(test)]
 mod dedup_tests;
+#[cfg(test)]
+mod subscriptions_tests;

@@ -11,10 +11,11 @@ use openraft::rt::watch::WatchReceiver;
 use openraft::ReadPolicy;
 use tokio::sync::{oneshot, watch};
 
-use super::applier::{CompactionProgress, PartitionApplier, Watermarks};
+use super::applier::{CompactionProgress, PartitionApplier, QueueView, Watermarks};
 use super::compaction::KeyMap;
 use super::reader::{self, ReadLimits, StoredBatch};
 use super::retention::{self, RetentionPlan};
+use super::subscriptions::{QueueCommand, QueueOutcome};
 use crate::raft::engine::error::RaftLayerError;
 use crate::raft::engine::group::{
     blocking, bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader,
@@ -48,6 +49,7 @@ pub struct PartitionReplica {
     pub(in crate::raft) compaction: watch::Receiver<CompactionProgress>,
     /// The key map the leader built when it planned a pass, for its own cleaner.
     pub(in crate::raft) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
+    queues: QueueView,
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -62,6 +64,7 @@ impl PartitionReplica {
         let applier = PartitionApplier::new(group);
         let watermarks = applier.watermarks();
         let compaction = applier.compaction();
+        let queues = applier.queue_view();
         let log_lock = Arc::new(std::sync::Mutex::new(()));
         let (raft, leader_wait) = start_raft(context, group, applier, log_lock.clone()).await?;
         context
@@ -83,6 +86,7 @@ impl PartitionReplica {
             closing: Arc::new(AtomicBool::new(false)),
             compaction,
             prepared_map: std::sync::Mutex::new(None),
+            queues,
         })
     }
 
@@ -194,6 +198,27 @@ impl PartitionReplica {
                 openraft::EntryPayload::Normal(RaftRequest::Append { batch: stored }) if *stored == batch
             )
         )
+    }
+
+    /// Replicates a change of a subscription's delivery state; answers what it did.
+    pub async fn queue(&self, command: QueueCommand) -> Result<QueueOutcome, RaftLayerError> {
+        let response = self
+            .raft
+            .client_write(RaftRequest::Queue(command))
+            .await
+            .map_err(|e| write_error(self.group, e))?;
+        match response.data {
+            RaftResponse::Queue(outcome) => Ok(outcome),
+            RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
+            _ => Err(RaftLayerError::Rejected(
+                "unexpected answer to a queue command".into(),
+            )),
+        }
+    }
+
+    /// The subscriptions' delivery state as applied here.
+    pub fn queue_view(&self) -> &QueueView {
+        &self.queues
     }
 
     pub fn watermarks(&self) -> Watermarks {

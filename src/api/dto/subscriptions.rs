@@ -1,0 +1,336 @@
+//! Subscription DTOs: the wire form of `/v1/subscriptions...`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::consume::ConsumedMessageDto;
+use crate::broker::queue::{PulledMessage, QueueCounts, Settle};
+use crate::domain::subscriptions::{
+    DeadLetterPolicy, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
+    DEFAULT_ACK_DEADLINE_MS, DEFAULT_MAX_BACKOFF_MS, DEFAULT_MIN_BACKOFF_MS,
+};
+
+/// Where a new subscription starts reading each partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StartPositionDto {
+    /// Every message still stored (the default).
+    #[default]
+    Earliest,
+    /// Only messages produced after the subscription is created.
+    Latest,
+}
+
+/// How soon a message that was not acked in time, or was nacked, is delivered again:
+/// `min_backoff_ms` after the first failed attempt, doubling per attempt up to
+/// `max_backoff_ms`, with up to a fifth taken off as jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicyDto {
+    #[serde(default = "default_min_backoff")]
+    #[schema(minimum = 0, maximum = 86400000, default = 1000)]
+    pub min_backoff_ms: u64,
+    #[serde(default = "default_max_backoff")]
+    #[schema(minimum = 0, maximum = 86400000, default = 60000)]
+    pub max_backoff_ms: u64,
+}
+
+fn default_min_backoff() -> u64 {
+    DEFAULT_MIN_BACKOFF_MS
+}
+
+fn default_max_backoff() -> u64 {
+    DEFAULT_MAX_BACKOFF_MS
+}
+
+fn default_ack_deadline() -> u64 {
+    DEFAULT_ACK_DEADLINE_MS
+}
+
+impl Default for RetryPolicyDto {
+    fn default() -> Self {
+        RetryPolicyDto {
+            min_backoff_ms: DEFAULT_MIN_BACKOFF_MS,
+            max_backoff_ms: DEFAULT_MAX_BACKOFF_MS,
+        }
+    }
+}
+
+/// After `max_delivery_attempts` deliveries without an ack, the message is published to
+/// `topic` (another topic than the subscription's) and leaves the subscription.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetterPolicyDto {
+    #[schema(min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")]
+    pub topic: String,
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max_delivery_attempts: u32,
+}
+
+/// Body of `PUT /v1/subscriptions/{sub}`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "topic": "orders", "ack_deadline_ms": 30000,
+    "retry_policy": {"min_backoff_ms": 1000, "max_backoff_ms": 60000},
+    "dead_letter_policy": {"topic": "orders-dlq", "max_delivery_attempts": 5},
+    "start": "earliest"
+}))]
+pub struct PutSubscriptionRequest {
+    /// The topic to read; fixed at creation.
+    #[schema(min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")]
+    pub topic: String,
+    /// How long a puller holds a message before it is delivered again. Default 30000.
+    #[serde(default = "default_ack_deadline")]
+    #[schema(minimum = 100, maximum = 600000, default = 30000)]
+    pub ack_deadline_ms: u64,
+    #[serde(default, deserialize_with = "super::object_only")]
+    pub retry_policy: RetryPolicyDto,
+    /// Without one, a message is delivered until it is acked.
+    #[serde(default, deserialize_with = "optional_object")]
+    pub dead_letter_policy: Option<DeadLetterPolicyDto>,
+    /// Fixed at creation. Default `earliest`.
+    #[serde(default)]
+    pub start: StartPositionDto,
+}
+
+fn optional_object<'de, D>(deserializer: D) -> Result<Option<DeadLetterPolicyDto>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    super::object_only(deserializer).map(Some)
+}
+
+impl PutSubscriptionRequest {
+    pub fn into_domain(self) -> SubscriptionConfig {
+        SubscriptionConfig {
+            topic: self.topic,
+            ack_deadline_ms: self.ack_deadline_ms,
+            retry_policy: RetryPolicy {
+                min_backoff_ms: self.retry_policy.min_backoff_ms,
+                max_backoff_ms: self.retry_policy.max_backoff_ms,
+            },
+            dead_letter_policy: self.dead_letter_policy.map(|policy| DeadLetterPolicy {
+                topic: policy.topic,
+                max_delivery_attempts: policy.max_delivery_attempts,
+            }),
+            start: match self.start {
+                StartPositionDto::Earliest => StartPosition::Earliest,
+                StartPositionDto::Latest => StartPosition::Latest,
+            },
+        }
+    }
+}
+
+/// A subscription's settings.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SubscriptionDto {
+    pub name: String,
+    pub topic: String,
+    pub ack_deadline_ms: u64,
+    pub retry_policy: RetryPolicyDto,
+    /// Absent when messages are delivered until acked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_policy: Option<DeadLetterPolicyDto>,
+    pub start: StartPositionDto,
+    /// When it was created, epoch ms.
+    pub created_at_ms: i64,
+    /// `GET` of one subscription only: messages not done yet (never delivered, or delivered
+    /// and not acked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+    /// `GET` of one subscription only: messages leased to a puller now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u64>,
+    /// `GET` of one subscription only: messages waiting for their retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delayed: Option<u64>,
+    /// `GET` of one subscription only: messages moved to the dead-letter topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_lettered: Option<u64>,
+}
+
+impl SubscriptionDto {
+    pub fn with_counts(mut self, counts: QueueCounts) -> Self {
+        self.backlog = Some(counts.backlog);
+        self.in_flight = Some(counts.in_flight);
+        self.delayed = Some(counts.delayed);
+        self.dead_lettered = Some(counts.dead_lettered);
+        self
+    }
+}
+
+impl From<SubscriptionMeta> for SubscriptionDto {
+    fn from(meta: SubscriptionMeta) -> Self {
+        let config = meta.config;
+        SubscriptionDto {
+            name: meta.name,
+            topic: config.topic,
+            ack_deadline_ms: config.ack_deadline_ms,
+            retry_policy: RetryPolicyDto {
+                min_backoff_ms: config.retry_policy.min_backoff_ms,
+                max_backoff_ms: config.retry_policy.max_backoff_ms,
+            },
+            dead_letter_policy: config.dead_letter_policy.map(|policy| DeadLetterPolicyDto {
+                topic: policy.topic,
+                max_delivery_attempts: policy.max_delivery_attempts,
+            }),
+            start: match config.start {
+                StartPosition::Earliest => StartPositionDto::Earliest,
+                StartPosition::Latest => StartPositionDto::Latest,
+            },
+            created_at_ms: meta.created_at_ms,
+            backlog: None,
+            in_flight: None,
+            delayed: None,
+            dead_lettered: None,
+        }
+    }
+}
+
+/// Answer of `GET /v1/subscriptions`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SubscriptionListDto {
+    pub subscriptions: Vec<SubscriptionDto>,
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/pull`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"max_messages": 10, "max_wait_ms": 1000}))]
+pub struct PullRequest {
+    /// The most messages to lease (1 to 1000). Default 10.
+    #[serde(default = "default_max_messages")]
+    #[schema(minimum = 1, maximum = 1000, default = 10)]
+    pub max_messages: u32,
+    /// With nothing to deliver, wait up to this long for a message (0 to 60000). Default 0.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 60000, default = 0)]
+    pub max_wait_ms: u64,
+}
+
+fn default_max_messages() -> u32 {
+    10
+}
+
+/// One delivery: ack it with `ack_id` before the subscription's ack deadline.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PulledMessageDto {
+    /// Names this delivery; opaque.
+    pub ack_id: String,
+    /// 1 on the first delivery, counting up on each redelivery.
+    pub delivery_attempt: u32,
+    pub message: ConsumedMessageDto,
+}
+
+impl From<PulledMessage> for PulledMessageDto {
+    fn from(pulled: PulledMessage) -> Self {
+        PulledMessageDto {
+            ack_id: pulled.ack_id,
+            delivery_attempt: pulled.delivery_attempt,
+            message: ConsumedMessageDto::from_domain(&pulled.topic, pulled.message),
+        }
+    }
+}
+
+/// Answer of a pull: the leased messages (none when nothing came within `max_wait_ms`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PullResponse {
+    pub messages: Vec<PulledMessageDto>,
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/ack`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    /// Ack ids as pulls answered them (1 to 1000).
+    #[schema(min_items = 1, max_items = 1000, inline)]
+    pub ack_ids: Vec<AckIdText>,
+}
+
+/// An ack id as a pull answered it.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[schema(
+    min_length = 9,
+    max_length = 84,
+    pattern = "^[0-9a-f]{1,16}\\.[0-9a-f]{1,8}\\.[0-9a-f]{1,16}\\.[0-9a-f]{1,8}\\.[0-9a-f]{1,16}$"
+)]
+pub struct AckIdText(pub String);
+
+fn texts(ack_ids: Vec<AckIdText>) -> Vec<String> {
+    ack_ids.into_iter().map(|id| id.0).collect()
+}
+
+impl AckRequest {
+    pub fn ack_ids(self) -> Vec<String> {
+        texts(self.ack_ids)
+    }
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/nack`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NackRequest {
+    #[schema(min_items = 1, max_items = 1000, inline)]
+    pub ack_ids: Vec<AckIdText>,
+    /// Deliver again after this long (0 to 86400000); without it, after the retry policy's
+    /// backoff.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 86400000)]
+    pub delay_ms: Option<u64>,
+}
+
+impl NackRequest {
+    pub fn into_parts(self) -> (Vec<String>, Settle) {
+        (
+            texts(self.ack_ids),
+            Settle::Nack {
+                delay_ms: self.delay_ms,
+            },
+        )
+    }
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/extend`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendRequest {
+    #[schema(min_items = 1, max_items = 1000, inline)]
+    pub ack_ids: Vec<AckIdText>,
+    /// The leases' new deadline, from now (100 to 600000).
+    #[schema(minimum = 100, maximum = 600000)]
+    pub ack_deadline_ms: u64,
+}
+
+impl ExtendRequest {
+    pub fn into_parts(self) -> (Vec<String>, Settle) {
+        (
+            texts(self.ack_ids),
+            Settle::Extend {
+                ack_deadline_ms: self.ack_deadline_ms,
+            },
+        )
+    }
+}
+
+/// Answer of an ack: which ids were acked, and which had expired (their lease ran out or the
+/// message was delivered again; nothing changed for them), in request order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AckResponse {
+    pub acked: Vec<String>,
+    pub expired: Vec<String>,
+}
+
+/// Answer of a nack.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NackResponse {
+    pub nacked: Vec<String>,
+    pub expired: Vec<String>,
+}
+
+/// Answer of an extend.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ExtendResponse {
+    pub extended: Vec<String>,
+    pub expired: Vec<String>,
+}

@@ -1,0 +1,250 @@
+//! `/v1/subscriptions`: queue subscriptions (see `docs/queues.md`).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use std::time::Duration;
+
+use super::dto::subscriptions::{
+    AckRequest, AckResponse, ExtendRequest, ExtendResponse, NackRequest, NackResponse, PullRequest,
+    PullResponse, PutSubscriptionRequest, SubscriptionDto, SubscriptionListDto,
+};
+use super::extract::{ApiJson, ApiPath};
+use super::problem::{ApiResult, Problem};
+use super::AppState;
+use crate::broker::queue::{PutOutcome, Settle};
+use crate::broker::Broker;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_subscriptions))
+        .routes(routes!(
+            put_subscription,
+            get_subscription,
+            delete_subscription
+        ))
+        .routes(routes!(pull))
+        .routes(routes!(ack))
+        .routes(routes!(nack))
+        .routes(routes!(extend))
+}
+
+/// Create a subscription, or change its settings.
+///
+/// 201 when created; 200 when it existed (with the same or new settings). The topic and
+/// start position are fixed at creation.
+#[utoipa::path(
+    put,
+    path = "/v1/subscriptions/{sub}",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    request_body = PutSubscriptionRequest,
+    responses(
+        (status = 200, description = "The subscription existed; its settings now", body = SubscriptionDto),
+        (status = 201, description = "Created", body = SubscriptionDto),
+        (status = 400, description = "Invalid name or settings (a dead-letter topic equal to the topic)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`topic_not_found`: the topic or dead-letter topic", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`subscription_conflict`: the topic or start would change", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn put_subscription(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<PutSubscriptionRequest>,
+) -> ApiResult<(StatusCode, Json<SubscriptionDto>)> {
+    let (meta, outcome) = broker.queues().put(&name, request.into_domain()).await?;
+    let status = match outcome {
+        PutOutcome::Created => StatusCode::CREATED,
+        PutOutcome::Updated | PutOutcome::Unchanged => StatusCode::OK,
+    };
+    Ok((status, Json(meta.into())))
+}
+
+/// Describe a subscription, with its counts (`backlog`, `in_flight`, `delayed`,
+/// `dead_lettered`) over its topic's partitions.
+#[utoipa::path(
+    get,
+    path = "/v1/subscriptions/{sub}",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    responses(
+        (status = 200, description = "The subscription", body = SubscriptionDto),
+        (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`: a partition's counts are unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn get_subscription(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<SubscriptionDto>> {
+    let queues = broker.queues();
+    let meta = queues.get(&name)?;
+    let counts = queues.counts(&meta).await?;
+    Ok(Json(SubscriptionDto::from(meta).with_counts(counts)))
+}
+
+/// Delete a subscription and its delivery state.
+#[utoipa::path(
+    delete,
+    path = "/v1/subscriptions/{sub}",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn delete_subscription(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    broker.queues().delete(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// List subscriptions.
+#[utoipa::path(
+    get,
+    path = "/v1/subscriptions",
+    tag = "subscriptions",
+    responses((status = 200, description = "Every subscription, by name", body = SubscriptionListDto))
+)]
+async fn list_subscriptions(State(broker): State<Broker>) -> Json<SubscriptionListDto> {
+    Json(SubscriptionListDto {
+        subscriptions: broker.queues().list().into_iter().map(Into::into).collect(),
+    })
+}
+
+/// Lease messages.
+///
+/// Leases up to `max_messages` messages over the topic's partitions: redeliveries that are
+/// due first, then new messages. Each is held for this puller until the subscription's ack
+/// deadline; ack it with its `ack_id`, or it is delivered again after the retry policy's
+/// backoff. With nothing to deliver, waits up to `max_wait_ms`.
+#[utoipa::path(
+    post,
+    path = "/v1/subscriptions/{sub}/pull",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    request_body = PullRequest,
+    responses(
+        (status = 200, description = "The leased messages (possibly none)", body = PullResponse),
+        (status = 400, description = "Invalid limits", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader` or `unavailable`", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "`timeout`: a lease's outcome is unknown (its messages come back after the deadline)", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn pull(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<PullRequest>,
+) -> ApiResult<Json<PullResponse>> {
+    let messages = broker
+        .queues()
+        .pull(
+            &name,
+            request.max_messages,
+            Duration::from_millis(request.max_wait_ms),
+        )
+        .await?;
+    Ok(Json(PullResponse {
+        messages: messages.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Ack messages: they are done and never delivered again.
+///
+/// An ack whose lease expired, or whose message was delivered again since, is answered in
+/// `expired` and changes nothing: the message is (or will be) with another delivery.
+#[utoipa::path(
+    post,
+    path = "/v1/subscriptions/{sub}/ack",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    request_body = AckRequest,
+    responses(
+        (status = 200, description = "Which ack ids were acked and which had expired", body = AckResponse),
+        (status = 400, description = "A malformed ack id, or one of another subscription: nothing was acked", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "`timeout`: outcome unknown; acking again is safe", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn ack(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<AckRequest>,
+) -> ApiResult<Json<AckResponse>> {
+    let settled = broker
+        .queues()
+        .settle(&name, request.ack_ids(), Settle::Ack)
+        .await?;
+    Ok(Json(AckResponse {
+        acked: settled.done,
+        expired: settled.expired,
+    }))
+}
+
+/// Nack messages: they are delivered again after `delay_ms` (or the retry policy's backoff).
+#[utoipa::path(
+    post,
+    path = "/v1/subscriptions/{sub}/nack",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    request_body = NackRequest,
+    responses(
+        (status = 200, description = "Which ack ids were nacked and which had expired", body = NackResponse),
+        (status = 400, description = "A malformed ack id, one of another subscription, or a delay out of range: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "`timeout`: outcome unknown", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn nack(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<NackRequest>,
+) -> ApiResult<Json<NackResponse>> {
+    let (ack_ids, settle) = request.into_parts();
+    let settled = broker.queues().settle(&name, ack_ids, settle).await?;
+    Ok(Json(NackResponse {
+        nacked: settled.done,
+        expired: settled.expired,
+    }))
+}
+
+/// Extend leases: their deadline becomes now plus `ack_deadline_ms`.
+#[utoipa::path(
+    post,
+    path = "/v1/subscriptions/{sub}/extend",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    request_body = ExtendRequest,
+    responses(
+        (status = 200, description = "Which leases were extended and which had expired", body = ExtendResponse),
+        (status = 400, description = "A malformed ack id, one of another subscription, or a deadline out of range: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "`timeout`: outcome unknown", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn extend(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<ExtendRequest>,
+) -> ApiResult<Json<ExtendResponse>> {
+    let (ack_ids, settle) = request.into_parts();
+    let settled = broker.queues().settle(&name, ack_ids, settle).await?;
+    Ok(Json(ExtendResponse {
+        extended: settled.done,
+        expired: settled.expired,
+    }))
+}
