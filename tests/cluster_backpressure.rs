@@ -10,6 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{create_replicated, messages_url, produce_client, TestCluster};
+use common::poll;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -52,6 +53,26 @@ async fn held(cluster: &TestCluster, id: u64) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Waits (at most 10 s) until the bytes node `id` holds satisfy `wanted`; fails with `what`.
+async fn until_held(cluster: &TestCluster, id: u64, what: &str, wanted: impl Fn(f64) -> bool) {
+    let outcome = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || async {
+            let bytes = held(cluster, id).await;
+            if wanted(bytes) {
+                Ok(())
+            } else {
+                Err(format!("{what}: the leader holds {bytes} bytes"))
+            }
+        },
+    )
+    .await;
+    if let Err(seen) = outcome {
+        cluster.fail(&seen);
+    }
+}
+
 fn message(value: String) -> Value {
     json!({"messages": [{"partition": 0, "value": value}]})
 }
@@ -88,11 +109,13 @@ async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_a
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move { post(&client, &url, &message("proposed".into())).await })
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while held(&cluster, leader).await <= 0.0 {
-        assert!(Instant::now() < deadline, "the first batch was never held");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_held(
+        &cluster,
+        leader,
+        "the first batch was never held",
+        |bytes| bytes > 0.0,
+    )
+    .await;
     let first = held(&cluster, leader).await;
 
     // Four big messages fit under the bound, one request each, queued behind the first batch.
@@ -104,14 +127,8 @@ async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_a
             post(&client, &url, &message(value)).await
         }));
         let expected = first + ((index + 1) * (BIG + 6)) as f64;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while held(&cluster, leader).await < expected {
-            assert!(
-                Instant::now() < deadline,
-                "request {index} was never queued"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("request {index} was never queued");
+        until_held(&cluster, leader, &what, |bytes| bytes >= expected).await;
     }
 
     // A fifth does not fit: refused at once, with Retry-After, nothing written.
@@ -177,12 +194,6 @@ async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_a
             .map(|value| &value[..value.len().min(12)])
             .collect::<Vec<_>>()
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while held(&cluster, leader).await != 0.0 {
-        assert!(
-            Instant::now() < deadline,
-            "the leader still holds bytes once all is answered"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = "the leader still holds bytes once all is answered";
+    until_held(&cluster, leader, what, |bytes| bytes == 0.0).await;
 }

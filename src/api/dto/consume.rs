@@ -131,6 +131,18 @@ pub struct ConsumedMessageDto {
     pub headers: Vec<(String, String)>,
 }
 
+/// A stored value as the `value` (JSON) or `value_b64` (bytes) field of an answer.
+pub fn value_fields(value: RecordValue) -> (Option<Box<RawValue>>, Option<String>) {
+    match value {
+        RecordValue::Json(bytes) => match raw_json(&bytes) {
+            Some(raw) => (Some(raw), None),
+            // Stored text that is not JSON (it never should be): still deliver it, as bytes.
+            None => (None, Some(BASE64.encode(&bytes))),
+        },
+        RecordValue::Bytes(bytes) => (None, Some(BASE64.encode(&bytes))),
+    }
+}
+
 impl ConsumedMessageDto {
     pub fn from_domain(topic: &str, message: ConsumedMessage) -> Self {
         let (key, key_b64) = match message.key {
@@ -138,14 +150,7 @@ impl ConsumedMessageDto {
             Some(RecordKey::Text(text)) => (Some(text), None),
             Some(RecordKey::Bytes(bytes)) => (None, Some(BASE64.encode(&bytes))),
         };
-        let (value, value_b64) = match message.value {
-            RecordValue::Json(bytes) => match raw_json(&bytes) {
-                Some(raw) => (Some(raw), None),
-                // Stored text that is not JSON (it never should be): still deliver it, as bytes.
-                None => (None, Some(BASE64.encode(&bytes))),
-            },
-            RecordValue::Bytes(bytes) => (None, Some(BASE64.encode(&bytes))),
-        };
+        let (value, value_b64) = value_fields(message.value);
         ConsumedMessageDto {
             topic: topic.to_string(),
             partition: message.partition,

@@ -1,14 +1,11 @@
 //! Request/reply DTOs: `POST /v1/topics/{topic}/requests` (the request is one produce-side
 //! message; the answer is the reply) and `POST /v1/replies` (a responder's reply).
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-use super::consume::raw_json;
 use super::headers::{deserialize_present_raw, serialize_headers};
 use super::produce::decode_b64;
 use super::produce_limits::deserialize_bounded_headers;
@@ -62,13 +59,7 @@ pub struct RequestAnswerDto {
 
 impl RequestAnswerDto {
     pub fn from_domain(topic: &str, answer: RequestAnswer) -> Self {
-        let (value, value_b64) = match answer.reply.value {
-            RecordValue::Json(bytes) => match raw_json(&bytes) {
-                Some(raw) => (Some(raw), None),
-                None => (None, Some(BASE64.encode(&bytes))),
-            },
-            RecordValue::Bytes(bytes) => (None, Some(BASE64.encode(&bytes))),
-        };
+        let (value, value_b64) = super::consume::value_fields(answer.reply.value);
         RequestAnswerDto {
             correlation_id: answer.correlation_id,
             topic: topic.to_string(),
