@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use super::dto::subscriptions::{
     AckRequest, AckResponse, ExtendRequest, ExtendResponse, NackRequest, NackResponse, PullRequest,
-    PullResponse, PutSubscriptionRequest, SubscriptionDto, SubscriptionListDto,
+    PullResponse, PutSubscriptionRequest, SeekRequest, SeekResponse, SubscriptionDto,
+    SubscriptionListDto,
 };
 use super::extract::{ApiJson, ApiPath};
 use super::problem::{ApiResult, Problem};
@@ -30,6 +31,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(ack))
         .routes(routes!(nack))
         .routes(routes!(extend))
+        .routes(routes!(seek))
 }
 
 /// Create a subscription, or change its settings.
@@ -193,7 +195,8 @@ async fn ack(
     }))
 }
 
-/// Nack messages: they are delivered again after `delay_ms` (or the retry policy's backoff).
+/// Nack messages: they are delivered again after `delay_ms` (or the retry policy's backoff);
+/// with `dead_letter: true` they go to the dead-letter topic instead (reason `nacked`).
 #[utoipa::path(
     post,
     path = "/v1/subscriptions/{sub}/nack",
@@ -202,7 +205,7 @@ async fn ack(
     request_body = NackRequest,
     responses(
         (status = 200, description = "Which ack ids were nacked and which had expired", body = NackResponse),
-        (status = 400, description = "A malformed ack id, one of another subscription, or a delay out of range: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A malformed ack id, one of another subscription, a delay out of range, or `dead_letter` without a dead-letter policy or with `delay_ms`: nothing changed", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subscription_not_found`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "`timeout`: outcome unknown", body = Problem, content_type = "application/problem+json"),
@@ -247,4 +250,34 @@ async fn extend(
         extended: settled.done,
         expired: settled.expired,
     }))
+}
+
+/// Seek: restart the subscription at an offset or a time.
+///
+/// On each partition (or only `partition`, with `offset`) the subscription restarts at the
+/// offset (clamped to the log), or at the first message at or after `timestamp`: everything
+/// before counts as done, every lease and individual ack at or after it is dropped (acks of
+/// earlier leases answer `expired`), and messages from it are delivered again.
+#[utoipa::path(
+    post,
+    path = "/v1/subscriptions/{sub}/seek",
+    tag = "subscriptions",
+    params(("sub" = String, Path, description = "Subscription name", min_length = 1, max_length = 249, pattern = "^[A-Za-z0-9._-]+$")),
+    request_body = SeekRequest,
+    responses(
+        (status = 200, description = "Where the subscription restarts on each partition sought", body = SeekResponse),
+        (status = 400, description = "Both or neither of `offset` and `timestamp`, `partition` with `timestamp`, or a partition the topic does not have: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subscription_not_found`, or its topic is gone (`topic_not_found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`no_leader`", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "`timeout`: outcome unknown", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn seek(
+    State(broker): State<Broker>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<SeekRequest>,
+) -> ApiResult<Json<SeekResponse>> {
+    let target = request.into_target()?;
+    let sought = broker.queues().seek(&name, target).await?;
+    Ok(Json(sought.into()))
 }

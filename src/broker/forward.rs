@@ -328,6 +328,7 @@ impl Broker {
     ) -> BrokerResult<QueueOutcome> {
         // The leader's clock decides deadlines, whichever node the puller asked.
         command.set_now(super::topics::now_ms());
+        self.fill_lease_facts(&replica, &mut command).await?;
         Ok(replica.queue(command).await?)
     }
 

@@ -36,6 +36,17 @@ pub enum StartPosition {
     Latest,
 }
 
+/// Whether a key's messages are delivered one at a time, in offset order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Ordering {
+    /// Any pending message may be leased: the most parallelism.
+    #[default]
+    None,
+    /// A key's next message is not leased while an earlier one of the same key is pending
+    /// (leased, or waiting for its retry). Unkeyed messages are unordered.
+    Key,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     pub min_backoff_ms: u64,
@@ -65,6 +76,7 @@ pub struct SubscriptionConfig {
     pub retry_policy: RetryPolicy,
     pub dead_letter_policy: Option<DeadLetterPolicy>,
     pub start: StartPosition,
+    pub ordering: Ordering,
 }
 
 impl SubscriptionConfig {
@@ -261,6 +273,7 @@ mod tests {
             retry_policy: RetryPolicy::default(),
             dead_letter_policy: None,
             start: StartPosition::Earliest,
+            ordering: Ordering::None,
         }
     }
 

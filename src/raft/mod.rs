@@ -31,6 +31,7 @@ pub use partition::reader::{ReadLimits, StoredBatch};
 pub use partition::replica::PartitionReplica;
 pub use partition::retention::RetentionPlan;
 pub use partition::subscriptions::{
-    LeaseRef, QueueCommand, QueueCounts, QueueOutcome, SubscriptionPartition,
+    key_hash, DeadLetter, DeadLetterReason, LeaseFacts, LeaseRef, MessageFacts, QueueCommand,
+    QueueCounts, QueueOutcome, SubscriptionPartition,
 };
 pub use partition::throttle::Throttle;

@@ -15,6 +15,7 @@ use super::idempotence::producer_fields;
 use super::produce_limits::{deserialize_bounded_headers, deserialize_messages};
 use crate::api::extract::{json_from_bytes, ContentType};
 use crate::api::problem::ApiError;
+use crate::broker::queue::message_times;
 use crate::broker::{Acks, ProduceMessage, ProducerFields};
 
 pub use super::produce_answer::{ProduceResponse, ProducedOffsetDto};
@@ -92,6 +93,17 @@ pub struct ProduceMessageDto {
     #[serde(default)]
     #[schema(value_type = Option<i64>, minimum = 0)]
     pub timestamp: Option<i64>,
+    /// Subscriptions do not deliver the message before this time (epoch ms). Stored as the
+    /// header `herald-deliver-at`; offset reads and consumer groups ignore it.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 0)]
+    pub deliver_at: Option<i64>,
+    /// Subscriptions do not deliver the message after this time (epoch ms): it goes to the
+    /// dead-letter topic with reason `expired` (or is dropped without a dead-letter policy).
+    /// Stored as the header `herald-expires-at`; offset reads and consumer groups ignore it.
+    #[serde(default)]
+    #[schema(value_type = Option<i64>, minimum = 0)]
+    pub expires_at: Option<i64>,
 }
 
 /// `application/json` body of `POST /v1/topics/{topic}/messages`.
@@ -200,10 +212,20 @@ impl ProduceMessageDto {
                 )));
             }
         }
+        let epoch_ms = |field: &str, value: Option<i64>| match value {
+            Some(ms) if ms < 0 => Err(ApiError::invalid_request(format!(
+                "{what}.{field} must be milliseconds since the epoch (>= 0), got {ms}"
+            ))),
+            _ => Ok(value.map(|ms| ms as u64)),
+        };
+        let deliver_at = epoch_ms("deliver_at", self.deliver_at)?;
+        let expires_at = epoch_ms("expires_at", self.expires_at)?;
+        let mut headers = self.headers;
+        message_times::stamp(&mut headers, deliver_at, expires_at);
         Ok(ProduceMessage {
             key,
             value,
-            headers: self.headers,
+            headers,
             partition,
             timestamp: self.timestamp,
         })

@@ -4,9 +4,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::consume::ConsumedMessageDto;
-use crate::broker::queue::{PulledMessage, QueueCounts, Settle};
+use crate::api::problem::ApiError;
+use crate::broker::queue::{PulledMessage, QueueCounts, SeekTarget, Settle, Sought};
 use crate::domain::subscriptions::{
-    DeadLetterPolicy, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
+    DeadLetterPolicy, Ordering, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
     DEFAULT_ACK_DEADLINE_MS, DEFAULT_MAX_BACKOFF_MS, DEFAULT_MIN_BACKOFF_MS,
 };
 
@@ -19,6 +20,36 @@ pub enum StartPositionDto {
     Earliest,
     /// Only messages produced after the subscription is created.
     Latest,
+}
+
+/// Whether a key's messages are delivered one at a time, in offset order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderingDto {
+    /// Any message may be leased while others are pending (the default).
+    #[default]
+    None,
+    /// A key's next message is not leased while an earlier one of the same key is pending
+    /// (leased, or waiting for its retry). Unkeyed messages are unordered.
+    Key,
+}
+
+impl From<OrderingDto> for Ordering {
+    fn from(dto: OrderingDto) -> Self {
+        match dto {
+            OrderingDto::None => Ordering::None,
+            OrderingDto::Key => Ordering::Key,
+        }
+    }
+}
+
+impl From<Ordering> for OrderingDto {
+    fn from(ordering: Ordering) -> Self {
+        match ordering {
+            Ordering::None => OrderingDto::None,
+            Ordering::Key => OrderingDto::Key,
+        }
+    }
 }
 
 /// How soon a message that was not acked in time, or was nacked, is delivered again:
@@ -74,7 +105,7 @@ pub struct DeadLetterPolicyDto {
     "topic": "orders", "ack_deadline_ms": 30000,
     "retry_policy": {"min_backoff_ms": 1000, "max_backoff_ms": 60000},
     "dead_letter_policy": {"topic": "orders-dlq", "max_delivery_attempts": 5},
-    "start": "earliest"
+    "start": "earliest", "ordering": "none"
 }))]
 pub struct PutSubscriptionRequest {
     /// The topic to read; fixed at creation.
@@ -92,6 +123,9 @@ pub struct PutSubscriptionRequest {
     /// Fixed at creation. Default `earliest`.
     #[serde(default)]
     pub start: StartPositionDto,
+    /// Default `none`; may change later (it applies from the next pull).
+    #[serde(default)]
+    pub ordering: OrderingDto,
 }
 
 fn optional_object<'de, D>(deserializer: D) -> Result<Option<DeadLetterPolicyDto>, D::Error>
@@ -118,6 +152,7 @@ impl PutSubscriptionRequest {
                 StartPositionDto::Earliest => StartPosition::Earliest,
                 StartPositionDto::Latest => StartPosition::Latest,
             },
+            ordering: self.ordering.into(),
         }
     }
 }
@@ -133,6 +168,7 @@ pub struct SubscriptionDto {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_letter_policy: Option<DeadLetterPolicyDto>,
     pub start: StartPositionDto,
+    pub ordering: OrderingDto,
     /// When it was created, epoch ms.
     pub created_at_ms: i64,
     /// `GET` of one subscription only: messages not done yet (never delivered, or delivered
@@ -142,7 +178,8 @@ pub struct SubscriptionDto {
     /// `GET` of one subscription only: messages leased to a puller now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight: Option<u64>,
-    /// `GET` of one subscription only: messages waiting for their retry.
+    /// `GET` of one subscription only: messages waiting for a time: their retry, a nack's
+    /// delay, or their `deliver_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delayed: Option<u64>,
     /// `GET` of one subscription only: messages moved to the dead-letter topic.
@@ -179,6 +216,7 @@ impl From<SubscriptionMeta> for SubscriptionDto {
                 StartPosition::Earliest => StartPositionDto::Earliest,
                 StartPosition::Latest => StartPositionDto::Latest,
             },
+            ordering: config.ordering.into(),
             created_at_ms: meta.created_at_ms,
             backlog: None,
             in_flight: None,
@@ -278,16 +316,24 @@ pub struct NackRequest {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 86400000)]
     pub delay_ms: Option<u64>,
+    /// `true`: do not deliver them again; publish them to the subscription's dead-letter
+    /// topic with `herald-dlq-reason: nacked` (400 without a dead-letter policy, or with
+    /// `delay_ms`). Default `false`.
+    #[serde(default)]
+    pub dead_letter: bool,
 }
 
 impl NackRequest {
     pub fn into_parts(self) -> (Vec<String>, Settle) {
-        (
-            texts(self.ack_ids),
-            Settle::Nack {
+        let settle = match self.dead_letter {
+            true => Settle::DeadLetter {
+                with_delay: self.delay_ms.is_some(),
+            },
+            false => Settle::Nack {
                 delay_ms: self.delay_ms,
             },
-        )
+        };
+        (texts(self.ack_ids), settle)
     }
 }
 
@@ -333,4 +379,75 @@ pub struct NackResponse {
 pub struct ExtendResponse {
     pub extended: Vec<String>,
     pub expired: Vec<String>,
+}
+
+/// Body of `POST /v1/subscriptions/{sub}/seek`: exactly one of `offset` and `timestamp`.
+/// The subscription restarts there on each partition (or on `partition` only, with
+/// `offset`): everything before counts as done, every lease and ack at or after it is dropped,
+/// and messages from it are delivered again.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"timestamp": 1767225600000i64}))]
+pub struct SeekRequest {
+    /// Restart at this offset (clamped to each partition's log).
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub offset: Option<u64>,
+    /// Restart at each partition's first message at or after this time (epoch ms).
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub timestamp: Option<u64>,
+    /// With `offset`: seek this partition only.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub partition: Option<u32>,
+}
+
+impl SeekRequest {
+    pub fn into_target(self) -> Result<SeekTarget, ApiError> {
+        match (self.offset, self.timestamp, self.partition) {
+            (Some(offset), None, partition) => Ok(SeekTarget::Offset { offset, partition }),
+            (None, Some(timestamp), None) => Ok(SeekTarget::Timestamp {
+                timestamp: i64::try_from(timestamp).map_err(|_| {
+                    ApiError::invalid_request(format!("timestamp {timestamp} is out of range"))
+                })?,
+            }),
+            (None, Some(_), Some(_)) => Err(ApiError::invalid_request(
+                "partition goes with offset; a timestamp seeks every partition",
+            )),
+            (Some(_), Some(_), _) => Err(ApiError::invalid_request(
+                "send exactly one of offset and timestamp, not both",
+            )),
+            (None, None, _) => Err(ApiError::invalid_request(
+                "send exactly one of offset and timestamp",
+            )),
+        }
+    }
+}
+
+/// Where the subscription restarts on one partition.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SeekPartitionDto {
+    pub partition: u32,
+    pub offset: u64,
+}
+
+/// Answer of a seek.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SeekResponse {
+    pub partitions: Vec<SeekPartitionDto>,
+}
+
+impl From<Vec<Sought>> for SeekResponse {
+    fn from(sought: Vec<Sought>) -> Self {
+        SeekResponse {
+            partitions: sought
+                .into_iter()
+                .map(|sought| SeekPartitionDto {
+                    partition: sought.partition,
+                    offset: sought.offset,
+                })
+                .collect(),
+        }
+    }
 }

@@ -127,6 +127,9 @@ impl Broker {
                     )));
                 }
             }
+            super::queue::message_times::check(&message.headers).map_err(|error| {
+                BrokerError::InvalidRequest(format!("message {position}: {error}"))
+            })?;
             if message.headers.len() > MAX_HEADERS_PER_MESSAGE {
                 return Err(BrokerError::InvalidRequest(format!(
                     "message {position}: a message carries at most {MAX_HEADERS_PER_MESSAGE} headers, this one {}",

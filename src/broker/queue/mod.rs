@@ -3,11 +3,15 @@
 //! metadata group), delivery in the partitions' groups.
 
 pub mod ack_id;
+mod facts;
+pub mod message_times;
 pub mod pull;
+pub mod seek;
 pub mod settle;
 
 pub use crate::raft::QueueCounts;
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
+pub use seek::{SeekTarget, Sought};
 pub use settle::{Settle, Settled, MAX_ACK_IDS, MAX_NACK_DELAY_MS};
 
 use super::topics::now_ms;

@@ -20,8 +20,8 @@ use crate::broker::{
     Acks, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, Idempotence, OffsetSpec,
     ProduceMessage,
 };
-use crate::domain::subscriptions::{StartPosition, SubscriptionMeta};
-use crate::raft::{LeaseRef, PartitionReplica, QueueCommand, QueueOutcome};
+use crate::domain::subscriptions::{Ordering as DeliveryOrdering, StartPosition, SubscriptionMeta};
+use crate::raft::{DeadLetter, LeaseFacts, LeaseRef, PartitionReplica, QueueCommand, QueueOutcome};
 
 /// The most messages one pull answers.
 pub const MAX_PULL_MESSAGES: u32 = 1_000;
@@ -45,9 +45,9 @@ pub struct PulledMessage {
 
 /// A partition of the subscription's topic.
 #[derive(Clone, Copy)]
-struct Part {
-    partition: u32,
-    group: u64,
+pub(super) struct Part {
+    pub(super) partition: u32,
+    pub(super) group: u64,
 }
 
 impl QueueService {
@@ -226,6 +226,9 @@ impl QueueService {
                 .dead_letter_policy
                 .as_ref()
                 .map(|policy| policy.max_delivery_attempts),
+            key_ordering: meta.config.ordering == DeliveryOrdering::Key,
+            // The leader reads them (`Broker::lease_facts`): it knows the read position.
+            facts: LeaseFacts::default(),
         };
         let outcome = self.broker.queue_on_leader(part.group, command).await?;
         let QueueOutcome::Leased {
@@ -339,27 +342,34 @@ impl QueueService {
         Ok((found, missing))
     }
 
-    /// Publishes messages past their attempts to the dead-letter topic, then marks them done.
-    async fn dead_letter(
+    /// Publishes messages leased for dead-lettering (past their attempts, expired, or nacked
+    /// to it) to the dead-letter topic, then marks them done.
+    pub(super) async fn dead_letter(
         &self,
         meta: &SubscriptionMeta,
         part: Part,
-        dead_letters: &[(u64, u32)],
+        dead_letters: &[DeadLetter],
         token: u64,
     ) -> BrokerResult<()> {
         let Some(policy) = &meta.config.dead_letter_policy else {
             return Ok(());
         };
-        let offsets: BTreeSet<u64> = dead_letters.iter().map(|(offset, _)| *offset).collect();
+        let offsets: BTreeSet<u64> = dead_letters.iter().map(|dead| dead.offset).collect();
         let (messages, missing) = self.read_offsets(meta, part, &offsets).await?;
-        let attempts: std::collections::BTreeMap<u64, u32> = dead_letters.iter().copied().collect();
+        let by_offset: std::collections::BTreeMap<u64, DeadLetter> = dead_letters
+            .iter()
+            .map(|dead| (dead.offset, *dead))
+            .collect();
         let produced: Vec<ProduceMessage> = messages
             .iter()
-            .map(|message| {
+            .filter_map(|message| {
+                let dead = by_offset.get(&message.offset)?;
                 let mut headers = message.headers.clone();
-                let attempt = attempts.get(&message.offset).copied().unwrap_or(0);
                 headers.extend([
-                    ("herald-dlq-reason".to_string(), "max_attempts".to_string()),
+                    (
+                        "herald-dlq-reason".to_string(),
+                        dead.reason.as_str().to_string(),
+                    ),
                     (
                         "herald-dlq-source-topic".to_string(),
                         meta.config.topic.clone(),
@@ -372,16 +382,16 @@ impl QueueService {
                         "herald-dlq-source-offset".to_string(),
                         message.offset.to_string(),
                     ),
-                    ("herald-dlq-attempts".to_string(), attempt.to_string()),
+                    ("herald-dlq-attempts".to_string(), dead.attempt.to_string()),
                     ("herald-dlq-subscription".to_string(), meta.name.clone()),
                 ]);
-                ProduceMessage {
+                Some(ProduceMessage {
                     key: message.key.clone(),
                     value: message.value.clone(),
                     headers,
                     partition: None,
                     timestamp: Some(message.timestamp),
-                }
+                })
             })
             .collect();
         if !produced.is_empty() {
@@ -399,12 +409,13 @@ impl QueueService {
         // they leave the subscription.
         let leases = dead_letters
             .iter()
-            .filter(|(offset, _)| {
-                missing.contains(offset) || messages.iter().any(|message| message.offset == *offset)
+            .filter(|dead| {
+                missing.contains(&dead.offset)
+                    || messages.iter().any(|message| message.offset == dead.offset)
             })
-            .map(|(offset, attempt)| LeaseRef {
-                offset: *offset,
-                attempt: *attempt,
+            .map(|dead| LeaseRef {
+                offset: dead.offset,
+                attempt: dead.attempt,
                 token,
             })
             .collect();

@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use futures::future::join_all;
 
 use super::ack_id::AckId;
+use super::pull::Part;
 use super::QueueService;
 use crate::broker::topics::now_ms;
 use crate::broker::{BrokerError, BrokerResult};
 use crate::domain::subscriptions::{
     SubscriptionMeta, MAX_ACK_DEADLINE_MS, MAX_BACKOFF_MS, MIN_ACK_DEADLINE_MS,
 };
-use crate::raft::{LeaseRef, QueueCommand, QueueOutcome};
+use crate::raft::{DeadLetter, DeadLetterReason, LeaseRef, QueueCommand, QueueOutcome};
 
 /// The most ack ids one request names.
 pub const MAX_ACK_IDS: usize = 1_000;
@@ -31,8 +32,17 @@ pub struct Settled {
 #[derive(Debug, Clone, Copy)]
 pub enum Settle {
     Ack,
-    Nack { delay_ms: Option<u64> },
-    Extend { ack_deadline_ms: u64 },
+    Nack {
+        delay_ms: Option<u64>,
+    },
+    /// Nack to the dead-letter topic (`with_delay`: the request also named a delay, which
+    /// does not go with it).
+    DeadLetter {
+        with_delay: bool,
+    },
+    Extend {
+        ack_deadline_ms: u64,
+    },
 }
 
 impl QueueService {
@@ -62,9 +72,19 @@ impl QueueService {
                     "ack_deadline_ms must be between {MIN_ACK_DEADLINE_MS} and {MAX_ACK_DEADLINE_MS}"
                 )))
             }
+            Settle::DeadLetter { with_delay: true } => {
+                return Err(BrokerError::InvalidRequest(
+                    "delay_ms does not go with dead_letter: true (a dead-lettered message is not delivered again)".into(),
+                ))
+            }
             _ => {}
         }
         let meta = self.get(name)?;
+        if matches!(settle, Settle::DeadLetter { .. }) && meta.config.dead_letter_policy.is_none() {
+            return Err(BrokerError::InvalidRequest(format!(
+                "subscription '{name}' has no dead_letter_policy: there is no dead-letter topic to nack to"
+            )));
+        }
         let groups = self.partition_groups(&meta)?;
         // Everything is checked before anything is proposed: a bad id changes nothing.
         let mut by_partition: BTreeMap<u32, Vec<(usize, LeaseRef)>> = BTreeMap::new();
@@ -97,17 +117,34 @@ impl QueueService {
             );
             async move {
                 let outcome = self.broker.queue_on_leader(group, command).await;
-                (leases, outcome)
+                (partition, leases, outcome)
             }
         });
         let mut live = vec![false; ack_ids.len()];
         let mut failure = None;
-        for (leases, outcome) in join_all(calls).await {
+        let mut to_dead_letter = Vec::new();
+        for (partition, leases, outcome) in join_all(calls).await {
             match outcome {
                 Ok(QueueOutcome::Settled { live: flags }) if flags.len() == leases.len() => {
                     for ((position, _), flag) in leases.iter().zip(flags) {
                         live[*position] = flag;
                     }
+                }
+                Ok(QueueOutcome::NackedToDeadLetter { live: flags, token })
+                    if flags.len() == leases.len() =>
+                {
+                    let mut held = Vec::new();
+                    for ((position, lease), flag) in leases.iter().zip(flags) {
+                        live[*position] = flag;
+                        if flag {
+                            held.push(DeadLetter {
+                                offset: lease.offset,
+                                attempt: lease.attempt,
+                                reason: DeadLetterReason::Nacked,
+                            });
+                        }
+                    }
+                    to_dead_letter.push((partition, held, token));
                 }
                 Ok(other) => {
                     failure = Some(BrokerError::Internal(format!(
@@ -120,6 +157,17 @@ impl QueueService {
         // A partition that failed leaves its leases as they were; with others done, the
         // caller cannot tell which took effect, so the error is answered (a retry is safe:
         // what took effect answers `expired`, and nothing is lost).
+        // Published now, so a reject lands in the dead-letter topic without waiting for a pull;
+        // if this fails, the messages stay marked and the next lease publishes them.
+        for (partition, held, token) in to_dead_letter {
+            let part = Part {
+                partition,
+                group: groups[partition as usize],
+            };
+            if let Err(error) = self.dead_letter(&meta, part, &held, token).await {
+                tracing::warn!(subscription = name, partition, %error, "dead-lettering nacked messages failed; the next pull retries");
+            }
+        }
         if let Some(error) = failure {
             return Err(error);
         }
@@ -137,7 +185,7 @@ impl QueueService {
         Ok(settled)
     }
 
-    fn partition_groups(&self, meta: &SubscriptionMeta) -> BrokerResult<Vec<u64>> {
+    pub(super) fn partition_groups(&self, meta: &SubscriptionMeta) -> BrokerResult<Vec<u64>> {
         let metadata = self.broker.cluster().metadata();
         let topic = metadata
             .topics
@@ -162,6 +210,15 @@ fn command(meta: &SubscriptionMeta, settle: Settle, leases: Vec<LeaseRef>) -> Qu
             leases,
             delay_ms,
             retry: meta.config.retry_policy,
+            dead_letter: false,
+        },
+        Settle::DeadLetter { .. } => QueueCommand::Nack {
+            subscription,
+            now_ms,
+            leases,
+            delay_ms: None,
+            retry: meta.config.retry_policy,
+            dead_letter: true,
         },
         Settle::Extend { ack_deadline_ms } => QueueCommand::Extend {
             subscription,

@@ -14,6 +14,7 @@ pub(crate) mod reader;
 pub(crate) mod replica;
 pub(crate) mod retention;
 pub(crate) mod subscriptions;
+pub(crate) mod subscriptions_lease;
 pub(crate) mod subscriptions_rows;
 pub(crate) mod throttle;
 

@@ -6,6 +6,9 @@
 //! outside apply: which offsets a lease takes is chosen here, from the replicated state and the
 //! command, so every replica leases the same offsets and two pulls can never both get one.
 //! The lease token is the raft index of the lease entry: unique, and the same on every replica.
+//! What apply needs to know of new messages (key, `deliver_at`, `expires_at`) it cannot read
+//! from the log (entries of its own batch may not be stored yet): the leader reads them before
+//! proposing and the lease carries them as [`LeaseFacts`]; apply leases no new offset past them.
 //!
 //! Memory is bounded: per subscription, only offsets in `[acked_through, read_position)` that
 //! are not done have an entry, and `read_position - acked_through` is at most [`MAX_WINDOW`]
@@ -15,11 +18,46 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::subscriptions_lease::{key_hash, LeaseFacts, MessageFacts};
 use crate::domain::subscriptions::RetryPolicy;
 
 /// How many offsets past its acked-through point a subscription may have delivered on one
 /// partition. Bounds each subscription's state per partition (memory, row size).
 pub const MAX_WINDOW: u64 = 10_000;
+
+/// Why a message left a subscription for the dead-letter topic (`herald-dlq-reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeadLetterReason {
+    /// Delivered `max_delivery_attempts` times without an ack.
+    MaxAttempts,
+    /// Its `expires_at` passed before it could be delivered.
+    Expired,
+    /// Nacked with `dead_letter: true`.
+    Nacked,
+}
+
+impl DeadLetterReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterReason::MaxAttempts => "max_attempts",
+            DeadLetterReason::Expired => "expired",
+            DeadLetterReason::Nacked => "nacked",
+        }
+    }
+}
+
+/// A message leased to the proposer to publish to the dead-letter topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub offset: u64,
+    /// How many times it was delivered (0: never, e.g. expired before its first delivery).
+    pub attempt: u32,
+    pub reason: DeadLetterReason,
+}
+
+/// How long a message nacked to the dead-letter topic is held for its publisher before the
+/// next lease publishes it instead.
+pub const DEAD_LETTER_LEASE_MS: u64 = 30_000;
 
 /// A lease named by an ack id: which delivery of which offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,8 +79,13 @@ pub enum QueueCommand {
         /// Where the subscription starts on this partition if it never read it.
         start_offset: u64,
         retry: RetryPolicy,
-        /// A redelivery past this many attempts is leased for dead-lettering instead.
+        /// A redelivery past this many attempts is leased for dead-lettering instead. `Some`
+        /// exactly when the subscription has a dead-letter topic.
         max_attempts: Option<u32>,
+        /// `ordering: key`: a key's next message waits while an earlier one is pending.
+        key_ordering: bool,
+        /// Filled in by the leader: new offsets are leased only as far as these reach.
+        facts: LeaseFacts,
     },
     Ack {
         subscription: u64,
@@ -56,6 +99,9 @@ pub enum QueueCommand {
         leases: Vec<LeaseRef>,
         delay_ms: Option<u64>,
         retry: RetryPolicy,
+        /// Send them to the dead-letter topic instead (reason `nacked`): they are leased to
+        /// the proposer to publish, and to the next lease if it does not confirm.
+        dead_letter: bool,
     },
     Extend {
         subscription: u64,
@@ -69,6 +115,13 @@ pub enum QueueCommand {
         now_ms: i64,
         leases: Vec<LeaseRef>,
     },
+    /// The subscription restarts at `offset` (clamped to the log): everything before is done,
+    /// every lease and individual ack is dropped, messages from it are delivered again.
+    Seek {
+        subscription: u64,
+        now_ms: i64,
+        offset: u64,
+    },
     /// The subscription was deleted: its state here goes.
     Forget { subscription: u64 },
 }
@@ -81,6 +134,7 @@ impl QueueCommand {
             | QueueCommand::Nack { subscription, .. }
             | QueueCommand::Extend { subscription, .. }
             | QueueCommand::DeadLettered { subscription, .. }
+            | QueueCommand::Seek { subscription, .. }
             | QueueCommand::Forget { subscription } => *subscription,
         }
     }
@@ -92,7 +146,8 @@ impl QueueCommand {
             | QueueCommand::Ack { now_ms, .. }
             | QueueCommand::Nack { now_ms, .. }
             | QueueCommand::Extend { now_ms, .. }
-            | QueueCommand::DeadLettered { now_ms, .. } => *now_ms = now,
+            | QueueCommand::DeadLettered { now_ms, .. }
+            | QueueCommand::Seek { now_ms, .. } => *now_ms = now,
             QueueCommand::Forget { .. } => {}
         }
     }
@@ -103,9 +158,8 @@ pub enum QueueOutcome {
     Leased {
         /// Deliveries to hand out: (offset, attempt).
         deliveries: Vec<(u64, u32)>,
-        /// Messages past their attempts, leased to the proposer to publish to the
-        /// dead-letter topic: (offset, attempt).
-        dead_letters: Vec<(u64, u32)>,
+        /// Messages leased to the proposer to publish to the dead-letter topic.
+        dead_letters: Vec<DeadLetter>,
         token: u64,
         deadline_ms: i64,
     },
@@ -113,6 +167,16 @@ pub enum QueueOutcome {
     /// extended or dead-lettered) or had expired (nothing changed).
     Settled {
         live: Vec<bool>,
+    },
+    /// A nack to the dead-letter topic: like `Settled`, and the live ones are leased under
+    /// `token` to the proposer, to publish.
+    NackedToDeadLetter {
+        live: Vec<bool>,
+        token: u64,
+    },
+    /// Where the subscription restarts on this partition.
+    Sought {
+        offset: u64,
     },
     Forgotten,
 }
@@ -123,15 +187,20 @@ pub struct Lease {
     pub deadline_ms: i64,
 }
 
-/// An offset delivered and not done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// An offset read and not done: delivered, or waiting for its first delivery (attempt 0: its
+/// key is blocked, or its `deliver_at` is ahead).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
     /// How many times it was delivered.
     pub attempt: u32,
-    /// Held by a puller (until the deadline), or `None` when nacked.
+    /// Held by a puller (until the deadline), or `None` when nacked or never delivered.
     pub lease: Option<Lease>,
-    /// When nacked: not delivered again before this.
+    /// Without a lease: not delivered before this (a nack's delay, or `deliver_at`).
     pub not_before_ms: i64,
+    pub key_hash: Option<u64>,
+    pub expires_at_ms: Option<i64>,
+    /// Nacked to the dead-letter topic: published, not delivered, when next leased.
+    pub dead_letter: Option<DeadLetterReason>,
 }
 
 impl Delivery {
@@ -184,6 +253,8 @@ pub struct SubscriptionPartition {
     /// acked individually.
     pub pending: BTreeMap<u64, Delivery>,
     pub dead_lettered: u64,
+    /// The ordering the last lease asked for (so a waiting pull knows what blocks).
+    pub key_ordering: bool,
 }
 
 /// Counts for `GET /v1/subscriptions/{sub}`.
@@ -198,7 +269,7 @@ pub struct QueueCounts {
 }
 
 impl SubscriptionPartition {
-    fn start(start_offset: u64) -> Self {
+    pub(super) fn start(start_offset: u64) -> Self {
         SubscriptionPartition {
             acked_through: start_offset,
             read_position: start_offset,
@@ -215,69 +286,13 @@ impl SubscriptionPartition {
         }
     }
 
-    fn advance(&mut self) {
+    pub(super) fn advance(&mut self) {
         self.acked_through = self
             .pending
             .keys()
             .next()
             .copied()
             .unwrap_or(self.read_position);
-    }
-
-    fn lease(&mut self, token: u64, command: &QueueCommand, high_watermark: u64) -> QueueOutcome {
-        let QueueCommand::Lease {
-            now_ms,
-            max_messages,
-            ack_deadline_ms,
-            retry,
-            max_attempts,
-            ..
-        } = *command
-        else {
-            return QueueOutcome::Settled { live: Vec::new() };
-        };
-        let retry = &retry;
-        let max = max_messages as usize;
-        let deadline_ms = now_ms.saturating_add(ack_deadline_ms as i64);
-        let lease = Some(Lease { token, deadline_ms });
-        let mut deliveries = Vec::new();
-        let mut dead_letters = Vec::new();
-        for (offset, delivery) in self.pending.iter_mut() {
-            if deliveries.len() + dead_letters.len() >= max {
-                break;
-            }
-            if delivery.is_leased_at(now_ms) || delivery.deliverable_at(*offset, retry) > now_ms {
-                continue;
-            }
-            delivery.lease = lease;
-            if max_attempts.is_some_and(|max_attempts| delivery.attempt >= max_attempts) {
-                dead_letters.push((*offset, delivery.attempt));
-            } else {
-                delivery.attempt += 1;
-                deliveries.push((*offset, delivery.attempt));
-            }
-        }
-        while deliveries.len() + dead_letters.len() < max
-            && self.read_position < high_watermark
-            && self.read_position - self.acked_through < MAX_WINDOW
-        {
-            self.pending.insert(
-                self.read_position,
-                Delivery {
-                    attempt: 1,
-                    lease,
-                    not_before_ms: 0,
-                },
-            );
-            deliveries.push((self.read_position, 1));
-            self.read_position += 1;
-        }
-        QueueOutcome::Leased {
-            deliveries,
-            dead_letters,
-            token,
-            deadline_ms,
-        }
     }
 
     /// Applies `change` to each lease that is live (same delivery, same token, before its
@@ -287,7 +302,7 @@ impl SubscriptionPartition {
         now_ms: i64,
         leases: &[LeaseRef],
         mut change: impl FnMut(&mut Self, u64),
-    ) -> QueueOutcome {
+    ) -> Vec<bool> {
         let live: Vec<bool> = leases
             .iter()
             .map(|lease| {
@@ -304,7 +319,7 @@ impl SubscriptionPartition {
             })
             .collect();
         self.advance();
-        QueueOutcome::Settled { live }
+        live
     }
 
     pub fn counts(&self, now_ms: i64, high_watermark: u64) -> QueueCounts {
@@ -313,10 +328,20 @@ impl SubscriptionPartition {
             .values()
             .filter(|delivery| delivery.is_leased_at(now_ms))
             .count() as u64;
+        // Delayed: waiting for a time (a retry's backoff, a nack's delay, a `deliver_at`). A
+        // message only waiting for its key's turn is backlog, not delayed.
+        let delayed = self
+            .pending
+            .values()
+            .filter(|delivery| {
+                !delivery.is_leased_at(now_ms)
+                    && (delivery.lease.is_some() || delivery.not_before_ms > now_ms)
+            })
+            .count() as u64;
         QueueCounts {
             backlog: high_watermark.saturating_sub(self.read_position) + self.pending.len() as u64,
             in_flight,
-            delayed: self.pending.len() as u64 - in_flight,
+            delayed,
             dead_lettered: self.dead_lettered,
         }
     }
@@ -334,8 +359,11 @@ impl SubscriptionPartition {
         {
             return Some(now_ms);
         }
+        let mut keys = std::collections::BTreeSet::new();
         self.pending
             .iter()
+            // A key's later messages wait for an ack or a nack of its first, which wakes.
+            .filter(|(_, delivery)| self.first_of_key(&mut keys, delivery))
             .map(|(offset, delivery)| match delivery.lease {
                 Some(lease) if now_ms < lease.deadline_ms => lease
                     .deadline_ms
@@ -343,6 +371,19 @@ impl SubscriptionPartition {
                 _ => delivery.deliverable_at(*offset, retry),
             })
             .min()
+    }
+
+    /// Whether `delivery` is the first pending one of its key (in offset order, given the keys
+    /// seen so far), so it may be leased; always with key ordering off or without a key.
+    pub(super) fn first_of_key(
+        &self,
+        seen: &mut std::collections::BTreeSet<u64>,
+        delivery: &Delivery,
+    ) -> bool {
+        match delivery.key_hash {
+            Some(key) if self.key_ordering => seen.insert(key),
+            _ => true,
+        }
     }
 }
 
@@ -362,6 +403,16 @@ pub fn apply(
     if let QueueCommand::Forget { .. } = command {
         states.remove(&subscription);
         return QueueOutcome::Forgotten;
+    }
+    if let QueueCommand::Seek { offset, .. } = command {
+        let offset = (*offset).clamp(log_start, high_watermark);
+        let state = states.entry(subscription).or_default();
+        *state = SubscriptionPartition {
+            dead_lettered: state.dead_lettered,
+            key_ordering: state.key_ordering,
+            ..SubscriptionPartition::start(offset)
+        };
+        return QueueOutcome::Sought { offset };
     }
     if let QueueCommand::Lease { start_offset, .. } = command {
         states.entry(subscription).or_insert_with(|| {
@@ -384,44 +435,67 @@ pub fn apply(
     state.follow_log_start(log_start);
     match command {
         QueueCommand::Lease { .. } => state.lease(index, command, high_watermark),
-        QueueCommand::Ack { now_ms, leases, .. } => {
-            state.settle(*now_ms, leases, |state, offset| {
-                state.pending.remove(&offset);
-            })
+        QueueCommand::Nack {
+            now_ms,
+            leases,
+            dead_letter: true,
+            ..
+        } => {
+            let deadline_ms = now_ms.saturating_add(DEAD_LETTER_LEASE_MS as i64);
+            let live = state.settle(*now_ms, leases, |state, offset| {
+                if let Some(delivery) = state.pending.get_mut(&offset) {
+                    delivery.dead_letter = Some(DeadLetterReason::Nacked);
+                    delivery.lease = Some(Lease {
+                        token: index,
+                        deadline_ms,
+                    });
+                }
+            });
+            QueueOutcome::NackedToDeadLetter { live, token: index }
         }
+        QueueCommand::Ack { now_ms, leases, .. } => QueueOutcome::Settled {
+            live: state.settle(*now_ms, leases, |state, offset| {
+                state.pending.remove(&offset);
+            }),
+        },
         QueueCommand::Nack {
             now_ms,
             leases,
             delay_ms,
             retry,
             ..
-        } => state.settle(*now_ms, leases, |state, offset| {
-            if let Some(delivery) = state.pending.get_mut(&offset) {
-                let delay = delay_ms.unwrap_or_else(|| backoff_ms(retry, offset, delivery.attempt));
-                delivery.lease = None;
-                delivery.not_before_ms = now_ms.saturating_add(delay as i64);
-            }
-        }),
+        } => QueueOutcome::Settled {
+            live: state.settle(*now_ms, leases, |state, offset| {
+                if let Some(delivery) = state.pending.get_mut(&offset) {
+                    let delay =
+                        delay_ms.unwrap_or_else(|| backoff_ms(retry, offset, delivery.attempt));
+                    delivery.lease = None;
+                    delivery.not_before_ms = now_ms.saturating_add(delay as i64);
+                }
+            }),
+        },
         QueueCommand::Extend {
             now_ms,
             leases,
             ack_deadline_ms,
             ..
-        } => state.settle(*now_ms, leases, |state, offset| {
-            if let Some(lease) = state
-                .pending
-                .get_mut(&offset)
-                .and_then(|delivery| delivery.lease.as_mut())
-            {
-                lease.deadline_ms = now_ms.saturating_add(*ack_deadline_ms as i64);
-            }
-        }),
-        QueueCommand::DeadLettered { now_ms, leases, .. } => {
-            state.settle(*now_ms, leases, |state, offset| {
+        } => QueueOutcome::Settled {
+            live: state.settle(*now_ms, leases, |state, offset| {
+                if let Some(lease) = state
+                    .pending
+                    .get_mut(&offset)
+                    .and_then(|delivery| delivery.lease.as_mut())
+                {
+                    lease.deadline_ms = now_ms.saturating_add(*ack_deadline_ms as i64);
+                }
+            }),
+        },
+        QueueCommand::DeadLettered { now_ms, leases, .. } => QueueOutcome::Settled {
+            live: state.settle(*now_ms, leases, |state, offset| {
                 state.pending.remove(&offset);
                 state.dead_lettered += 1;
-            })
-        }
-        QueueCommand::Forget { .. } => QueueOutcome::Forgotten,
+            }),
+        },
+        QueueCommand::Seek { .. } | QueueCommand::Forget { .. } => QueueOutcome::Forgotten,
     }
 }

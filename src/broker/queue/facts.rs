@@ -1,0 +1,84 @@
+//! What a lease's apply needs to know of new messages (key, `deliver_at`, `expires_at`), read
+//! by the leader from its log at the subscription's read position just before it proposes the
+//! lease. Apply cannot read the log itself: entries of its own batch may not be stored yet.
+
+use super::message_times;
+use crate::broker::fetch::MAX_FETCH_MESSAGES;
+use crate::broker::{Broker, BrokerError, BrokerResult};
+use crate::domain::batch::decode_batch;
+use crate::raft::{key_hash, LeaseFacts, MessageFacts, PartitionReplica, QueueCommand, ReadLimits};
+
+impl Broker {
+    /// Fills a lease's facts from the leader's log; other commands are left as they are.
+    pub(in crate::broker) async fn fill_lease_facts(
+        &self,
+        replica: &PartitionReplica,
+        command: &mut QueueCommand,
+    ) -> BrokerResult<()> {
+        let QueueCommand::Lease {
+            subscription,
+            max_messages,
+            start_offset,
+            facts,
+            ..
+        } = command
+        else {
+            return Ok(());
+        };
+        let marks = replica.watermarks();
+        let from = replica
+            .queue_view()
+            .read(|states| states.get(subscription).map(|state| state.read_position))
+            .unwrap_or(*start_offset)
+            .max(marks.log_start_offset);
+        *facts = LeaseFacts {
+            first_offset: from,
+            messages: Vec::new(),
+        };
+        if from >= marks.high_watermark {
+            return Ok(());
+        }
+        let max = (*max_messages as usize).clamp(1, MAX_FETCH_MESSAGES);
+        let limits = ReadLimits {
+            max_records: max,
+            max_bytes: self.inner.options.fetch_max_bytes,
+        };
+        let end = from + max as u64;
+        let mut covered = from;
+        for batch in replica.read(from, limits).await? {
+            let (header, records) = decode_batch(&batch.bytes).map_err(|error| {
+                BrokerError::Internal(format!(
+                    "stored batch at offset {}: {error}",
+                    batch.base_offset
+                ))
+            })?;
+            for record in records {
+                let offset = batch.base_offset + u64::from(record.offset_delta);
+                if offset < from || offset >= end {
+                    continue;
+                }
+                // Offsets compaction removed get no facts of their own: leased, they are
+                // found missing and settled.
+                facts
+                    .messages
+                    .resize((offset - from) as usize, MessageFacts::default());
+                let (deliver_at_ms, expires_at_ms) = message_times::times(&record.headers);
+                facts.messages.push(MessageFacts {
+                    key_hash: record.key.as_ref().map(|key| key_hash(key.as_bytes())),
+                    deliver_at_ms,
+                    expires_at_ms,
+                });
+            }
+            covered = covered.max(batch.base_offset + u64::from(header.offset_span));
+        }
+        // A batch ending in removed offsets: cover them too, or the read position would stop
+        // in front of them.
+        let covered = covered.min(end).min(marks.high_watermark);
+        if covered > from + facts.messages.len() as u64 {
+            facts
+                .messages
+                .resize((covered - from) as usize, MessageFacts::default());
+        }
+        Ok(())
+    }
+}
