@@ -63,6 +63,12 @@ pub(super) enum ForwardRequest {
         value: Bytes,
         headers: Vec<(String, String)>,
     },
+    /// A subscription's counts and oldest unacked age on the partition, as its leader has
+    /// applied them (supersedes `QueueCounts`, still answered for nodes that send it).
+    QueueStats {
+        group: u64,
+        subscription: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -81,6 +87,14 @@ pub(super) enum ForwardReply {
     Queue(Result<QueueOutcome, WireError>),
     QueueCounts(Result<WireCounts, WireError>),
     Replied(Result<Delivery, WireError>),
+    QueueStats(Result<WireStats, WireError>),
+}
+
+/// [`super::queue::stats::QueueStats`] on the wire.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) struct WireStats {
+    pub counts: WireCounts,
+    pub oldest_unacked_age_ms: Option<u64>,
 }
 
 /// [`crate::raft::QueueCounts`] on the wire: backlog, in flight, delayed, dead-lettered.
