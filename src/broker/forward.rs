@@ -22,9 +22,11 @@ use super::appender::AppendRequest;
 use super::forward_wire::{ForwardReply, ForwardRequest, WireCounts, WireError, WireStats};
 use super::idempotence::{Landing, OnceClaim};
 use super::queue::stats::{stats_here, QueueStats};
+use super::queue::wait::wait_here;
 use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
+use crate::domain::subscriptions::RetryPolicy;
 use crate::domain::{Compression, Record};
 use crate::raft::{PartitionReplica, QueueCommand, QueueCounts, QueueOutcome, ReadLimits};
 
@@ -366,6 +368,34 @@ impl Broker {
         .await
     }
 
+    /// Waits on the leader of `group` (up to `max_wait`) until a lease of `subscription` could
+    /// get something there (see [`super::queue::wait`]).
+    pub(super) async fn queue_wait_on_leader(
+        &self,
+        group: u64,
+        subscription: u64,
+        retry: RetryPolicy,
+        max_wait: Duration,
+    ) -> BrokerResult<()> {
+        let request = || {
+            Ok(ForwardRequest::QueueWait {
+                group,
+                subscription,
+                retry,
+                max_wait_ms: max_wait.as_millis() as u64,
+            })
+        };
+        let local = |replica: Arc<PartitionReplica>| async move {
+            wait_here(&replica, subscription, &retry, max_wait).await;
+            Ok(())
+        };
+        self.on_leader(group, request, max_wait, local, |reply| match reply {
+            ForwardReply::QueueWaited(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
     /// Serves a request another node forwarded here; refuses it when this node does not lead
     /// the group (the sender then finds the leader).
     async fn serve_forwarded(&self, body: Bytes) -> Result<Bytes, String> {
@@ -477,6 +507,19 @@ impl Broker {
                         oldest_unacked_age_ms: stats.oldest_unacked_age_ms,
                     })
                     .map_err(WireError::from),
+            }),
+            ForwardRequest::QueueWait {
+                group,
+                subscription,
+                retry,
+                max_wait_ms,
+            } => ForwardReply::QueueWaited(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => {
+                    let wait = Duration::from_millis(max_wait_ms);
+                    wait_here(&replica, subscription, &retry, wait).await;
+                    Ok(())
+                }
             }),
             ForwardRequest::Reply {
                 instance,

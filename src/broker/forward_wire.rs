@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::idempotence::{Landing, OnceClaim};
 use super::requests::waiters::Delivery;
 use super::{BrokerError, OffsetSpec};
+use crate::domain::subscriptions::RetryPolicy;
 use crate::domain::Compression;
 use crate::raft::{QueueCommand, QueueOutcome};
 
@@ -69,6 +70,14 @@ pub(super) enum ForwardRequest {
         group: u64,
         subscription: u64,
     },
+    /// Wait (up to `max_wait_ms`) until a lease of the subscription on the partition could get
+    /// something; answered then, or at the deadline, or when the node stops leading.
+    QueueWait {
+        group: u64,
+        subscription: u64,
+        retry: RetryPolicy,
+        max_wait_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -88,6 +97,7 @@ pub(super) enum ForwardReply {
     QueueCounts(Result<WireCounts, WireError>),
     Replied(Result<Delivery, WireError>),
     QueueStats(Result<WireStats, WireError>),
+    QueueWaited(Result<(), WireError>),
 }
 
 /// [`super::queue::stats::QueueStats`] on the wire.

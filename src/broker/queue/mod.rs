@@ -6,6 +6,7 @@ pub mod ack_id;
 pub mod pull;
 pub mod settle;
 pub mod stats;
+pub(crate) mod wait;
 
 pub use crate::raft::QueueCounts;
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
