@@ -123,6 +123,22 @@ async fn a_pull_without_a_local_replica_waits_on_the_leader() {
         "{answer}"
     );
     let nacked_at = Instant::now();
+    // Its counts and age through `via` come from the leader (a forwarded QueueStats).
+    let (status, described) = node.json(node.get("/v1/subscriptions/workers").await).await;
+    assert_eq!(status, StatusCode::OK, "{described}");
+    assert_eq!(
+        (
+            &described["backlog"],
+            &described["delayed"],
+            &described["in_flight"]
+        ),
+        (&json!(1), &json!(1), &json!(0)),
+        "{described}"
+    );
+    let age = described["oldest_unacked_age_seconds"]
+        .as_f64()
+        .expect("an age");
+    assert!((0.0..60.0).contains(&age), "{described}");
     let (messages, took) = pull(node, PULL_WAIT_MS).await;
     assert_eq!(messages.len(), 1, "the nacked message did not come back");
     assert_eq!(messages[0]["delivery_attempt"], 2);
@@ -160,4 +176,18 @@ async fn a_pull_without_a_local_replica_waits_on_the_leader() {
     let (messages, took) = pull(node, 1_500).await;
     assert!(messages.is_empty(), "{messages:?}");
     assert!(took >= Duration::from_millis(1_400), "took {took:?}");
+
+    // The gauges are the leader's alone: `via` has no series of the subscription.
+    let series = [("subscription", "workers"), ("partition", "0")];
+    assert_eq!(
+        leader
+            .metric("herald_subscription_backlog_messages", &series)
+            .await,
+        Some(0.0)
+    );
+    assert_eq!(
+        node.metric("herald_subscription_backlog_messages", &series)
+            .await,
+        None
+    );
 }
