@@ -2,7 +2,7 @@
 //! nodes with RF 1: it waits on the partition's leader (a forwarded wait) rather than asking
 //! again and again, so a message produced during its wait comes back in that pull, and a
 //! nacked message (after its delay) and an expired lease (after its deadline) come back through
-//! that node in a waiting pull.
+//! that node in a waiting pull. An idle pull there does not keep proposing leases.
 
 mod common;
 
@@ -172,10 +172,32 @@ async fn a_pull_without_a_local_replica_waits_on_the_leader() {
         "{answer}"
     );
 
-    // Acked: a pull waits its whole time and gets nothing.
+    // Acked: a pull waits its whole time and gets nothing. It waits on the leader instead of
+    // asking for a lease again and again: the leader's raft log grows by the lease at its start
+    // and the one at its deadline, not by one every few hundred milliseconds (asking every
+    // 250 ms made it 7 leases here).
+    let appended = || async {
+        leader
+            .metric("herald_raft_log_appended_bytes_total", &[])
+            .await
+            .unwrap_or(0.0)
+    };
+    let before = appended().await;
+    assert!(pull(node, 0).await.0.is_empty());
+    let one_lease = appended().await - before;
+    assert!(
+        one_lease > 0.0,
+        "a lease appended nothing to the leader's log"
+    );
+    let before = appended().await;
     let (messages, took) = pull(node, 1_500).await;
     assert!(messages.is_empty(), "{messages:?}");
     assert!(took >= Duration::from_millis(1_400), "took {took:?}");
+    let idle = appended().await - before;
+    assert!(
+        idle <= 4.0 * one_lease,
+        "an idle pull appended {idle} bytes to the leader's log (one lease: {one_lease})"
+    );
 
     // The gauges are the leader's alone: `via` has no series of the subscription.
     let series = [("subscription", "workers"), ("partition", "0")];
