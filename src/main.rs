@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 
 use herald::bench::{self, BenchCommand};
 use herald::cli::{
-    self, ConsumeArgs, ProduceArgs, ReplyArgs, RequestArgs, ServerArg, TopicsCommand,
+    self, ConsumeArgs, ProduceArgs, PullArgs, ReplyArgs, RequestArgs, ServerArg,
+    SubscriptionsCommand, TopicsCommand,
 };
 use herald::config::Config;
 
@@ -47,6 +48,20 @@ enum Command {
         server: ServerArg,
         #[command(flatten)]
         args: ConsumeArgs,
+    },
+    /// Creates, lists, describes and deletes queue subscriptions.
+    Subscriptions {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(subcommand)]
+        command: SubscriptionsCommand,
+    },
+    /// Leases messages of a subscription, prints them (as `consume` does) and acks them.
+    Pull {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(flatten)]
+        args: PullArgs,
     },
     /// Publishes one request to a topic and prints its reply.
     Request {
@@ -276,6 +291,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Topics { server, command } => cli::run_topics(&server.server, command).await,
             Command::Produce { server, args } => cli::run_produce(&server.server, args).await,
             Command::Consume { server, args } => cli::run_consume(&server.server, args).await,
+            Command::Subscriptions { server, command } => {
+                cli::subscriptions::run(&server.server, command).await
+            }
+            Command::Pull { server, args } => cli::pull::run(&server.server, args).await,
             Command::Request { server, args } => {
                 cli::request::run_request(&server.server, args).await
             }

@@ -342,7 +342,7 @@ fn family(text: &mut String, name: &str, help: &str) {
 
 /// A label value escaped as the text format wants (names are `[A-Za-z0-9._-]` today; this
 /// keeps the output valid whatever they become).
-fn label(value: &str) -> String {
+pub(super) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

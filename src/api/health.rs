@@ -74,5 +74,12 @@ async fn metrics(
         }
         text.push_str(&super::groups::render_gauges(&gauges));
     }
+    let subscriptions = broker.queues().local_gauges().await;
+    if !subscriptions.is_empty() {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&super::subscriptions::render_gauges(&subscriptions));
+    }
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text)
 }

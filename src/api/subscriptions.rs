@@ -6,6 +6,7 @@ use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::dto::subscriptions::{
@@ -16,7 +17,7 @@ use super::dto::subscriptions::{
 use super::extract::{ApiJson, ApiPath};
 use super::problem::{ApiResult, Problem};
 use super::AppState;
-use crate::broker::queue::{PutOutcome, Settle};
+use crate::broker::queue::{PutOutcome, Settle, SubscriptionGauge};
 use crate::broker::Broker;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -67,7 +68,8 @@ async fn put_subscription(
 }
 
 /// Describe a subscription, with its counts (`backlog`, `in_flight`, `delayed`,
-/// `dead_lettered`) over its topic's partitions.
+/// `dead_lettered`) over its topic's partitions and the age of its oldest message not done
+/// (`oldest_unacked_age_seconds`).
 #[utoipa::path(
     get,
     path = "/v1/subscriptions/{sub}",
@@ -86,8 +88,8 @@ async fn get_subscription(
 ) -> ApiResult<Json<SubscriptionDto>> {
     let queues = broker.queues();
     let meta = queues.get(&name)?;
-    let counts = queues.counts(&meta).await?;
-    Ok(Json(SubscriptionDto::from(meta).with_counts(counts)))
+    let stats = queues.stats(&meta).await?;
+    Ok(Json(SubscriptionDto::from(meta).with_stats(stats)))
 }
 
 /// Delete a subscription and its delivery state.
@@ -280,4 +282,53 @@ async fn seek(
     let target = request.into_target()?;
     let sought = broker.queues().seek(&name, target).await?;
     Ok(Json(sought.into()))
+}
+
+/// The subscription gauges of the partitions this node leads, in the Prometheus text format,
+/// appended to `/metrics`. Computed when scraped (not recorded through the `metrics` recorder,
+/// whose series would outlive a deleted subscription or a partition led elsewhere now).
+pub(super) fn render_gauges(gauges: &[SubscriptionGauge]) -> String {
+    type Value = fn(&SubscriptionGauge) -> f64;
+    let families: [(&str, &str, Value); 5] = [
+        (
+            "herald_subscription_backlog_messages",
+            "Messages of a subscription not done on a partition led here (never delivered, or delivered and not acked)",
+            |g| g.stats.counts.backlog as f64,
+        ),
+        (
+            "herald_subscription_in_flight_messages",
+            "Messages of a subscription leased to a puller now, on a partition led here",
+            |g| g.stats.counts.in_flight as f64,
+        ),
+        (
+            "herald_subscription_delayed_messages",
+            "Messages of a subscription waiting for their retry, on a partition led here",
+            |g| g.stats.counts.delayed as f64,
+        ),
+        (
+            "herald_subscription_dead_lettered_messages",
+            "Messages of a subscription moved to its dead-letter topic, on a partition led here",
+            |g| g.stats.counts.dead_lettered as f64,
+        ),
+        (
+            "herald_subscription_oldest_unacked_age_seconds",
+            "Age of a subscription's oldest message not done on a partition led here (0: none)",
+            |g| g.stats.oldest_unacked_age_ms.unwrap_or(0) as f64 / 1000.0,
+        ),
+    ];
+    let mut text = String::new();
+    for (name, help, value) in families {
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for gauge in gauges {
+            let _ = writeln!(
+                text,
+                "{name}{{subscription=\"{}\",topic=\"{}\",partition=\"{}\"}} {}",
+                super::groups::label(&gauge.subscription),
+                super::groups::label(&gauge.topic),
+                gauge.partition,
+                value(gauge)
+            );
+        }
+    }
+    text
 }

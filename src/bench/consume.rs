@@ -91,7 +91,7 @@ struct PartitionCursor {
 
 /// One worker: reads its partitions in turn until they are all at their end or the budget is
 /// spent.
-async fn worker(
+pub(super) async fn worker(
     api: Api,
     topic: Arc<str>,
     partitions: Vec<u32>,

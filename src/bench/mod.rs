@@ -11,6 +11,8 @@ pub mod group;
 pub mod pacer;
 pub mod produce;
 pub mod produce_bodies;
+pub mod queue;
+pub mod queue_memory;
 pub mod rebalance;
 pub mod request;
 pub mod stats;
@@ -18,6 +20,7 @@ pub mod stats;
 pub use consume::BenchConsumeArgs;
 pub use group::BenchGroupArgs;
 pub use produce::BenchProduceArgs;
+pub use queue::BenchQueueArgs;
 pub use rebalance::BenchRebalanceArgs;
 pub use request::BenchRequestArgs;
 
@@ -34,6 +37,9 @@ pub enum BenchCommand {
     Rebalance(BenchRebalanceArgs),
     /// Request/reply round trips per second and latency, against a responder loop.
     Request(BenchRequestArgs),
+    /// Queue throughput (pull + ack) of one subscription against reads by offset, ack latency;
+    /// or with --memory, a node's memory with a large unacked backlog.
+    Queue(BenchQueueArgs),
 }
 
 /// Runs one benchmark against `server` and prints its report on stdout (text, or one JSON object
@@ -55,6 +61,26 @@ pub async fn run_bench(server: &str, command: BenchCommand) -> anyhow::Result<()
         BenchCommand::Request(args) => {
             let as_json = args.json;
             (request::run(server, args).await?, as_json)
+        }
+        BenchCommand::Queue(args) => {
+            let as_json = args.json;
+            let text = if args.memory {
+                let report = queue_memory::run(server, args).await?;
+                if as_json {
+                    serde_json::to_string(&report)? + "\n"
+                } else {
+                    report.render_text()
+                }
+            } else {
+                let report = queue::run(server, args).await?;
+                if as_json {
+                    serde_json::to_string(&report)? + "\n"
+                } else {
+                    report.render_text()
+                }
+            };
+            print!("{text}");
+            return Ok(());
         }
         BenchCommand::Rebalance(args) => {
             let report = rebalance::run(server, args.clone()).await?;
@@ -134,6 +160,37 @@ mod tests {
         };
         assert_eq!((args.max_messages, args.messages), (1000, 1_000_000));
         assert!(args.json && args.connections.is_none());
+    }
+
+    #[test]
+    fn queue_defaults_and_nodes() {
+        let cli = Cli::try_parse_from(["bench", "queue"]).unwrap();
+        let BenchCommand::Queue(args) = cli.command else {
+            panic!("not queue")
+        };
+        assert_eq!(
+            (args.pullers, args.partitions, args.messages),
+            (4, 4, 100_000)
+        );
+        assert!(args.nodes.is_empty() && !args.memory && args.pid.is_none());
+        let cli = Cli::try_parse_from([
+            "bench",
+            "queue",
+            "--nodes",
+            "http://127.0.0.1:2,http://127.0.0.1:3",
+        ])
+        .unwrap();
+        let BenchCommand::Queue(args) = cli.command else {
+            panic!("not queue")
+        };
+        assert_eq!(
+            queue::node_urls("http://127.0.0.1:1", &args.nodes),
+            [
+                "http://127.0.0.1:1",
+                "http://127.0.0.1:2",
+                "http://127.0.0.1:3"
+            ]
+        );
     }
 
     #[test]

@@ -19,11 +19,14 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use super::appender::AppendRequest;
-use super::forward_wire::{ForwardReply, ForwardRequest, WireError};
+use super::forward_wire::{ForwardReply, ForwardRequest, WireCounts, WireError, WireStats};
 use super::idempotence::{Landing, OnceClaim};
+use super::queue::stats::{stats_here, QueueStats};
+use super::queue::wait::wait_here;
 use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
+use crate::domain::subscriptions::RetryPolicy;
 use crate::domain::{Compression, Record};
 use crate::raft::{PartitionReplica, QueueCommand, QueueCounts, QueueOutcome, ReadLimits};
 
@@ -332,35 +335,66 @@ impl Broker {
         Ok(replica.queue(command).await?)
     }
 
-    /// A subscription's counts on the partition of `group`, from its leader.
-    pub(super) async fn queue_counts_on_leader(
+    /// A subscription's counts and oldest unacked age on the partition of `group`, from its
+    /// leader.
+    pub(super) async fn queue_stats_on_leader(
         &self,
         group: u64,
         subscription: u64,
-    ) -> BrokerResult<QueueCounts> {
+    ) -> BrokerResult<QueueStats> {
         let request = || {
-            Ok(ForwardRequest::QueueCounts {
+            Ok(ForwardRequest::QueueStats {
                 group,
                 subscription,
             })
         };
         let local = |replica: Arc<PartitionReplica>| async move {
-            Ok(queue_counts_here(&replica, subscription))
+            stats_here(&replica, subscription).await
         };
-        let counts = self
-            .on_leader(group, request, Duration::ZERO, local, |reply| match reply {
-                ForwardReply::QueueCounts(result) => Some(result.map(
-                    |(backlog, in_flight, delayed, dead_lettered)| QueueCounts {
+        self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::QueueStats(result) => Some(result.map(|wire| {
+                let (backlog, in_flight, delayed, dead_lettered) = wire.counts;
+                QueueStats {
+                    counts: QueueCounts {
                         backlog,
                         in_flight,
                         delayed,
                         dead_lettered,
                     },
-                )),
-                _ => None,
+                    oldest_unacked_age_ms: wire.oldest_unacked_age_ms,
+                }
+            })),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Waits on the leader of `group` (up to `max_wait`) until a lease of `subscription` could
+    /// get something there (see [`super::queue::wait`]).
+    pub(super) async fn queue_wait_on_leader(
+        &self,
+        group: u64,
+        subscription: u64,
+        retry: RetryPolicy,
+        max_wait: Duration,
+    ) -> BrokerResult<()> {
+        let request = || {
+            Ok(ForwardRequest::QueueWait {
+                group,
+                subscription,
+                retry,
+                max_wait_ms: max_wait.as_millis() as u64,
             })
-            .await?;
-        Ok(counts)
+        };
+        let local = |replica: Arc<PartitionReplica>| async move {
+            wait_here(&replica, subscription, &retry, max_wait).await;
+            Ok(())
+        };
+        self.on_leader(group, request, max_wait, local, |reply| match reply {
+            ForwardReply::QueueWaited(result) => Some(result),
+            _ => None,
+        })
+        .await
     }
 
     /// Serves a request another node forwarded here; refuses it when this node does not lead
@@ -457,14 +491,35 @@ impl Broker {
                 subscription,
             } => ForwardReply::QueueCounts(match leading(group) {
                 None => Err(WireError::NotLeader),
+                Some(replica) => stats_here(&replica, subscription)
+                    .await
+                    .map(|stats| wire_counts(stats.counts))
+                    .map_err(WireError::from),
+            }),
+            ForwardRequest::QueueStats {
+                group,
+                subscription,
+            } => ForwardReply::QueueStats(match leading(group) {
+                None => Err(WireError::NotLeader),
+                Some(replica) => stats_here(&replica, subscription)
+                    .await
+                    .map(|stats| WireStats {
+                        counts: wire_counts(stats.counts),
+                        oldest_unacked_age_ms: stats.oldest_unacked_age_ms,
+                    })
+                    .map_err(WireError::from),
+            }),
+            ForwardRequest::QueueWait {
+                group,
+                subscription,
+                retry,
+                max_wait_ms,
+            } => ForwardReply::QueueWaited(match leading(group) {
+                None => Err(WireError::NotLeader),
                 Some(replica) => {
-                    let counts = queue_counts_here(&replica, subscription);
-                    Ok((
-                        counts.backlog,
-                        counts.in_flight,
-                        counts.delayed,
-                        counts.dead_lettered,
-                    ))
+                    let wait = Duration::from_millis(max_wait_ms);
+                    wait_here(&replica, subscription, &retry, wait).await;
+                    Ok(())
                 }
             }),
             ForwardRequest::Reply {
@@ -501,20 +556,13 @@ impl Broker {
     }
 }
 
-/// A subscription's counts as this replica applied them; a partition the subscription never
-/// read counts its whole log as backlog (an `earliest` start; a `latest` one reads it once).
-fn queue_counts_here(replica: &PartitionReplica, subscription: u64) -> QueueCounts {
-    let watermarks = replica.watermarks();
-    let now = super::topics::now_ms();
-    replica
-        .queue_view()
-        .read(|states| match states.get(&subscription) {
-            Some(state) => state.counts(now, watermarks.high_watermark),
-            None => QueueCounts {
-                backlog: watermarks.high_watermark - watermarks.log_start_offset,
-                ..QueueCounts::default()
-            },
-        })
+fn wire_counts(counts: QueueCounts) -> WireCounts {
+    (
+        counts.backlog,
+        counts.in_flight,
+        counts.delayed,
+        counts.dead_lettered,
+    )
 }
 
 /// The records of a forwarded append in the stored batch layout, uncompressed (the leader

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::idempotence::{Landing, OnceClaim};
 use super::requests::waiters::Delivery;
 use super::{BrokerError, OffsetSpec};
+use crate::domain::subscriptions::RetryPolicy;
 use crate::domain::Compression;
 use crate::raft::{QueueCommand, QueueOutcome};
 
@@ -63,6 +64,20 @@ pub(super) enum ForwardRequest {
         value: Bytes,
         headers: Vec<(String, String)>,
     },
+    /// A subscription's counts and oldest unacked age on the partition, as its leader has
+    /// applied them (supersedes `QueueCounts`, still answered for nodes that send it).
+    QueueStats {
+        group: u64,
+        subscription: u64,
+    },
+    /// Wait (up to `max_wait_ms`) until a lease of the subscription on the partition could get
+    /// something; answered then, or at the deadline, or when the node stops leading.
+    QueueWait {
+        group: u64,
+        subscription: u64,
+        retry: RetryPolicy,
+        max_wait_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -81,6 +96,15 @@ pub(super) enum ForwardReply {
     Queue(Result<QueueOutcome, WireError>),
     QueueCounts(Result<WireCounts, WireError>),
     Replied(Result<Delivery, WireError>),
+    QueueStats(Result<WireStats, WireError>),
+    QueueWaited(Result<(), WireError>),
+}
+
+/// [`super::queue::stats::QueueStats`] on the wire.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) struct WireStats {
+    pub counts: WireCounts,
+    pub oldest_unacked_age_ms: Option<u64>,
 }
 
 /// [`crate::raft::QueueCounts`] on the wire: backlog, in flight, delayed, dead-lettered.

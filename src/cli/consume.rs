@@ -122,7 +122,7 @@ fn out_of_range_restart(error: &anyhow::Error) -> Option<u64> {
 
 /// Whether a failed read is worth retrying: the server was unreachable or answered 5xx (no leader
 /// during a failover, a timeout); a 4xx is the request's fault and will not get better.
-fn is_transient(error: &anyhow::Error) -> bool {
+pub(super) fn is_transient(error: &anyhow::Error) -> bool {
     match error.downcast_ref::<ProblemError>() {
         Some(problem) => problem.status.is_server_error(),
         None => error

@@ -8,13 +8,18 @@ pub mod client;
 pub mod consume;
 pub mod groups_api;
 pub mod produce;
+pub mod pull;
 pub mod request;
+pub mod subscriptions;
+pub mod subscriptions_api;
 pub mod topics;
 
 use serde_json::Value;
 
 pub use client::{Acks, OffsetSpec};
+pub use pull::PullArgs;
 pub use request::{ReplyArgs, RequestArgs};
+pub use subscriptions::SubscriptionsCommand;
 
 /// Which server to talk to; shared by every client command, so it is global.
 #[derive(clap::Args, Debug, Clone)]

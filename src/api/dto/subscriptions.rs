@@ -5,7 +5,7 @@ use utoipa::ToSchema;
 
 use super::consume::ConsumedMessageDto;
 use crate::api::problem::ApiError;
-use crate::broker::queue::{PulledMessage, QueueCounts, SeekTarget, Settle, Sought};
+use crate::broker::queue::{PulledMessage, QueueStats, SeekTarget, Settle, Sought};
 use crate::domain::subscriptions::{
     DeadLetterPolicy, Ordering, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
     DEFAULT_ACK_DEADLINE_MS, DEFAULT_MAX_BACKOFF_MS, DEFAULT_MIN_BACKOFF_MS,
@@ -185,10 +185,19 @@ pub struct SubscriptionDto {
     /// `GET` of one subscription only: messages moved to the dead-letter topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_lettered: Option<u64>,
+    /// `GET` of one subscription only: how long ago (now minus its stored timestamp, in
+    /// seconds, to the millisecond) the oldest message not done was produced, over the
+    /// partitions; 0 when every message is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    pub oldest_unacked_age_seconds: Option<f64>,
 }
 
 impl SubscriptionDto {
-    pub fn with_counts(mut self, counts: QueueCounts) -> Self {
+    pub fn with_stats(mut self, stats: QueueStats) -> Self {
+        let counts = stats.counts;
+        self.oldest_unacked_age_seconds =
+            Some(stats.oldest_unacked_age_ms.unwrap_or(0) as f64 / 1000.0);
         self.backlog = Some(counts.backlog);
         self.in_flight = Some(counts.in_flight);
         self.delayed = Some(counts.delayed);
@@ -222,6 +231,7 @@ impl From<SubscriptionMeta> for SubscriptionDto {
             in_flight: None,
             delayed: None,
             dead_lettered: None,
+            oldest_unacked_age_seconds: None,
         }
     }
 }

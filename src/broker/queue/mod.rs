@@ -8,11 +8,14 @@ pub mod message_times;
 pub mod pull;
 pub mod seek;
 pub mod settle;
+pub mod stats;
+pub(crate) mod wait;
 
 pub use crate::raft::QueueCounts;
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
 pub use seek::{SeekTarget, Sought};
 pub use settle::{Settle, Settled, MAX_ACK_IDS, MAX_NACK_DELAY_MS};
+pub use stats::{QueueStats, SubscriptionGauge};
 
 use super::topics::now_ms;
 use super::{Broker, BrokerError, BrokerResult, ErrorCode};
@@ -128,27 +131,24 @@ impl QueueService {
             .ok_or_else(|| subscription_not_found(name))
     }
 
-    /// The subscription's counts over its topic's partitions, from their leaders.
-    pub async fn counts(&self, meta: &SubscriptionMeta) -> BrokerResult<QueueCounts> {
+    /// The subscription's counts over its topic's partitions and the age of its oldest
+    /// message not done, from their leaders.
+    pub async fn stats(&self, meta: &SubscriptionMeta) -> BrokerResult<QueueStats> {
         let metadata = self.broker.cluster().metadata();
         let Some(topic) = metadata.topics.get(&meta.config.topic) else {
-            return Ok(QueueCounts::default());
+            return Ok(QueueStats::default());
         };
         let groups: Vec<u64> = topic.partitions.iter().map(|p| p.group_id).collect();
         drop(metadata);
-        let counts = futures::future::join_all(
+        let answers = futures::future::join_all(
             groups
                 .into_iter()
-                .map(|group| self.broker.queue_counts_on_leader(group, meta.id)),
+                .map(|group| self.broker.queue_stats_on_leader(group, meta.id)),
         )
         .await;
-        let mut total = QueueCounts::default();
-        for counts in counts {
-            let counts = counts?;
-            total.backlog += counts.backlog;
-            total.in_flight += counts.in_flight;
-            total.delayed += counts.delayed;
-            total.dead_lettered += counts.dead_lettered;
+        let mut total = QueueStats::default();
+        for stats in answers {
+            total.add(stats?);
         }
         Ok(total)
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::select_all;
+use futures::future::{select_all, BoxFuture};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -25,8 +25,8 @@ use crate::raft::{DeadLetter, LeaseFacts, LeaseRef, PartitionReplica, QueueComma
 
 /// The most messages one pull answers.
 pub const MAX_PULL_MESSAGES: u32 = 1_000;
-/// When a partition has no replica here, how often a waiting pull asks its leader again
-/// (nothing here tells of its changes).
+/// When a partition's leader could not be asked to wait (none yet, or a node of an older
+/// version), how long a waiting pull pauses before asking for a lease again.
 const REMOTE_RECHECK: Duration = Duration::from_millis(250);
 /// How many reads gathering one lease's messages may take.
 const MAX_READS_PER_LEASE: usize = 64;
@@ -73,7 +73,7 @@ impl QueueService {
         loop {
             let parts = self.parts(&meta)?;
             // Taken before looking, so a change while leasing still wakes the wait below.
-            let mut changes = self.change_watches(&parts);
+            let mut changes = self.change_watches(&meta, &parts, deadline);
             let mut pulled = Vec::new();
             let mut failure = None;
             let start = ROTATION.fetch_add(1, Ordering::Relaxed);
@@ -148,13 +148,13 @@ impl QueueService {
             })
     }
 
-    /// When the earliest retry or lease expiry here comes due, within the deadline.
+    /// When the earliest retry or lease expiry here comes due, within the deadline (partitions
+    /// without a replica here are waited for on their leader: see [`Self::change_watches`]).
     fn next_wake(&self, meta: &SubscriptionMeta, parts: &[Part], deadline: Instant) -> Instant {
         let now = now_ms();
         let mut wake = deadline;
         for part in parts {
             let Some(replica) = self.local(*part) else {
-                wake = wake.min(Instant::now() + REMOTE_RECHECK);
                 continue;
             };
             let high_watermark = replica.watermarks().high_watermark;
@@ -171,7 +171,16 @@ impl QueueService {
         wake
     }
 
-    fn change_watches(&self, parts: &[Part]) -> Vec<Change> {
+    /// What can wake a waiting pull: the watermarks and applied queue commands of each
+    /// partition with a replica here, and for each without one, a wait on its leader (started
+    /// when the pull waits, lasting up to its deadline; it answers when a lease there could get
+    /// something).
+    fn change_watches(
+        &self,
+        meta: &SubscriptionMeta,
+        parts: &[Part],
+        deadline: Instant,
+    ) -> Vec<Change> {
         let mut changes = Vec::new();
         for part in parts {
             if let Some(replica) = self.local(*part) {
@@ -181,6 +190,20 @@ impl QueueService {
                 let mut queues = replica.queue_view().changes();
                 queues.borrow_and_update();
                 changes.push(Change::Queues(queues));
+            } else {
+                let broker = self.broker.clone();
+                let (subscription, retry) = (meta.id, meta.config.retry_policy);
+                let group = part.group;
+                changes.push(Change::Remote(Some(Box::pin(async move {
+                    let wait = deadline.saturating_duration_since(Instant::now());
+                    let waited = broker
+                        .queue_wait_on_leader(group, subscription, retry, wait)
+                        .await;
+                    if let Err(error) = waited {
+                        tracing::debug!(group, %error, "waiting on a partition leader");
+                        tokio::time::sleep(REMOTE_RECHECK.min(wait)).await;
+                    }
+                }))));
             }
         }
         changes
@@ -435,16 +458,27 @@ impl QueueService {
 enum Change {
     Marks(watch::Receiver<crate::raft::Watermarks>),
     Queues(watch::Receiver<u64>),
+    /// A forwarded wait on a partition's leader; `None` once it answered.
+    Remote(Option<BoxFuture<'static, ()>>),
 }
 
 impl Change {
     async fn changed(&mut self) {
-        let result = match self {
-            Change::Marks(receiver) => receiver.changed().await,
-            Change::Queues(receiver) => receiver.changed().await,
+        let open = match self {
+            Change::Marks(receiver) => receiver.changed().await.is_ok(),
+            Change::Queues(receiver) => receiver.changed().await.is_ok(),
+            Change::Remote(wait) => match wait.as_mut() {
+                Some(pending) => {
+                    pending.await;
+                    *wait = None;
+                    true
+                }
+                None => false,
+            },
         };
-        if result.is_err() {
-            // The replica closed: never wakes again from here.
+        if !open {
+            // The replica closed, or the leader's wait already answered: never wakes again
+            // from here.
             std::future::pending::<()>().await;
         }
     }
