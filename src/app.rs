@@ -26,9 +26,10 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// deletes), `DeleteTopic` carries its time. 6: consumer group delivery (issue 11): polls
 /// continue from a client-held cursor, so group rows lose the replicated `positions` and gain
 /// `owned_since`; `Advance` is replaced by `CompareAndCommit`; commits answer `Committed`.
-/// 7: subscriptions (issue 12) in the metadata state and commands.
+/// 7: subscriptions (issue 12) in the metadata state and commands. 8: redrive jobs (issue 12)
+/// with their checkpoints in the metadata state and commands.
 /// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 7;
+const FORMAT_VERSION: u64 = 8;
 
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -91,6 +92,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         },
     );
     cluster.set_broker_service(broker.forwarding_service());
+    crate::broker::queue::spawn_redrive_supervisor(broker.clone());
     let router = api::router(
         broker,
         ApiConfig {

@@ -85,7 +85,12 @@ async fn get_subscription(
     let queues = broker.queues();
     let meta = queues.get(&name)?;
     let counts = queues.counts(&meta).await?;
-    Ok(Json(SubscriptionDto::from(meta).with_counts(counts)))
+    let redrive = queues.redrive_job(meta.id);
+    Ok(Json(
+        SubscriptionDto::from(meta)
+            .with_counts(counts)
+            .with_redrive(redrive),
+    ))
 }
 
 /// Delete a subscription and its delivery state.

@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::consume::ConsumedMessageDto;
+use super::redrive::RedriveDto;
 use crate::broker::queue::{PulledMessage, QueueCounts, Settle};
+use crate::domain::redrive::RedriveJob;
 use crate::domain::subscriptions::{
     DeadLetterPolicy, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
     DEFAULT_ACK_DEADLINE_MS, DEFAULT_MAX_BACKOFF_MS, DEFAULT_MIN_BACKOFF_MS,
@@ -148,6 +150,9 @@ pub struct SubscriptionDto {
     /// `GET` of one subscription only: messages moved to the dead-letter topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_lettered: Option<u64>,
+    /// `GET` of one subscription only: its latest redrive, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redrive: Option<RedriveDto>,
 }
 
 impl SubscriptionDto {
@@ -156,6 +161,11 @@ impl SubscriptionDto {
         self.in_flight = Some(counts.in_flight);
         self.delayed = Some(counts.delayed);
         self.dead_lettered = Some(counts.dead_lettered);
+        self
+    }
+
+    pub fn with_redrive(mut self, job: Option<RedriveJob>) -> Self {
+        self.redrive = job.map(Into::into);
         self
     }
 }
@@ -184,6 +194,7 @@ impl From<SubscriptionMeta> for SubscriptionDto {
             in_flight: None,
             delayed: None,
             dead_lettered: None,
+            redrive: None,
         }
     }
 }

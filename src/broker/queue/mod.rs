@@ -4,10 +4,14 @@
 
 pub mod ack_id;
 pub mod pull;
+pub mod redrive;
+pub mod redrive_runner;
 pub mod settle;
 
 pub use crate::raft::QueueCounts;
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
+pub use redrive::RedriveRequest;
+pub use redrive_runner::spawn_redrive_supervisor;
 pub use settle::{Settle, Settled, MAX_ACK_IDS, MAX_NACK_DELAY_MS};
 
 use super::topics::now_ms;
