@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 
 use herald::bench::{self, BenchCommand};
 use herald::cli::{
-    self, ConsumeArgs, ProduceArgs, ReplyArgs, RequestArgs, ServerArg, TopicsCommand,
+    self, ConsumeArgs, ProduceArgs, ReplyArgs, RequestArgs, ServerArg, SubscriptionsCommand,
+    TopicsCommand,
 };
 use herald::config::Config;
 
@@ -33,6 +34,13 @@ enum Command {
         server: ServerArg,
         #[command(subcommand)]
         command: TopicsCommand,
+    },
+    /// Manages queue subscriptions (redrive of dead letters).
+    Subscriptions {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(subcommand)]
+        command: SubscriptionsCommand,
     },
     /// Produces one message per line of standard input.
     Produce {
@@ -274,6 +282,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 herald::app::serve(args.into_config()?).await
             }
             Command::Topics { server, command } => cli::run_topics(&server.server, command).await,
+            Command::Subscriptions { server, command } => {
+                cli::run_subscriptions(&server.server, command).await
+            }
             Command::Produce { server, args } => cli::run_produce(&server.server, args).await,
             Command::Consume { server, args } => cli::run_consume(&server.server, args).await,
             Command::Request { server, args } => {

@@ -498,3 +498,61 @@ async fn a_batch_written_before_its_checkpoint_moved_is_not_written_again() {
     );
     assert!(replay_logged(&server), "{}", server.log_tail());
 }
+
+/// Runs `herald <args> --server <url>` with a deadline; answers (success, stdout, stderr).
+async fn herald_cli(server: &Server, args: &[&str]) -> (bool, String, String) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    command
+        .args(args)
+        .arg("--server")
+        .arg(server.base_url())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("HERALD_") {
+            command.env_remove(name);
+        }
+    }
+    let output = tokio::time::timeout(DEADLINE, command.output())
+        .await
+        .unwrap_or_else(|_| server.fail(&format!("herald {args:?} did not finish")))
+        .expect("run the herald CLI");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_starts_a_redrive_and_waits_for_it() {
+    let server = Server::start().await;
+    topics(&server, &[("jobs", 1), ("jobs-dlq", 1)]).await;
+    subscribe_with_dlq(&server, "workers", "jobs", "jobs-dlq").await;
+    produce_dead_letters(&server, "jobs-dlq", 1, "workers", "jobs", 0..10).await;
+    let (ok, stdout, stderr) = herald_cli(
+        &server,
+        &[
+            "subscriptions",
+            "redrive",
+            "workers",
+            "--from-offset",
+            "2",
+            "--max-per-second",
+            "5",
+            "--wait",
+        ],
+    )
+    .await;
+    assert!(ok, "stdout: {stdout}\nstderr: {stderr}");
+    let job: Value = serde_json::from_str(stdout.trim()).expect("the job as JSON");
+    assert_eq!(job["state"], "done", "{job}");
+    assert_eq!(job["redriven"], 8, "{job}");
+    assert!(stderr.contains("redriven"), "progress on stderr: {stderr}");
+    let ids: Vec<u64> = ids_in(&server, "jobs").await.into_keys().collect();
+    assert_eq!(ids, (2..10).collect::<Vec<u64>>());
+    // A refusal is an error with its problem code.
+    let (ok, _, stderr) = herald_cli(&server, &["subscriptions", "redrive", "missing"]).await;
+    assert!(!ok);
+    assert!(stderr.contains("subscription_not_found"), "{stderr}");
+}

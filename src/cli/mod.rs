@@ -8,6 +8,7 @@ pub mod client;
 pub mod consume;
 pub mod groups_api;
 pub mod produce;
+pub mod redrive;
 pub mod request;
 pub mod topics;
 
@@ -59,6 +60,20 @@ pub enum TopicsCommand {
         /// Topic name.
         name: String,
     },
+}
+
+/// `herald subscriptions ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum SubscriptionsCommand {
+    /// Republish a subscription's dead letters to its topic.
+    Redrive(redrive::RedriveArgs),
+}
+
+/// Runs `herald subscriptions <command>` against `server`.
+pub async fn run_subscriptions(server: &str, command: SubscriptionsCommand) -> anyhow::Result<()> {
+    match command {
+        SubscriptionsCommand::Redrive(args) => redrive::run(server, args).await,
+    }
 }
 
 /// `herald produce TOPIC`: one message per stdin line.
