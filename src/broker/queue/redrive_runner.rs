@@ -29,8 +29,11 @@ const SUPERVISE_EVERY: Duration = Duration::from_millis(250);
 const RETRY_AFTER: Duration = Duration::from_millis(500);
 /// The most bytes of values one batch republishes (the first message whatever its size).
 const MAX_BATCH_BYTES: usize = 4 << 20;
-/// How many reads gathering one batch may take.
-const MAX_READS_PER_BATCH: usize = 64;
+/// How many reads gathering one batch may take. Far more than a batch needs: a batch cut short
+/// by it would differ from the same batch read again after a crash.
+const MAX_READS_PER_BATCH: usize = 1_024;
+/// How many dead letters a batch may pass over per message it may republish.
+const SCAN_PER_BATCH_MESSAGE: u32 = 10;
 
 pub const REDRIVE_COUNT_HEADER: &str = "herald-redrive-count";
 const DLQ_HEADER_PREFIX: &str = "herald-dlq-";
@@ -216,7 +219,10 @@ impl QueueService {
             .map(|topic| topic.partitions.len() as u32)
             .ok_or_else(|| BrokerError::TopicNotFound(job.source_topic.clone()))?;
         let mut offset = range.next;
-        let mut taken = 0u32;
+        // Other subscriptions' dead letters are passed over without writing anything, up to
+        // this many per batch, so a shared dead-letter topic costs few checkpoints.
+        let scan_limit = job.batch_size.saturating_mul(SCAN_PER_BATCH_MESSAGE);
+        let mut scanned = 0u32;
         let mut bytes = 0usize;
         let mut messages = Vec::new();
         let mut skipped = 0u64;
@@ -229,7 +235,7 @@ impl QueueService {
                 topic: job.dead_letter_topic.clone(),
                 partition: range.partition,
                 offset: OffsetSpec::At(offset),
-                max_messages: (job.batch_size - taken) as usize,
+                max_messages: (scan_limit - scanned) as usize,
                 max_wait: Duration::ZERO,
             };
             let read = match self.broker.fetch(request).await {
@@ -251,14 +257,19 @@ impl QueueService {
                     offset = range.end;
                     break;
                 }
-                let size = message.value.as_bytes().len();
-                if taken >= job.batch_size || (taken > 0 && bytes + size > MAX_BATCH_BYTES) {
+                if scanned >= scan_limit || messages.len() >= job.batch_size as usize {
                     full = true;
                     break;
                 }
-                taken += 1;
+                let size = message.value.as_bytes().len();
+                let republished = redriven_message(job, &message.headers, source_partitions);
+                if republished.is_some() && !messages.is_empty() && bytes + size > MAX_BATCH_BYTES {
+                    full = true;
+                    break;
+                }
+                scanned += 1;
                 offset = message.offset + 1;
-                match redriven_message(job, message.headers, source_partitions) {
+                match republished {
                     Some((headers, partition)) => {
                         bytes += size;
                         messages.push(ProduceMessage {
@@ -273,7 +284,7 @@ impl QueueService {
                 }
             }
             if !full {
-                if taken >= job.batch_size {
+                if scanned >= scan_limit || messages.len() >= job.batch_size as usize {
                     full = true;
                 } else if read.next_offset > offset {
                     // Past a compaction gap.
@@ -306,7 +317,7 @@ type Headers = Vec<(String, String)>;
 /// job's (another subscription's, or from another topic).
 fn redriven_message(
     job: &RedriveJob,
-    headers: Headers,
+    headers: &Headers,
     source_partitions: u32,
 ) -> Option<(Headers, Option<u32>)> {
     let header = |name: &str| {
@@ -327,8 +338,9 @@ fn redriven_message(
         .and_then(|value| value.parse::<u64>().ok())
         .unwrap_or(0);
     let mut kept: Headers = headers
-        .into_iter()
+        .iter()
         .filter(|(name, _)| !name.starts_with(DLQ_HEADER_PREFIX) && name != REDRIVE_COUNT_HEADER)
+        .cloned()
         .collect();
     kept.push((
         REDRIVE_COUNT_HEADER.to_string(),
@@ -393,20 +405,20 @@ mod tests {
             ("herald-dlq-subscription", "s"),
             ("herald-redrive-count", "3"),
         ]);
-        let (kept, partition) = redriven_message(&job(), dead.clone(), 4).unwrap();
+        let (kept, partition) = redriven_message(&job(), &dead, 4).unwrap();
         assert_eq!(
             kept,
             headers(&[("trace", "t1"), ("herald-redrive-count", "4")])
         );
         assert_eq!(partition, Some(2));
         // The partition is gone (fewer now): key or round-robin decides.
-        assert_eq!(redriven_message(&job(), dead, 2).unwrap().1, None);
+        assert_eq!(redriven_message(&job(), &dead, 2).unwrap().1, None);
         let first = headers(&[
             ("herald-dlq-source-topic", "orders"),
             ("herald-dlq-subscription", "s"),
         ]);
         assert_eq!(
-            redriven_message(&job(), first, 1).unwrap().0,
+            redriven_message(&job(), &first, 1).unwrap().0,
             headers(&[("herald-redrive-count", "1")])
         );
     }
@@ -417,12 +429,12 @@ mod tests {
             ("herald-dlq-source-topic", "orders"),
             ("herald-dlq-subscription", "other"),
         ]);
-        assert!(redriven_message(&job(), other, 1).is_none());
+        assert!(redriven_message(&job(), &other, 1).is_none());
         let elsewhere = headers(&[
             ("herald-dlq-source-topic", "payments"),
             ("herald-dlq-subscription", "s"),
         ]);
-        assert!(redriven_message(&job(), elsewhere, 1).is_none());
-        assert!(redriven_message(&job(), headers(&[("a", "b")]), 1).is_none());
+        assert!(redriven_message(&job(), &elsewhere, 1).is_none());
+        assert!(redriven_message(&job(), &headers(&[("a", "b")]), 1).is_none());
     }
 }
