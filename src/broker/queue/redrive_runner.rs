@@ -67,8 +67,8 @@ impl QueueService {
                 break;
             }
             runners.retain(|_, runner| !runner.is_finished());
+            let metadata = changes.borrow_and_update().clone();
             if self.broker.cluster().is_metadata_leader() {
-                let metadata = changes.borrow_and_update().clone();
                 for job in metadata.redrives.running() {
                     if !runners.contains_key(&job.id) {
                         let service = self.clone();
