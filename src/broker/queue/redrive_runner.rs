@@ -127,10 +127,18 @@ impl QueueService {
                 Ok(()) => {}
                 Err(error) if is_permanent(&error) => {
                     tracing::warn!(subscription = job.subscription, job = job.id, %error, "redrive failed");
+                    // What clients read: an internal fault's cause stays in the log.
+                    let reason = match &error {
+                        BrokerError::Internal(_) => format!(
+                            "an internal error on node {}; its log has the cause",
+                            self.broker.cluster().node_id()
+                        ),
+                        other => other.to_string(),
+                    };
                     let command = RedriveCommand::Fail {
                         subscription_id,
                         job_id,
-                        reason: error.to_string(),
+                        reason,
                         now_ms: now_ms(),
                     };
                     if let Err(error) = self.propose_redrive(command).await {
