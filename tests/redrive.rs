@@ -2,7 +2,9 @@
 //! value and headers, without the `herald-dlq-*` headers and with `herald-redrive-count`; the
 //! rate bound; offsets bound the range; another subscription's dead letters in a shared
 //! dead-letter topic stay; a SIGKILL in the middle of a redrive and the job resumed republishes
-//! nothing twice; bad requests are refused and change nothing.
+//! nothing twice; a batch already written before its checkpoint moved is not written again; a
+//! deleted dead-letter topic fails the job with its reason; the CLI; bad requests are refused
+//! and change nothing.
 
 mod common;
 
@@ -555,4 +557,34 @@ async fn the_cli_starts_a_redrive_and_waits_for_it() {
     let (ok, _, stderr) = herald_cli(&server, &["subscriptions", "redrive", "missing"]).await;
     assert!(!ok);
     assert!(stderr.contains("subscription_not_found"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_redrive_whose_dead_letter_topic_is_deleted_fails_with_the_reason() {
+    let server = Server::start().await;
+    topics(&server, &[("jobs", 1), ("jobs-dlq", 1)]).await;
+    subscribe_with_dlq(&server, "workers", "jobs", "jobs-dlq").await;
+    produce_dead_letters(&server, "jobs-dlq", 1, "workers", "jobs", 0..20).await;
+    start_redrive(&server, "workers", json!({"max_per_second": 1})).await;
+    let response = server.delete("/v1/topics/jobs-dlq").await;
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let failed = poll(DEADLINE, Duration::from_millis(50), || async {
+        let job = redrive_status(&server, "workers").await?;
+        match job["state"].as_str() {
+            Some("failed") => Ok(job),
+            _ => Err(format!("not failed: {job}")),
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+    let reason = failed["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("jobs-dlq"), "{failed}");
+    assert!(failed["redriven"].as_u64() < Some(20), "{failed}");
+    // A new redrive is refused with the reason: the dead-letter topic is gone.
+    let response = server
+        .post_json("/v1/subscriptions/workers/redrive", &json!({}))
+        .await;
+    server
+        .expect_problem(response, StatusCode::NOT_FOUND, "topic_not_found")
+        .await;
 }
