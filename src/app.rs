@@ -27,7 +27,8 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// continue from a client-held cursor, so group rows lose the replicated `positions` and gain
 /// `owned_since`; `Advance` is replaced by `CompareAndCommit`; commits answer `Committed`.
 /// 7: subscriptions (issue 12) in the metadata state and commands. 8: subscription ordering
-/// setting; per-message key, delay, expiry and dead-letter reason in the delivery state; seek.
+/// setting; per-message key, delay, expiry and dead-letter reason in the delivery state; seek;
+/// redrive jobs with their checkpoints in the metadata state and commands.
 /// Pre-release formats are not migrated: an older directory is refused.
 const FORMAT_VERSION: u64 = 8;
 
@@ -92,6 +93,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         },
     );
     cluster.set_broker_service(broker.forwarding_service());
+    crate::broker::queue::spawn_redrive_supervisor(broker.clone());
     let router = api::router(
         broker,
         ApiConfig {

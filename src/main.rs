@@ -49,7 +49,7 @@ enum Command {
         #[command(flatten)]
         args: ConsumeArgs,
     },
-    /// Creates, lists, describes and deletes queue subscriptions.
+    /// Creates, lists, describes, deletes and redrives queue subscriptions.
     Subscriptions {
         #[command(flatten)]
         server: ServerArg,

@@ -21,6 +21,7 @@ pub mod openapi_doc;
 pub mod openapi_rules;
 pub mod problem;
 pub mod producers;
+pub mod redrive;
 pub mod requests;
 pub mod subscriptions;
 pub mod topics;
@@ -76,6 +77,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(offsets::router())
         .merge(groups::router())
         .merge(subscriptions::router())
+        .merge(redrive::router())
         .merge(producers::router())
         .merge(requests::router())
         .merge(cluster::router())

@@ -84,6 +84,7 @@ mod tests {
             "/v1/groups/{group}/offsets/reset",
             "/v1/subscriptions",
             "/v1/subscriptions/{sub}",
+            "/v1/subscriptions/{sub}/redrive",
             "/v1/producers",
             "/v1/cluster",
             "/v1/cluster/nodes",

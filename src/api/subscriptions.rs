@@ -89,7 +89,12 @@ async fn get_subscription(
     let queues = broker.queues();
     let meta = queues.get(&name)?;
     let stats = queues.stats(&meta).await?;
-    Ok(Json(SubscriptionDto::from(meta).with_stats(stats)))
+    let redrive = queues.redrive_job(meta.id);
+    Ok(Json(
+        SubscriptionDto::from(meta)
+            .with_stats(stats)
+            .with_redrive(redrive),
+    ))
 }
 
 /// Delete a subscription and its delivery state.

@@ -111,6 +111,12 @@ error_codes! {
     SubscriptionNotFound = ("subscription_not_found", 404, "Subscription not found"),
     /// 409: the change touches what is fixed at creation (a subscription's topic or start).
     SubscriptionConflict = ("subscription_conflict", 409, "Subscription conflict"),
+    /// 409: the subscription's redrive is running; wait for it or cancel it.
+    RedriveInProgress = ("redrive_in_progress", 409, "Redrive in progress"),
+    /// 409: the subscription has no dead-letter policy, so nothing to redrive.
+    NoDeadLetterPolicy = ("no_dead_letter_policy", 409, "No dead-letter policy"),
+    /// 404: the subscription has no redrive (none was started, or none runs to cancel).
+    RedriveNotFound = ("redrive_not_found", 404, "Redrive not found"),
     /// 404: no request waits for this reply (it timed out, was answered already, its node
     /// restarted, or the ids were never handed out).
     NoWaitingRequest = ("no_waiting_request", 404, "No waiting request"),

@@ -53,7 +53,8 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
         | MetadataOutcome::NodeNotFound
         | MetadataOutcome::Groups(_)
         | MetadataOutcome::ProducerInitialized(_)
-        | MetadataOutcome::Subscription(_)) => Err(BrokerError::Internal(format!(
+        | MetadataOutcome::Subscription(_)
+        | MetadataOutcome::Redrive(_)) => Err(BrokerError::Internal(format!(
             "unexpected outcome for topic '{name}': {other:?}"
         ))),
     }

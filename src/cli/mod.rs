@@ -9,6 +9,7 @@ pub mod consume;
 pub mod groups_api;
 pub mod produce;
 pub mod pull;
+pub mod redrive;
 pub mod request;
 pub mod subscriptions;
 pub mod subscriptions_api;

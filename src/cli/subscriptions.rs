@@ -59,6 +59,8 @@ pub enum SubscriptionsCommand {
         /// Subscription name.
         name: String,
     },
+    /// Republish a subscription's dead letters to its topic.
+    Redrive(super::redrive::RedriveArgs),
 }
 
 /// The body of `PUT /v1/subscriptions/{sub}` for `create`'s flags.
@@ -151,6 +153,7 @@ pub async fn run(server: &str, command: SubscriptionsCommand) -> anyhow::Result<
             api.delete_subscription(name).await?;
             println!("deleted subscription `{name}`");
         }
+        SubscriptionsCommand::Redrive(args) => super::redrive::run(server, args.clone()).await?,
     }
     Ok(())
 }

@@ -235,6 +235,21 @@ impl Cluster {
         self.metadata.leader()
     }
 
+    /// Whether this node leads the metadata group now (what runs only there asks this).
+    pub fn is_metadata_leader(&self) -> bool {
+        self.metadata.is_leader()
+    }
+
+    /// Every metadata state this node applies, as it is published.
+    pub fn metadata_changes(&self) -> watch::Receiver<Arc<MetadataState>> {
+        self.metadata.subscribe()
+    }
+
+    /// Becomes true when the node shuts down: background tasks above the cluster stop on it.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
     /// Whether this node is listed in the metadata (founded or added, and registered).
     pub fn is_registered(&self) -> bool {
         self.metadata().nodes.contains_key(&self.node_id)

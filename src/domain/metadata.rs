@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::groups::{GroupCommand, GroupOutcome};
 use super::names::{is_internal, validate_name};
 use super::producers::{ProducerRegistration, ProducerRegistry};
+use super::redrive::{RedriveCommand, RedriveOutcome, Redrives};
 use super::subscriptions::{SubscriptionCommand, SubscriptionOutcome, Subscriptions};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 
@@ -64,6 +65,8 @@ pub struct MetadataState {
     pub deleted_topics: BTreeMap<String, i64>,
     /// Subscriptions' settings (their delivery state is in the partitions' groups).
     pub subscriptions: Subscriptions,
+    /// The latest redrive job of each subscription, with its checkpoint.
+    pub redrives: Redrives,
 }
 
 /// How many deleted topic names the metadata remembers.
@@ -82,6 +85,7 @@ impl Default for MetadataState {
             producers: ProducerRegistry::default(),
             deleted_topics: BTreeMap::new(),
             subscriptions: Subscriptions::default(),
+            redrives: Redrives::default(),
         }
     }
 }
@@ -139,6 +143,8 @@ pub enum MetadataCommand {
     InitProducer { name: Option<String> },
     /// Creates, changes or deletes a subscription.
     Subscription(SubscriptionCommand),
+    /// Starts, moves, ends or cancels a subscription's redrive job.
+    Redrive(RedriveCommand),
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -168,6 +174,7 @@ impl std::fmt::Display for MetadataCommand {
             MetadataCommand::RemoveNode { node_id } => write!(formatter, "remove node {node_id}"),
             MetadataCommand::Groups(command) => write!(formatter, "{command}"),
             MetadataCommand::Subscription(command) => write!(formatter, "{command}"),
+            MetadataCommand::Redrive(command) => write!(formatter, "{command}"),
             MetadataCommand::InitProducer { name } => match name {
                 Some(name) => write!(formatter, "init producer {name}"),
                 None => write!(formatter, "init an unnamed producer"),
@@ -190,6 +197,7 @@ pub enum MetadataOutcome {
     /// A producer's id and epoch.
     ProducerInitialized(ProducerRegistration),
     Subscription(SubscriptionOutcome),
+    Redrive(RedriveOutcome),
 }
 
 impl MetadataState {
@@ -270,10 +278,14 @@ impl MetadataState {
             MetadataCommand::DrainNode { node_id, moves } => self.drain(*node_id, moves),
             MetadataCommand::Subscription(command) => {
                 let topics = &self.topics;
-                MetadataOutcome::Subscription(
-                    self.subscriptions
-                        .apply(command, |topic| topics.contains_key(topic)),
-                )
+                let outcome = self
+                    .subscriptions
+                    .apply(command, |topic| topics.contains_key(topic));
+                self.redrives.retain_subscriptions(&self.subscriptions);
+                MetadataOutcome::Subscription(outcome)
+            }
+            MetadataCommand::Redrive(command) => {
+                MetadataOutcome::Redrive(self.redrives.apply(command, &self.subscriptions))
             }
             MetadataCommand::Groups(_) => {
                 MetadataOutcome::Invalid("group commands apply to the consumer groups".into())
@@ -370,6 +382,7 @@ impl MetadataState {
             } => match self.topics.remove(name) {
                 Some(_) => {
                     self.subscriptions.topic_deleted(name);
+                    self.redrives.retain_subscriptions(&self.subscriptions);
                     self.deleted_topics.insert(name.clone(), *deleted_at_ms);
                     if self.deleted_topics.len() > MAX_DELETED_TOPICS {
                         let oldest = self

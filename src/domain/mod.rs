@@ -8,6 +8,7 @@ pub mod names;
 pub mod partitioner;
 pub mod producers;
 pub mod record;
+pub mod redrive;
 pub mod subscriptions;
 pub mod topic;
 

@@ -10,6 +10,7 @@ pub mod produce;
 pub mod produce_answer;
 pub mod produce_limits;
 pub mod producer;
+pub mod redrive;
 pub mod requests;
 pub mod subscriptions;
 pub mod topic;

@@ -4,8 +4,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::consume::ConsumedMessageDto;
+use super::redrive::RedriveDto;
 use crate::api::problem::ApiError;
 use crate::broker::queue::{PulledMessage, QueueStats, SeekTarget, Settle, Sought};
+use crate::domain::redrive::RedriveJob;
 use crate::domain::subscriptions::{
     DeadLetterPolicy, Ordering, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
     DEFAULT_ACK_DEADLINE_MS, DEFAULT_MAX_BACKOFF_MS, DEFAULT_MIN_BACKOFF_MS,
@@ -191,6 +193,9 @@ pub struct SubscriptionDto {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0)]
     pub oldest_unacked_age_seconds: Option<f64>,
+    /// `GET` of one subscription only: its latest redrive, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redrive: Option<RedriveDto>,
 }
 
 impl SubscriptionDto {
@@ -202,6 +207,11 @@ impl SubscriptionDto {
         self.in_flight = Some(counts.in_flight);
         self.delayed = Some(counts.delayed);
         self.dead_lettered = Some(counts.dead_lettered);
+        self
+    }
+
+    pub fn with_redrive(mut self, job: Option<RedriveJob>) -> Self {
+        self.redrive = job.map(Into::into);
         self
     }
 }
@@ -232,6 +242,7 @@ impl From<SubscriptionMeta> for SubscriptionDto {
             delayed: None,
             dead_lettered: None,
             oldest_unacked_age_seconds: None,
+            redrive: None,
         }
     }
 }

@@ -6,6 +6,8 @@ pub mod ack_id;
 mod facts;
 pub mod message_times;
 pub mod pull;
+pub mod redrive;
+pub mod redrive_runner;
 pub mod seek;
 pub mod settle;
 pub mod stats;
@@ -13,6 +15,8 @@ pub(crate) mod wait;
 
 pub use crate::raft::QueueCounts;
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
+pub use redrive::RedriveRequest;
+pub use redrive_runner::spawn_redrive_supervisor;
 pub use seek::{SeekTarget, Sought};
 pub use settle::{Settle, Settled, MAX_ACK_IDS, MAX_NACK_DELAY_MS};
 pub use stats::{QueueStats, SubscriptionGauge};
