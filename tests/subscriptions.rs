@@ -1,5 +1,6 @@
 //! Queue subscriptions on one node, black box: settings (create, change, list, describe,
 //! delete, refusals); competing pullers each get distinct messages, acked exactly once;
+//! two subscriptions on one topic each get every message (fan-out);
 //! redelivery after the deadline with the attempt counting up, late acks `expired`, nacks with
 //! a delay, extensions; dead letters with their headers; bad ack ids.
 
@@ -347,6 +348,59 @@ async fn competing_pullers_each_get_distinct_messages_acked_exactly_once() {
         (json!(0), json!(0)),
         "{counts}"
     );
+}
+
+/// Pub/sub fan-out: every subscription of a topic gets every message, and one subscription's
+/// acks and leases do not touch the other's.
+#[tokio::test]
+async fn two_subscriptions_on_one_topic_each_get_every_message() {
+    const COUNT: u64 = 300;
+    let server = Server::start().await;
+    topics(&server, &[("events", 3)]).await;
+    for name in ["billing", "audit"] {
+        put_ok(
+            &server,
+            name,
+            &json!({"topic": "events"}),
+            StatusCode::CREATED,
+        )
+        .await;
+    }
+    produce_ids(&server, "events", 3, 0..COUNT).await;
+    // `billing` takes everything and acks it; `audit` then still finds every message, first
+    // delivery, and holds them without acking.
+    let mut seen: BTreeMap<&str, BTreeSet<u64>> = BTreeMap::new();
+    for name in ["billing", "audit"] {
+        let deadline = Instant::now() + DEADLINE;
+        while seen.get(name).map_or(0, BTreeSet::len) < COUNT as usize {
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not get every message"
+            );
+            let messages = pull(&server, name, 100, 200).await;
+            for message in &messages {
+                assert_eq!(message["delivery_attempt"], 1, "{name}: {message}");
+                assert!(
+                    seen.entry(name).or_default().insert(id_of(message)),
+                    "{name} got a message twice: {message}"
+                );
+            }
+            if name == "billing" && !messages.is_empty() {
+                post_ok(&server, name, "ack", json!({"ack_ids": ack_ids(&messages)})).await;
+            }
+        }
+    }
+    let all: BTreeSet<u64> = (0..COUNT).collect();
+    assert_eq!(seen["billing"], all);
+    assert_eq!(seen["audit"], all);
+    let billing = describe(&server, "billing").await;
+    let audit = describe(&server, "audit").await;
+    assert_eq!(
+        (billing["backlog"].clone(), billing["in_flight"].clone()),
+        (json!(0), json!(0)),
+        "{billing}"
+    );
+    assert_eq!(audit["in_flight"], json!(COUNT), "{audit}");
 }
 
 async fn describe(server: &Server, name: &str) -> Value {
