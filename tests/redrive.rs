@@ -12,32 +12,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::poll;
+use common::queues::{describe, pull, subscribe, topics};
 use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-async fn topics(server: &Server, names: &[(&str, u32)]) {
-    for (name, partitions) in names {
-        server.create_topic(name, *partitions).await;
-        server.wait_for_leaders(name).await;
-    }
-}
-
-async fn subscribe(server: &Server, name: &str, body: Value) {
-    let response = server
-        .http_client()
-        .put(server.url(&format!("/v1/subscriptions/{name}")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap_or_else(|err| server.fail(&format!("PUT subscription {name}: {err}")));
-    let (status, answer) = server.json(response).await;
-    if status != StatusCode::CREATED {
-        server.fail(&format!("PUT subscription {name}: {status}: {answer}"));
-    }
-}
 
 /// A subscription on `topic` that dead-letters to `dlq` after one delivery.
 async fn subscribe_with_dlq(server: &Server, name: &str, topic: &str, dlq: &str) {
@@ -52,29 +32,6 @@ async fn subscribe_with_dlq(server: &Server, name: &str, topic: &str, dlq: &str)
 
 async fn post(server: &Server, path: &str, body: Value) -> (StatusCode, Value) {
     server.json(server.post_json(path, &body).await).await
-}
-
-async fn pull(server: &Server, name: &str, max: u32, wait_ms: u64) -> Vec<Value> {
-    let (status, answer) = post(
-        server,
-        &format!("/v1/subscriptions/{name}/pull"),
-        json!({"max_messages": max, "max_wait_ms": wait_ms}),
-    )
-    .await;
-    if status != StatusCode::OK {
-        server.fail(&format!("pull {name}: {status}: {answer}"));
-    }
-    answer["messages"].as_array().expect("messages").clone()
-}
-
-async fn describe(server: &Server, name: &str) -> Value {
-    let (status, answer) = server
-        .json(server.get(&format!("/v1/subscriptions/{name}")).await)
-        .await;
-    if status != StatusCode::OK {
-        server.fail(&format!("GET subscription {name}: {status}: {answer}"));
-    }
-    answer
 }
 
 /// Pulls and nacks until `count` messages were dead-lettered (attempts are 1: the pull after

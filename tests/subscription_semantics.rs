@@ -6,81 +6,17 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use common::now_ms;
 use common::poll;
+use common::queues::{ack_ids, describe, post, post_ok, pull, subscribe, topics};
 use common::Server;
 use parking_lot::Mutex;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_millis() as i64
-}
-
-async fn topics(server: &Server, names: &[(&str, u32)]) {
-    for (name, partitions) in names {
-        server.create_topic(name, *partitions).await;
-        server.wait_for_leaders(name).await;
-    }
-}
-
-async fn subscribe(server: &Server, name: &str, body: Value) {
-    let response = server
-        .http_client()
-        .put(server.url(&format!("/v1/subscriptions/{name}")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap_or_else(|err| server.fail(&format!("PUT {name}: {err}")));
-    let (status, answer) = server.json(response).await;
-    if status != StatusCode::CREATED {
-        server.fail(&format!("PUT {name}: {status}: {answer}"));
-    }
-}
-
-async fn post(server: &Server, name: &str, action: &str, body: Value) -> (StatusCode, Value) {
-    let path = format!("/v1/subscriptions/{name}/{action}");
-    server.json(server.post_json(&path, &body).await).await
-}
-
-async fn post_ok(server: &Server, name: &str, action: &str, body: Value) -> Value {
-    let (status, answer) = post(server, name, action, body).await;
-    if status != StatusCode::OK {
-        server.fail(&format!("{action}: {status}: {answer}"));
-    }
-    answer
-}
-
-async fn pull(server: &Server, name: &str, max: u32, wait_ms: u64) -> Vec<Value> {
-    let answer = post_ok(
-        server,
-        name,
-        "pull",
-        json!({"max_messages": max, "max_wait_ms": wait_ms}),
-    )
-    .await;
-    answer["messages"].as_array().expect("messages").clone()
-}
-
-async fn describe(server: &Server, name: &str) -> Value {
-    let path = format!("/v1/subscriptions/{name}");
-    let (status, answer) = server.json(server.get(&path).await).await;
-    assert_eq!(status, StatusCode::OK, "{answer}");
-    answer
-}
-
-fn ack_ids(messages: &[Value]) -> Vec<String> {
-    messages
-        .iter()
-        .map(|m| m["ack_id"].as_str().expect("an ack id").to_string())
-        .collect()
-}
 
 fn offset_of(message: &Value) -> u64 {
     message["message"]["offset"].as_u64().expect("an offset")

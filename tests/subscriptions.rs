@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::queues::{ack_ids, describe, post, post_ok, pull, topics};
 use common::Server;
 use parking_lot::Mutex;
 use reqwest::{Response, StatusCode};
@@ -34,13 +35,6 @@ async fn put_ok(server: &Server, name: &str, body: &Value, status: StatusCode) -
         ));
     }
     answer
-}
-
-async fn topics(server: &Server, names: &[(&str, u32)]) {
-    for (name, partitions) in names {
-        server.create_topic(name, *partitions).await;
-        server.wait_for_leaders(name).await;
-    }
 }
 
 #[tokio::test]
@@ -232,37 +226,6 @@ async fn bad_subscription_settings_are_refused_and_change_nothing() {
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
-async fn post(server: &Server, name: &str, action: &str, body: Value) -> (StatusCode, Value) {
-    let path = format!("/v1/subscriptions/{name}/{action}");
-    server.json(server.post_json(&path, &body).await).await
-}
-
-async fn post_ok(server: &Server, name: &str, action: &str, body: Value) -> Value {
-    let (status, answer) = post(server, name, action, body).await;
-    if status != StatusCode::OK {
-        server.fail(&format!("{action}: {status}: {answer}"));
-    }
-    answer
-}
-
-async fn pull(server: &Server, name: &str, max: u32, wait_ms: u64) -> Vec<Value> {
-    let answer = post_ok(
-        server,
-        name,
-        "pull",
-        json!({"max_messages": max, "max_wait_ms": wait_ms}),
-    )
-    .await;
-    answer["messages"].as_array().expect("messages").clone()
-}
-
-fn ack_ids(messages: &[Value]) -> Vec<String> {
-    messages
-        .iter()
-        .map(|m| m["ack_id"].as_str().expect("an ack id").to_string())
-        .collect()
-}
-
 fn id_of(message: &Value) -> u64 {
     message["message"]["value"]["id"].as_u64().expect("an id")
 }
@@ -401,14 +364,6 @@ async fn two_subscriptions_on_one_topic_each_get_every_message() {
         "{billing}"
     );
     assert_eq!(audit["in_flight"], json!(COUNT), "{audit}");
-}
-
-async fn describe(server: &Server, name: &str) -> Value {
-    let (status, answer) = server
-        .json(server.get(&format!("/v1/subscriptions/{name}")).await)
-        .await;
-    assert_eq!(status, StatusCode::OK, "{answer}");
-    answer
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@
 //! - `messages`: produce, fetch and read-back helpers and the parsed shapes of their answers;
 //! - `gauges`: a node's own metrics (per-replica gauges, counters);
 //! - `groups`: consumer groups: join, heartbeat, poll, commit, describe;
+//! - `queues`: subscriptions: create, pull, ack/nack/extend/seek, describe;
 //! - `poll`: waiting on a condition with a deadline;
 //! - `cluster` (with the `cluster_*` files): several nodes formed into one cluster;
 //! - `loopback` and `nft`: the nodes' own addresses, and the packet filter that cuts links
@@ -38,6 +39,7 @@ mod loopback;
 mod messages;
 mod nft;
 mod poll;
+pub mod queues;
 mod server;
 mod topics;
 
