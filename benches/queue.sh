@@ -34,16 +34,6 @@ trap cleanup EXIT
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
 
-wait_ready() {
-    local deadline=$(( $(now_ms) + 60000 ))
-    for port in "$@"; do
-        until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
-            [ "$(now_ms)" -lt "$deadline" ] || { echo "node on $port did not start" >&2; tail "$DIR"/*.log >&2; exit 1; }
-            sleep 0.1
-        done
-    done
-}
-
 stop_nodes() {
     for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
@@ -72,7 +62,7 @@ for scenario in $SCENARIOS; do
         "$HERALD" serve --data-dir "$DIR/single" --http-addr "127.0.0.1:$PORT" --raft-addr "127.0.0.1:$((PORT + 9))" \
             >>"$DIR/single.log" 2>&1 &
         PIDS+=($!)
-        wait_ready "$PORT"
+        wait_for_ports "$PORT"
         rounds "http://127.0.0.1:$PORT"
         stop_nodes
         ;;
@@ -84,7 +74,7 @@ for scenario in $SCENARIOS; do
                 --data-dir "$DIR/n$n" --initial-cluster "$cluster" >>"$DIR/n$n.log" 2>&1 &
             PIDS+=($!)
         done
-        wait_ready $((PORT + 1)) $((PORT + 2)) $((PORT + 3))
+        wait_for_ports $((PORT + 1)) $((PORT + 2)) $((PORT + 3))
         rounds "http://127.0.0.1:$((PORT + 1))" --replication-factor 3 \
             --nodes "http://127.0.0.1:$((PORT + 2)),http://127.0.0.1:$((PORT + 3))"
         stop_nodes
@@ -94,7 +84,7 @@ for scenario in $SCENARIOS; do
         "$HERALD" serve --data-dir "$DIR/memory" --http-addr "127.0.0.1:$PORT" --raft-addr "127.0.0.1:$((PORT + 9))" \
             >>"$DIR/memory.log" 2>&1 &
         PIDS+=($!)
-        wait_ready "$PORT"
+        wait_for_ports "$PORT"
         "$HERALD" bench queue --server "http://127.0.0.1:$PORT" --memory --pid "${PIDS[0]}" \
             --topic bench-queue-memory --messages "$MEMORY_MESSAGES" --message-size 16 --partitions "$PARTITIONS" \
             2>>"$DIR/bench.log"

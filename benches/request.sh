@@ -27,21 +27,11 @@ trap cleanup EXIT
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
 
-wait_ready() {
-    local deadline=$(( $(now_ms) + 60000 ))
-    for port in "$@"; do
-        until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
-            [ "$(now_ms)" -lt "$deadline" ] || { echo "node on $port did not start" >&2; tail "$DIR"/*.log >&2; exit 1; }
-            sleep 0.1
-        done
-    done
-}
-
 echo "== one node, $REQUESTERS requesters, $REQUESTS round trips"
 "$HERALD" serve --data-dir "$DIR/single" --http-addr "127.0.0.1:$PORT" --raft-addr "127.0.0.1:$((PORT + 9))" \
     >>"$DIR/single.log" 2>&1 &
 PIDS+=($!)
-wait_ready "$PORT"
+wait_for_ports "$PORT"
 "$HERALD" bench request --server "http://127.0.0.1:$PORT" --requesters "$REQUESTERS" --requests "$REQUESTS"
 kill -9 "${PIDS[0]}"; wait 2>/dev/null || true; PIDS=()
 
@@ -52,6 +42,6 @@ for n in 1 2 3; do
         --data-dir "$DIR/n$n" --initial-cluster "$cluster" >>"$DIR/n$n.log" 2>&1 &
     PIDS+=($!)
 done
-wait_ready $((PORT + 1)) $((PORT + 2)) $((PORT + 3))
+wait_for_ports $((PORT + 1)) $((PORT + 2)) $((PORT + 3))
 "$HERALD" bench request --server "http://127.0.0.1:$((PORT + 1))" --responder-server "http://127.0.0.1:$((PORT + 2))" \
     --replication-factor 3 --requesters "$REQUESTERS" --requests "$REQUESTS"

@@ -4,7 +4,18 @@
 #   now_ms     milliseconds since the epoch
 #   json EXPR  prints the Python expression EXPR over `d`, the JSON document read from stdin
 #   median     the median of the numbers read from stdin (one a line or separated by spaces)
+#   wait_for_ports PORT...  waits (60 s at most) until the nodes on 127.0.0.1:PORT answer /readyz;
+#              on failure prints the tail of "$DIR"/*.log (the caller's node logs) and exits
 
 now_ms() { date +%s%3N; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+wait_for_ports() {
+    local deadline=$(( $(now_ms) + 60000 ))
+    for port in "$@"; do
+        until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
+            [ "$(now_ms)" -lt "$deadline" ] || { echo "node on $port did not start" >&2; tail "$DIR"/*.log >&2; exit 1; }
+            sleep 0.1
+        done
+    done
+}
