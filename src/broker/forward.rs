@@ -28,7 +28,9 @@ use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
 use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
 use crate::domain::subscriptions::RetryPolicy;
 use crate::domain::{Compression, Record};
-use crate::raft::{PartitionReplica, QueueCommand, QueueCounts, QueueOutcome, ReadLimits};
+use crate::raft::{
+    PartitionReplica, QueueCommand, QueueCounts, QueueOutcome, ReadLimits, StoredBatch,
+};
 
 pub(super) use super::forward_wire::RawRead;
 
@@ -316,9 +318,33 @@ impl Broker {
                 command: command.clone(),
             })
         };
-        let local = |replica: Arc<PartitionReplica>| self.queue_here(replica, command.clone());
+        let local = |replica: Arc<PartitionReplica>| {
+            let command = command.clone();
+            async move { Ok(self.queue_here(replica, command).await?.0) }
+        };
         self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
             ForwardReply::Queue(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Like [`Self::queue_on_leader`], and when this node leads, also the batches the lease's
+    /// facts were read from (empty from another node's leader: they are not sent back).
+    pub(super) async fn lease_on_leader(
+        &self,
+        group: u64,
+        command: QueueCommand,
+    ) -> BrokerResult<(QueueOutcome, Vec<StoredBatch>)> {
+        let request = || {
+            Ok(ForwardRequest::Queue {
+                group,
+                command: command.clone(),
+            })
+        };
+        let local = |replica: Arc<PartitionReplica>| self.queue_here(replica, command.clone());
+        self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::Queue(result) => Some(result.map(|outcome| (outcome, Vec::new()))),
             _ => None,
         })
         .await
@@ -328,11 +354,11 @@ impl Broker {
         &self,
         replica: Arc<PartitionReplica>,
         mut command: QueueCommand,
-    ) -> BrokerResult<QueueOutcome> {
+    ) -> BrokerResult<(QueueOutcome, Vec<StoredBatch>)> {
         // The leader's clock decides deadlines, whichever node the puller asked.
         command.set_now(super::topics::now_ms());
-        self.fill_lease_facts(&replica, &mut command).await?;
-        Ok(replica.queue(command).await?)
+        let batches = self.fill_lease_facts(&replica, &mut command).await?;
+        Ok((replica.queue(command).await?, batches))
     }
 
     /// A subscription's counts and oldest unacked age on the partition of `group`, from its
@@ -484,6 +510,7 @@ impl Broker {
                 Some(replica) => self
                     .queue_here(replica, command)
                     .await
+                    .map(|(outcome, _)| outcome)
                     .map_err(WireError::from),
             }),
             ForwardRequest::QueueCounts {

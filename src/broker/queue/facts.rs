@@ -5,16 +5,23 @@
 use super::message_times;
 use crate::broker::fetch::MAX_FETCH_MESSAGES;
 use crate::broker::{Broker, BrokerError, BrokerResult};
-use crate::domain::batch::decode_batch;
-use crate::raft::{key_hash, LeaseFacts, MessageFacts, PartitionReplica, QueueCommand, ReadLimits};
+use std::collections::BTreeSet;
+
+use crate::broker::ConsumedMessage;
+use crate::domain::batch::{decode_batch, visit_records};
+use crate::raft::{
+    key_hash, LeaseFacts, MessageFacts, PartitionReplica, QueueCommand, ReadLimits, StoredBatch,
+};
 
 impl Broker {
     /// Fills a lease's facts from the leader's log; other commands are left as they are.
+    /// Answers the batches it read, so a puller on this node hands out the messages the lease
+    /// takes from them instead of reading them again.
     pub(in crate::broker) async fn fill_lease_facts(
         &self,
         replica: &PartitionReplica,
         command: &mut QueueCommand,
-    ) -> BrokerResult<()> {
+    ) -> BrokerResult<Vec<StoredBatch>> {
         let QueueCommand::Lease {
             subscription,
             max_messages,
@@ -23,7 +30,7 @@ impl Broker {
             ..
         } = command
         else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let marks = replica.watermarks();
         let from = replica
@@ -36,7 +43,7 @@ impl Broker {
             messages: Vec::new(),
         };
         if from >= marks.high_watermark {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let max = (*max_messages as usize).clamp(1, MAX_FETCH_MESSAGES);
         let limits = ReadLimits {
@@ -45,30 +52,33 @@ impl Broker {
         };
         let end = from + max as u64;
         let mut covered = from;
-        for batch in replica.read(from, limits).await? {
-            let (header, records) = decode_batch(&batch.bytes).map_err(|error| {
-                BrokerError::Internal(format!(
-                    "stored batch at offset {}: {error}",
-                    batch.base_offset
-                ))
-            })?;
-            for record in records {
+        let batches = replica.read(from, limits).await?;
+        for batch in &batches {
+            // Walked in place: only the key's hash and two headers are wanted, not copies of
+            // every value.
+            let header = visit_records(&batch.bytes, |record| {
                 let offset = batch.base_offset + u64::from(record.offset_delta);
                 if offset < from || offset >= end {
-                    continue;
+                    return;
                 }
                 // Offsets compaction removed get no facts of their own: leased, they are
                 // found missing and settled.
                 facts
                     .messages
                     .resize((offset - from) as usize, MessageFacts::default());
-                let (deliver_at_ms, expires_at_ms) = message_times::times(&record.headers);
+                let (deliver_at_ms, expires_at_ms) = message_times::times_of(&record);
                 facts.messages.push(MessageFacts {
-                    key_hash: record.key.as_ref().map(|key| key_hash(key.as_bytes())),
+                    key_hash: record.key.map(key_hash),
                     deliver_at_ms,
                     expires_at_ms,
                 });
-            }
+            })
+            .map_err(|error| {
+                BrokerError::Internal(format!(
+                    "stored batch at offset {}: {error}",
+                    batch.base_offset
+                ))
+            })?;
             covered = covered.max(batch.base_offset + u64::from(header.offset_span));
         }
         // A batch ending in removed offsets: cover them too, or the read position would stop
@@ -79,6 +89,43 @@ impl Broker {
                 .messages
                 .resize((covered - from) as usize, MessageFacts::default());
         }
-        Ok(())
+        Ok(batches)
     }
+}
+
+/// The messages at `offsets` that `batches` (those a lease's facts were read from) hold, and
+/// the offsets they do not (redeliveries from before the read position, removed records): those
+/// are read from the log as usual.
+pub(super) fn messages_in_batches(
+    batches: &[StoredBatch],
+    partition: u32,
+    offsets: &BTreeSet<u64>,
+) -> BrokerResult<(Vec<ConsumedMessage>, BTreeSet<u64>)> {
+    let mut remaining = offsets.clone();
+    let mut found = Vec::new();
+    for batch in batches {
+        if remaining.is_empty() {
+            break;
+        }
+        let (_, records) = decode_batch(&batch.bytes).map_err(|error| {
+            BrokerError::Internal(format!(
+                "stored batch at offset {}: {error}",
+                batch.base_offset
+            ))
+        })?;
+        for record in records {
+            let offset = batch.base_offset + u64::from(record.offset_delta);
+            if remaining.remove(&offset) {
+                found.push(ConsumedMessage {
+                    partition,
+                    offset,
+                    timestamp: record.timestamp,
+                    key: record.key,
+                    value: record.value,
+                    headers: record.headers,
+                });
+            }
+        }
+    }
+    Ok((found, remaining))
 }

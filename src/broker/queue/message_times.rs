@@ -3,6 +3,8 @@
 //! set the headers itself; the broker refuses a produce whose value is not an epoch-ms integer,
 //! so every stored value parses.
 
+use crate::domain::batch::RecordView;
+
 /// Not delivered by a subscription before this (epoch ms).
 pub const DELIVER_AT_HEADER: &str = "herald-deliver-at";
 /// Dead-lettered (or dropped) instead of delivered once this passed (epoch ms).
@@ -36,6 +38,14 @@ pub fn check(headers: &[(String, String)]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// [`times`] of a record read in place (no copy of its headers).
+pub fn times_of(record: &RecordView<'_>) -> (Option<i64>, Option<i64>) {
+    (
+        record.header(DELIVER_AT_HEADER).and_then(parse),
+        record.header(EXPIRES_AT_HEADER).and_then(parse),
+    )
 }
 
 /// The message's `(deliver_at, expires_at)`; a value that does not parse counts as absent

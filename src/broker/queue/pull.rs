@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::ack_id::AckId;
+use super::facts::messages_in_batches;
 use super::QueueService;
 use crate::broker::fetch::MAX_WAIT;
 use crate::broker::topics::now_ms;
@@ -253,7 +254,7 @@ impl QueueService {
             // The leader reads them (`Broker::lease_facts`): it knows the read position.
             facts: LeaseFacts::default(),
         };
-        let outcome = self.broker.queue_on_leader(part.group, command).await?;
+        let (outcome, batches) = self.broker.lease_on_leader(part.group, command).await?;
         let QueueOutcome::Leased {
             deliveries,
             dead_letters,
@@ -275,7 +276,15 @@ impl QueueService {
             return Ok(Vec::new());
         }
         let offsets: BTreeSet<u64> = deliveries.iter().map(|(offset, _)| *offset).collect();
-        let (messages, missing) = self.read_offsets(meta, part, &offsets).await?;
+        // New messages usually come from what the leader (this node) read for the facts.
+        let (mut messages, unread) = messages_in_batches(&batches, part.partition, &offsets)?;
+        let mut missing = BTreeSet::new();
+        if !unread.is_empty() {
+            let (read, gone) = self.read_offsets(meta, part, &unread).await?;
+            messages.extend(read);
+            messages.sort_by_key(|message| message.offset);
+            missing = gone;
+        }
         if !missing.is_empty() {
             // Gone from the log (retention or compaction): nothing to deliver, ever.
             let leases = deliveries

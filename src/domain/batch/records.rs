@@ -105,7 +105,21 @@ pub struct RecordView<'a> {
     header_count: usize,
 }
 
-impl RecordView<'_> {
+impl<'a> RecordView<'a> {
+    /// The value of the record's first header called `name`, borrowed from the batch; `None`
+    /// without one. For readers that want one header of many records without copying them out.
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        let mut reader = Reader { buf: self.headers };
+        for _ in 0..self.header_count {
+            // The walk that made this view checked every header: this cannot fail.
+            let (header_name, value) = reader.header().ok()?;
+            if header_name == name {
+                return Some(value);
+            }
+        }
+        None
+    }
+
     /// Whether the record is a tombstone, by the rule of [`Record::is_tombstone`]: a JSON value
     /// that is `null`, ASCII whitespace around it aside.
     #[inline]

@@ -87,6 +87,11 @@ fn assert_view_matches(view: &RecordView<'_>, record: &Record) {
     let json_value = matches!(record.value, RecordValue::Json(_));
     assert_eq!(view.value_is_json, json_value);
     assert_eq!(view.is_tombstone(), record.is_tombstone());
+    for (name, _) in &record.headers {
+        let first = record.headers.iter().find(|(other, _)| other == name);
+        assert_eq!(view.header(name), first.map(|(_, value)| value.as_str()));
+    }
+    assert_eq!(view.header("no such header"), None);
 }
 
 fn stamp() -> ProducerStamp {
