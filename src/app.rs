@@ -94,6 +94,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     );
     cluster.set_broker_service(broker.forwarding_service());
     crate::broker::queue::spawn_redrive_supervisor(broker.clone());
+    let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let router = api::router(
         broker,
         ApiConfig {
@@ -103,6 +104,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 max_concurrent_requests: config.max_concurrent_requests,
             },
             metrics,
+            shutdown: api::shutdown::Shutdown::new(stop_receiver.clone()),
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)
@@ -115,7 +117,6 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         data_dir = %config.data_dir.display(),
         "herald is serving"
     );
-    let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let listener = api::listener::LimitedListener::new(listener, config.max_connections);
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         let mut stop = stop_receiver;

@@ -23,6 +23,7 @@ pub mod problem;
 pub mod producers;
 pub mod redrive;
 pub mod requests;
+pub mod shutdown;
 pub mod subscriptions;
 pub mod topics;
 
@@ -48,6 +49,8 @@ pub struct ApiConfig {
     pub limits: limits::RequestLimits,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
+    /// The node's stop signal, which long-lived streams follow.
+    pub shutdown: shutdown::Shutdown,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -55,6 +58,13 @@ pub struct ApiConfig {
 pub struct AppState {
     pub broker: Broker,
     pub metrics: PrometheusHandle,
+    pub shutdown: shutdown::Shutdown,
+}
+
+impl FromRef<AppState> for shutdown::Shutdown {
+    fn from_ref(state: &AppState) -> Self {
+        state.shutdown.clone()
+    }
 }
 
 impl FromRef<AppState> for Broker {
@@ -98,6 +108,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
     let routes = routes.merge(docs::router(document)).with_state(AppState {
         broker,
         metrics: config.metrics,
+        shutdown: config.shutdown,
     });
     with_layers(routes, config.max_body_bytes, config.limits)
 }
