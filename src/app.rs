@@ -105,6 +105,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             },
             metrics,
             shutdown: api::shutdown::Shutdown::new(stop_receiver.clone()),
+            event_streams: api::events::EventStreamLimits {
+                max_streams: config.max_sse_streams,
+                keepalive: Duration::from_millis(config.sse_keepalive_ms),
+            },
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)

@@ -75,6 +75,13 @@ pub struct Config {
     /// The most open client connections; past it a new connection is answered one 503
     /// `overloaded` and closed.
     pub max_connections: usize,
+    /// The most server-sent event streams open at once on this node; past it a new stream
+    /// answers 503 `overloaded` with `Retry-After`. Streams are not counted in
+    /// `max_concurrent_requests` (they last for hours) but hold a connection each.
+    pub max_sse_streams: usize,
+    /// How often an idle server-sent event stream sends a `: keepalive` comment, so proxies and
+    /// load balancers do not close it. At least 1000.
+    pub sse_keepalive_ms: u64,
     /// Allows binding the client API to a non-loopback address without authentication.
     pub insecure: bool,
     /// The most bytes of messages (encoded as stored: key, value, headers and their framing)
@@ -196,6 +203,8 @@ impl Default for Config {
             request_timeout_ms: 90_000,
             max_concurrent_requests: 10_000,
             max_connections: 10_000,
+            max_sse_streams: 1_000,
+            sse_keepalive_ms: 15_000,
             insecure: false,
             max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
             max_waiting_requests: 10_000,
@@ -271,6 +280,11 @@ impl Config {
         if self.max_concurrent_requests == 0 || self.max_connections == 0 {
             return Err(ConfigError::Invalid(
                 "max_concurrent_requests and max_connections must be at least 1".into(),
+            ));
+        }
+        if self.max_sse_streams == 0 || self.sse_keepalive_ms < 1000 {
+            return Err(ConfigError::Invalid(
+                "max_sse_streams must be at least 1 and sse_keepalive_ms at least 1000".into(),
             ));
         }
         if self.max_queued_bytes_per_partition == 0 {

@@ -144,6 +144,12 @@ struct ServeArgs {
     /// The most open client connections; past it 503 `overloaded` [default: 10000].
     #[arg(long, env = "HERALD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
+    /// The most open server-sent event streams; past it 503 `overloaded` [default: 1000].
+    #[arg(long, env = "HERALD_MAX_SSE_STREAMS")]
+    max_sse_streams: Option<usize>,
+    /// Keepalive comment interval of idle server-sent event streams, ms [default: 15000].
+    #[arg(long, env = "HERALD_SSE_KEEPALIVE_MS")]
+    sse_keepalive_ms: Option<u64>,
     /// The most bytes of messages a partition holds waiting to be written; past it 503
     /// `overloaded` [default: 67108864].
     #[arg(long, env = "HERALD_MAX_QUEUED_BYTES_PER_PARTITION")]
@@ -232,6 +238,12 @@ impl ServeArgs {
         }
         if let Some(limit) = self.max_connections {
             config.max_connections = limit;
+        }
+        if let Some(limit) = self.max_sse_streams {
+            config.max_sse_streams = limit;
+        }
+        if let Some(interval) = self.sse_keepalive_ms {
+            config.sse_keepalive_ms = interval;
         }
         if let Some(bytes) = self.max_queued_bytes_per_partition {
             config.max_queued_bytes_per_partition = bytes;

@@ -61,9 +61,17 @@ impl Limiter {
     }
 }
 
-/// Paths that answer about the node itself: never refused, never slow.
+/// Paths that answer about the node itself (never refused, never slow), and event streams,
+/// which last as long as the client listens and have their own cap (`max_sse_streams`).
 fn is_exempt(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/metrics")
+    matches!(path, "/healthz" | "/readyz" | "/metrics") || is_event_stream(path)
+}
+
+/// `/v1/topics/{topic}/events` (a topic name has no `/`).
+fn is_event_stream(path: &str) -> bool {
+    path.strip_prefix("/v1/topics/")
+        .and_then(|rest| rest.strip_suffix("/events"))
+        .is_some_and(|topic| !topic.is_empty() && !topic.contains('/'))
 }
 
 /// The middleware: refuses past the cap, and ends a request at its deadline.

@@ -9,6 +9,7 @@
 pub mod cluster;
 pub mod docs;
 pub mod dto;
+pub mod events;
 pub mod extract;
 pub mod groups;
 pub mod health;
@@ -51,6 +52,8 @@ pub struct ApiConfig {
     pub metrics: PrometheusHandle,
     /// The node's stop signal, which long-lived streams follow.
     pub shutdown: shutdown::Shutdown,
+    /// The cap and keepalive of server-sent event streams.
+    pub event_streams: events::EventStreamLimits,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -59,6 +62,13 @@ pub struct AppState {
     pub broker: Broker,
     pub metrics: PrometheusHandle,
     pub shutdown: shutdown::Shutdown,
+    pub event_streams: events::EventStreams,
+}
+
+impl FromRef<AppState> for events::EventStreams {
+    fn from_ref(state: &AppState) -> Self {
+        state.event_streams.clone()
+    }
 }
 
 impl FromRef<AppState> for shutdown::Shutdown {
@@ -84,6 +94,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi_doc::base())
         .merge(topics::router())
         .merge(messages::router())
+        .merge(events::router())
         .merge(offsets::router())
         .merge(groups::router())
         .merge(subscriptions::router())
@@ -109,6 +120,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         broker,
         metrics: config.metrics,
         shutdown: config.shutdown,
+        event_streams: events::EventStreams::new(config.event_streams),
     });
     with_layers(routes, config.max_body_bytes, config.limits)
 }

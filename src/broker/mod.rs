@@ -15,6 +15,7 @@ mod groups;
 mod produce;
 pub mod queue;
 pub mod requests;
+pub mod stream;
 mod topics;
 pub mod types;
 

@@ -1,0 +1,235 @@
+//! `GET /v1/topics/{topic}/events`: a topic's messages as server-sent events.
+//!
+//! The handler checks the request, takes one of the node's stream slots and opens a broker
+//! [`Tail`]; the body then turns each message the tail hands over into an event whose `id` is
+//! the tail's resume token. Reading, following leaders and resume live in `broker::stream`,
+//! which the WebSocket transport shares.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::stream::{self, Stream};
+use serde::Deserialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::consume::ConsumedMessageDto;
+use super::dto::topic::check_topic_name;
+use super::extract::{ApiPath, ApiQuery};
+use super::problem::{ApiError, Problem};
+use super::shutdown::Shutdown;
+use super::AppState;
+use crate::broker::stream::{Positions, StartFrom, Tail};
+use crate::broker::{Broker, BrokerError};
+
+/// Gauge of the server-sent event streams open on this node.
+pub const SSE_STREAMS: &str = "herald_sse_streams";
+/// Counter of message events sent on server-sent event streams.
+pub const SSE_EVENTS_TOTAL: &str = "herald_sse_events_total";
+
+/// The cap on open streams and the keepalive interval (`max_sse_streams`, `sse_keepalive_ms`).
+#[derive(Debug, Clone)]
+pub struct EventStreamLimits {
+    pub max_streams: usize,
+    pub keepalive: Duration,
+}
+
+impl Default for EventStreamLimits {
+    fn default() -> Self {
+        EventStreamLimits {
+            max_streams: 1_000,
+            keepalive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// The node's stream slots, shared by all requests.
+#[derive(Clone)]
+pub struct EventStreams {
+    limits: EventStreamLimits,
+    slots: Arc<Semaphore>,
+}
+
+impl EventStreams {
+    pub fn new(limits: EventStreamLimits) -> Self {
+        let slots = Arc::new(Semaphore::new(
+            limits.max_streams.clamp(1, Semaphore::MAX_PERMITS),
+        ));
+        EventStreams { limits, slots }
+    }
+}
+
+/// Holds a stream slot and the open-streams gauge while a stream's body lives.
+struct OpenStream(#[allow(dead_code)] OwnedSemaphorePermit);
+
+impl OpenStream {
+    fn new(permit: OwnedSemaphorePermit) -> Self {
+        metrics::gauge!(SSE_STREAMS).increment(1.0);
+        OpenStream(permit)
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        metrics::gauge!(SSE_STREAMS).decrement(1.0);
+    }
+}
+
+/// Query of `GET /v1/topics/{topic}/events`.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Where each partition starts: `earliest`, `latest` (default), an offset,
+    /// `timestamp:<ms>`, or a resume token (an event's `id`, like `0:18,1:5`). A
+    /// `Last-Event-ID` header, when present, takes precedence.
+    #[serde(default)]
+    #[param(example = "earliest", max_length = 26624)]
+    pub from: Option<String>,
+    /// Only this partition; default all.
+    #[serde(default)]
+    #[param(minimum = 0)]
+    pub partition: Option<u32>,
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(events))
+}
+
+/// Follow a topic as server-sent events (`text/event-stream`).
+///
+/// One `message` event per message, `data` the message as the partition read API shows it,
+/// `id` the resume token right after it: `partition:next_offset` for every partition of the
+/// stream (`0:18,1:5`). Reconnecting with it (`Last-Event-ID`, as `EventSource` does, or
+/// `from`) continues every partition exactly where the stream stood. Idle streams get a
+/// `: keepalive` comment; on node shutdown a final `shutdown` event (its `data` the resume
+/// token) ends the stream.
+#[utoipa::path(
+    get,
+    path = "/v1/topics/{topic}/events",
+    tag = "messages",
+    params(
+        ("topic" = String, Path, description = "Topic name"),
+        EventsQuery,
+        ("Last-Event-ID" = Option<String>, Header, description = "A resume token (an event's id): continue every partition it names from there"),
+    ),
+    responses(
+        (status = 200, description = "An endless `text/event-stream` of `message` events (and a final `shutdown` or `problem` event)", content_type = "text/event-stream", body = String),
+        (status = 400, description = "`invalid_request`: a bad `from`, `Last-Event-ID` or topic name, or a token naming a partition outside the stream", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`topic_not_found` or `partition_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`overloaded` (the node has `max_sse_streams` open; Retry-After), or `no_leader`/`unavailable` while finding where a partition starts", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn events(
+    State(broker): State<Broker>,
+    State(streams): State<EventStreams>,
+    State(shutdown): State<Shutdown>,
+    ApiPath(topic): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    check_topic_name(&topic, true)?;
+    let from = start_from(&headers, &query)?;
+    let Ok(permit) = streams.slots.clone().try_acquire_owned() else {
+        return Err(BrokerError::Overloaded(format!(
+            "the node has its maximum of {} event streams open; retry later or on another node",
+            streams.limits.max_streams
+        ))
+        .into());
+    };
+    let tail = broker.open_tail(&topic, query.partition, from).await?;
+    let body = event_stream(tail, shutdown, OpenStream::new(permit));
+    Ok(Sse::new(body)
+        .keep_alive(
+            KeepAlive::new()
+                .interval(streams.limits.keepalive)
+                .text("keepalive"),
+        )
+        .into_response())
+}
+
+/// `Last-Event-ID` (a resume token) if sent and not empty, else `from` (default `latest`).
+fn start_from(headers: &HeaderMap, query: &EventsQuery) -> Result<StartFrom, ApiError> {
+    if let Some(value) = headers.get("last-event-id") {
+        let text = value.to_str().map_err(|_| {
+            ApiError::invalid_request("Last-Event-ID must be a resume token like '0:17,1:4'")
+        })?;
+        if !text.is_empty() {
+            return Ok(StartFrom::Positions(Positions::parse(text)?));
+        }
+    }
+    match query.from.as_deref() {
+        None => Ok(StartFrom::Latest),
+        Some(text) => Ok(StartFrom::parse(text)?),
+    }
+}
+
+struct StreamState {
+    tail: Tail,
+    shutdown: Shutdown,
+    pending: VecDeque<Event>,
+    ended: bool,
+    _open: OpenStream,
+}
+
+/// The events of a tail until the node stops or the topic goes away.
+fn event_stream(
+    tail: Tail,
+    shutdown: Shutdown,
+    open: OpenStream,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let state = StreamState {
+        tail,
+        shutdown,
+        pending: VecDeque::new(),
+        ended: false,
+        _open: open,
+    };
+    stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.pending.pop_front() {
+                return Some((Ok(event), state));
+            }
+            if state.ended {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                () = state.shutdown.stopping() => {
+                    state.ended = true;
+                    let resume = state.tail.positions().to_string();
+                    state.pending.push_back(Event::default().event("shutdown").id(&resume).data(resume));
+                }
+                batch = state.tail.next_batch() => match batch {
+                    Some(Ok(items)) => {
+                        metrics::counter!(SSE_EVENTS_TOTAL).increment(items.len() as u64);
+                        for item in items {
+                            let message = ConsumedMessageDto::from_domain(state.tail.topic(), item.message);
+                            let data = serde_json::to_string(&message).unwrap_or_default();
+                            state.pending.push_back(
+                                Event::default().event("message").id(item.resume).data(data),
+                            );
+                        }
+                    }
+                    Some(Err(error)) => {
+                        state.ended = true;
+                        let problem = ApiError::from(error);
+                        let data = serde_json::json!({
+                            "code": problem.code.as_str(),
+                            "detail": problem.detail,
+                        });
+                        state.pending.push_back(Event::default().event("problem").data(data.to_string()));
+                    }
+                    None => state.ended = true,
+                },
+            }
+        }
+    })
+}

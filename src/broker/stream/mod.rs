@@ -1,0 +1,9 @@
+//! Live streams of a topic's messages, shared by every push transport (server-sent events,
+//! WebSocket): where a stream starts ([`StartFrom`]), the resume token it hands out with every
+//! message ([`Positions`]), and the reader that follows the partitions ([`Tail`]).
+
+mod position;
+mod tail;
+
+pub use position::{Positions, StartFrom, MAX_TOKEN_LEN};
+pub use tail::{Tail, TailItem, TAIL_POLL_WAIT};
