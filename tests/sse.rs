@@ -463,3 +463,48 @@ async fn streams_past_the_cap_are_refused_and_not_counted_as_requests() {
         .expect_problem(response, StatusCode::SERVICE_UNAVAILABLE, "overloaded")
         .await;
 }
+
+#[tokio::test]
+async fn a_stream_follows_a_leader_change_without_loss_or_repeat() {
+    let mut cluster = TestCluster::start(3).await;
+    let topic = "failover";
+    create_replicated(&cluster, 1, topic, 1, 3).await;
+    let leader = cluster.stable_leader(topic, 0).await;
+    let survivors = cluster.others_than(leader);
+    let watcher = survivors[0];
+    let mut stream = open(
+        &cluster.node(watcher).base_url(),
+        &format!("/v1/topics/{topic}/events?from=earliest"),
+        None,
+    )
+    .await;
+    let client = produce_client();
+    let urls: Vec<String> = survivors
+        .iter()
+        .map(|id| messages_url(&cluster, *id, topic))
+        .collect();
+    let mut acknowledged = Vec::new();
+    for n in 0..20u64 {
+        if n == 10 {
+            cluster.kill(leader);
+        }
+        let body = json!({"messages": [{"value": {"n": n}}]});
+        produce_retrying(&client, &urls, &body, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|error| cluster.fail(&error));
+        acknowledged.push(n);
+    }
+    // A retried produce may have been written twice: the stream must show the log as it is,
+    // every offset once and in order, with every acknowledged message in it.
+    let mut offsets = Vec::new();
+    let mut values = std::collections::BTreeSet::new();
+    while !acknowledged.iter().all(|n| values.contains(n)) {
+        let event = &stream.messages(1).await[0];
+        let message = event.message();
+        offsets.push(message["offset"].as_u64().unwrap());
+        values.insert(message["value"]["n"].as_u64().unwrap());
+        assert!(offsets.len() <= 100, "too many events: {offsets:?}");
+    }
+    let contiguous: Vec<u64> = (0..offsets.len() as u64).collect();
+    assert_eq!(offsets, contiguous, "every offset once, in order");
+}
