@@ -146,13 +146,13 @@ async fn events(
     };
     let tail = broker.open_tail(&topic, query.partition, from).await?;
     let body = event_stream(tail, shutdown, OpenStream::new(permit));
-    Ok(Sse::new(body)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(streams.limits.keepalive)
-                .text("keepalive"),
-        )
-        .into_response())
+    let sse = Sse::new(body).keep_alive(
+        KeepAlive::new()
+            .interval(streams.limits.keepalive)
+            .text("keepalive"),
+    );
+    // nginx buffers proxied answers by default, which would hold events back.
+    Ok(([("x-accel-buffering", "no")], sse).into_response())
 }
 
 /// `Last-Event-ID` (a resume token) if sent and not empty, else `from` (default `latest`).

@@ -110,3 +110,29 @@ pub(crate) async fn enforce(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_exempt;
+
+    #[test]
+    fn only_event_streams_and_node_endpoints_are_exempt() {
+        for path in [
+            "/metrics",
+            "/healthz",
+            "/readyz",
+            "/v1/topics/orders/events",
+        ] {
+            assert!(is_exempt(path), "{path}");
+        }
+        for path in [
+            "/v1/topics/orders",
+            "/v1/topics//events",
+            "/v1/topics/orders/partitions/0/events",
+            "/v1/topics/orders/messages",
+            "/v1/events",
+        ] {
+            assert!(!is_exempt(path), "{path}");
+        }
+    }
+}
