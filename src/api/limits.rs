@@ -61,9 +61,11 @@ impl Limiter {
     }
 }
 
-/// Paths that answer about the node itself: never refused, never slow.
+/// Paths that answer about the node itself (never refused, never slow), and the WebSocket
+/// handshake: a socket lives past any request deadline and has its own limit
+/// (`ws.max_connections`), so it is neither cut nor counted here.
 fn is_exempt(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/metrics")
+    matches!(path, "/healthz" | "/readyz" | "/metrics" | "/v1/ws")
 }
 
 /// The middleware: refuses past the cap, and ends a request at its deadline.

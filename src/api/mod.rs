@@ -51,6 +51,8 @@ pub struct ApiConfig {
     pub metrics: PrometheusHandle,
     /// The node's stop signal, which long-lived streams follow.
     pub shutdown: shutdown::Shutdown,
+    /// The WebSocket transport's limits and open sockets.
+    pub ws: crate::ws::WsState,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -59,6 +61,13 @@ pub struct AppState {
     pub broker: Broker,
     pub metrics: PrometheusHandle,
     pub shutdown: shutdown::Shutdown,
+    pub ws: crate::ws::WsState,
+}
+
+impl FromRef<AppState> for crate::ws::WsState {
+    fn from_ref(state: &AppState) -> Self {
+        state.ws.clone()
+    }
 }
 
 impl FromRef<AppState> for shutdown::Shutdown {
@@ -92,6 +101,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(requests::router())
         .merge(cluster::router())
         .merge(health::router())
+        .merge(crate::ws::router())
 }
 
 /// The full OpenAPI document of the HTTP API.
@@ -109,6 +119,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         broker,
         metrics: config.metrics,
         shutdown: config.shutdown,
+        ws: config.ws,
     });
     with_layers(routes, config.max_body_bytes, config.limits)
 }
