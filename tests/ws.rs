@@ -228,6 +228,21 @@ async fn published_messages_are_read_over_http_and_subscribers_get_them_in_order
     assert_eq!(refused["id"], "p2");
     assert_eq!(refused["error"]["code"], "invalid_request");
     assert_eq!(refused["error"]["status"], 400);
+
+    // Closed by the client: the node lets go of the socket.
+    socket.close(None).await.expect("close");
+    let released = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            match server.metric("herald_ws_connections", &[]).await {
+                Some(0.0) => Ok(()),
+                other => Err(format!("open sockets: {other:?}")),
+            }
+        },
+    )
+    .await;
+    released.unwrap_or_else(|seen| server.fail(&seen));
 }
 
 #[tokio::test]

@@ -63,20 +63,30 @@ pub async fn serve(socket: WebSocket, state: WsState, _permit: OwnedSemaphorePer
     let ending = connection.read_frames(&mut stream).await;
     // Readers stop before the close frame, so nothing follows it.
     connection.subscriptions.clear();
-    let code = match ending {
+    let (code, server_closed) = match ending {
         Ending::Close(code, reason) => {
             let _ = close_sender.send(CloseFrame {
                 code,
                 reason: Utf8Bytes::from(reason),
             });
-            code
+            (code, true)
         }
-        Ending::PeerGone(code) => code,
+        Ending::PeerGone(code) => {
+            // No close frame to write: the writer stops at once.
+            drop(close_sender);
+            (code, false)
+        }
     };
+    drop(connection);
+    drop(outbox);
     metrics::counter!(CLOSED_TOTAL, "code" => code.to_string()).increment(1);
-    // The close handshake: read (and drop) what the peer still sends until its close, so the
-    // peer reads our close frame instead of a reset connection.
+    // The close handshake, when the server closed: read (and drop) what the peer still sends
+    // until its close, so the peer reads our close frame instead of a reset connection. A peer
+    // that closed first is answered by the protocol layer; nothing to wait for.
     let drain = async {
+        if !server_closed {
+            return;
+        }
         while let Some(Ok(message)) = stream.next().await {
             if matches!(message, Message::Close(_)) {
                 break;
