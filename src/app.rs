@@ -95,6 +95,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     cluster.set_broker_service(broker.forwarding_service());
     crate::broker::queue::spawn_redrive_supervisor(broker.clone());
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
+    let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
+    let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone());
     let router = api::router(
         broker,
         ApiConfig {
@@ -104,11 +106,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 max_concurrent_requests: config.max_concurrent_requests,
             },
             metrics,
-            shutdown: api::shutdown::Shutdown::new(stop_receiver.clone()),
+            shutdown,
             event_streams: api::events::EventStreamLimits {
                 max_streams: config.max_sse_streams,
                 keepalive: Duration::from_millis(config.sse_keepalive_ms),
             },
+            ws: ws.clone(),
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)
@@ -135,6 +138,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         Ok(Ok(Err(error))) => tracing::warn!(%error, "HTTP server stopped with an error"),
         Ok(Err(error)) => tracing::warn!(%error, "HTTP server task failed"),
         Err(_) => tracing::warn!("in-flight requests did not finish within the grace period"),
+    }
+    // Upgraded sockets outlive the HTTP server; each got a close frame on the stop signal.
+    if !ws
+        .closed(Duration::from_millis(config.shutdown_grace_ms))
+        .await
+    {
+        tracing::warn!("WebSockets did not close within the grace period");
     }
     stop_cluster(cluster, store).await;
     Ok(())

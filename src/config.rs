@@ -97,6 +97,39 @@ pub struct Config {
     pub storage: StorageConfig,
     pub groups: GroupsConfig,
     pub rpc: RpcConfig,
+    pub ws: WsConfig,
+}
+
+/// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WsConfig {
+    /// The most open WebSockets on the node; past it the handshake answers 503 `overloaded`.
+    pub max_connections: usize,
+    /// The largest client frame (message) in bytes; past it the socket is closed with 1009.
+    pub max_frame_bytes: usize,
+    /// How often the server pings an open socket.
+    pub ping_interval_ms: u64,
+    /// A socket the peer sent nothing on (no frame, no pong) for this long is closed with 1001.
+    pub idle_timeout_ms: u64,
+    /// The most bytes of frames queued to one socket and not yet written to it; a client that
+    /// stops reading past it is closed with 1008.
+    pub max_outbound_bytes: usize,
+    /// The credit (messages) a subscription starts with.
+    pub default_credit: u64,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        WsConfig {
+            max_connections: 1_000,
+            max_frame_bytes: 1 << 20,
+            ping_interval_ms: 15_000,
+            idle_timeout_ms: 60_000,
+            max_outbound_bytes: 8 << 20,
+            default_credit: 1_000,
+        }
+    }
 }
 
 /// Raft timing, shared by every group of the node.
@@ -212,6 +245,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             groups: GroupsConfig::default(),
             rpc: RpcConfig::default(),
+            ws: WsConfig::default(),
         }
     }
 }
@@ -335,6 +369,19 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "rpc.forward_max_concurrent_requests and rpc.forward_max_in_flight_bytes must be at least 1"
+                    .into(),
+            ));
+        }
+        let ws = &self.ws;
+        if ws.max_connections == 0
+            || ws.max_frame_bytes < 1024
+            || ws.max_outbound_bytes < ws.max_frame_bytes
+            || ws.ping_interval_ms < 10
+            || ws.idle_timeout_ms <= ws.ping_interval_ms
+            || ws.default_credit == 0
+        {
+            return Err(ConfigError::Invalid(
+                "ws: max_connections and default_credit at least 1, max_frame_bytes at least 1024 and at most max_outbound_bytes, 10 <= ping_interval_ms < idle_timeout_ms"
                     .into(),
             ));
         }

@@ -23,3 +23,4 @@ pub mod raft;
 pub mod rpc;
 pub mod storage;
 pub mod telemetry;
+pub mod ws;

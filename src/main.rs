@@ -184,6 +184,24 @@ struct ServeArgs {
     /// once, and this node on one peer [default: 4096].
     #[arg(long, env = "HERALD_RPC_FORWARD_MAX_CONCURRENT_REQUESTS")]
     rpc_forward_max_concurrent_requests: Option<usize>,
+    /// The most open WebSockets; past it the handshake answers 503 [default: 1000].
+    #[arg(long, env = "HERALD_WS_MAX_CONNECTIONS")]
+    ws_max_connections: Option<usize>,
+    /// The largest WebSocket client frame in bytes; past it close 1009 [default: 1048576].
+    #[arg(long, env = "HERALD_WS_MAX_FRAME_BYTES")]
+    ws_max_frame_bytes: Option<usize>,
+    /// How often the server pings a WebSocket, in ms [default: 15000].
+    #[arg(long, env = "HERALD_WS_PING_INTERVAL_MS")]
+    ws_ping_interval_ms: Option<u64>,
+    /// A WebSocket silent this long (ms) is closed 1001 [default: 60000].
+    #[arg(long, env = "HERALD_WS_IDLE_TIMEOUT_MS")]
+    ws_idle_timeout_ms: Option<u64>,
+    /// Bytes queued to one WebSocket unread; past it close 1008 [default: 8388608].
+    #[arg(long, env = "HERALD_WS_MAX_OUTBOUND_BYTES")]
+    ws_max_outbound_bytes: Option<usize>,
+    /// The credit (messages) a WebSocket subscription starts with [default: 1000].
+    #[arg(long, env = "HERALD_WS_DEFAULT_CREDIT")]
+    ws_default_credit: Option<u64>,
 }
 
 impl ServeArgs {
@@ -274,6 +292,24 @@ impl ServeArgs {
         }
         if let Some(limit) = self.rpc_forward_max_concurrent_requests {
             config.rpc.forward_max_concurrent_requests = limit;
+        }
+        if let Some(value) = self.ws_max_connections {
+            config.ws.max_connections = value;
+        }
+        if let Some(value) = self.ws_max_frame_bytes {
+            config.ws.max_frame_bytes = value;
+        }
+        if let Some(value) = self.ws_ping_interval_ms {
+            config.ws.ping_interval_ms = value;
+        }
+        if let Some(value) = self.ws_idle_timeout_ms {
+            config.ws.idle_timeout_ms = value;
+        }
+        if let Some(value) = self.ws_max_outbound_bytes {
+            config.ws.max_outbound_bytes = value;
+        }
+        if let Some(value) = self.ws_default_credit {
+            config.ws.default_credit = value;
         }
         Ok(config)
     }

@@ -61,10 +61,12 @@ impl Limiter {
     }
 }
 
-/// Paths that answer about the node itself (never refused, never slow), and event streams,
-/// which last as long as the client listens and have their own cap (`max_sse_streams`).
+/// Paths that answer about the node itself (never refused, never slow), event streams (which
+/// last as long as the client listens and have their own cap, `max_sse_streams`) and the
+/// WebSocket handshake (a socket lives past any request deadline and has its own limit,
+/// `ws.max_connections`): neither cut nor counted here.
 fn is_exempt(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/metrics") || is_event_stream(path)
+    matches!(path, "/healthz" | "/readyz" | "/metrics" | "/v1/ws") || is_event_stream(path)
 }
 
 /// `/v1/topics/{topic}/events` (a topic name has no `/`).

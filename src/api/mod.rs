@@ -54,6 +54,8 @@ pub struct ApiConfig {
     pub shutdown: shutdown::Shutdown,
     /// The cap and keepalive of server-sent event streams.
     pub event_streams: events::EventStreamLimits,
+    /// The WebSocket transport's limits and open sockets.
+    pub ws: crate::ws::WsState,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -63,11 +65,18 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     pub shutdown: shutdown::Shutdown,
     pub event_streams: events::EventStreams,
+    pub ws: crate::ws::WsState,
 }
 
 impl FromRef<AppState> for events::EventStreams {
     fn from_ref(state: &AppState) -> Self {
         state.event_streams.clone()
+    }
+}
+
+impl FromRef<AppState> for crate::ws::WsState {
+    fn from_ref(state: &AppState) -> Self {
+        state.ws.clone()
     }
 }
 
@@ -103,6 +112,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(requests::router())
         .merge(cluster::router())
         .merge(health::router())
+        .merge(crate::ws::router())
 }
 
 /// The full OpenAPI document of the HTTP API.
@@ -121,6 +131,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         metrics: config.metrics,
         shutdown: config.shutdown,
         event_streams: events::EventStreams::new(config.event_streams),
+        ws: config.ws,
     });
     with_layers(routes, config.max_body_bytes, config.limits)
 }

@@ -17,6 +17,7 @@ use utoipa::OpenApi;
         (name = "subscriptions", description = "Queue subscriptions: leased messages, acks, retries and dead letters"),
         (name = "producers", description = "Idempotent producer ids"),
         (name = "requests", description = "Request/reply: publish a request and wait for its reply; post a reply"),
+        (name = "websocket", description = "Publish and subscribe over one WebSocket (subprotocol herald.v1)"),
         (name = "cluster", description = "Nodes and leadership"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )

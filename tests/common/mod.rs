@@ -19,7 +19,8 @@
 //! - `loopback` and `nft`: the nodes' own addresses, and the packet filter that cuts links
 //!   between them (`cluster_partitions`);
 //! - `book`: what a cluster test sent and what was acknowledged;
-//! - `fault_consumer`: a consumer group member that survives faults and records what it saw.
+//! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
+//! - `ws`: WebSocket clients of `GET /v1/ws`.
 
 #![allow(dead_code)]
 
@@ -42,6 +43,7 @@ mod poll;
 pub mod queues;
 mod server;
 mod topics;
+pub mod ws;
 
 // Re-exports: each test binary uses a subset, so an unused one is no mistake (like
 // `dead_code` above).

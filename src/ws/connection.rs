@@ -1,0 +1,388 @@
+//! One socket's life: read client frames and act on them, keep the peer alive with pings,
+//! and close with a code that says why (see `docs/websocket.md`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures::{SinkExt, StreamExt};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::frames::{
+    parse_client_frame, ClientFrame, CreditFrame, FrameError, PublishFrame, ServerFrame,
+    UnsubscribeFrame,
+};
+use super::outbox::{outbox, Outbox, OutboxReceiver};
+use super::subscription::{self, Subscription};
+use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL};
+use crate::api::dto::produce::ProduceRequest;
+use crate::api::dto::topic::check_topic_name;
+use crate::api::problem::ApiError;
+use crate::broker::{validate_idempotency_key, ErrorCode, Idempotence};
+
+/// Close codes (RFC 6455 § 7.4.1).
+pub mod close_code {
+    pub const NORMAL: u16 = 1000;
+    pub const GOING_AWAY: u16 = 1001;
+    pub const UNSUPPORTED_DATA: u16 = 1003;
+    pub const INVALID_PAYLOAD: u16 = 1007;
+    pub const POLICY_VIOLATION: u16 = 1008;
+    pub const TOO_BIG: u16 = 1009;
+}
+
+/// The most `publish` frames of one socket being written at once; past it the socket's
+/// frames wait to be read (TCP backpressure on the client).
+const MAX_PUBLISHES_IN_FLIGHT: usize = 16;
+/// How long a close frame may take to reach a peer before the connection is dropped.
+const CLOSE_WRITE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Why the read loop ended.
+enum Ending {
+    /// The server closes: this frame goes to the peer.
+    Close(u16, String),
+    /// The peer closed or vanished; `code` is what it sent, for metrics.
+    PeerGone(u16),
+}
+
+/// Serves one upgraded socket until it closes. `_permit` holds the socket's place under the
+/// node's connection limit.
+pub async fn serve(socket: WebSocket, state: WsState, _permit: OwnedSemaphorePermit) {
+    metrics::gauge!(CONNECTIONS).increment(1.0);
+    let (sink, mut stream) = socket.split();
+    let (outbox, receiver) = outbox(state.config.max_outbound_bytes);
+    let (close_sender, close_receiver) = oneshot::channel();
+    let writer = tokio::spawn(write_frames(sink, receiver, close_receiver));
+    let mut connection = Connection {
+        state: state.clone(),
+        outbox: outbox.clone(),
+        subscriptions: HashMap::new(),
+        publishes: Arc::new(Semaphore::new(MAX_PUBLISHES_IN_FLIGHT)),
+    };
+    let ending = connection.read_frames(&mut stream).await;
+    // Readers stop before the close frame, so nothing follows it.
+    connection.subscriptions.clear();
+    let (code, server_closed) = match ending {
+        Ending::Close(code, reason) => {
+            let _ = close_sender.send(CloseFrame {
+                code,
+                reason: Utf8Bytes::from(reason),
+            });
+            (code, true)
+        }
+        Ending::PeerGone(code) => {
+            // No close frame to write: the writer stops at once.
+            drop(close_sender);
+            (code, false)
+        }
+    };
+    drop(connection);
+    drop(outbox);
+    metrics::counter!(CLOSED_TOTAL, "code" => code.to_string()).increment(1);
+    // The close handshake, when the server closed: read (and drop) what the peer still sends
+    // until its close, so the peer reads our close frame instead of a reset connection. A peer
+    // that closed first is answered by the protocol layer; nothing to wait for.
+    let drain = async {
+        if !server_closed {
+            return;
+        }
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_WRITE_DEADLINE, async {
+        let (_written, ()) = tokio::join!(writer, drain);
+    })
+    .await;
+    metrics::gauge!(CONNECTIONS).decrement(1.0);
+}
+
+/// Writes queued frames at the peer's pace; a close frame jumps the queue (what is queued
+/// behind it is dropped: the socket is ending).
+async fn write_frames(
+    mut sink: futures::stream::SplitSink<WebSocket, Message>,
+    mut receiver: OutboxReceiver,
+    mut close: oneshot::Receiver<CloseFrame>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            frame = &mut close => {
+                if let Ok(frame) = frame {
+                    let _ = tokio::time::timeout(
+                        CLOSE_WRITE_DEADLINE,
+                        sink.send(Message::Close(Some(frame))),
+                    )
+                    .await;
+                }
+                return;
+            }
+            message = receiver.next() => {
+                let Some(message) = message else {
+                    // Every sender is gone without a close frame: the peer closed first.
+                    let _ = sink.close().await;
+                    return;
+                };
+                tokio::select! {
+                    biased;
+                    frame = &mut close => {
+                        if let Ok(frame) = frame {
+                            let _ = tokio::time::timeout(
+                                CLOSE_WRITE_DEADLINE,
+                                sink.send(Message::Close(Some(frame))),
+                            )
+                            .await;
+                        }
+                        return;
+                    }
+                    sent = sink.send(message.clone()) => {
+                        receiver.written(&message);
+                        if sent.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Connection {
+    state: WsState,
+    outbox: Outbox,
+    subscriptions: HashMap<String, Subscription>,
+    publishes: Arc<Semaphore>,
+}
+
+impl Connection {
+    async fn read_frames(
+        &mut self,
+        stream: &mut futures::stream::SplitStream<WebSocket>,
+    ) -> Ending {
+        let config = self.state.config.clone();
+        let idle_timeout = Duration::from_millis(config.idle_timeout_ms);
+        let mut ping = tokio::time::interval(Duration::from_millis(config.ping_interval_ms));
+        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        ping.tick().await;
+        let mut last_heard = Instant::now();
+        let shutdown = self.state.shutdown.clone();
+        loop {
+            tokio::select! {
+                _ = shutdown.stopping() => {
+                    return Ending::Close(close_code::GOING_AWAY, "server shutting down".into());
+                }
+                _ = self.outbox.overflowed() => {
+                    return Ending::Close(
+                        close_code::POLICY_VIOLATION,
+                        format!(
+                            "the client is not reading: over {} bytes of frames queued for it",
+                            config.max_outbound_bytes
+                        ),
+                    );
+                }
+                _ = ping.tick() => {
+                    if last_heard.elapsed() >= idle_timeout {
+                        return Ending::Close(
+                            close_code::GOING_AWAY,
+                            format!("idle timeout: nothing received for {} ms", config.idle_timeout_ms),
+                        );
+                    }
+                    self.outbox.send_control(Message::Ping(Default::default()));
+                }
+                incoming = stream.next() => {
+                    let message = match incoming {
+                        None => return Ending::PeerGone(close_code::GOING_AWAY),
+                        Some(Err(error)) => return read_error(error, config.max_frame_bytes),
+                        Some(Ok(message)) => message,
+                    };
+                    last_heard = Instant::now();
+                    match message {
+                        Message::Text(text) => {
+                            if let Some(ending) = self.on_text(text.as_str()).await {
+                                return ending;
+                            }
+                        }
+                        Message::Binary(_) => {
+                            return Ending::Close(
+                                close_code::UNSUPPORTED_DATA,
+                                "binary frames are not supported: send JSON text frames".into(),
+                            );
+                        }
+                        Message::Close(frame) => {
+                            let code = frame.map_or(close_code::NORMAL, |frame| frame.code);
+                            return Ending::PeerGone(code);
+                        }
+                        Message::Ping(_) | Message::Pong(_) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Acts on one text frame; `Some` ends the socket.
+    async fn on_text(&mut self, text: &str) -> Option<Ending> {
+        let frame = match parse_client_frame(text) {
+            Ok(frame) => frame,
+            Err(FrameError::NotJson(error)) => {
+                metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "invalid")
+                    .increment(1);
+                return Some(Ending::Close(
+                    close_code::INVALID_PAYLOAD,
+                    truncate_reason(format!("the frame is not JSON: {error}")),
+                ));
+            }
+            Err(FrameError::Refused(id, error)) => {
+                metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "invalid")
+                    .increment(1);
+                return self.answer(ServerFrame::error(id, &error));
+            }
+        };
+        metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => frame.op()).increment(1);
+        match frame {
+            ClientFrame::Publish(publish) => {
+                let Ok(permit) = self.publishes.clone().acquire_owned().await else {
+                    return None;
+                };
+                let broker = self.state.broker.clone();
+                let outbox = self.outbox.clone();
+                tokio::spawn(async move {
+                    let id = publish.id.clone();
+                    let answer = match publish_frame(&broker, publish).await {
+                        Ok(answer) => answer,
+                        Err(error) => ServerFrame::error(Some(id.into()), &error),
+                    };
+                    let _ = outbox.send(&answer);
+                    drop(permit);
+                });
+                None
+            }
+            ClientFrame::Subscribe(subscribe) => {
+                let id = subscribe.id.clone();
+                if self.subscriptions.contains_key(&id) {
+                    let error = ApiError::invalid_request(format!(
+                        "this socket already has a subscription with id '{id}'; unsubscribe it or pick another id"
+                    ));
+                    return self.answer(ServerFrame::error(Some(id.into()), &error));
+                }
+                let planned = match subscription::plan(
+                    &self.state.broker,
+                    subscribe,
+                    self.state.config.default_credit,
+                )
+                .await
+                {
+                    Ok(planned) => planned,
+                    Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
+                };
+                // The `ok` goes out before the readers start, so it precedes their messages.
+                if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
+                    return Some(ending);
+                }
+                let running = planned.start(&self.state.broker, &self.outbox);
+                self.subscriptions.insert(id, running);
+                None
+            }
+            ClientFrame::Unsubscribe(UnsubscribeFrame { id, .. }) => {
+                match self.subscriptions.remove(&id) {
+                    Some(_) => self.answer(ServerFrame::Ok { id }),
+                    None => self.answer(unknown_subscription(id)),
+                }
+            }
+            ClientFrame::Credit(CreditFrame { id, messages, .. }) => {
+                match self.subscriptions.get(&id) {
+                    Some(running) => match running.grant(messages) {
+                        Ok(()) => None,
+                        Err(error) => self.answer(ServerFrame::error(Some(id.into()), &error)),
+                    },
+                    None => self.answer(unknown_subscription(id)),
+                }
+            }
+        }
+    }
+
+    /// Queues an answer; `Some` when the queue is over its limit (the socket then closes).
+    fn answer(&self, frame: ServerFrame) -> Option<Ending> {
+        match self.outbox.send(&frame) {
+            Ok(()) => None,
+            Err(_) => Some(Ending::Close(
+                close_code::POLICY_VIOLATION,
+                format!(
+                    "the client is not reading: over {} bytes of frames queued for it",
+                    self.state.config.max_outbound_bytes
+                ),
+            )),
+        }
+    }
+}
+
+fn unknown_subscription(id: String) -> ServerFrame {
+    let error = ApiError::new(
+        ErrorCode::NotFound,
+        format!("this socket has no subscription with id '{id}'"),
+    );
+    ServerFrame::error(Some(id.into()), &error)
+}
+
+/// `publish`: the same checks and the same broker call as `POST /v1/topics/{topic}/messages`.
+async fn publish_frame(
+    broker: &crate::broker::Broker,
+    frame: PublishFrame,
+) -> Result<ServerFrame, ApiError> {
+    check_topic_name(&frame.topic, false)?;
+    if let Some(key) = &frame.idempotency_key {
+        validate_idempotency_key(key).map_err(ApiError::invalid_request)?;
+    }
+    let decoded = ProduceRequest {
+        messages: frame.messages,
+        producer_id: frame.producer_id,
+        producer_epoch: frame.producer_epoch,
+        sequence: frame.sequence,
+    }
+    .into_domain()?;
+    let idempotence = Idempotence {
+        idempotency_key: frame.idempotency_key,
+        producer: decoded.producer,
+    };
+    let acks = frame.acks.unwrap_or_default().into();
+    let answer = broker
+        .produce(&frame.topic, decoded.messages, acks, idempotence)
+        .await?;
+    let response = crate::api::dto::produce::ProduceResponse::from(answer);
+    Ok(ServerFrame::Published {
+        id: frame.id,
+        offsets: response.offsets,
+        duplicate: response.duplicate,
+    })
+}
+
+/// A read error: a frame over the size limit closes with 1009, anything else means the peer
+/// is gone.
+fn read_error(error: axum::Error, max_frame_bytes: usize) -> Ending {
+    let text = error.to_string();
+    if text.contains("Space limit exceeded")
+        || text.contains("too long")
+        || text.contains("too big")
+    {
+        return Ending::Close(
+            close_code::TOO_BIG,
+            format!("the frame is over the limit of {max_frame_bytes} bytes"),
+        );
+    }
+    tracing::debug!(error = %text, "WebSocket read failed");
+    Ending::PeerGone(1006)
+}
+
+/// A close reason must fit in a control frame (123 bytes of UTF-8).
+fn truncate_reason(mut reason: String) -> String {
+    if reason.len() > 120 {
+        let mut end = 120;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+    }
+    reason
+}

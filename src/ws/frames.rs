@@ -1,0 +1,313 @@
+//! The JSON text frames of `GET /v1/ws` (`herald.v1`), as `docs/websocket.md` lists them.
+//!
+//! A client frame is parsed in two steps: first as any JSON (a frame that is not JSON closes
+//! the socket with 1007, since nothing in it can be trusted, not even its `id`), then as one of
+//! the ops (a frame that is JSON but not a valid op is answered with an `error` frame carrying
+//! its `id`, and the socket stays open).
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::api::dto::consume::ConsumedMessageDto;
+use crate::api::dto::produce::{AcksDto, ProduceMessageDto, ProducedOffsetDto};
+use crate::api::problem::{ApiError, Problem};
+
+/// A frame from the client.
+#[derive(Debug)]
+pub enum ClientFrame {
+    Publish(PublishFrame),
+    Subscribe(SubscribeFrame),
+    Unsubscribe(UnsubscribeFrame),
+    Credit(CreditFrame),
+}
+
+/// What every client frame starts with. Read on its own first: message values are kept as the
+/// exact JSON text sent (`RawValue`), which serde cannot do through an internally tagged enum.
+#[derive(Debug, Deserialize)]
+struct FrameHeader {
+    op: Option<String>,
+    id: Option<Value>,
+}
+
+/// `unsubscribe`: stop subscription `id`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnsubscribeFrame {
+    #[allow(dead_code)]
+    op: String,
+    pub id: String,
+}
+
+/// `credit`: let subscription `id` have `messages` more in flight.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreditFrame {
+    #[allow(dead_code)]
+    op: String,
+    pub id: String,
+    pub messages: u64,
+}
+
+/// `publish`: the produce body's messages and options, over the socket.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishFrame {
+    #[allow(dead_code)]
+    op: String,
+    pub id: String,
+    pub topic: String,
+    #[serde(deserialize_with = "crate::api::dto::produce_limits::deserialize_messages")]
+    pub messages: Vec<ProduceMessageDto>,
+    #[serde(default)]
+    pub acks: Option<AcksDto>,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    #[serde(default)]
+    pub producer_id: Option<i64>,
+    #[serde(default)]
+    pub producer_epoch: Option<i64>,
+    #[serde(default)]
+    pub sequence: Option<i64>,
+}
+
+/// `subscribe` to a topic's partitions (all, or one).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeFrame {
+    #[allow(dead_code)]
+    op: String,
+    pub id: String,
+    pub topic: String,
+    #[serde(default)]
+    pub partition: Option<u32>,
+    #[serde(default)]
+    pub from: Option<FromSpec>,
+    /// The subscription's starting credit; the server's default without it.
+    #[serde(default)]
+    pub credit: Option<u64>,
+}
+
+/// Where a subscription starts: `"earliest"`, `"latest"`, an offset (every partition), or the
+/// resume tokens last received (`["0:17","1:4"]`: each partition after its token, the
+/// partitions without one from the earliest).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum FromSpec {
+    Offset(u64),
+    Named(String),
+    Resume(Vec<String>),
+}
+
+/// A frame to the client.
+#[derive(Debug, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum ServerFrame {
+    Published {
+        id: String,
+        offsets: Vec<ProducedOffsetDto>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        duplicate: bool,
+    },
+    Messages {
+        id: String,
+        messages: Vec<DeliveredMessage>,
+    },
+    Ok {
+        id: String,
+    },
+    Error {
+        /// The `id` of the frame refused, when it had one.
+        id: Option<Value>,
+        error: Problem,
+    },
+}
+
+impl ServerFrame {
+    pub fn error(id: Option<Value>, error: &ApiError) -> ServerFrame {
+        ServerFrame::Error {
+            id,
+            error: error.problem(),
+        }
+    }
+
+    /// The op, as metrics label it.
+    pub fn op(&self) -> &'static str {
+        match self {
+            ServerFrame::Published { .. } => "published",
+            ServerFrame::Messages { .. } => "messages",
+            ServerFrame::Ok { .. } => "ok",
+            ServerFrame::Error { .. } => "error",
+        }
+    }
+}
+
+impl ClientFrame {
+    /// The op, as metrics label it.
+    pub fn op(&self) -> &'static str {
+        match self {
+            ClientFrame::Publish(_) => "publish",
+            ClientFrame::Subscribe(_) => "subscribe",
+            ClientFrame::Unsubscribe(_) => "unsubscribe",
+            ClientFrame::Credit(_) => "credit",
+        }
+    }
+}
+
+/// One message delivered to a subscription: the partition read's message plus its resume token.
+#[derive(Debug, Serialize)]
+pub struct DeliveredMessage {
+    /// `"<partition>:<offset>"`: give it back in `from` to resume after this message.
+    pub resume: String,
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+    pub timestamp: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_b64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Box<RawValue>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_b64: Option<String>,
+    pub headers: serde_json::Map<String, Value>,
+}
+
+impl From<ConsumedMessageDto> for DeliveredMessage {
+    fn from(message: ConsumedMessageDto) -> Self {
+        DeliveredMessage {
+            resume: format!("{}:{}", message.partition, message.offset),
+            topic: message.topic,
+            partition: message.partition,
+            offset: message.offset,
+            timestamp: message.timestamp,
+            key: message.key,
+            key_b64: message.key_b64,
+            value: message.value,
+            value_b64: message.value_b64,
+            headers: message
+                .headers
+                .into_iter()
+                .map(|(name, value)| (name, Value::String(value)))
+                .collect(),
+        }
+    }
+}
+
+/// A parsed resume token `"<partition>:<offset>"`.
+pub fn parse_resume_token(token: &str) -> Result<(u32, u64), ApiError> {
+    let parsed = token
+        .split_once(':')
+        .and_then(|(partition, offset)| Some((partition.parse().ok()?, offset.parse().ok()?)));
+    parsed.ok_or_else(|| {
+        ApiError::invalid_request(format!(
+            "a resume token is \"<partition>:<offset>\", got '{token}'"
+        ))
+    })
+}
+
+/// Why a client frame was not taken.
+#[derive(Debug)]
+pub enum FrameError {
+    /// Not JSON at all: nothing in it, not even its `id`, can be trusted; the socket closes.
+    NotJson(serde_json::Error),
+    /// JSON, but not a valid frame: answered with an `error` frame naming its `id`.
+    Refused(Option<Value>, ApiError),
+}
+
+/// Parses a client text frame.
+pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
+    let header: FrameHeader =
+        serde_json::from_str(text).map_err(|error| match error.classify() {
+            serde_json::error::Category::Data => FrameError::Refused(
+                None,
+                ApiError::invalid_request(format!("a frame is a JSON object with an op: {error}")),
+            ),
+            _ => FrameError::NotJson(error),
+        })?;
+    let id = header.id;
+    let refuse = |error: serde_json::Error| {
+        FrameError::Refused(
+            id.clone(),
+            ApiError::invalid_request(format!("invalid frame: {error}")),
+        )
+    };
+    match header.op.as_deref() {
+        Some("publish") => serde_json::from_str(text)
+            .map(ClientFrame::Publish)
+            .map_err(refuse),
+        Some("subscribe") => serde_json::from_str(text)
+            .map(ClientFrame::Subscribe)
+            .map_err(refuse),
+        Some("unsubscribe") => serde_json::from_str(text)
+            .map(ClientFrame::Unsubscribe)
+            .map_err(refuse),
+        Some("credit") => serde_json::from_str(text)
+            .map(ClientFrame::Credit)
+            .map_err(refuse),
+        Some(other) => Err(FrameError::Refused(
+            id,
+            ApiError::invalid_request(format!(
+                "unknown op '{other}': expected publish, subscribe, unsubscribe or credit"
+            )),
+        )),
+        None => Err(FrameError::Refused(
+            id,
+            ApiError::invalid_request("a frame needs an op"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(text: &str) -> (Option<Value>, ApiError) {
+        match parse_client_frame(text) {
+            Err(FrameError::Refused(id, error)) => (id, error),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_op_and_missing_fields_are_refused_with_the_id() {
+        let (id, error) = refused(r#"{"op": "dance", "id": "a"}"#);
+        assert_eq!(id, Some(Value::from("a")));
+        assert!(error.detail.contains("dance"), "{}", error.detail);
+        let (_, error) = refused(r#"{"op": "subscribe", "id": "b"}"#);
+        assert!(error.detail.contains("topic"), "{}", error.detail);
+        assert!(matches!(
+            parse_client_frame("{nope"),
+            Err(FrameError::NotJson(_))
+        ));
+    }
+
+    #[test]
+    fn publish_keeps_values_as_sent() {
+        let frame = parse_client_frame(
+            r#"{"op":"publish","id":"p","topic":"t","messages":[{"value": {"a" : 1}}]}"#,
+        )
+        .unwrap();
+        let ClientFrame::Publish(publish) = frame else {
+            panic!("not a publish")
+        };
+        assert_eq!(
+            publish.messages[0].value.as_ref().unwrap().get(),
+            r#"{"a" : 1}"#
+        );
+    }
+
+    #[test]
+    fn from_takes_names_offsets_and_resume_tokens() {
+        let frame =
+            parse_client_frame(r#"{"op": "subscribe", "id": "s", "topic": "t", "from": ["0:3"]}"#)
+                .unwrap();
+        let ClientFrame::Subscribe(subscribe) = frame else {
+            panic!("not a subscribe")
+        };
+        assert!(matches!(subscribe.from, Some(FromSpec::Resume(_))));
+        assert_eq!(parse_resume_token("2:17").unwrap(), (2, 17));
+        assert!(parse_resume_token("2-17").is_err());
+    }
+}

@@ -1,0 +1,139 @@
+//! The WebSocket transport: `GET /v1/ws` (subprotocol `herald.v1`), JSON text frames to
+//! publish and to subscribe to topics with credit-based flow control (`docs/websocket.md`).
+//!
+//! The handler only checks the handshake and the node's socket limit; `connection` runs a
+//! socket, `frames` are its DTOs, `subscription` reads partitions for a `subscribe`, `outbox`
+//! bounds what is queued to a socket. Publishing and reading go through the same [`Broker`]
+//! calls (and the same DTO checks) as the HTTP API.
+
+pub mod connection;
+pub mod frames;
+pub mod outbox;
+pub mod subscription;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api::problem::{ApiError, Problem};
+use crate::api::shutdown::Shutdown;
+use crate::api::AppState;
+use crate::broker::{Broker, ErrorCode};
+use crate::config::WsConfig;
+
+/// The subprotocol a client must offer.
+pub const SUBPROTOCOL: &str = "herald.v1";
+/// Gauge of open sockets.
+pub const CONNECTIONS: &str = "herald_ws_connections";
+/// Counter of frames, by `direction` (`in`, `out`) and `op` (`invalid` for refused frames).
+pub const FRAMES_TOTAL: &str = "herald_ws_frames_total";
+/// Counter of closed sockets, by close `code` (the server's, or the peer's; 1006: no close).
+pub const CLOSED_TOTAL: &str = "herald_ws_closed_total";
+/// Counter of sockets cut off for not reading (over `ws.max_outbound_bytes` queued).
+pub const OUTBOUND_OVERFLOWS_TOTAL: &str = "herald_ws_outbound_overflows_total";
+
+/// What sockets share: the broker, the stop signal, the limits and the open-socket count.
+#[derive(Clone)]
+pub struct WsState {
+    broker: Broker,
+    shutdown: Shutdown,
+    config: Arc<WsConfig>,
+    open: Arc<Semaphore>,
+}
+
+impl WsState {
+    pub fn new(broker: Broker, shutdown: Shutdown, config: WsConfig) -> WsState {
+        let open = Arc::new(Semaphore::new(
+            config.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+        ));
+        WsState {
+            broker,
+            shutdown,
+            config: Arc::new(config),
+            open,
+        }
+    }
+
+    /// Waits (at most `within`) until every socket has closed: on shutdown, so their close
+    /// frames are written before the process exits.
+    pub async fn closed(&self, within: Duration) -> bool {
+        let all = self.config.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
+        tokio::time::timeout(within, self.open.acquire_many(all))
+            .await
+            .is_ok()
+    }
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(connect))
+}
+
+/// Open a WebSocket (subprotocol `herald.v1`) to publish and subscribe with JSON text frames.
+///
+/// The frames, flow control, resume tokens and close codes are described in
+/// `docs/websocket.md`. A handshake that does not offer the `herald.v1` subprotocol is refused
+/// with 400, so a client never talks to a protocol it did not ask for.
+#[utoipa::path(
+    get,
+    path = "/v1/ws",
+    tag = "websocket",
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol, subprotocol `herald.v1`"),
+        (status = 400, description = "Not a WebSocket handshake, or the `herald.v1` subprotocol was not offered", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`overloaded`: the node has its maximum of open sockets (`ws.max_connections`); retry later", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn connect(
+    State(state): State<WsState>,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => {
+            return ApiError::invalid_request(format!(
+                "GET /v1/ws takes a WebSocket handshake with subprotocol {SUBPROTOCOL}: {rejection}"
+            ))
+            .into_response()
+        }
+    };
+    if !offers_subprotocol(&headers) {
+        return ApiError::invalid_request(format!(
+            "offer the subprotocol {SUBPROTOCOL} (Sec-WebSocket-Protocol)"
+        ))
+        .into_response();
+    }
+    let Ok(permit) = state.open.clone().try_acquire_owned() else {
+        return ApiError::new(
+            ErrorCode::Overloaded,
+            format!(
+                "the node has its maximum of {} open WebSockets; retry later",
+                state.config.max_connections
+            ),
+        )
+        .into_response();
+    };
+    let max_frame_bytes = state.config.max_frame_bytes;
+    upgrade
+        .protocols([SUBPROTOCOL])
+        .max_message_size(max_frame_bytes)
+        .max_frame_size(max_frame_bytes)
+        .on_upgrade(move |socket| connection::serve(socket, state, permit))
+}
+
+fn offers_subprotocol(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(axum::http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|protocol| protocol.trim() == SUBPROTOCOL)
+}

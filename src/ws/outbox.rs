@@ -1,0 +1,117 @@
+//! The bounded queue of frames to one socket.
+//!
+//! Subscriptions and answers are produced faster than a slow client reads; the writer task
+//! drains this queue into the socket at the client's pace. The bytes queued and not yet
+//! written are counted: a frame that would take them past `max_outbound_bytes` is refused and
+//! the socket is closed with 1008, so a client that stops reading costs the node at most that
+//! much memory (plus one frame, and one fetch in flight per partition), never an unbounded
+//! buffer.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use axum::extract::ws::Message;
+use tokio::sync::{mpsc, Notify};
+
+use super::frames::ServerFrame;
+use super::{FRAMES_TOTAL, OUTBOUND_OVERFLOWS_TOTAL};
+
+/// The sending side; cheap to clone into each subscription's readers.
+#[derive(Clone)]
+pub struct Outbox {
+    sender: mpsc::UnboundedSender<Message>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    queued_bytes: AtomicUsize,
+    limit: usize,
+    overflowed: AtomicBool,
+    /// Woken once when the limit is crossed, for the connection to close the socket.
+    overflow: Notify,
+}
+
+/// The frame was not queued: the client is not reading, or the socket is gone.
+#[derive(Debug)]
+pub struct Refused;
+
+/// The receiving side, for the writer task.
+pub struct OutboxReceiver {
+    receiver: mpsc::UnboundedReceiver<Message>,
+    shared: Arc<Shared>,
+}
+
+pub fn outbox(limit: usize) -> (Outbox, OutboxReceiver) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        queued_bytes: AtomicUsize::new(0),
+        limit,
+        overflowed: AtomicBool::new(false),
+        overflow: Notify::new(),
+    });
+    (
+        Outbox {
+            sender,
+            shared: shared.clone(),
+        },
+        OutboxReceiver { receiver, shared },
+    )
+}
+
+impl Outbox {
+    /// Queues a frame, or refuses it (and flags the overflow) past the byte limit.
+    pub fn send(&self, frame: &ServerFrame) -> Result<(), Refused> {
+        let text = match serde_json::to_string(frame) {
+            Ok(text) => text,
+            Err(error) => {
+                tracing::error!(%error, "encoding a WebSocket frame failed");
+                return Err(Refused);
+            }
+        };
+        let size = text.len();
+        let before = self.shared.queued_bytes.fetch_add(size, Ordering::AcqRel);
+        // A frame into an empty queue always goes, so one frame larger than the limit (a big
+        // read) does not cut off a client that reads.
+        let over = before > 0 && before + size > self.shared.limit;
+        if over || self.shared.overflowed.load(Ordering::Acquire) {
+            self.shared.queued_bytes.fetch_sub(size, Ordering::AcqRel);
+            if !self.shared.overflowed.swap(true, Ordering::AcqRel) {
+                metrics::counter!(OUTBOUND_OVERFLOWS_TOTAL).increment(1);
+                self.shared.overflow.notify_one();
+            }
+            return Err(Refused);
+        }
+        metrics::counter!(FRAMES_TOTAL, "direction" => "out", "op" => frame.op()).increment(1);
+        self.sender
+            .send(Message::Text(text.into()))
+            .map_err(|_| Refused)
+    }
+
+    /// Queues a control frame (ping, close): small, and never refused for the limit.
+    pub fn send_control(&self, message: Message) {
+        let _ = self.sender.send(message);
+    }
+
+    /// Resolves once a frame was refused for the byte limit.
+    pub async fn overflowed(&self) {
+        if self.shared.overflowed.load(Ordering::Acquire) {
+            return;
+        }
+        self.shared.overflow.notified().await;
+    }
+}
+
+impl OutboxReceiver {
+    pub async fn next(&mut self) -> Option<Message> {
+        self.receiver.recv().await
+    }
+
+    /// The frame left the queue for the socket.
+    pub fn written(&self, message: &Message) {
+        if let Message::Text(text) = message {
+            self.shared
+                .queued_bytes
+                .fetch_sub(text.len(), Ordering::AcqRel);
+        }
+    }
+}
