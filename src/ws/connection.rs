@@ -281,7 +281,7 @@ impl Connection {
                 if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
                     return Some(ending);
                 }
-                let running = planned.start(&self.state.broker, &self.outbox);
+                let running = planned.start(&self.outbox);
                 self.subscriptions.insert(id, running);
                 None
             }

@@ -88,15 +88,15 @@ pub struct SubscribeFrame {
     pub credit: Option<u64>,
 }
 
-/// Where a subscription starts: `"earliest"`, `"latest"`, an offset (every partition), or the
-/// resume tokens last received (`["0:17","1:4"]`: each partition after its token, the
-/// partitions without one from the earliest).
+/// Where a subscription starts: an offset (every partition), or as text what server-sent
+/// event streams take: `"earliest"`, `"latest"`, `"timestamp:<ms>"` or the resume token last
+/// received (`"0:18,1:5"`: the next offset of each partition; partitions it does not name
+/// from the earliest).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum FromSpec {
     Offset(u64),
-    Named(String),
-    Resume(Vec<String>),
+    Text(String),
 }
 
 /// A frame to the client.
@@ -157,7 +157,8 @@ impl ClientFrame {
 /// One message delivered to a subscription: the partition read's message plus its resume token.
 #[derive(Debug, Serialize)]
 pub struct DeliveredMessage {
-    /// `"<partition>:<offset>"`: give it back in `from` to resume after this message.
+    /// The subscription's position right after this message, every partition's next offset
+    /// (`"0:18,1:5"`): give it back in `from` to resume after this message.
     pub resume: String,
     pub topic: String,
     pub partition: u32,
@@ -174,10 +175,10 @@ pub struct DeliveredMessage {
     pub headers: serde_json::Map<String, Value>,
 }
 
-impl From<ConsumedMessageDto> for DeliveredMessage {
-    fn from(message: ConsumedMessageDto) -> Self {
+impl DeliveredMessage {
+    pub fn new(message: ConsumedMessageDto, resume: String) -> Self {
         DeliveredMessage {
-            resume: format!("{}:{}", message.partition, message.offset),
+            resume,
             topic: message.topic,
             partition: message.partition,
             offset: message.offset,
@@ -193,18 +194,6 @@ impl From<ConsumedMessageDto> for DeliveredMessage {
                 .collect(),
         }
     }
-}
-
-/// A parsed resume token `"<partition>:<offset>"`.
-pub fn parse_resume_token(token: &str) -> Result<(u32, u64), ApiError> {
-    let parsed = token
-        .split_once(':')
-        .and_then(|(partition, offset)| Some((partition.parse().ok()?, offset.parse().ok()?)));
-    parsed.ok_or_else(|| {
-        ApiError::invalid_request(format!(
-            "a resume token is \"<partition>:<offset>\", got '{token}'"
-        ))
-    })
 }
 
 /// Why a client frame was not taken.
@@ -300,14 +289,20 @@ mod tests {
 
     #[test]
     fn from_takes_names_offsets_and_resume_tokens() {
+        let frame = parse_client_frame(
+            r#"{"op": "subscribe", "id": "s", "topic": "t", "from": "0:3,1:7"}"#,
+        )
+        .unwrap();
+        let ClientFrame::Subscribe(subscribe) = frame else {
+            panic!("not a subscribe")
+        };
+        assert!(matches!(subscribe.from, Some(FromSpec::Text(ref token)) if token == "0:3,1:7"));
         let frame =
-            parse_client_frame(r#"{"op": "subscribe", "id": "s", "topic": "t", "from": ["0:3"]}"#)
+            parse_client_frame(r#"{"op": "subscribe", "id": "s", "topic": "t", "from": 12}"#)
                 .unwrap();
         let ClientFrame::Subscribe(subscribe) = frame else {
             panic!("not a subscribe")
         };
-        assert!(matches!(subscribe.from, Some(FromSpec::Resume(_))));
-        assert_eq!(parse_resume_token("2:17").unwrap(), (2, 17));
-        assert!(parse_resume_token("2-17").is_err());
+        assert!(matches!(subscribe.from, Some(FromSpec::Offset(12))));
     }
 }

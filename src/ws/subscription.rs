@@ -1,57 +1,47 @@
-//! A topic subscription on a socket: one reader per partition, sharing the subscription's
-//! credit.
+//! A topic subscription on a socket: the broker's live reader of the topic ([`Tail`], the same
+//! reader server-sent event streams use, with the same resume tokens) and the subscription's
+//! credit in front of it.
 //!
-//! Each reader long-polls its partition through [`Broker::fetch`] (the same read as
-//! `GET .../partitions/{p}/messages`, forwarded to the partition's leader when this node does
-//! not lead it, and woken when a batch is applied), so a partition's messages arrive in offset
-//! order whichever node they were produced through. A reader takes credit before it reads and
-//! gives back what the read did not use: the subscription never has more messages in flight
-//! than the credit the client granted. To keep one idle partition from holding all the credit
-//! in its long poll, a reader takes at most its share (the credit over the partitions read).
+//! The tail follows each partition through the broker's fetch long poll (forwarded to the
+//! partition's leader, woken when a batch is applied), so a partition's messages arrive in
+//! offset order whichever node they were produced through. Its read-ahead is bounded; this
+//! task sends only within the credit the client granted, and while it has none it stops
+//! taking batches, which stops the tail's readers: nothing piles up for a client that does not
+//! grant more.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::frames::{parse_resume_token, FromSpec, ServerFrame, SubscribeFrame};
+use super::frames::{DeliveredMessage, FromSpec, ServerFrame, SubscribeFrame};
 use super::outbox::Outbox;
 use crate::api::dto::consume::ConsumedMessageDto;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
-use crate::broker::{Broker, ErrorCode, FetchRequest, OffsetSpec};
+use crate::broker::stream::{StartFrom, Tail, TailItem};
+use crate::broker::Broker;
 
 /// The most credit a subscription may hold: far past any useful window, and within what a
 /// semaphore counts.
 pub const MAX_CREDIT: u64 = 1 << 30;
-/// The most messages one read asks for.
-const MAX_MESSAGES_PER_READ: usize = 1_000;
-/// How long one read waits for new messages before it asks again.
-const LONG_POLL: Duration = Duration::from_secs(20);
-/// The pause before a read refused for a passing reason (no leader yet, overloaded) retries.
-const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
-/// A running subscription; dropping it stops its readers.
+/// A running subscription; dropping it stops its reader.
 pub struct Subscription {
     credit: Arc<Semaphore>,
-    readers: Vec<JoinHandle<()>>,
+    task: JoinHandle<()>,
 }
 
-/// A checked `subscribe`, not yet reading.
+/// A checked `subscribe` whose tail is open, not yet sending.
 pub struct PlannedSubscription {
     id: String,
-    topic: String,
-    starts: Vec<(u32, OffsetSpec)>,
+    tail: Tail,
     credit: u64,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        for reader in &self.readers {
-            reader.abort();
-        }
+        self.task.abort();
     }
 }
 
@@ -69,7 +59,8 @@ impl Subscription {
     }
 }
 
-/// Checks a `subscribe` against the topic: it exists, the partition too, `from` fits.
+/// Checks a `subscribe` and opens its tail: the topic and partition exist, `from` parses and
+/// a resume token names only partitions the subscription reads.
 pub async fn plan(
     broker: &Broker,
     frame: SubscribeFrame,
@@ -82,171 +73,82 @@ pub async fn plan(
             "credit must be between 1 and {MAX_CREDIT}, got {credit}"
         )));
     }
-    let topic = broker.describe_topic(&frame.topic).await?;
-    let count = topic.partitions.len() as u32;
-    let partitions: Vec<u32> = match frame.partition {
-        Some(partition) if partition >= count => {
-            return Err(ApiError::new(
-                ErrorCode::PartitionNotFound,
-                format!(
-                    "topic '{}' has partitions 0 to {}, not {partition}",
-                    frame.topic,
-                    count.saturating_sub(1)
-                ),
-            ))
-        }
-        Some(partition) => vec![partition],
-        None => (0..count).collect(),
+    let from = match frame.from {
+        None => StartFrom::Latest,
+        Some(FromSpec::Offset(offset)) => StartFrom::Offset(offset),
+        Some(FromSpec::Text(text)) => StartFrom::parse(&text)?,
     };
-    let starts = match frame.from {
-        None => partitions
-            .iter()
-            .map(|p| (*p, OffsetSpec::Latest))
-            .collect(),
-        Some(FromSpec::Offset(offset)) => partitions
-            .iter()
-            .map(|p| (*p, OffsetSpec::At(offset)))
-            .collect(),
-        Some(FromSpec::Named(name)) => {
-            let spec = match name.as_str() {
-                "earliest" => OffsetSpec::Earliest,
-                "latest" => OffsetSpec::Latest,
-                _ => {
-                    return Err(ApiError::invalid_request(format!(
-                        "from must be \"earliest\", \"latest\", an offset or a list of resume tokens, got '{name}'"
-                    )))
-                }
-            };
-            partitions.iter().map(|p| (*p, spec)).collect()
-        }
-        Some(FromSpec::Resume(tokens)) => {
-            let mut after: HashMap<u32, u64> = HashMap::new();
-            for token in &tokens {
-                let (partition, offset) = parse_resume_token(token)?;
-                if !partitions.contains(&partition) {
-                    return Err(ApiError::invalid_request(format!(
-                        "resume token '{token}' names partition {partition}, which this subscription does not read"
-                    )));
-                }
-                let offset = offset.checked_add(1).ok_or_else(|| {
-                    ApiError::invalid_request(format!("resume token '{token}' is out of range"))
-                })?;
-                after.insert(partition, offset);
-            }
-            partitions
-                .iter()
-                .map(|p| match after.get(p) {
-                    Some(offset) => (*p, OffsetSpec::At(*offset)),
-                    None => (*p, OffsetSpec::Earliest),
-                })
-                .collect()
-        }
-    };
+    let tail = broker
+        .open_tail(&frame.topic, frame.partition, from)
+        .await?;
     Ok(PlannedSubscription {
         id: frame.id,
-        topic: frame.topic,
-        starts,
+        tail,
         credit,
     })
 }
 
 impl PlannedSubscription {
-    /// Starts the readers; their `messages` frames go to `outbox`.
-    pub fn start(self, broker: &Broker, outbox: &Outbox) -> Subscription {
+    /// Starts sending; its `messages` frames go to `outbox`.
+    pub fn start(self, outbox: &Outbox) -> Subscription {
         let credit = Arc::new(Semaphore::new(self.credit as usize));
-        let share = self.starts.len().max(1);
-        let readers = self
-            .starts
-            .into_iter()
-            .map(|(partition, start)| {
-                let reader = PartitionReader {
-                    broker: broker.clone(),
-                    outbox: outbox.clone(),
-                    id: self.id.clone(),
-                    topic: self.topic.clone(),
-                    partition,
-                    credit: credit.clone(),
-                    share,
-                };
-                tokio::spawn(reader.run(start))
-            })
-            .collect();
-        Subscription { credit, readers }
+        let task = tokio::spawn(send_within_credit(
+            self.id,
+            self.tail,
+            credit.clone(),
+            outbox.clone(),
+        ));
+        Subscription { credit, task }
     }
 }
 
-struct PartitionReader {
-    broker: Broker,
-    outbox: Outbox,
-    id: String,
-    topic: String,
-    partition: u32,
-    credit: Arc<Semaphore>,
-    share: usize,
-}
-
-impl PartitionReader {
-    async fn run(self, mut position: OffsetSpec) {
-        loop {
-            let Ok(first) = self.credit.acquire().await else {
+async fn send_within_credit(id: String, mut tail: Tail, credit: Arc<Semaphore>, outbox: Outbox) {
+    let topic = tail.topic().to_string();
+    while let Some(batch) = tail.next_batch().await {
+        let items = match batch {
+            Ok(items) => items,
+            Err(error) => {
+                // A lasting refusal (the topic was deleted): the subscription ends with it.
+                let _ = outbox.send(&ServerFrame::error(
+                    Some(id.clone().into()),
+                    &ApiError::from(error),
+                ));
+                return;
+            }
+        };
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let Ok(first) = credit.acquire().await else {
                 return;
             };
             first.forget();
-            let wanted =
-                (self.credit.available_permits() / self.share).min(MAX_MESSAGES_PER_READ - 1);
-            let extra = match self.credit.try_acquire_many(wanted as u32) {
+            let wanted = credit.available_permits().min(items.len() - 1);
+            let more = match credit.try_acquire_many(wanted as u32) {
                 Ok(permits) => {
                     permits.forget();
                     wanted
                 }
                 Err(_) => 0,
             };
-            let taken = 1 + extra;
-            let request = FetchRequest {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                offset: position,
-                max_messages: taken,
-                max_wait: LONG_POLL,
+            let messages = items
+                .by_ref()
+                .take(1 + more)
+                .map(|item| delivered(&topic, item))
+                .collect();
+            let frame = ServerFrame::Messages {
+                id: id.clone(),
+                messages,
             };
-            match self.broker.fetch(request).await {
-                Ok(result) => {
-                    let read = result.messages.len().min(taken);
-                    self.credit.add_permits(taken - read);
-                    position = OffsetSpec::At(result.next_offset);
-                    if read == 0 {
-                        continue;
-                    }
-                    let messages = result
-                        .messages
-                        .into_iter()
-                        .map(|message| {
-                            ConsumedMessageDto::from_domain(&result.topic, message).into()
-                        })
-                        .collect();
-                    let frame = ServerFrame::Messages {
-                        id: self.id.clone(),
-                        messages,
-                    };
-                    if self.outbox.send(&frame).is_err() {
-                        return;
-                    }
-                }
-                Err(error) => {
-                    self.credit.add_permits(taken);
-                    let error = ApiError::from(error);
-                    if error.code.retry_after_seconds().is_some()
-                        || error.code == ErrorCode::Timeout
-                    {
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        continue;
-                    }
-                    let _ = self
-                        .outbox
-                        .send(&ServerFrame::error(Some(self.id.clone().into()), &error));
-                    return;
-                }
+            if outbox.send(&frame).is_err() {
+                return;
             }
         }
     }
+}
+
+fn delivered(topic: &str, item: TailItem) -> DeliveredMessage {
+    DeliveredMessage::new(
+        ConsumedMessageDto::from_domain(topic, item.message),
+        item.resume,
+    )
 }
