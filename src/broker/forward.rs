@@ -513,16 +513,6 @@ impl Broker {
                     .map(|(outcome, _)| outcome)
                     .map_err(WireError::from),
             }),
-            ForwardRequest::QueueCounts {
-                group,
-                subscription,
-            } => ForwardReply::QueueCounts(match leading(group) {
-                None => Err(WireError::NotLeader),
-                Some(replica) => stats_here(&replica, subscription)
-                    .await
-                    .map(|stats| wire_counts(stats.counts))
-                    .map_err(WireError::from),
-            }),
             ForwardRequest::QueueStats {
                 group,
                 subscription,

@@ -49,11 +49,6 @@ pub(super) enum ForwardRequest {
         group: u64,
         command: QueueCommand,
     },
-    /// A subscription's counts on the partition, as its leader has applied them.
-    QueueCounts {
-        group: u64,
-        subscription: u64,
-    },
     /// A responder's reply for a request waiting on the receiving node (`broker::requests`).
     Reply {
         /// The requester process's instance number, from its `reply_to`.
@@ -65,7 +60,7 @@ pub(super) enum ForwardRequest {
         headers: Vec<(String, String)>,
     },
     /// A subscription's counts and oldest unacked age on the partition, as its leader has
-    /// applied them (supersedes `QueueCounts`, still answered for nodes that send it).
+    /// applied them.
     QueueStats {
         group: u64,
         subscription: u64,
@@ -94,7 +89,6 @@ pub(super) enum ForwardReply {
     Offset(Result<u64, WireError>),
     AppendedOnce(Result<Landing, WireError>),
     Queue(Result<QueueOutcome, WireError>),
-    QueueCounts(Result<WireCounts, WireError>),
     Replied(Result<Delivery, WireError>),
     QueueStats(Result<WireStats, WireError>),
     QueueWaited(Result<(), WireError>),

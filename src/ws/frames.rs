@@ -6,7 +6,6 @@
 //! its `id`, and the socket stays open).
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::api::dto::consume::ConsumedMessageDto;
@@ -154,46 +153,15 @@ impl ClientFrame {
     }
 }
 
-/// One message delivered to a subscription: the partition read's message plus its resume token.
+/// One message delivered to a subscription: the message as the consume API shows it, plus its
+/// resume token.
 #[derive(Debug, Serialize)]
 pub struct DeliveredMessage {
     /// The subscription's position right after this message, every partition's next offset
     /// (`"0:18,1:5"`): give it back in `from` to resume after this message.
     pub resume: String,
-    pub topic: String,
-    pub partition: u32,
-    pub offset: u64,
-    pub timestamp: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_b64: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<Box<RawValue>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value_b64: Option<String>,
-    pub headers: serde_json::Map<String, Value>,
-}
-
-impl DeliveredMessage {
-    pub fn new(message: ConsumedMessageDto, resume: String) -> Self {
-        DeliveredMessage {
-            resume,
-            topic: message.topic,
-            partition: message.partition,
-            offset: message.offset,
-            timestamp: message.timestamp,
-            key: message.key,
-            key_b64: message.key_b64,
-            value: message.value,
-            value_b64: message.value_b64,
-            headers: message
-                .headers
-                .into_iter()
-                .map(|(name, value)| (name, Value::String(value)))
-                .collect(),
-        }
-    }
+    #[serde(flatten)]
+    pub message: ConsumedMessageDto,
 }
 
 /// Why a client frame was not taken.

@@ -147,8 +147,8 @@ async fn send_within_credit(id: String, mut tail: Tail, credit: Arc<Semaphore>, 
 }
 
 fn delivered(topic: &str, item: TailItem) -> DeliveredMessage {
-    DeliveredMessage::new(
-        ConsumedMessageDto::from_domain(topic, item.message),
-        item.resume,
-    )
+    DeliveredMessage {
+        resume: item.resume,
+        message: ConsumedMessageDto::from_domain(topic, item.message),
+    }
 }
