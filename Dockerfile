@@ -36,6 +36,8 @@ RUN mkdir src \
 # 2. Herald itself. Forget the placeholder's artifacts, so cargo cannot take them for current
 #    whatever the copied files' timestamps are.
 COPY src ./src
+# The example pages are compiled into the binary (served at /examples/).
+COPY examples ./examples
 RUN rm -rf target/release/.fingerprint/herald-* target/release/deps/herald-* \
         target/release/deps/libherald-* target/release/herald \
     && cargo build --release --locked --bin herald \

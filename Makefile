@@ -1,7 +1,8 @@
 # Herald: build, run and test from a fresh Debian/Ubuntu machine with Rust installed.
 #
 #   make run    install what is missing (libclang), build, start a node on 127.0.0.1:8080
-#   make test   run every test (unit, storage suite, black-box tests against the real binary)
+#   make test   run every test (unit, storage suite, black-box tests against the real binary,
+#               the example page in chromium)
 #   make compose-check   validate docker-compose.yml
 
 # Builds are cached outside the clone, so a fresh checkout reuses the compiled RocksDB.
@@ -12,7 +13,7 @@ CARGO ?= cargo
 # Extra arguments for `make run`, e.g. make run ARGS='--data-dir /tmp/herald'
 ARGS ?=
 
-.PHONY: all deps build run test lint compose-check bench-build clean
+.PHONY: all deps browser-deps build run test lint compose-check bench-build clean
 
 all: build
 
@@ -33,8 +34,15 @@ build: deps
 run: deps
 	$(CARGO) run --release -- serve $(ARGS)
 
-test: deps
+test: deps browser-deps
 	$(CARGO) test --all-targets
+
+# The browser test's npm packages (playwright-core, pinned by the lock file; it drives
+# /usr/bin/chromium: apt-get install -y chromium nodejs npm). Never downloads a browser.
+browser-deps:
+	@if [ ! -d tests/browser/node_modules/playwright-core ]; then \
+		cd tests/browser && npm ci --no-audit --no-fund; \
+	fi
 
 lint: deps
 	$(CARGO) fmt --all -- --check

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod docs;
 pub mod dto;
 pub mod events;
+pub mod examples;
 pub mod extract;
 pub mod groups;
 pub mod health;
@@ -126,7 +127,10 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(broker: Broker, config: ApiConfig) -> Router {
     let (routes, mut document) = api_routes().split_for_parts();
     openapi_rules::apply(&mut document);
-    let routes = routes.merge(docs::router(document)).with_state(AppState {
+    let routes = routes
+        .merge(docs::router(document))
+        .merge(examples::router())
+        .with_state(AppState {
         broker,
         metrics: config.metrics,
         shutdown: config.shutdown,
