@@ -13,7 +13,7 @@ CARGO ?= cargo
 # Extra arguments for `make run`, e.g. make run ARGS='--data-dir /tmp/herald'
 ARGS ?=
 
-.PHONY: all deps browser-deps build run test lint compose-check bench-build clean
+.PHONY: all deps js-deps build run test lint compose-check bench-build clean
 
 all: build
 
@@ -34,14 +34,16 @@ build: deps
 run: deps
 	$(CARGO) run --release -- serve $(ARGS)
 
-test: deps browser-deps
+test: deps js-deps
 	$(CARGO) test --all-targets
 
-# The browser test's npm packages (playwright-core, pinned by the lock file; it drives
-# /usr/bin/chromium: apt-get install -y chromium nodejs npm). Never downloads a browser.
-browser-deps:
-	@if [ ! -d tests/browser/node_modules/playwright-core ]; then \
-		cd tests/browser && npm ci --no-audit --no-fund; \
+# The npm packages of tests/js (playwright-core, which drives /usr/bin/chromium:
+# apt-get install -y chromium nodejs npm; never downloads a browser; and the AsyncAPI parser),
+# pinned by the lock file, installed again when the lock file changes.
+js-deps:
+	@if [ ! -f tests/js/node_modules/.package-lock.json ] || \
+		[ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then \
+		cd tests/js && npm ci --no-audit --no-fund; \
 	fi
 
 lint: deps

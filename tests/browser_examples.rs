@@ -1,9 +1,9 @@
-//! The example page in a real browser: `tests/browser/examples.test.mjs` drives Debian's
+//! The example page in a real browser: `tests/js/examples.test.mjs` drives Debian's
 //! chromium (playwright-core, `executablePath: /usr/bin/chromium`) to open `/examples/` on a node
 //! started here, produce over plain HTTP, and see the messages arrive over both the WebSocket and
 //! EventSource, and a WebSocket reconnect resume exactly.
 //!
-//! Needs node, `npm ci` in `tests/browser` and `/usr/bin/chromium`; `.ci/run` and `make test`
+//! Needs node, `npm ci` in `tests/js` and `/usr/bin/chromium`; `.ci/run` and `make test`
 //! install them. Without them the test fails and says what is missing, rather than passing
 //! without having run.
 
@@ -22,7 +22,7 @@ const SCRIPT_DEADLINE: Duration = Duration::from_secs(120);
 
 #[tokio::test]
 async fn example_page_shows_messages_over_websocket_and_eventsource() {
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     assert!(
         Path::new(&chromium).exists(),

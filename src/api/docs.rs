@@ -1,5 +1,6 @@
 //! `/openapi.json` and `/docs`: the OpenAPI document and a Swagger UI served from the binary (no
-//! CDN), so the docs work offline. `/docs` redirects to `/docs/`.
+//! CDN), so the docs work offline. `/docs` redirects to `/docs/`. `/asyncapi.json`: the live
+//! streams' AsyncAPI document.
 
 use axum::Router;
 use utoipa::openapi::OpenApi;
@@ -10,5 +11,9 @@ pub const OPENAPI_PATH: &str = "/openapi.json";
 pub const DOCS_PATH: &str = "/docs";
 
 pub fn router<S: Clone + Send + Sync + 'static>(openapi: OpenApi) -> Router<S> {
-    SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi).into()
+    let asyncapi = super::asyncapi::document();
+    Router::from(SwaggerUi::new(DOCS_PATH).url(OPENAPI_PATH, openapi)).route(
+        super::asyncapi::ASYNCAPI_PATH,
+        axum::routing::get(move || std::future::ready(axum::Json(asyncapi.clone()))),
+    )
 }

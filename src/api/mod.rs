@@ -6,6 +6,7 @@
 //! cross-cutting layers (body limit, request deadline and concurrency cap, metrics, tracing,
 //! panic catching). `listener` bounds the open connections.
 
+pub mod asyncapi;
 pub mod cluster;
 pub mod docs;
 pub mod dto;
@@ -131,12 +132,12 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         .merge(docs::router(document))
         .merge(examples::router())
         .with_state(AppState {
-        broker,
-        metrics: config.metrics,
-        shutdown: config.shutdown,
-        event_streams: events::EventStreams::new(config.event_streams),
-        ws: config.ws,
-    });
+            broker,
+            metrics: config.metrics,
+            shutdown: config.shutdown,
+            event_streams: events::EventStreams::new(config.event_streams),
+            ws: config.ws,
+        });
     with_layers(routes, config.max_body_bytes, config.limits)
 }
 

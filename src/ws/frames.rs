@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::api::dto::consume::ConsumedMessageDto;
 use crate::api::dto::produce::{AcksDto, ProduceMessageDto, ProducedOffsetDto};
@@ -30,7 +31,7 @@ struct FrameHeader {
 }
 
 /// `unsubscribe`: stop subscription `id`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnsubscribeFrame {
     #[allow(dead_code)]
@@ -39,7 +40,7 @@ pub struct UnsubscribeFrame {
 }
 
 /// `credit`: let subscription `id` have `messages` more in flight.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreditFrame {
     #[allow(dead_code)]
@@ -49,7 +50,7 @@ pub struct CreditFrame {
 }
 
 /// `publish`: the produce body's messages and options, over the socket.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PublishFrame {
     #[allow(dead_code)]
@@ -71,7 +72,7 @@ pub struct PublishFrame {
 }
 
 /// `subscribe` to a topic's partitions (all, or one).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubscribeFrame {
     #[allow(dead_code)]
@@ -91,7 +92,7 @@ pub struct SubscribeFrame {
 /// event streams take: `"earliest"`, `"latest"`, `"timestamp:<ms>"` or the resume token last
 /// received (`"0:18,1:5"`: the next offset of each partition; partitions it does not name
 /// from the earliest).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum FromSpec {
     Offset(u64),
@@ -99,7 +100,7 @@ pub enum FromSpec {
 }
 
 /// A frame to the client.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ServerFrame {
     Published {
@@ -155,7 +156,7 @@ impl ClientFrame {
 
 /// One message delivered to a subscription: the message as the consume API shows it, plus its
 /// resume token.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveredMessage {
     /// The subscription's position right after this message, every partition's next offset
     /// (`"0:18,1:5"`): give it back in `from` to resume after this message.

@@ -1,0 +1,342 @@
+//! The AsyncAPI 3.1 document of the live streams (`/asyncapi.json`, committed as
+//! `openapi/asyncapi.json`): the WebSocket channel `/v1/ws` with every frame each way, and the
+//! server-sent event channels. The OpenAPI document describes the handshakes; this one what
+//! flows after them.
+//!
+//! It is generated from the types the server parses and writes (the frame structs of
+//! `crate::ws::frames`, the consume DTO), through the same utoipa schemas as the OpenAPI
+//! document, so a frame cannot change without the document changing; the test below keeps the
+//! committed copy current, as `openapi_doc` does for OpenAPI.
+//!
+//! Perspective: AsyncAPI describes one application, here the node. Frames the node receives are
+//! `receive` operations, frames it sends are `send` operations; a client does the opposite.
+
+use serde_json::{json, Map, Value};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::ToSchema;
+
+use super::dto::consume::ConsumedMessageDto;
+use crate::ws::frames::{CreditFrame, PublishFrame, ServerFrame, SubscribeFrame, UnsubscribeFrame};
+
+/// Where the committed document lives, relative to the crate root.
+pub const COMMITTED_PATH: &str = "openapi/asyncapi.json";
+/// Where the node serves it.
+pub const ASYNCAPI_PATH: &str = "/asyncapi.json";
+
+/// One kind of frame: its `op`, what it is for, and its payload's schema.
+struct FrameKind {
+    op: String,
+    summary: &'static str,
+    payload: Value,
+}
+
+/// Collects component schemas while payloads are built.
+#[derive(Default)]
+struct Schemas(Map<String, Value>);
+
+impl Schemas {
+    /// `T`'s schema (its `op` pinned to `op` when it has one), with what it refers to added to
+    /// the components.
+    fn payload<T: ToSchema>(&mut self, op: Option<&str>) -> Value {
+        self.add_dependencies::<T>();
+        let mut schema = to_json(T::schema());
+        if let Some(op) = op {
+            pin_op(&mut schema, op);
+        }
+        schema
+    }
+
+    fn add_dependencies<T: ToSchema>(&mut self) {
+        let mut dependencies = Vec::new();
+        T::schemas(&mut dependencies);
+        for (name, schema) in dependencies {
+            self.0.insert(name, to_json(schema));
+        }
+    }
+}
+
+fn to_json(schema: RefOr<Schema>) -> Value {
+    serde_json::to_value(schema).unwrap_or(Value::Null)
+}
+
+/// A client frame's struct reads `op` as any string (it was matched before): the document says
+/// which one.
+fn pin_op(schema: &mut Value, op: &str) {
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.insert(
+            "op".into(),
+            json!({"type": "string", "const": op, "description": "The frame's kind"}),
+        );
+    }
+}
+
+/// The server frames, one per `op`, split out of [`ServerFrame`]'s tagged union so each is a
+/// message of its own.
+fn server_frames(schemas: &mut Schemas) -> Vec<FrameKind> {
+    let union = schemas.payload::<ServerFrame>(None);
+    let variants = union
+        .get("oneOf")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let summary = |op: &str| {
+        match op {
+        "published" => "Where a publish's messages were stored (or, per message, why not)",
+        "messages" => "Messages of one partition for a subscription, in offset order, each with its resume token",
+        "ok" => "A subscribe or unsubscribe was done",
+        "error" => "A frame was refused (a problem object), or a subscription ended for good",
+        _ => "A server frame",
+    }
+    };
+    variants
+        .into_iter()
+        .filter_map(|variant| {
+            let op = variant
+                .pointer("/properties/op/enum/0")
+                .and_then(Value::as_str)?
+                .to_string();
+            Some((op, variant))
+        })
+        .map(|(op, mut payload)| {
+            pin_op(&mut payload, &op);
+            FrameKind {
+                summary: summary(&op),
+                op,
+                payload,
+            }
+        })
+        .collect()
+}
+
+fn client_frames(schemas: &mut Schemas) -> Vec<FrameKind> {
+    vec![
+        FrameKind {
+            op: "publish".into(),
+            summary: "Produce messages, as POST /v1/topics/{topic}/messages does; answered by `published`",
+            payload: schemas.payload::<PublishFrame>(Some("publish")),
+        },
+        FrameKind {
+            op: "subscribe".into(),
+            summary: "Follow a topic (all partitions or one) from a position; answered by `ok`, then `messages` within the credit",
+            payload: schemas.payload::<SubscribeFrame>(Some("subscribe")),
+        },
+        FrameKind {
+            op: "unsubscribe".into(),
+            summary: "Stop a subscription; answered by `ok`",
+            payload: schemas.payload::<UnsubscribeFrame>(Some("unsubscribe")),
+        },
+        FrameKind {
+            op: "credit".into(),
+            summary: "Let a subscription have more messages in flight",
+            payload: schemas.payload::<CreditFrame>(Some("credit")),
+        },
+    ]
+}
+
+/// A `$ref` to a component message.
+fn message_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/messages/{name}")})
+}
+
+/// The document.
+pub fn document() -> Value {
+    let mut schemas = Schemas::default();
+    let client = client_frames(&mut schemas);
+    let server = server_frames(&mut schemas);
+    let event_message = schemas.payload::<ConsumedMessageDto>(None);
+
+    let mut messages = Map::new();
+    let mut ws_channel_messages = Map::new();
+    let mut operations = Map::new();
+    for (kind, action) in client
+        .iter()
+        .map(|kind| (kind, "receive"))
+        .chain(server.iter().map(|kind| (kind, "send")))
+    {
+        let name = format!("ws_{}", kind.op);
+        messages.insert(
+            name.clone(),
+            json!({
+                "name": kind.op,
+                "title": format!("`{}` frame", kind.op),
+                "summary": kind.summary,
+                "contentType": "application/json",
+                "payload": kind.payload,
+            }),
+        );
+        ws_channel_messages.insert(name.clone(), message_ref(&name));
+        let mut operation = json!({
+            "action": action,
+            "channel": {"$ref": "#/channels/websocket"},
+            "summary": kind.summary,
+            "messages": [{"$ref": format!("#/channels/websocket/messages/{name}")}],
+        });
+        if kind.op == "publish" {
+            operation["reply"] = json!({
+                "channel": {"$ref": "#/channels/websocket"},
+                "messages": [
+                    {"$ref": "#/channels/websocket/messages/ws_published"},
+                    {"$ref": "#/channels/websocket/messages/ws_error"},
+                ],
+            });
+        }
+        operations.insert(format!("{action}_{}", kind.op), operation);
+    }
+
+    for (name, title, summary, payload) in [
+        (
+            "sse_message",
+            "`message` event",
+            "One message; the event's `id` is the stream's resume token right after it (every partition's next offset, `0:18,1:5`)",
+            event_message,
+        ),
+        (
+            "sse_shutdown",
+            "`shutdown` event",
+            "The node is stopping: the data is the resume token; reconnect (to any node) with it as Last-Event-ID",
+            json!({"type": "string", "description": "The resume token", "examples": ["0:18,1:5"]}),
+        ),
+        (
+            "sse_problem",
+            "`problem` event",
+            "The stream cannot go on (e.g. the topic was deleted) and ends",
+            json!({
+                "type": "object",
+                "required": ["code", "detail"],
+                "properties": {
+                    "code": {"type": "string", "description": "The problem's stable code (docs/errors.md)"},
+                    "detail": {"type": "string"},
+                },
+            }),
+        ),
+    ] {
+        messages.insert(
+            name.into(),
+            json!({"name": name.trim_start_matches("sse_"), "title": title, "summary": summary,
+                   "contentType": "application/json", "payload": payload}),
+        );
+    }
+    operations.insert(
+        "send_topic_events".into(),
+        json!({
+            "action": "send",
+            "channel": {"$ref": "#/channels/topic_events"},
+            "summary": "A topic's messages as server-sent events, from the requested position",
+            "messages": [
+                {"$ref": "#/channels/topic_events/messages/sse_message"},
+                {"$ref": "#/channels/topic_events/messages/sse_shutdown"},
+                {"$ref": "#/channels/topic_events/messages/sse_problem"},
+            ],
+        }),
+    );
+
+    json!({
+        "asyncapi": "3.1.0",
+        "info": {
+            "title": "Herald live streams",
+            "version": "1",
+            "description": "What flows over Herald's WebSocket (`GET /v1/ws`, subprotocol `herald.v1`, JSON text frames) and server-sent event streams once they are open. The handshakes, their query parameters and refusals are in the OpenAPI document (`/openapi.json`); frames, flow control, resume and close codes in docs/websocket.md and docs/streaming.md. Operations are from the node's side: `receive` is a frame a client sends.",
+        },
+        "servers": {
+            "node": {
+                "host": "127.0.0.1:8080",
+                "protocol": "ws",
+                "description": "Any node of the cluster: a stream resumes on any node with its resume token.",
+            },
+            "node_http": {
+                "host": "127.0.0.1:8080",
+                "protocol": "http",
+                "description": "The same port, for server-sent events.",
+            },
+        },
+        "defaultContentType": "application/json",
+        "channels": {
+            "websocket": {
+                "address": "/v1/ws",
+                "title": "WebSocket",
+                "description": "One socket publishes and holds any number of subscriptions, each with its own `id`. The client must offer the subprotocol `herald.v1`.",
+                "servers": [{"$ref": "#/servers/node"}],
+                "messages": ws_channel_messages,
+                "bindings": {"ws": {"method": "GET", "bindingVersion": "0.1.0"}},
+            },
+            "topic_events": {
+                "address": "/v1/topics/{topic}/events",
+                "title": "A topic's server-sent events",
+                "description": "`text/event-stream`. Query: `from` (latest, earliest, an offset, timestamp:<ms> or a resume token), `partition`. Header `Last-Event-ID` resumes.",
+                "servers": [{"$ref": "#/servers/node_http"}],
+                "parameters": {"topic": {"description": "The topic's name"}},
+                "messages": {
+                    "sse_message": message_ref("sse_message"),
+                    "sse_shutdown": message_ref("sse_shutdown"),
+                    "sse_problem": message_ref("sse_problem"),
+                },
+                "bindings": {"http": {"method": "GET", "bindingVersion": "0.3.0"}},
+            },
+        },
+        "operations": operations,
+        "components": {
+            "messages": messages,
+            "schemas": schemas.0,
+        },
+    })
+}
+
+/// The document as committed: pretty JSON with a trailing newline.
+pub fn render() -> Result<String, serde_json::Error> {
+    Ok(format!("{}\n", serde_json::to_string_pretty(&document())?))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn committed_asyncapi_document_is_current() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(COMMITTED_PATH);
+        let generated = render().expect("the AsyncAPI document serializes");
+        if std::env::var_os("HERALD_UPDATE_OPENAPI").is_some_and(|value| value == "1") {
+            std::fs::write(&path, &generated).expect("write openapi/asyncapi.json");
+            return;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{COMMITTED_PATH} differs from the frames the code speaks. If the change is intended, \
+             refresh it with `HERALD_UPDATE_OPENAPI=1 cargo test --lib committed_asyncapi_document_is_current` \
+             and commit the result."
+        );
+    }
+
+    #[test]
+    fn every_frame_is_a_message_with_its_op_pinned() {
+        let document = document();
+        let messages = document["components"]["messages"].as_object().unwrap();
+        for op in [
+            "publish",
+            "subscribe",
+            "unsubscribe",
+            "credit",
+            "published",
+            "messages",
+            "ok",
+            "error",
+        ] {
+            let message = &messages[&format!("ws_{op}")];
+            assert_eq!(
+                message["payload"]["properties"]["op"]["const"], op,
+                "{message}"
+            );
+        }
+        // Every reference resolves inside the document.
+        let text = document.to_string();
+        for reference in text.split("\"$ref\":\"#/").skip(1) {
+            let pointer = format!("/{}", &reference[..reference.find('"').unwrap()]);
+            assert!(
+                document.pointer(&pointer).is_some(),
+                "dangling reference {pointer}"
+            );
+        }
+    }
+}
