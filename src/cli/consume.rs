@@ -3,7 +3,8 @@
 //! Every partition is read by its own task, following `next_offset`, so a long poll on a quiet
 //! partition never delays messages of a busy one; one printer task writes what they fetch, which
 //! keeps each partition's messages in offset order and lets `--count` stop everything at once.
-//! Without `--follow` a partition's task ends when it reaches the high watermark.
+//! A partition's task ends when it reaches the high watermark. `--follow` is `follow.rs`: the
+//! messages pushed over the WebSocket.
 
 use std::io::Write;
 use std::time::Duration;
@@ -16,9 +17,6 @@ use tokio::task::JoinSet;
 
 use super::client::{Api, OffsetSpec, ProblemError};
 use super::{ConsumeArgs, OutputFormat};
-
-/// How long a `--follow` read waits on the server for new messages before asking again.
-const FOLLOW_WAIT_MS: u64 = 5_000;
 
 /// How many times in a row a partition read is retried after a transient failure.
 const MAX_RETRIES: u32 = 5;
@@ -55,24 +53,19 @@ pub fn write_message(
 }
 
 /// Reads one partition from `from`, sending each non-empty batch to the printer, until the end
-/// (without `follow`) or until the printer hangs up.
+/// or until the printer hangs up.
 async fn read_partition(
     api: Api,
     topic: String,
     partition: u32,
     from: OffsetSpec,
     max_messages: u32,
-    follow: bool,
     sender: mpsc::Sender<Vec<Value>>,
 ) -> anyhow::Result<()> {
     let mut offset = from;
-    let wait_ms = if follow { FOLLOW_WAIT_MS } else { 0 };
     let mut failures = 0u32;
     loop {
-        let answer = match api
-            .fetch(&topic, partition, offset, max_messages, wait_ms)
-            .await
-        {
+        let answer = match api.fetch(&topic, partition, offset, max_messages, 0).await {
             Ok(answer) => answer,
             Err(error) => {
                 if let Some(start) = out_of_range_restart(&error) {
@@ -100,13 +93,11 @@ async fn read_partition(
         if !empty && sender.send(answer.messages).await.is_err() {
             return Ok(()); // the printer is done (--count reached or stdout closed)
         }
-        if !follow {
-            let at_end = answer.next_offset >= answer.high_watermark;
-            // An empty answer that did not move forward would otherwise loop for ever.
-            let stuck = empty && before == offset;
-            if at_end || stuck {
-                return Ok(());
-            }
+        let at_end = answer.next_offset >= answer.high_watermark;
+        // An empty answer that did not move forward would otherwise loop for ever.
+        let stuck = empty && before == offset;
+        if at_end || stuck {
+            return Ok(());
         }
     }
 }
@@ -151,6 +142,9 @@ pub async fn run(server: &str, args: ConsumeArgs) -> anyhow::Result<()> {
     if args.count == Some(0) || partitions.is_empty() {
         return Ok(());
     }
+    if args.follow {
+        return super::follow::run(&api, &args).await;
+    }
 
     let (sender, mut receiver) = mpsc::channel::<Vec<Value>>(CHANNEL_BATCHES);
     let mut readers = JoinSet::new();
@@ -161,7 +155,6 @@ pub async fn run(server: &str, args: ConsumeArgs) -> anyhow::Result<()> {
             partition,
             args.from,
             args.max_messages,
-            args.follow,
             sender.clone(),
         ));
     }
@@ -176,8 +169,7 @@ pub async fn run(server: &str, args: ConsumeArgs) -> anyhow::Result<()> {
                 Some(batch) => batch,
                 None => break, // every reader reached its end
             },
-            // A reader that fails stops the command now, not when the others are done (which
-            // with --follow is never).
+            // A reader that fails stops the command now, not when the others are done.
             Some(Ok(Err(error))) = readers.join_next() => {
                 let _ = out.flush();
                 readers.abort_all();

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod consume;
+mod follow;
 pub mod groups_api;
 pub mod produce;
 pub mod pull;
@@ -110,9 +111,14 @@ pub struct ConsumeArgs {
     /// Where to start: earliest, latest or an offset.
     #[arg(long, default_value = "earliest")]
     pub from: OffsetSpec,
-    /// Keep waiting for new messages instead of stopping at the end.
+    /// Keep waiting for new messages instead of stopping at the end: the messages are pushed
+    /// over the WebSocket, and each printed one (`--format json`) carries its `resume` token.
     #[arg(long)]
     pub follow: bool,
+    /// With --follow: continue after the message whose `resume` token this is (every
+    /// partition's next offset, e.g. `0:18,1:5`), instead of --from.
+    #[arg(long, requires = "follow", conflicts_with = "from")]
+    pub resume: Option<String>,
     /// Messages per read request.
     #[arg(long, default_value_t = 500)]
     pub max_messages: u32,
