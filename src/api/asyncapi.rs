@@ -183,6 +183,43 @@ pub fn document() -> Value {
         operations.insert(format!("{action}_{}", kind.op), operation);
     }
 
+    let binary_layout = "A binary frame: the header's length (4 bytes, unsigned, big-endian), the header (the JSON frame, each message without value/value_b64 and with value_len and value_format json|bytes), then the values back to back in message order (docs/websocket.md, Binary frames)";
+    for (name, op, action, summary) in [
+        (
+            "ws_publish_binary",
+            "publish",
+            "receive",
+            "A publish as a binary frame: its values raw after its JSON header; answered by `published` (JSON text)",
+        ),
+        (
+            "ws_messages_binary",
+            "messages",
+            "send",
+            "A `messages` frame of a subscription with format binary: the values raw after the JSON header",
+        ),
+    ] {
+        messages.insert(
+            name.into(),
+            json!({
+                "name": format!("{op} (binary)"),
+                "title": format!("binary `{op}` frame"),
+                "summary": summary,
+                "contentType": "application/octet-stream",
+                "payload": {"type": "string", "format": "binary", "description": binary_layout},
+            }),
+        );
+        ws_channel_messages.insert(name.into(), message_ref(name));
+        operations.insert(
+            format!("{action}_{op}_binary"),
+            json!({
+                "action": action,
+                "channel": {"$ref": "#/channels/websocket"},
+                "summary": summary,
+                "messages": [{"$ref": format!("#/channels/websocket/messages/{name}")}],
+            }),
+        );
+    }
+
     for (name, title, summary, payload) in [
         (
             "sse_message",

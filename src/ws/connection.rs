@@ -10,6 +10,7 @@ use futures::{SinkExt, StreamExt};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::binary::{parse_binary_publish, BinaryPublish};
 use super::frames::{
     parse_client_frame, ClientFrame, CreditFrame, FrameError, PublishFrame, ServerFrame,
     UnsubscribeFrame,
@@ -21,12 +22,12 @@ use crate::api::dto::produce::ProduceRequest;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
 use crate::broker::{validate_idempotency_key, ErrorCode, Idempotence};
+use crate::domain::record::RecordValue;
 
 /// Close codes (RFC 6455 § 7.4.1).
 pub mod close_code {
     pub const NORMAL: u16 = 1000;
     pub const GOING_AWAY: u16 = 1001;
-    pub const UNSUPPORTED_DATA: u16 = 1003;
     pub const INVALID_PAYLOAD: u16 = 1007;
     pub const POLICY_VIOLATION: u16 = 1008;
     pub const TOO_BIG: u16 = 1009;
@@ -205,11 +206,10 @@ impl Connection {
                                 return ending;
                             }
                         }
-                        Message::Binary(_) => {
-                            return Ending::Close(
-                                close_code::UNSUPPORTED_DATA,
-                                "binary frames are not supported: send JSON text frames".into(),
-                            );
+                        Message::Binary(frame) => {
+                            if let Some(ending) = self.on_binary(frame).await {
+                                return ending;
+                            }
                         }
                         Message::Close(frame) => {
                             let code = frame.map_or(close_code::NORMAL, |frame| frame.code);
@@ -242,23 +242,7 @@ impl Connection {
         };
         metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => frame.op()).increment(1);
         match frame {
-            ClientFrame::Publish(publish) => {
-                let Ok(permit) = self.publishes.clone().acquire_owned().await else {
-                    return None;
-                };
-                let broker = self.state.broker.clone();
-                let outbox = self.outbox.clone();
-                tokio::spawn(async move {
-                    let id = publish.id.clone();
-                    let answer = match publish_frame(&broker, publish).await {
-                        Ok(answer) => answer,
-                        Err(error) => ServerFrame::error(Some(id.into()), &error),
-                    };
-                    let _ = outbox.send(&answer);
-                    drop(permit);
-                });
-                None
-            }
+            ClientFrame::Publish(publish) => self.publish(publish, None).await,
             ClientFrame::Subscribe(subscribe) => {
                 let id = subscribe.id.clone();
                 if self.subscriptions.contains_key(&id) {
@@ -303,6 +287,51 @@ impl Connection {
         }
     }
 
+    /// Acts on a binary frame: a `publish` whose values follow its JSON header (`binary.rs`).
+    /// A malformed one is answered with an `error` frame, like a bad JSON frame.
+    async fn on_binary(&mut self, frame: bytes::Bytes) -> Option<Ending> {
+        match parse_binary_publish(frame) {
+            Ok(BinaryPublish { frame, values }) => {
+                metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "publish_binary")
+                    .increment(1);
+                self.publish(frame, Some(values)).await
+            }
+            Err(FrameError::Refused(id, error)) => {
+                metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "invalid")
+                    .increment(1);
+                self.answer(ServerFrame::error(id, &error))
+            }
+            Err(FrameError::NotJson(error)) => self.answer(ServerFrame::error(
+                None,
+                &ApiError::invalid_request(format!("invalid binary frame: {error}")),
+            )),
+        }
+    }
+
+    /// Writes a publish in the background (at most [`MAX_PUBLISHES_IN_FLIGHT`] at once) and
+    /// answers it when it is done. `values` are a binary frame's values, in message order.
+    async fn publish(
+        &mut self,
+        publish: PublishFrame,
+        values: Option<Vec<RecordValue>>,
+    ) -> Option<Ending> {
+        let Ok(permit) = self.publishes.clone().acquire_owned().await else {
+            return None;
+        };
+        let broker = self.state.broker.clone();
+        let outbox = self.outbox.clone();
+        tokio::spawn(async move {
+            let id = publish.id.clone();
+            let answer = match publish_frame(&broker, publish, values).await {
+                Ok(answer) => answer,
+                Err(error) => ServerFrame::error(Some(id.into()), &error),
+            };
+            let _ = outbox.send(&answer);
+            drop(permit);
+        });
+        None
+    }
+
     /// Queues an answer; `Some` when the queue is over its limit (the socket then closes).
     fn answer(&self, frame: ServerFrame) -> Option<Ending> {
         match self.outbox.send(&frame) {
@@ -327,21 +356,26 @@ fn unknown_subscription(id: String) -> ServerFrame {
 }
 
 /// `publish`: the same checks and the same broker call as `POST /v1/topics/{topic}/messages`.
+/// `values` are a binary frame's, one per message, instead of the messages' own.
 async fn publish_frame(
     broker: &crate::broker::Broker,
     frame: PublishFrame,
+    values: Option<Vec<RecordValue>>,
 ) -> Result<ServerFrame, ApiError> {
     check_topic_name(&frame.topic, false)?;
     if let Some(key) = &frame.idempotency_key {
         validate_idempotency_key(key).map_err(ApiError::invalid_request)?;
     }
-    let decoded = ProduceRequest {
+    let request = ProduceRequest {
         messages: frame.messages,
         producer_id: frame.producer_id,
         producer_epoch: frame.producer_epoch,
         sequence: frame.sequence,
-    }
-    .into_domain()?;
+    };
+    let decoded = match values {
+        None => request.into_domain()?,
+        Some(values) => request.into_domain_with_values(values)?,
+    };
     let idempotence = Idempotence {
         idempotency_key: frame.idempotency_key,
         producer: decoded.producer,

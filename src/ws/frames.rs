@@ -86,6 +86,19 @@ pub struct SubscribeFrame {
     /// The subscription's starting credit; the server's default without it.
     #[serde(default)]
     pub credit: Option<u64>,
+    /// How its `messages` frames come: JSON text (the default), or binary frames whose values
+    /// follow a JSON header as raw bytes (docs/websocket.md § Binary frames).
+    #[serde(default)]
+    pub format: FrameFormat,
+}
+
+/// How a subscription's `messages` frames are sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameFormat {
+    #[default]
+    Json,
+    Binary,
 }
 
 /// Where a subscription starts: an offset (every partition), or as text what server-sent

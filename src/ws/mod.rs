@@ -6,6 +6,7 @@
 //! bounds what is queued to a socket. Publishing and reading go through the same [`Broker`]
 //! calls (and the same DTO checks) as the HTTP API.
 
+pub mod binary;
 pub mod connection;
 pub mod frames;
 pub mod outbox;

@@ -68,7 +68,16 @@ impl Outbox {
                 return Err(Refused);
             }
         };
-        let size = text.len();
+        self.queue(frame.op(), Message::Text(text.into()))
+    }
+
+    /// Queues a binary frame (`binary.rs`), under the same byte limit.
+    pub fn send_binary(&self, op: &'static str, frame: bytes::Bytes) -> Result<(), Refused> {
+        self.queue(op, Message::Binary(frame))
+    }
+
+    fn queue(&self, op: &'static str, message: Message) -> Result<(), Refused> {
+        let size = frame_size(&message);
         let before = self.shared.queued_bytes.fetch_add(size, Ordering::AcqRel);
         // A frame into an empty queue always goes, so one frame larger than the limit (a big
         // read) does not cut off a client that reads.
@@ -81,10 +90,8 @@ impl Outbox {
             }
             return Err(Refused);
         }
-        metrics::counter!(FRAMES_TOTAL, "direction" => "out", "op" => frame.op()).increment(1);
-        self.sender
-            .send(Message::Text(text.into()))
-            .map_err(|_| Refused)
+        metrics::counter!(FRAMES_TOTAL, "direction" => "out", "op" => op).increment(1);
+        self.sender.send(message).map_err(|_| Refused)
     }
 
     /// Queues a control frame (ping, close): small, and never refused for the limit.
@@ -108,10 +115,17 @@ impl OutboxReceiver {
 
     /// The frame left the queue for the socket.
     pub fn written(&self, message: &Message) {
-        if let Message::Text(text) = message {
-            self.shared
-                .queued_bytes
-                .fetch_sub(text.len(), Ordering::AcqRel);
-        }
+        self.shared
+            .queued_bytes
+            .fetch_sub(frame_size(message), Ordering::AcqRel);
+    }
+}
+
+/// The bytes a frame counts for under the limit; control frames count for nothing.
+fn frame_size(message: &Message) -> usize {
+    match message {
+        Message::Text(text) => text.len(),
+        Message::Binary(bytes) => bytes.len(),
+        _ => 0,
     }
 }

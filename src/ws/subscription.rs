@@ -14,7 +14,8 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::frames::{DeliveredMessage, FromSpec, ServerFrame, SubscribeFrame};
+use super::binary;
+use super::frames::{DeliveredMessage, FrameFormat, FromSpec, ServerFrame, SubscribeFrame};
 use super::outbox::Outbox;
 use crate::api::dto::consume::ConsumedMessageDto;
 use crate::api::dto::topic::check_topic_name;
@@ -37,6 +38,7 @@ pub struct PlannedSubscription {
     id: String,
     tail: Tail,
     credit: u64,
+    format: FrameFormat,
 }
 
 impl Drop for Subscription {
@@ -85,6 +87,7 @@ pub async fn plan(
         id: frame.id,
         tail,
         credit,
+        format: frame.format,
     })
 }
 
@@ -97,12 +100,19 @@ impl PlannedSubscription {
             self.tail,
             credit.clone(),
             outbox.clone(),
+            self.format,
         ));
         Subscription { credit, task }
     }
 }
 
-async fn send_within_credit(id: String, mut tail: Tail, credit: Arc<Semaphore>, outbox: Outbox) {
+async fn send_within_credit(
+    id: String,
+    mut tail: Tail,
+    credit: Arc<Semaphore>,
+    outbox: Outbox,
+    format: FrameFormat,
+) {
     let topic = tail.topic().to_string();
     while let Some(batch) = tail.next_batch().await {
         let items = match batch {
@@ -130,16 +140,23 @@ async fn send_within_credit(id: String, mut tail: Tail, credit: Arc<Semaphore>, 
                 }
                 Err(_) => 0,
             };
-            let messages = items
-                .by_ref()
-                .take(1 + more)
-                .map(|item| delivered(&topic, item))
-                .collect();
-            let frame = ServerFrame::Messages {
-                id: id.clone(),
-                messages,
+            let taken = items.by_ref().take(1 + more);
+            let sent = match format {
+                FrameFormat::Json => outbox.send(&ServerFrame::Messages {
+                    id: id.clone(),
+                    messages: taken.map(|item| delivered(&topic, item)).collect(),
+                }),
+                FrameFormat::Binary => {
+                    match binary::encode_messages(&topic, &id, taken.collect()) {
+                        Ok(frame) => outbox.send_binary("messages", frame),
+                        Err(error) => {
+                            tracing::error!(detail = %error.detail, "a binary frame could not be encoded");
+                            return;
+                        }
+                    }
+                }
             };
-            if outbox.send(&frame).is_err() {
+            if sent.is_err() {
                 return;
             }
         }

@@ -172,18 +172,8 @@ impl ProduceMessageDto {
 
     /// Checks and decodes one message; `what` names it in error details (`messages[3]`, or
     /// `the request` for a request/reply body).
-    pub fn into_domain_as(self, what: &str) -> Result<ProduceMessage, ApiError> {
-        let key = match (self.key, self.key_b64) {
-            (Some(_), Some(_)) => {
-                return Err(ApiError::invalid_request(format!(
-                    "{what} has both key and key_b64; send at most one"
-                )))
-            }
-            (Some(text), None) => Some(RecordKey::Text(text)),
-            (None, Some(b64)) => Some(RecordKey::Bytes(decode_b64("key_b64", what, &b64)?)),
-            (None, None) => None,
-        };
-        let value = match (self.value, self.value_b64) {
+    pub fn into_domain_as(mut self, what: &str) -> Result<ProduceMessage, ApiError> {
+        let value = match (self.value.take(), self.value_b64.take()) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid_request(format!(
                     "{what} has both value and value_b64; send exactly one"
@@ -196,6 +186,31 @@ impl ProduceMessageDto {
                     "{what} has neither value nor value_b64; send exactly one"
                 )))
             }
+        };
+        self.into_domain_with_value(what, value)
+    }
+
+    /// Checks and decodes one message whose value came apart from it (a binary WebSocket
+    /// frame carries values after the JSON): the message itself must not have one.
+    pub fn into_domain_with_value(
+        self,
+        what: &str,
+        value: RecordValue,
+    ) -> Result<ProduceMessage, ApiError> {
+        if self.value.is_some() || self.value_b64.is_some() {
+            return Err(ApiError::invalid_request(format!(
+                "{what} has value or value_b64, but its value is in the frame's binary section"
+            )));
+        }
+        let key = match (self.key, self.key_b64) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid_request(format!(
+                    "{what} has both key and key_b64; send at most one"
+                )))
+            }
+            (Some(text), None) => Some(RecordKey::Text(text)),
+            (None, Some(b64)) => Some(RecordKey::Bytes(decode_b64("key_b64", what, &b64)?)),
+            (None, None) => None,
         };
         let partition = match self.partition {
             None => None,
@@ -245,6 +260,32 @@ impl ProduceRequest {
             .into_iter()
             .enumerate()
             .map(|(index, message)| message.into_domain(index))
+            .collect::<Result<_, _>>()?;
+        Ok(DecodedProduce { messages, producer })
+    }
+
+    /// As [`Self::into_domain`], the messages' values given apart (a binary WebSocket frame's),
+    /// one per message in order.
+    pub fn into_domain_with_values(
+        self,
+        values: Vec<RecordValue>,
+    ) -> Result<DecodedProduce, ApiError> {
+        if self.messages.is_empty() || self.messages.len() != values.len() {
+            return Err(ApiError::invalid_request(format!(
+                "messages must hold at least one message, and one per value ({} messages, {} values)",
+                self.messages.len(),
+                values.len()
+            )));
+        }
+        let producer = producer_fields(self.producer_id, self.producer_epoch, self.sequence)?;
+        let messages = self
+            .messages
+            .into_iter()
+            .zip(values)
+            .enumerate()
+            .map(|(index, (message, value))| {
+                message.into_domain_with_value(&format!("messages[{index}]"), value)
+            })
             .collect::<Result<_, _>>()?;
         Ok(DecodedProduce { messages, producer })
     }
