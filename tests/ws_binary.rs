@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::ws::{connect, next_frame, send, subscribe, Socket, FRAME_DEADLINE};
+use common::ws::{connect, next_data_frame, next_frame, send, subscribe, Socket};
 use common::Server;
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -22,21 +22,8 @@ fn binary_frame(header: &Value, values: &[&[u8]]) -> Message {
     Message::binary(frame)
 }
 
-/// The next binary frame, split into its JSON header and each message's value.
-async fn next_binary(socket: &mut Socket) -> (Value, Vec<Vec<u8>>) {
-    let deadline = tokio::time::Instant::now() + FRAME_DEADLINE;
-    let frame = loop {
-        let message = tokio::time::timeout_at(deadline, socket.next())
-            .await
-            .expect("a frame within the deadline")
-            .expect("the socket is open")
-            .expect("a readable frame");
-        match message {
-            Message::Binary(bytes) => break bytes,
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("expected a binary frame, got {other:?}"),
-        }
-    };
+/// A binary frame split into its JSON header and each message's value.
+fn split_binary(frame: &[u8]) -> (Value, Vec<Vec<u8>>) {
     let header_len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
     let header: Value = serde_json::from_slice(&frame[4..4 + header_len]).expect("JSON header");
     let mut rest = &frame[4 + header_len..];
@@ -48,6 +35,14 @@ async fn next_binary(socket: &mut Socket) -> (Value, Vec<Vec<u8>>) {
     }
     assert!(rest.is_empty(), "the values fill the frame exactly");
     (header, values)
+}
+
+/// The next binary frame, split.
+async fn next_binary(socket: &mut Socket) -> (Value, Vec<Vec<u8>>) {
+    match next_data_frame(socket).await {
+        Message::Binary(frame) => split_binary(&frame),
+        other => panic!("expected a binary frame, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -140,23 +135,16 @@ async fn binary_publish_and_binary_subscriptions_carry_raw_values() {
     // The answer and the delivery race each other: take both, in either order.
     let (mut published, mut delivered) = (None, None);
     while published.is_none() || delivered.is_none() {
-        let message = tokio::time::timeout(FRAME_DEADLINE, socket.next())
-            .await
-            .expect("a frame within the deadline")
-            .expect("the socket is open")
-            .expect("a readable frame");
-        match message {
+        match next_data_frame(&mut socket).await {
             Message::Text(text) => published = Some(serde_json::from_str::<Value>(&text).unwrap()),
-            Message::Binary(frame) => delivered = Some(frame),
-            _ => {}
+            Message::Binary(frame) => delivered = Some(split_binary(&frame)),
+            other => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(published.unwrap()["id"], "j");
-    let frame = delivered.unwrap();
-    let header_len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
-    let header: Value = serde_json::from_slice(&frame[4..4 + header_len]).unwrap();
+    let (header, values) = delivered.unwrap();
     assert_eq!(header["messages"][0]["offset"], 2);
-    assert_eq!(&frame[4 + header_len..], br#""after""#);
+    assert_eq!(values, vec![br#""after""#.to_vec()]);
     // Nothing the refused frames held was written.
     assert_eq!(server.high_watermarks("raw").await, vec![3]);
 }

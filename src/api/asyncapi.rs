@@ -325,24 +325,15 @@ pub fn render() -> Result<String, serde_json::Error> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
     #[test]
     fn committed_asyncapi_document_is_current() {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(COMMITTED_PATH);
         let generated = render().expect("the AsyncAPI document serializes");
-        if std::env::var_os("HERALD_UPDATE_OPENAPI").is_some_and(|value| value == "1") {
-            std::fs::write(&path, &generated).expect("write openapi/asyncapi.json");
-            return;
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == generated,
-            "{COMMITTED_PATH} differs from the frames the code speaks. If the change is intended, \
-             refresh it with `HERALD_UPDATE_OPENAPI=1 cargo test --lib committed_asyncapi_document_is_current` \
-             and commit the result."
+        crate::api::openapi_doc::assert_committed_is_current(
+            COMMITTED_PATH,
+            &generated,
+            "committed_asyncapi_document_is_current",
         );
     }
 

@@ -38,29 +38,37 @@ pub fn render() -> Result<String, serde_json::Error> {
     Ok(format!("{}\n", serde_json::to_string_pretty(&document)?))
 }
 
+/// Fails unless the committed document at `relative_path` is `generated`; with
+/// `HERALD_UPDATE_OPENAPI=1` writes it instead. `test` names the test that refreshes it.
+#[cfg(test)]
+pub(crate) fn assert_committed_is_current(relative_path: &str, generated: &str, test: &str) {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative_path);
+    if std::env::var_os("HERALD_UPDATE_OPENAPI").is_some_and(|value| value == "1") {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create the document's folder");
+        }
+        std::fs::write(&path, generated).expect("write the committed document");
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{relative_path} differs from what the code serves. If the change is intended, refresh \
+         it with `HERALD_UPDATE_OPENAPI=1 cargo test --lib {test}` and commit the result."
+    );
+}
+
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
     #[test]
     fn committed_openapi_document_is_current() {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(COMMITTED_PATH);
         let generated = render().expect("the OpenAPI document serializes");
-        if std::env::var_os("HERALD_UPDATE_OPENAPI").is_some_and(|value| value == "1") {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).expect("create openapi/");
-            }
-            std::fs::write(&path, &generated).expect("write openapi/herald.json");
-            return;
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == generated,
-            "{COMMITTED_PATH} differs from the API the code serves. If the change is intended, \
-             refresh it with `HERALD_UPDATE_OPENAPI=1 cargo test --lib committed_openapi_document_is_current` \
-             and commit the result."
+        assert_committed_is_current(
+            COMMITTED_PATH,
+            &generated,
+            "committed_openapi_document_is_current",
         );
     }
 

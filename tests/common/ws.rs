@@ -79,8 +79,9 @@ pub async fn send(socket: &mut Socket, frame: Value) {
         .expect("send a frame");
 }
 
-/// The next text frame as JSON (pings skipped); fails on a close or after the deadline.
-pub async fn next_frame(socket: &mut Socket) -> Value {
+/// The next text or binary frame (pings and pongs skipped); fails on a close or after the
+/// deadline.
+pub async fn next_data_frame(socket: &mut Socket) -> Message {
     let deadline = tokio::time::Instant::now() + FRAME_DEADLINE;
     loop {
         let message = tokio::time::timeout_at(deadline, socket.next())
@@ -89,10 +90,17 @@ pub async fn next_frame(socket: &mut Socket) -> Value {
             .expect("the socket is open")
             .expect("a readable frame");
         match message {
-            Message::Text(text) => return serde_json::from_str(text.as_str()).expect("JSON"),
             Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("expected a text frame, got {other:?}"),
+            other => return other,
         }
+    }
+}
+
+/// The next text frame as JSON (pings skipped); fails on a close or after the deadline.
+pub async fn next_frame(socket: &mut Socket) -> Value {
+    match next_data_frame(socket).await {
+        Message::Text(text) => serde_json::from_str(text.as_str()).expect("JSON"),
+        other => panic!("expected a text frame, got {other:?}"),
     }
 }
 
