@@ -32,9 +32,26 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// Pre-release formats are not migrated: an older directory is refused.
 const FORMAT_VERSION: u64 = 8;
 
+/// The client listener's TLS, when `[tls]` configures it.
+fn client_tls(config: &Config) -> anyhow::Result<Option<api::tls::TlsAcceptor>> {
+    let (Some(cert_file), Some(key_file)) = (&config.tls.cert_file, &config.tls.key_file) else {
+        return Ok(None);
+    };
+    let settings = api::tls::TlsSettings {
+        cert_file: cert_file.clone(),
+        key_file: key_file.clone(),
+        allow_plaintext: config.tls.allow_plaintext,
+        handshake_timeout: Duration::from_millis(config.tls.handshake_timeout_ms),
+        reload_check_interval: Duration::from_millis(config.tls.reload_check_interval_ms),
+    };
+    Ok(Some(api::tls::TlsAcceptor::load(settings)?))
+}
+
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     config.validate()?;
+    // Before anything starts: a certificate that cannot be used stops the node here.
+    let tls = client_tls(&config)?;
     let metrics = crate::telemetry::init_metrics()?;
     let store = open_store(&config).await?;
     let cluster = Cluster::start(ClusterOptions {
@@ -120,11 +137,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!(
         node_id = config.node_id,
         http = %listener.local_addr()?,
+        tls = tls.is_some(),
         raft = %config.raft_addr,
         data_dir = %config.data_dir.display(),
         "herald is serving"
     );
-    let listener = api::listener::LimitedListener::new(listener, config.max_connections);
+    if let Some(tls) = &tls {
+        tls.spawn_reloader().context("watching for SIGHUP")?;
+    }
+    let listener = api::listener::LimitedListener::new(listener, config.max_connections, tls);
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         let mut stop = stop_receiver;
         let _ = stop.wait_for(|stopped| *stopped).await;

@@ -184,6 +184,15 @@ struct ServeArgs {
     /// once, and this node on one peer [default: 4096].
     #[arg(long, env = "HERALD_RPC_FORWARD_MAX_CONCURRENT_REQUESTS")]
     rpc_forward_max_concurrent_requests: Option<usize>,
+    /// The client port's PEM certificate chain; with --tls-key the port speaks TLS only.
+    #[arg(long, env = "HERALD_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "HERALD_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// Serve plaintext HTTP on the TLS port too (a migration), instead of refusing it.
+    #[arg(long, env = "HERALD_TLS_ALLOW_PLAINTEXT")]
+    tls_allow_plaintext: bool,
     /// The most open WebSockets; past it the handshake answers 503 [default: 1000].
     #[arg(long, env = "HERALD_WS_MAX_CONNECTIONS")]
     ws_max_connections: Option<usize>,
@@ -293,6 +302,13 @@ impl ServeArgs {
         if let Some(limit) = self.rpc_forward_max_concurrent_requests {
             config.rpc.forward_max_concurrent_requests = limit;
         }
+        if let Some(path) = self.tls_cert {
+            config.tls.cert_file = Some(path);
+        }
+        if let Some(path) = self.tls_key {
+            config.tls.key_file = Some(path);
+        }
+        config.tls.allow_plaintext |= self.tls_allow_plaintext;
         if let Some(value) = self.ws_max_connections {
             config.ws.max_connections = value;
         }

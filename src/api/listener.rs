@@ -1,4 +1,4 @@
-//! The client listener with a connection limit.
+//! The client listener with a connection limit, and TLS (`tls.rs`) when configured.
 //!
 //! Every open connection costs a file descriptor, socket buffers and a task; without a bound, a
 //! client that opens connections and never closes them exhausts the node's descriptors, and then
@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::problem::ApiError;
+use super::tls::TlsAcceptor;
 use crate::broker::ErrorCode;
 
 /// Gauge of open client connections.
@@ -31,29 +32,59 @@ const REFUSAL_READ_WAIT: Duration = Duration::from_millis(200);
 /// How long writing the refusal may take before the connection is dropped.
 const REFUSAL_WRITE_WAIT: Duration = Duration::from_secs(1);
 
-/// A TCP listener that admits at most `max_connections` open connections at once.
+/// A TCP listener that admits at most `max_connections` open connections at once, through TLS
+/// when it is configured.
 pub struct LimitedListener {
+    admission: Admission,
+    tls: Option<TlsGate>,
+}
+
+/// The TCP listener and its limit.
+struct Admission {
     inner: TcpListener,
     permits: Arc<Semaphore>,
     max_connections: usize,
 }
 
+/// Connections in their TLS handshakes (each in its own task) come back through a channel.
+struct TlsGate {
+    acceptor: TlsAcceptor,
+    ready_sender: mpsc::Sender<(ClientStream, SocketAddr)>,
+    ready: mpsc::Receiver<(ClientStream, SocketAddr)>,
+}
+
+/// Handshaken connections waiting for the server to take them; handshakes past it wait.
+const READY_CONNECTIONS: usize = 256;
+
 impl LimitedListener {
-    pub fn new(inner: TcpListener, max_connections: usize) -> LimitedListener {
+    pub fn new(
+        inner: TcpListener,
+        max_connections: usize,
+        tls: Option<TlsAcceptor>,
+    ) -> LimitedListener {
         let max_connections = max_connections.clamp(1, Semaphore::MAX_PERMITS);
+        let tls = tls.map(|acceptor| {
+            let (ready_sender, ready) = mpsc::channel(READY_CONNECTIONS);
+            TlsGate {
+                acceptor,
+                ready_sender,
+                ready,
+            }
+        });
         LimitedListener {
-            inner,
-            permits: Arc::new(Semaphore::new(max_connections)),
-            max_connections,
+            admission: Admission {
+                inner,
+                permits: Arc::new(Semaphore::new(max_connections)),
+                max_connections,
+            },
+            tls,
         }
     }
 }
 
-impl axum::serve::Listener for LimitedListener {
-    type Io = CountedStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+impl Admission {
+    /// The next admitted TCP connection (under the limit; those over it are answered 503).
+    async fn admit(&mut self) -> (CountedStream, SocketAddr) {
         loop {
             let (stream, remote) = axum::serve::Listener::accept(&mut self.inner).await;
             if let Err(error) = stream.set_nodelay(true) {
@@ -78,9 +109,35 @@ impl axum::serve::Listener for LimitedListener {
             }
         }
     }
+}
+
+impl axum::serve::Listener for LimitedListener {
+    type Io = ClientStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let Some(gate) = self.tls.as_mut() else {
+            let (stream, remote) = self.admission.admit().await;
+            return (ClientStream::Plain(stream), remote);
+        };
+        loop {
+            tokio::select! {
+                Some(ready) = gate.ready.recv() => return ready,
+                (stream, remote) = self.admission.admit() => {
+                    let acceptor = gate.acceptor.clone();
+                    let ready = gate.ready_sender.clone();
+                    tokio::spawn(async move {
+                        if let Some(stream) = acceptor.accept(stream).await {
+                            let _ = ready.send((stream, remote)).await;
+                        }
+                    });
+                }
+            }
+        }
+    }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
+        self.admission.inner.local_addr()
     }
 }
 
@@ -112,6 +169,79 @@ async fn refuse(mut stream: TcpStream, max_connections: usize) {
 pub struct CountedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+}
+
+impl CountedStream {
+    /// Reads the first bytes without taking them (to tell TLS from plaintext).
+    pub async fn peek(&self, buffer: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buffer).await
+    }
+}
+
+/// A client connection as the HTTP server sees it: plain, or TLS over it.
+pub enum ClientStream {
+    Plain(CountedStream),
+    Tls(Box<tokio_rustls::server::TlsStream<CountedStream>>),
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(stream) => Pin::new(stream).poll_read(context, buffer),
+            ClientStream::Tls(stream) => Pin::new(stream.as_mut()).poll_read(context, buffer),
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(stream) => Pin::new(stream).poll_write(context, buffer),
+            ClientStream::Tls(stream) => Pin::new(stream.as_mut()).poll_write(context, buffer),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(stream) => Pin::new(stream).poll_flush(context),
+            ClientStream::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(context),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(stream) => Pin::new(stream).poll_shutdown(context),
+            ClientStream::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(context),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(stream) => Pin::new(stream).poll_write_vectored(context, buffers),
+            ClientStream::Tls(stream) => {
+                Pin::new(stream.as_mut()).poll_write_vectored(context, buffers)
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            ClientStream::Plain(stream) => stream.is_write_vectored(),
+            ClientStream::Tls(stream) => stream.is_write_vectored(),
+        }
+    }
 }
 
 impl Drop for CountedStream {
@@ -195,7 +325,7 @@ mod tests {
     async fn connections_past_the_limit_get_one_503_and_open_ones_keep_working() {
         let inner = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = inner.local_addr().expect("address");
-        let listener = LimitedListener::new(inner, 2);
+        let listener = LimitedListener::new(inner, 2, None);
         let app = Router::new().route("/hello", get(|| async { "hi" }));
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
 

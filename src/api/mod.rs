@@ -28,6 +28,7 @@ pub mod redrive;
 pub mod requests;
 pub mod shutdown;
 pub mod subscriptions;
+pub mod tls;
 pub mod topics;
 
 use std::any::Any;

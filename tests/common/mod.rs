@@ -20,7 +20,8 @@
 //!   between them (`cluster_partitions`);
 //! - `book`: what a cluster test sent and what was acknowledged;
 //! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
-//! - `ws`: WebSocket clients of `GET /v1/ws`.
+//! - `ws`: WebSocket clients of `GET /v1/ws`;
+//! - `tls`: a test certificate authority and raw HTTPS requests.
 
 #![allow(dead_code)]
 
@@ -42,6 +43,7 @@ mod nft;
 mod poll;
 pub mod queues;
 mod server;
+pub mod tls;
 mod topics;
 pub mod ws;
 

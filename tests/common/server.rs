@@ -39,6 +39,9 @@ pub struct Server {
     /// Logs of this and earlier runs (one file per start), newest last.
     logs: Vec<PathBuf>,
     client: reqwest::Client,
+    /// Set when the node's client port speaks TLS: how to reach it (readiness is probed over
+    /// it, and `base_url` says https).
+    https: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 /// Two distinct ports that were free a moment ago (bind port 0, read it, release it).
@@ -111,7 +114,12 @@ impl Server {
     /// Starts a node with extra `serve` arguments (e.g. `["--max-body-bytes", "65536"]`).
     pub async fn start_with(extra_args: &[&str]) -> Server {
         let args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
-        let mut server = Server::prepare(1, 0, 0, args);
+        Server::prepare(1, 0, 0, args).start_on_free_ports().await
+    }
+
+    /// Starts a prepared node on free ports and waits until it is ready.
+    pub async fn start_on_free_ports(self) -> Server {
+        let mut server = self;
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             let (http, raft) = free_ports();
@@ -161,7 +169,13 @@ impl Server {
             extra_args,
             logs: Vec::new(),
             client: client(),
+            https: None,
         }
+    }
+
+    /// The node's client port speaks TLS that `config` trusts.
+    pub fn set_https(&mut self, config: std::sync::Arc<rustls::ClientConfig>) {
+        self.https = Some(config);
     }
 
     /// Replaces the extra `serve` arguments used by the next start.
@@ -271,9 +285,19 @@ impl Server {
             if let Some(error) = self.check_exited() {
                 return Err(error);
             }
-            if let Ok(response) = probe.get(&url).send().await {
-                if response.status() == StatusCode::OK {
-                    return Ok(());
+            match &self.https {
+                Some(tls) => {
+                    let address = self.http_addr().parse().expect("a socket address");
+                    if let Ok((200, _)) = super::tls::https_get(address, tls.clone(), path).await {
+                        return Ok(());
+                    }
+                }
+                None => {
+                    if let Ok(response) = probe.get(&url).send().await {
+                        if response.status() == StatusCode::OK {
+                            return Ok(());
+                        }
+                    }
                 }
             }
             if Instant::now() >= deadline {
@@ -324,7 +348,12 @@ impl Server {
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.http_addr())
+        let scheme = if self.https.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.http_addr())
     }
 
     pub fn url(&self, path: &str) -> String {

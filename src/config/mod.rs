@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod tls;
+pub use tls::TlsConfig;
+
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
 pub const DEFAULT_CLEANER_IO_MAX_BYTES_PER_SEC: u64 = 64 << 20;
 /// 128 MiB: the default `cleaner_dedupe_buffer_bytes`.
@@ -98,6 +101,7 @@ pub struct Config {
     pub groups: GroupsConfig,
     pub rpc: RpcConfig,
     pub ws: WsConfig,
+    pub tls: TlsConfig,
 }
 
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
@@ -246,6 +250,7 @@ impl Default for Config {
             groups: GroupsConfig::default(),
             rpc: RpcConfig::default(),
             ws: WsConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -385,6 +390,7 @@ impl Config {
                     .into(),
             ));
         }
+        self.tls.validate()?;
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),
