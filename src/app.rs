@@ -47,11 +47,30 @@ fn client_tls(config: &Config) -> anyhow::Result<Option<api::tls::TlsAcceptor>> 
     Ok(Some(api::tls::TlsAcceptor::load(settings)?))
 }
 
+/// Mutual TLS between nodes, when `[tls]` configures it; reloaded on SIGHUP and file changes.
+fn peer_tls(config: &Config) -> anyhow::Result<Option<crate::rpc::PeerTls>> {
+    let tls = &config.tls;
+    let (Some(cert_file), Some(key_file), Some(ca_file)) =
+        (&tls.rpc_cert_file, &tls.rpc_key_file, &tls.rpc_ca_file)
+    else {
+        return Ok(None);
+    };
+    let peer_tls = crate::rpc::PeerTls::load(crate::rpc::PeerTlsFiles {
+        cert_file: cert_file.clone(),
+        key_file: key_file.clone(),
+        ca_file: ca_file.clone(),
+        reload_check_interval: Duration::from_millis(tls.reload_check_interval_ms),
+    })?;
+    peer_tls.spawn_reloader().context("watching for SIGHUP")?;
+    Ok(Some(peer_tls))
+}
+
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     config.validate()?;
     // Before anything starts: a certificate that cannot be used stops the node here.
     let tls = client_tls(&config)?;
+    let peer_tls = peer_tls(&config)?;
     let metrics = crate::telemetry::init_metrics()?;
     let store = open_store(&config).await?;
     let cluster = Cluster::start(ClusterOptions {
@@ -73,6 +92,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 max_in_flight_bytes_per_peer: config.rpc.forward_max_in_flight_bytes,
                 max_concurrent_requests_per_connection: config.rpc.forward_max_concurrent_requests,
             },
+            tls: peer_tls,
             ..RpcLimits::default()
         },
         leader_wait: Duration::from_millis(config.leader_wait_ms),

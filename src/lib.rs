@@ -23,4 +23,5 @@ pub mod raft;
 pub mod rpc;
 pub mod storage;
 pub mod telemetry;
+pub mod tls_files;
 pub mod ws;

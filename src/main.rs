@@ -190,6 +190,16 @@ struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "HERALD_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
+    /// This node's PEM certificate for the internal RPC (DNS name herald-node-<id>, from the
+    /// cluster CA); with --rpc-tls-key and --rpc-tls-ca, nodes speak mutual TLS.
+    #[arg(long, env = "HERALD_RPC_TLS_CERT", requires_all = ["rpc_tls_key", "rpc_tls_ca"])]
+    rpc_tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --rpc-tls-cert.
+    #[arg(long, env = "HERALD_RPC_TLS_KEY", requires = "rpc_tls_cert")]
+    rpc_tls_key: Option<std::path::PathBuf>,
+    /// The cluster CA (PEM) peers' certificates must come from.
+    #[arg(long, env = "HERALD_RPC_TLS_CA", requires = "rpc_tls_cert")]
+    rpc_tls_ca: Option<std::path::PathBuf>,
     /// Serve plaintext HTTP on the TLS port too (a migration), instead of refusing it.
     #[arg(long, env = "HERALD_TLS_ALLOW_PLAINTEXT")]
     tls_allow_plaintext: bool,
@@ -309,6 +319,15 @@ impl ServeArgs {
             config.tls.key_file = Some(path);
         }
         config.tls.allow_plaintext |= self.tls_allow_plaintext;
+        if let Some(path) = self.rpc_tls_cert {
+            config.tls.rpc_cert_file = Some(path);
+        }
+        if let Some(path) = self.rpc_tls_key {
+            config.tls.rpc_key_file = Some(path);
+        }
+        if let Some(path) = self.rpc_tls_ca {
+            config.tls.rpc_ca_file = Some(path);
+        }
         if let Some(value) = self.ws_max_connections {
             config.ws.max_connections = value;
         }

@@ -15,19 +15,16 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use parking_lot::RwLock;
 use rustls::ServerConfig;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::listener::{ClientStream, CountedStream};
 use super::problem::{ApiError, PROBLEM_JSON};
+use crate::tls_files::{self, PemError};
 
-/// Counter of certificate reloads, by outcome (`ok`, `failed`).
-pub const TLS_RELOADS_TOTAL: &str = "herald_tls_reloads_total";
 /// Counter of connections that did not become TLS: failed or timed-out handshakes, and
 /// plaintext refused in TLS-only mode (`reason`).
 pub const TLS_REJECTED_TOTAL: &str = "herald_tls_rejected_connections_total";
@@ -47,18 +44,8 @@ pub struct TlsSettings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("cannot read the certificate chain {path}: {source}")]
-    Certificates {
-        path: PathBuf,
-        source: rustls_pki_types::pem::Error,
-    },
-    #[error("{path} holds no certificate")]
-    NoCertificate { path: PathBuf },
-    #[error("cannot read the private key {path}: {source}")]
-    Key {
-        path: PathBuf,
-        source: rustls_pki_types::pem::Error,
-    },
+    #[error(transparent)]
+    Files(#[from] PemError),
     #[error("the certificate and key do not make a TLS configuration: {0}")]
     Config(#[from] rustls::Error),
 }
@@ -89,49 +76,16 @@ impl TlsAcceptor {
 
     /// Reloads on SIGHUP and when the files change, until the process ends.
     pub fn spawn_reloader(&self) -> io::Result<()> {
-        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
         let acceptor = self.clone();
-        tokio::spawn(async move {
-            let mut seen = acceptor.file_stamps();
-            let mut check = tokio::time::interval(acceptor.settings.reload_check_interval);
-            check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                let why = tokio::select! {
-                    Some(()) = hangups.recv() => "SIGHUP",
-                    _ = check.tick() => {
-                        let now = acceptor.file_stamps();
-                        if now == seen {
-                            continue;
-                        }
-                        seen = now;
-                        "a file changed"
-                    }
-                };
-                match acceptor.reload() {
-                    Ok(()) => {
-                        metrics::counter!(TLS_RELOADS_TOTAL, "outcome" => "ok").increment(1);
-                        tracing::info!(why, cert = %acceptor.settings.cert_file.display(), "TLS certificate reloaded");
-                    }
-                    Err(error) => {
-                        metrics::counter!(TLS_RELOADS_TOTAL, "outcome" => "failed").increment(1);
-                        tracing::error!(why, %error, "TLS certificate reload failed; the previous certificate stays");
-                    }
-                }
-            }
-        });
-        Ok(())
-    }
-
-    /// When each file was last changed (and its length), to notice a replacement.
-    fn file_stamps(&self) -> [Option<(SystemTime, u64)>; 2] {
-        let stamp = |path: &Path| {
-            let metadata = std::fs::metadata(path).ok()?;
-            Some((metadata.modified().ok()?, metadata.len()))
-        };
-        [
-            stamp(&self.settings.cert_file),
-            stamp(&self.settings.key_file),
-        ]
+        crate::tls_files::spawn_reloader(
+            "client",
+            vec![
+                self.settings.cert_file.clone(),
+                self.settings.key_file.clone(),
+            ],
+            self.settings.reload_check_interval,
+            move || acceptor.reload().map_err(|error| error.to_string()),
+        )
     }
 
     /// Takes a new connection: a TLS stream after the handshake, the plain stream when it
@@ -171,21 +125,8 @@ impl TlsAcceptor {
 
 /// The server configuration of a certificate chain and its key, offering HTTP/2 and HTTP/1.1.
 fn server_config(cert_file: &Path, key_file: &Path) -> Result<ServerConfig, TlsError> {
-    let certificates = CertificateDer::pem_file_iter(cert_file)
-        .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
-        .map_err(|source| TlsError::Certificates {
-            path: cert_file.into(),
-            source,
-        })?;
-    if certificates.is_empty() {
-        return Err(TlsError::NoCertificate {
-            path: cert_file.into(),
-        });
-    }
-    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|source| TlsError::Key {
-        path: key_file.into(),
-        source,
-    })?;
+    let certificates = tls_files::certificates(cert_file)?;
+    let key = tls_files::private_key(key_file)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?

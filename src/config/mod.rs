@@ -435,10 +435,11 @@ impl Config {
                 self.http_addr
             )));
         }
-        if !is_loopback_address(&self.raft_addr) && !self.insecure {
+        if !is_loopback_address(&self.raft_addr) && !self.insecure && !self.tls.rpc_enabled() {
             return Err(ConfigError::Invalid(format!(
-                "refusing to open the internal RPC on {} without authentication between nodes: use a loopback \
-                 address, or pass --insecure on a network only the cluster's nodes can reach",
+                "refusing to open the internal RPC on {} without authentication between nodes: configure mutual \
+                 TLS (--rpc-tls-cert, --rpc-tls-key, --rpc-tls-ca), use a loopback address, or pass --insecure \
+                 on a network only the cluster's nodes can reach",
                 self.raft_addr
             )));
         }

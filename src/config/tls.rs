@@ -23,6 +23,14 @@ pub struct TlsConfig {
     pub handshake_timeout_ms: u64,
     /// How often the certificate and key files are checked for changes. At least 100.
     pub reload_check_interval_ms: u64,
+    /// This node's PEM certificate chain for the internal RPC, from the cluster CA, naming the
+    /// node as the DNS name `herald-node-<node_id>`. With `rpc_key_file` and `rpc_ca_file`,
+    /// every connection between nodes is mutual TLS.
+    pub rpc_cert_file: Option<PathBuf>,
+    /// The PEM private key of `rpc_cert_file`'s certificate.
+    pub rpc_key_file: Option<PathBuf>,
+    /// The cluster CA (PEM): peers must present a certificate it issued.
+    pub rpc_ca_file: Option<PathBuf>,
 }
 
 impl Default for TlsConfig {
@@ -33,6 +41,9 @@ impl Default for TlsConfig {
             allow_plaintext: false,
             handshake_timeout_ms: 10_000,
             reload_check_interval_ms: 5_000,
+            rpc_cert_file: None,
+            rpc_key_file: None,
+            rpc_ca_file: None,
         }
     }
 }
@@ -43,7 +54,21 @@ impl TlsConfig {
         self.cert_file.is_some()
     }
 
+    /// Whether the internal RPC is mutual TLS.
+    pub fn rpc_enabled(&self) -> bool {
+        self.rpc_cert_file.is_some()
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let rpc_files = [&self.rpc_cert_file, &self.rpc_key_file, &self.rpc_ca_file];
+        if rpc_files.iter().any(|file| file.is_some())
+            && !rpc_files.iter().all(|file| file.is_some())
+        {
+            return Err(ConfigError::Invalid(
+                "tls.rpc_cert_file, tls.rpc_key_file and tls.rpc_ca_file go together: set all three or none"
+                    .into(),
+            ));
+        }
         if self.cert_file.is_some() != self.key_file.is_some() {
             return Err(ConfigError::Invalid(
                 "tls.cert_file and tls.key_file go together: set both or neither".into(),
@@ -81,5 +106,15 @@ mod tests {
             toml::from_str("[tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n").unwrap();
         assert!(parsed.tls.enabled());
         parsed.validate().unwrap();
+        let partial = TlsConfig {
+            rpc_cert_file: Some("node.pem".into()),
+            rpc_key_file: Some("node.key".into()),
+            ..TlsConfig::default()
+        };
+        assert!(partial
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("rpc_ca_file"));
     }
 }

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
@@ -29,6 +28,7 @@ use super::client::Peer;
 use super::frame::{
     cancel, write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HANDSHAKE_MAX_FRAME_BYTES,
 };
+use super::tls::{split_plain, RpcRead, RpcWrite};
 use super::{writer, ConnectionGauge, Lane, RpcError, RpcLimits, ServiceId};
 
 /// Dials, says hello, and starts the connection's reader and writer tasks; the error is why
@@ -45,20 +45,17 @@ pub(super) async fn establish(
         to: peer.node(),
         lane,
     };
-    let (mut reader, write_half, ack) = match tokio::time::timeout(
-        limits.connect_timeout,
-        handshake(hello, address, limits.source_ip),
-    )
-    .await
-    {
-        Ok(outcome) => outcome?,
-        Err(_elapsed) => {
-            return Err(format!(
-                "no handshake with {address} within {:?}",
-                limits.connect_timeout
-            ))
-        }
-    };
+    let (mut reader, write_half, ack) =
+        match tokio::time::timeout(limits.connect_timeout, handshake(hello, address, limits)).await
+        {
+            Ok(outcome) => outcome?,
+            Err(_elapsed) => {
+                return Err(format!(
+                    "no handshake with {address} within {:?}",
+                    limits.connect_timeout
+                ))
+            }
+        };
     reader.set_max_frame_bytes(limits.frame_limit());
     peer.last_answer().record();
     // The smaller of what this node would send and what the server runs at once.
@@ -73,16 +70,22 @@ pub(super) async fn establish(
 async fn handshake(
     hello: Hello,
     address: &str,
-    source_ip: Option<IpAddr>,
-) -> Result<(FrameReader<OwnedReadHalf>, OwnedWriteHalf, HelloAck), String> {
+    limits: &RpcLimits,
+) -> Result<(FrameReader<RpcRead>, RpcWrite, HelloAck), String> {
     let node = hello.to;
-    let stream = dial(address, source_ip)
+    let stream = dial(address, limits.source_ip)
         .await
         .map_err(|error| format!("connect to {address}: {error}"))?;
     stream
         .set_nodelay(true)
         .map_err(|error| format!("set TCP_NODELAY on {address}: {error}"))?;
-    let (read_half, mut write_half) = stream.into_split();
+    let (read_half, mut write_half) = match &limits.tls {
+        Some(tls) => tls
+            .connect(stream, node)
+            .await
+            .map_err(|error| format!("TLS with node {node} at {address}: {error}"))?,
+        None => split_plain(stream),
+    };
     write_frame(&mut write_half, &hello.into_frame())
         .await
         .map_err(|error| format!("send hello to {address}: {error}"))?;
@@ -177,8 +180,8 @@ impl Connection {
         peer: &Arc<Peer>,
         lane: Lane,
         slots: usize,
-        reader: FrameReader<OwnedReadHalf>,
-        write_half: OwnedWriteHalf,
+        reader: FrameReader<RpcRead>,
+        write_half: RpcWrite,
     ) -> Arc<Connection> {
         let (outgoing, queue) = mpsc::channel(writer::QUEUE_FRAMES);
         let shared = Arc::new(ConnectionShared {
@@ -346,7 +349,7 @@ impl ConnectionShared {
 /// Routes answers to their callers until the connection ends, then closes it.
 async fn read_answers(
     shared: Arc<ConnectionShared>,
-    mut reader: FrameReader<OwnedReadHalf>,
+    mut reader: FrameReader<RpcRead>,
     last_answer: Arc<LastAnswer>,
 ) {
     let reason = loop {

@@ -17,6 +17,7 @@ mod error;
 mod frame;
 mod lane;
 mod server;
+mod tls;
 mod writer;
 
 #[cfg(test)]
@@ -32,6 +33,7 @@ pub use client::RpcClient;
 pub use error::RpcError;
 pub use lane::{Lane, LaneLimits};
 pub use server::serve;
+pub use tls::{node_name, PeerTls, PeerTlsError, PeerTlsFiles};
 
 /// Which service of the receiving node a request is for (raft, cluster, broker, ...). The
 /// transport only routes it; the numbering belongs to the layers above.
@@ -72,6 +74,9 @@ pub struct RpcLimits {
     /// The client lane (forwarded client requests). Default 256 MiB in flight per peer, 4096
     /// requests per connection; `[rpc]` in the node configuration sets it.
     pub client: LaneLimits,
+    /// Mutual TLS with the cluster's CA on every connection, both ways (`tls.rs`); `None`:
+    /// plain TCP. Every node of a cluster must agree.
+    pub tls: Option<PeerTls>,
 }
 
 impl Default for RpcLimits {
@@ -83,6 +88,7 @@ impl Default for RpcLimits {
             source_ip: None,
             control: LaneLimits::default(),
             client: LaneLimits::default(),
+            tls: None,
         }
     }
 }

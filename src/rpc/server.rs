@@ -28,7 +28,6 @@ use bytes::Bytes;
 use futures::FutureExt;
 use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
@@ -37,7 +36,9 @@ use super::frame::{
     write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HANDSHAKE_MAX_FRAME_BYTES,
     HEADER_BYTES,
 };
+use super::tls::{certifies_node, node_name, split_plain, RpcRead, RpcWrite};
 use super::{writer, ConnectionGauge, Lane, RpcHandler, RpcLimits, ServiceId, CANCELLED_TOTAL};
+use rustls::pki_types::CertificateDer;
 
 /// A client that connected must say hello within this long.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -138,10 +139,25 @@ async fn serve_connection(
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%remote, %error, "could not set TCP_NODELAY");
     }
-    let (read_half, mut write_half) = stream.into_split();
-    let mut reader = FrameReader::new(read_half, HANDSHAKE_MAX_FRAME_BYTES);
-    let greeting = handshake(&mut reader, &mut write_half, &context);
-    let Hello { from, lane, .. } = tokio::select! {
+    let greeting = async {
+        let (read_half, mut write_half, certificate) = match &context.limits.tls {
+            Some(tls) => {
+                let (read, write, certificate) = tls
+                    .accept(stream)
+                    .await
+                    .map_err(|error| format!("TLS handshake: {error}"))?;
+                (read, write, Some(certificate))
+            }
+            None => {
+                let (read, write) = split_plain(stream);
+                (read, write, None)
+            }
+        };
+        let mut reader = FrameReader::new(read_half, HANDSHAKE_MAX_FRAME_BYTES);
+        let hello = handshake(&mut reader, &mut write_half, &context, certificate.as_ref()).await?;
+        Ok::<_, String>((reader, write_half, hello))
+    };
+    let (mut reader, write_half, Hello { from, lane, .. }) = tokio::select! {
         () = stopped(&mut stop) => return,
         outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting) => match outcome {
             Ok(Ok(hello)) => hello,
@@ -280,9 +296,10 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 /// Reads the client's hello and acknowledges it with the lane's limit, or refuses it with a
 /// reason; returns the hello.
 async fn handshake(
-    reader: &mut FrameReader<OwnedReadHalf>,
-    writer: &mut OwnedWriteHalf,
+    reader: &mut FrameReader<RpcRead>,
+    writer: &mut RpcWrite,
     context: &ServerContext,
+    certificate: Option<&CertificateDer<'static>>,
 ) -> Result<Hello, String> {
     let node_id = context.node_id;
     let frame = reader
@@ -294,6 +311,15 @@ async fn handshake(
         return Err(format!("expected a hello, got a {:?} frame", frame.kind));
     }
     let refusal = match Hello::decode(&frame.body) {
+        Ok(hello)
+            if certificate.is_some_and(|certificate| !certifies_node(certificate, hello.from)) =>
+        {
+            format!(
+                "the client's certificate does not name node {} ({})",
+                hello.from,
+                node_name(hello.from)
+            )
+        }
         Ok(hello) if hello.to == node_id => {
             let ack = HelloAck {
                 node_id,

@@ -80,6 +80,15 @@ pub struct TestCluster {
     _turn: SemaphorePermit<'static>,
 }
 
+/// The common arguments as node `id` gets them: `{id}` in an argument becomes the node's id
+/// (for per-node files such as certificates).
+pub fn args_for(common_args: &[String], id: u64) -> Vec<String> {
+    common_args
+        .iter()
+        .map(|arg| arg.replace("{id}", &id.to_string()))
+        .collect()
+}
+
 impl TestCluster {
     /// Starts `n` nodes with default settings and waits until they form one cluster.
     pub async fn start(n: u64) -> TestCluster {
@@ -113,7 +122,7 @@ impl TestCluster {
                 .join(",");
             let mut nodes = BTreeMap::new();
             for (&id, &(http, raft)) in &ports {
-                let mut args = common_args.clone();
+                let mut args = args_for(&common_args, id);
                 args.push("--initial-cluster".into());
                 args.push(initial_cluster.clone());
                 nodes.insert(id, Server::prepare_on(net.ip_of(id), id, http, raft, args));
@@ -131,8 +140,8 @@ impl TestCluster {
                 Err(StartError::Other(message)) => panic!("{message}"),
             }
             // Restarts use the node's own flags only.
-            for server in nodes.values_mut() {
-                server.set_extra_args(common_args.clone());
+            for (&id, server) in nodes.iter_mut() {
+                server.set_extra_args(args_for(&common_args, id));
             }
             let cluster = TestCluster {
                 nodes,

@@ -87,7 +87,7 @@ impl TestCluster {
     /// not ready before it is added). Returns its id; it is not a member yet.
     pub async fn start_joining_node(&mut self) -> u64 {
         let id = self.nodes.keys().max().copied().unwrap_or(0) + 1;
-        let mut args = self.common_args.clone();
+        let mut args = super::cluster::args_for(&self.common_args, id);
         args.push("--join".into());
         let mut last_bind_error = String::new();
         for _ in 0..START_ATTEMPTS {

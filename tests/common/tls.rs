@@ -48,11 +48,17 @@ impl TestCa {
         self.dir.path()
     }
 
-    /// Issues a certificate for 127.0.0.1 and localhost (plus `extra_names`) with common name
-    /// `common_name`, written to `<stem>.pem` and `<stem>.key` in the CA's directory.
+    /// Issues a certificate for 127.0.0.1 and localhost with common name `common_name`,
+    /// written to `<stem>.pem` and `<stem>.key` in the CA's directory.
     pub fn issue(&self, stem: &str, common_name: &str) -> IssuedFiles {
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        self.issue_with_names(stem, common_name, &[])
+    }
+
+    /// As [`TestCa::issue`], with more DNS names (e.g. `herald-node-2`).
+    pub fn issue_with_names(&self, stem: &str, common_name: &str, names: &[&str]) -> IssuedFiles {
+        let mut all_names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        all_names.extend(names.iter().map(|name| name.to_string()));
+        let mut params = CertificateParams::new(all_names).unwrap();
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
@@ -65,6 +71,13 @@ impl TestCa {
         write_replacing(&files.cert, cert.pem().as_bytes());
         write_replacing(&files.key, key.serialize_pem().as_bytes());
         files
+    }
+
+    /// The CA's certificate as a PEM file (`ca.pem` in its directory).
+    pub fn write_ca(&self) -> PathBuf {
+        let path = self.dir.path().join("ca.pem");
+        write_replacing(&path, self.issuer.pem().as_bytes());
+        path
     }
 
     pub fn cert_der(&self) -> CertificateDer<'static> {

@@ -8,6 +8,7 @@ mod calls;
 mod failures;
 mod frame_props;
 mod lanes;
+mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
