@@ -2,13 +2,19 @@
 //! publish and to subscribe to topics with credit-based flow control (`docs/websocket.md`).
 //!
 //! The handler only checks the handshake and the node's socket limit; `connection` runs a
-//! socket, `frames` are its DTOs, `subscription` reads partitions for a `subscribe`, `outbox`
-//! bounds what is queued to a socket. Publishing and reading go through the same [`Broker`]
+//! socket, `frames` (and `stream_frames`) are its DTOs, `subscription` reads partitions for a
+//! topic `subscribe`, `group_subscription` makes the socket a consumer group member,
+//! `queue_subscription` leases from a queue subscription, `outbox` bounds what is queued to a
+//! socket. Publishing and reading go through the same [`Broker`]
 //! calls (and the same DTO checks) as the HTTP API.
 
 pub mod connection;
 pub mod frames;
+pub mod group_subscription;
 pub mod outbox;
+pub mod queue_subscription;
+pub mod running;
+pub mod stream_frames;
 pub mod subscription;
 
 use std::sync::Arc;

@@ -20,7 +20,7 @@
 //!   between them (`cluster_partitions`);
 //! - `book`: what a cluster test sent and what was acknowledged;
 //! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
-//! - `ws`: WebSocket clients of `GET /v1/ws`.
+//! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions.
 
 #![allow(dead_code)]
 
@@ -44,6 +44,7 @@ pub mod queues;
 mod server;
 mod topics;
 pub mod ws;
+pub mod ws_streams;
 
 // Re-exports: each test binary uses a subset, so an unused one is no mistake (like
 // `dead_code` above).
