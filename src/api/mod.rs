@@ -11,6 +11,7 @@ pub mod docs;
 pub mod dto;
 pub mod events;
 pub mod extract;
+pub mod group_events;
 pub mod groups;
 pub mod health;
 pub mod limits;
@@ -25,6 +26,7 @@ pub mod producers;
 pub mod redrive;
 pub mod requests;
 pub mod shutdown;
+pub mod subscription_events;
 pub mod subscriptions;
 pub mod topics;
 
@@ -104,6 +106,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(topics::router())
         .merge(messages::router())
         .merge(events::router())
+        .merge(group_events::router())
+        .merge(subscription_events::router())
         .merge(offsets::router())
         .merge(groups::router())
         .merge(subscriptions::router())

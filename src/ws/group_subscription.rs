@@ -9,16 +9,12 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::frames::{
-    AssignmentBody, CommitFrame, CommitPosition, GroupDelivered, GroupSubscribeFrame, ServerFrame,
-};
+use super::frames::{CommitFrame, GroupSubscribeFrame, ServerFrame};
 use super::outbox::Outbox;
 use super::subscription::{check_credit, grant_credit};
-use crate::api::dto::consume::ConsumedMessageDto;
 use crate::api::problem::ApiError;
 use crate::broker::{
-    Broker, BrokerError, GroupMessage, JoinGroup, MemberEvent, MemberHandle, MemberStream,
-    Membership,
+    Broker, BrokerError, JoinGroup, MemberEvent, MemberHandle, MemberStream, Membership,
 };
 use crate::domain::groups::TopicPartition;
 
@@ -126,7 +122,7 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
                 }
                 ServerFrame::GroupMessages {
                     id: id.clone(),
-                    messages: messages.into_iter().map(delivered).collect(),
+                    messages: messages.into_iter().map(Into::into).collect(),
                 }
             }
             Err(BrokerError::NoLeader(_) | BrokerError::Unavailable(_)) => {
@@ -152,22 +148,6 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
 fn assignment(id: &str, membership: Membership) -> ServerFrame {
     ServerFrame::Assignment {
         id: id.to_string(),
-        assignment: AssignmentBody {
-            member_id: membership.member_id,
-            generation: membership.generation,
-            assignments: membership.assignments.into_iter().map(Into::into).collect(),
-        },
-    }
-}
-
-fn delivered(message: GroupMessage) -> GroupDelivered {
-    let dto = ConsumedMessageDto::from_domain(&message.topic, message.message);
-    GroupDelivered {
-        commit: CommitPosition {
-            topic: dto.topic.clone(),
-            partition: dto.partition,
-            offset: dto.offset + 1,
-        },
-        message: dto,
+        assignment: membership.into(),
     }
 }

@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::frames::{LeaseDelivered, QueueSubscribeFrame, ServerFrame, SettleFrame};
+use super::frames::{QueueSubscribeFrame, ServerFrame, SettleFrame};
 use super::outbox::Outbox;
-use crate::api::dto::consume::ConsumedMessageDto;
 use crate::api::problem::ApiError;
 use crate::broker::queue::{LeaseStream, Settle, MAX_IN_FLIGHT};
 use crate::broker::{Broker, BrokerError};
@@ -158,14 +157,7 @@ async fn deliver(id: String, leases: Arc<LeaseStream>, outbox: Outbox) {
         };
         let frame = ServerFrame::Leases {
             id: id.clone(),
-            messages: pulled
-                .into_iter()
-                .map(|pulled| LeaseDelivered {
-                    ack_id: pulled.ack_id,
-                    delivery_attempt: pulled.delivery_attempt,
-                    message: ConsumedMessageDto::from_domain(&pulled.topic, pulled.message),
-                })
-                .collect(),
+            messages: pulled.into_iter().map(Into::into).collect(),
         };
         if outbox.send(&frame).is_err() {
             return;

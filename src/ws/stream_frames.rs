@@ -1,10 +1,12 @@
 //! The frames of group and queue subscriptions on `GET /v1/ws`: `subscribe` with `group` or
-//! `subscription`, `commit`, `ack`, `nack`, `extend`, and what the server delivers for them.
+//! `subscription`, `commit`, `ack`, `nack`, `extend`, (what the server delivers for them is in `api::dto::streams`, shared with server-sent events).
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::api::dto::consume::ConsumedMessageDto;
-use crate::api::dto::groups::{OffsetCommitDto, OffsetResetDto, TopicPartitionDto};
+use crate::api::dto::groups::{OffsetCommitDto, OffsetResetDto};
+pub use crate::api::dto::streams::{
+    AssignmentBody, CommitPosition, GroupDelivered, LeaseDelivered,
+};
 use crate::api::dto::subscriptions::AckIdText;
 
 /// `subscribe` as a member of consumer group `group`, reading `topics`.
@@ -67,38 +69,4 @@ pub struct SettleFrame {
     /// `extend` only (and required there).
     #[serde(default)]
     pub ack_deadline_ms: Option<u64>,
-}
-
-/// A message delivered to a group subscription, with the offset that commits it.
-#[derive(Debug, Serialize)]
-pub struct GroupDelivered {
-    /// Send this back in a `commit` (or `POST /v1/groups/{group}/offsets`) once processed:
-    /// the next offset to read in the message's partition.
-    pub commit: CommitPosition,
-    #[serde(flatten)]
-    pub message: ConsumedMessageDto,
-}
-
-#[derive(Debug, Serialize)]
-pub struct CommitPosition {
-    pub topic: String,
-    pub partition: u32,
-    pub offset: u64,
-}
-
-/// A lease delivered to a queue subscription: ack it with `ack_id`.
-#[derive(Debug, Serialize)]
-pub struct LeaseDelivered {
-    pub ack_id: String,
-    pub delivery_attempt: u32,
-    #[serde(flatten)]
-    pub message: ConsumedMessageDto,
-}
-
-/// The member's place after a join or a rebalance.
-#[derive(Debug, Serialize)]
-pub struct AssignmentBody {
-    pub member_id: String,
-    pub generation: u64,
-    pub assignments: Vec<TopicPartitionDto>,
 }

@@ -20,6 +20,7 @@
 //!   between them (`cluster_partitions`);
 //! - `book`: what a cluster test sent and what was acknowledged;
 //! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
+//! - `sse`: server-sent event streams, read as `EventSource` would;
 //! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions.
 
 #![allow(dead_code)]
@@ -42,6 +43,7 @@ mod nft;
 mod poll;
 pub mod queues;
 mod server;
+pub mod sse;
 mod topics;
 pub mod ws;
 pub mod ws_streams;
