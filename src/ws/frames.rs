@@ -358,4 +358,39 @@ mod tests {
         };
         assert!(matches!(subscribe.from, Some(FromSpec::Offset(12))));
     }
+
+    #[test]
+    fn subscribe_takes_a_topic_a_group_or_a_subscription() {
+        let frame = parse_client_frame(
+            r#"{"op":"subscribe","id":"g","group":"workers","topics":["a","b"],"credit":5}"#,
+        )
+        .unwrap();
+        let ClientFrame::GroupSubscribe(group) = frame else {
+            panic!("not a group subscribe")
+        };
+        assert_eq!(group.topics, ["a", "b"]);
+        assert_eq!(group.credit, Some(5));
+        assert!(!group.auto_commit);
+        let frame =
+            parse_client_frame(r#"{"op":"subscribe","id":"q","subscription":"jobs"}"#).unwrap();
+        assert!(matches!(frame, ClientFrame::QueueSubscribe(ref q) if q.subscription == "jobs"));
+        let (id, error) = refused(r#"{"op":"subscribe","id":"x","group":"g","subscription":"s"}"#);
+        assert_eq!(id, Some(Value::from("x")));
+        assert!(error.detail.contains("one of"), "{}", error.detail);
+        // A topic field on a group subscribe is not silently ignored.
+        let (_, error) =
+            refused(r#"{"op":"subscribe","id":"x","group":"g","topics":["a"],"topic":"a"}"#);
+        assert!(error.detail.contains("topic"), "{}", error.detail);
+    }
+
+    #[test]
+    fn settle_frames_keep_their_op() {
+        let frame =
+            parse_client_frame(r#"{"op":"nack","id":"q","ack_ids":["1.0.0.1.0"],"delay_ms":0}"#)
+                .unwrap();
+        assert!(matches!(frame, ClientFrame::Nack(ref nack) if nack.delay_ms == Some(0)));
+        assert_eq!(frame.op(), "nack");
+        let (_, error) = refused(r#"{"op":"commit","id":"g"}"#);
+        assert!(error.detail.contains("offsets"), "{}", error.detail);
+    }
 }

@@ -271,3 +271,64 @@ impl Drop for LeaseStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(room: usize) -> Arc<Window> {
+        Arc::new(Window {
+            room: Semaphore::new(room),
+            deadlines: Mutex::new(HashMap::new()),
+            freed: Notify::new(),
+        })
+    }
+
+    fn lease(streams: &LeaseStreams, window: &Arc<Window>, ack_id: &str) {
+        let permit = window.room.try_acquire().expect("room");
+        permit.forget();
+        window
+            .deadlines
+            .lock()
+            .unwrap()
+            .insert(ack_id.to_string(), Instant::now() + Duration::from_secs(60));
+        streams.hold(ack_id, window);
+    }
+
+    #[test]
+    fn settles_through_the_node_give_places_back_once() {
+        let streams = LeaseStreams::default();
+        let window = window(2);
+        lease(&streams, &window, "a");
+        lease(&streams, &window, "b");
+        assert_eq!(window.room.available_permits(), 0);
+        let acked = Settled {
+            done: vec!["a".into()],
+            expired: vec!["unknown".into()],
+        };
+        streams.settled(Settle::Ack, &acked);
+        assert_eq!(window.room.available_permits(), 1);
+        // The same ack again (a retry) frees nothing more.
+        streams.settled(Settle::Ack, &acked);
+        assert_eq!(window.room.available_permits(), 1);
+        // An extend keeps the place; an expired lease gives it back.
+        let extended = Settled {
+            done: vec!["b".into()],
+            expired: vec![],
+        };
+        streams.settled(
+            Settle::Extend {
+                ack_deadline_ms: 1000,
+            },
+            &extended,
+        );
+        assert_eq!(window.room.available_permits(), 1);
+        let nacked = Settled {
+            done: vec![],
+            expired: vec!["b".into()],
+        };
+        streams.settled(Settle::Nack { delay_ms: None }, &nacked);
+        assert_eq!(window.room.available_permits(), 2);
+        assert!(streams.holders.lock().unwrap().is_empty());
+    }
+}
