@@ -103,7 +103,7 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
                     drop(granted);
                     continue;
                 }
-                () = tokio::time::sleep(member.heartbeat_interval()) => {
+                () = heartbeat_due(&member) => {
                     member.heartbeat().await.map(|event| {
                         event.unwrap_or(MemberEvent::Messages(Vec::new()))
                     })
@@ -142,6 +142,15 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
         if outbox.send(&frame).is_err() {
             return;
         }
+    }
+}
+
+/// When a member without credit heartbeats: after the heartbeat interval, or at once when
+/// this node applies a rebalance (so the `assignment` frame does not wait for credit).
+async fn heartbeat_due(member: &MemberStream) {
+    tokio::select! {
+        () = tokio::time::sleep(member.heartbeat_interval()) => {}
+        () = member.rebalanced() => {}
     }
 }
 

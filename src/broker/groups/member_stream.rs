@@ -80,6 +80,23 @@ impl Broker {
         })
     }
 
+    /// Resolves once this node's copy of the group is past `generation`.
+    async fn group_generation_passes(&self, group: &str, generation: u64) {
+        let mut changes = self.cluster().groups().changes();
+        loop {
+            if self
+                .local_group_generation(group)
+                .is_some_and(|local| local > generation)
+            {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                // The node is stopping: nothing more will change.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// This node's copy of the group's generation (it may lag the coordinator's briefly).
     fn local_group_generation(&self, group: &str) -> Option<u64> {
         self.cluster()
@@ -112,27 +129,44 @@ impl MemberStream {
         if !self.pending.is_empty() {
             return Ok(MemberEvent::Messages(std::mem::take(&mut self.pending)));
         }
-        let answer = self
+        // What this node knew when the poll began: only a later rebalance cuts it short (the
+        // poll's own heartbeat learns of one that came before).
+        let seen = self
             .broker
-            .poll_group(GroupPoll {
-                group: self.group.clone(),
-                member_id: self.membership.member_id.clone(),
-                generation: None,
-                max_messages: max_messages.clamp(1, MAX_FETCH_MESSAGES),
-                max_wait: self.heartbeat.min(MAX_WAIT),
-                auto_commit: self.auto_commit,
-                cursor: self.cursor.clone(),
-            })
-            .await?;
+            .local_group_generation(&self.group)
+            .unwrap_or(0)
+            .max(self.membership.generation);
+        let poll = self.broker.poll_group(GroupPoll {
+            group: self.group.clone(),
+            member_id: self.membership.member_id.clone(),
+            generation: None,
+            max_messages: max_messages.clamp(1, MAX_FETCH_MESSAGES),
+            max_wait: self.heartbeat.min(MAX_WAIT),
+            auto_commit: self.auto_commit,
+            cursor: self.cursor.clone(),
+        });
+        let answer = if self.auto_commit {
+            // Not cut short: it may have committed what it answers.
+            poll.await?
+        } else {
+            // A rebalance applied here ends the long poll at once, so the new assignment is
+            // announced without waiting for the poll's deadline. The poll commits nothing
+            // then but a reset start, which is compare-and-set: safe to drop.
+            tokio::select! {
+                answer = poll => answer?,
+                () = self.broker.group_generation_passes(&self.group, seen) => {
+                    return self.learn_rebalance().await;
+                }
+            }
+        };
         let replaced = self
             .broker
             .local_group_generation(&self.group)
             .is_some_and(|local| local > answer.generation);
         if replaced && !self.auto_commit {
             // Read for a generation already replaced: not handed over, and the cursor stays,
-            // so the next poll (its heartbeat learns the new generation) reads them again
-            // from what this member still owns.
-            return Ok(MemberEvent::Messages(Vec::new()));
+            // so the next poll reads them again from what this member still owns.
+            return self.learn_rebalance().await;
         }
         if answer.generation != self.membership.generation {
             self.set_membership(Membership {
@@ -154,6 +188,23 @@ impl MemberStream {
         }
         self.cursor = Some(answer.cursor);
         Ok(MemberEvent::Messages(answer.messages))
+    }
+
+    /// Resolves once this node applies a rebalance of the group past the member's generation
+    /// (for a stream that waits without polling, to call [`MemberStream::heartbeat`] then).
+    pub async fn rebalanced(&self) {
+        self.broker
+            .group_generation_passes(&self.group, self.membership.generation)
+            .await
+    }
+
+    /// After a rebalance applied here: the new assignment at once, from a heartbeat (an
+    /// empty batch if the coordinator has not answered it yet). The cursor stays.
+    async fn learn_rebalance(&mut self) -> BrokerResult<MemberEvent> {
+        Ok(self
+            .heartbeat()
+            .await?
+            .unwrap_or(MemberEvent::Messages(Vec::new())))
     }
 
     /// Keeps the session alive while the stream has no credit to poll; answers the new
