@@ -327,3 +327,63 @@ async fn answer(
     }
     panic!("no {op} frame in 100 frames")
 }
+
+#[tokio::test]
+async fn closing_a_queue_socket_nacks_its_leases_and_a_member_without_credit_hears_of_rebalances() {
+    let server = Server::start().await;
+    topics(&server, &[("jobs", 1), ("shared", 2)]).await;
+    queues::subscribe(
+        &server,
+        "work",
+        json!({"topic": "jobs", "ack_deadline_ms": 600000, "start": "earliest",
+               "retry_policy": {"min_backoff_ms": 0, "max_backoff_ms": 0}}),
+    )
+    .await;
+    fill(&server, "jobs", 1, 1).await;
+    let mut socket = connect(&server).await;
+    subscribe(
+        &mut socket,
+        json!({"op": "subscribe", "id": "q", "subscription": "work", "credit": 1}),
+    )
+    .await;
+    let held = leases(&mut socket, "q").await;
+    assert_eq!(
+        held.iter().map(|l| (l.1, l.2)).collect::<Vec<_>>(),
+        [(1, 0)]
+    );
+    socket.close(None).await.expect("close");
+    // Its lease had ten minutes to go: only the nack on close makes it deliverable now.
+    let again = common::poll(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(50),
+        || async {
+            let pulled = queues::pull(&server, "work", 10, 0).await;
+            match pulled.first() {
+                Some(message) => Ok(message.clone()),
+                None => Err("nothing to pull yet".to_string()),
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+    assert_eq!(again["delivery_attempt"], 2, "{again}");
+
+    // A member that used up its credit still gets the new assignment when another joins.
+    fill(&server, "shared", 2, 1).await;
+    let mut first = connect(&server).await;
+    subscribe(
+        &mut first,
+        json!({"op": "subscribe", "id": "a", "group": "workers", "topics": ["shared"],
+               "session_timeout_ms": 30000, "credit": 2}),
+    )
+    .await;
+    let mut a = GroupView::default();
+    a.read_until(&mut first, "a", |view| view.messages.len() == 2)
+        .await;
+    let mut second = connect(&server).await;
+    subscribe(&mut second, group_subscribe("b")).await;
+    let generation = a.generation;
+    a.read_until(&mut first, "a", |view| view.generation > generation)
+        .await;
+    assert_eq!(a.assignments.len(), 1, "{a:?}");
+}
