@@ -3,10 +3,13 @@
 //! The handler checks the request, takes one of the node's stream slots and opens a broker
 //! [`Tail`]; the body then turns each message the tail hands over into an event whose `id` is
 //! the tail's resume token. Reading, following leaders and resume live in `broker::stream`,
-//! which the WebSocket transport shares.
+//! which the WebSocket transport shares. The stream machinery here (slots, keepalive, the
+//! `shutdown` event, metrics) also serves a group member's and a queue subscription's
+//! streams (`group_events`, `subscription_events`) through [`EventSource`].
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,8 +70,57 @@ impl EventStreams {
     }
 }
 
+impl EventStreams {
+    /// Takes one of the node's stream slots, or refuses with `overloaded`.
+    pub(super) fn open(&self) -> Result<OpenStream, ApiError> {
+        match self.slots.clone().try_acquire_owned() {
+            Ok(permit) => Ok(OpenStream::new(permit)),
+            Err(_) => Err(BrokerError::Overloaded(format!(
+                "the node has its maximum of {} event streams open; retry later or on another node",
+                self.limits.max_streams
+            ))
+            .into()),
+        }
+    }
+
+    /// The `text/event-stream` answer of `source`'s events, with keepalive comments, a final
+    /// `shutdown` event when the node stops, and the stream's slot held while it lives.
+    pub(super) fn respond<S: EventSource>(
+        &self,
+        source: S,
+        shutdown: Shutdown,
+        open: OpenStream,
+    ) -> Response {
+        let sse = Sse::new(live_events(source, shutdown, open)).keep_alive(
+            KeepAlive::new()
+                .interval(self.limits.keepalive)
+                .text("keepalive"),
+        );
+        // nginx buffers proxied answers by default, which would hold events back.
+        ([("x-accel-buffering", "no")], sse).into_response()
+    }
+}
+
+/// What a server-sent event stream sends: a topic's tail, a group member, a queue
+/// subscription's leases.
+pub(super) trait EventSource: Send + 'static {
+    /// The next events; `true` when the stream ends after them.
+    fn next_events(&mut self) -> impl Future<Output = (Vec<Event>, bool)> + Send;
+    /// The last event when the node shuts down.
+    fn shutdown_event(&self) -> Event;
+}
+
+/// A `problem` event: why a stream ends (a lasting refusal, such as a deleted topic).
+pub(super) fn problem_event(error: ApiError) -> Event {
+    let data = serde_json::json!({
+        "code": error.code.as_str(),
+        "detail": error.detail,
+    });
+    Event::default().event("problem").data(data.to_string())
+}
+
 /// Holds a stream slot and the open-streams gauge while a stream's body lives.
-struct OpenStream(#[allow(dead_code)] OwnedSemaphorePermit);
+pub(super) struct OpenStream(#[allow(dead_code)] OwnedSemaphorePermit);
 
 impl OpenStream {
     fn new(permit: OwnedSemaphorePermit) -> Self {
@@ -137,22 +189,9 @@ async fn events(
 ) -> Result<Response, ApiError> {
     check_topic_name(&topic, true)?;
     let from = start_from(&headers, &query)?;
-    let Ok(permit) = streams.slots.clone().try_acquire_owned() else {
-        return Err(BrokerError::Overloaded(format!(
-            "the node has its maximum of {} event streams open; retry later or on another node",
-            streams.limits.max_streams
-        ))
-        .into());
-    };
+    let open = streams.open()?;
     let tail = broker.open_tail(&topic, query.partition, from).await?;
-    let body = event_stream(tail, shutdown, OpenStream::new(permit));
-    let sse = Sse::new(body).keep_alive(
-        KeepAlive::new()
-            .interval(streams.limits.keepalive)
-            .text("keepalive"),
-    );
-    // nginx buffers proxied answers by default, which would hold events back.
-    Ok(([("x-accel-buffering", "no")], sse).into_response())
+    Ok(streams.respond(TopicEvents(tail), shutdown, open))
 }
 
 /// `Last-Event-ID` (a resume token) if sent and not empty, else `from` (default `latest`).
@@ -171,22 +210,51 @@ fn start_from(headers: &HeaderMap, query: &EventsQuery) -> Result<StartFrom, Api
     }
 }
 
-struct StreamState {
-    tail: Tail,
+/// A topic's messages, each event's `id` the tail's resume token.
+struct TopicEvents(Tail);
+
+impl EventSource for TopicEvents {
+    async fn next_events(&mut self) -> (Vec<Event>, bool) {
+        match self.0.next_batch().await {
+            Some(Ok(items)) => {
+                metrics::counter!(SSE_EVENTS_TOTAL).increment(items.len() as u64);
+                let events = items
+                    .into_iter()
+                    .map(|item| {
+                        let message = ConsumedMessageDto::from_domain(self.0.topic(), item.message);
+                        let data = serde_json::to_string(&message).unwrap_or_default();
+                        Event::default().event("message").id(item.resume).data(data)
+                    })
+                    .collect();
+                (events, false)
+            }
+            Some(Err(error)) => (vec![problem_event(ApiError::from(error))], true),
+            None => (Vec::new(), true),
+        }
+    }
+
+    fn shutdown_event(&self) -> Event {
+        let resume = self.0.positions().to_string();
+        Event::default().event("shutdown").id(&resume).data(resume)
+    }
+}
+
+struct StreamState<S> {
+    source: S,
     shutdown: Shutdown,
     pending: VecDeque<Event>,
     ended: bool,
     _open: OpenStream,
 }
 
-/// The events of a tail until the node stops or the topic goes away.
-fn event_stream(
-    tail: Tail,
+/// The events of a source until the node stops or the source ends.
+fn live_events<S: EventSource>(
+    source: S,
     shutdown: Shutdown,
     open: OpenStream,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let state = StreamState {
-        tail,
+        source,
         shutdown,
         pending: VecDeque::new(),
         ended: false,
@@ -204,31 +272,12 @@ fn event_stream(
                 biased;
                 () = state.shutdown.stopping() => {
                     state.ended = true;
-                    let resume = state.tail.positions().to_string();
-                    state.pending.push_back(Event::default().event("shutdown").id(&resume).data(resume));
+                    state.pending.push_back(state.source.shutdown_event());
                 }
-                batch = state.tail.next_batch() => match batch {
-                    Some(Ok(items)) => {
-                        metrics::counter!(SSE_EVENTS_TOTAL).increment(items.len() as u64);
-                        for item in items {
-                            let message = ConsumedMessageDto::from_domain(state.tail.topic(), item.message);
-                            let data = serde_json::to_string(&message).unwrap_or_default();
-                            state.pending.push_back(
-                                Event::default().event("message").id(item.resume).data(data),
-                            );
-                        }
-                    }
-                    Some(Err(error)) => {
-                        state.ended = true;
-                        let problem = ApiError::from(error);
-                        let data = serde_json::json!({
-                            "code": problem.code.as_str(),
-                            "detail": problem.detail,
-                        });
-                        state.pending.push_back(Event::default().event("problem").data(data.to_string()));
-                    }
-                    None => state.ended = true,
-                },
+                (events, last) = state.source.next_events() => {
+                    state.ended = last;
+                    state.pending.extend(events);
+                }
             }
         }
     })

@@ -13,6 +13,7 @@ pub mod dto;
 pub mod events;
 pub mod examples;
 pub mod extract;
+pub mod group_events;
 pub mod groups;
 pub mod health;
 pub mod limits;
@@ -27,6 +28,7 @@ pub mod producers;
 pub mod redrive;
 pub mod requests;
 pub mod shutdown;
+pub mod subscription_events;
 pub mod subscriptions;
 pub mod tls;
 pub mod topics;
@@ -107,6 +109,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(topics::router())
         .merge(messages::router())
         .merge(events::router())
+        .merge(group_events::router())
+        .merge(subscription_events::router())
         .merge(offsets::router())
         .merge(groups::router())
         .merge(subscriptions::router())

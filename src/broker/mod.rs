@@ -21,6 +21,7 @@ pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
 pub use error_code::ErrorCode;
+pub use groups::member_stream::{MemberEvent, MemberHandle, MemberStream};
 pub use groups::types::*;
 pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
@@ -106,6 +107,8 @@ struct BrokerInner {
     appenders: appender::Appenders,
     /// The requests waiting here for a reply.
     requests: requests::RequestReply,
+    /// The queue streams on this node, by the leases they hold.
+    lease_streams: queue::lease_stream::LeaseStreams,
 }
 
 impl Broker {
@@ -116,6 +119,7 @@ impl Broker {
         Broker {
             inner: Arc::new(BrokerInner {
                 requests,
+                lease_streams: Default::default(),
                 cluster,
                 options,
                 round_robin: AtomicU64::new(0),

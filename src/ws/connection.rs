@@ -16,7 +16,9 @@ use super::frames::{
     UnsubscribeFrame,
 };
 use super::outbox::{outbox, Outbox, OutboxReceiver};
-use super::subscription::{self, Subscription};
+use super::queue_subscription::SettleOp;
+use super::running::Running;
+use super::{group_subscription, queue_subscription, subscription};
 use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL};
 use crate::api::dto::produce::ProduceRequest;
 use crate::api::dto::topic::check_topic_name;
@@ -154,7 +156,7 @@ async fn write_frames(
 struct Connection {
     state: WsState,
     outbox: Outbox,
-    subscriptions: HashMap<String, Subscription>,
+    subscriptions: HashMap<String, Running>,
     publishes: Arc<Semaphore>,
 }
 
@@ -245,11 +247,8 @@ impl Connection {
             ClientFrame::Publish(publish) => self.publish(publish, None).await,
             ClientFrame::Subscribe(subscribe) => {
                 let id = subscribe.id.clone();
-                if self.subscriptions.contains_key(&id) {
-                    let error = ApiError::invalid_request(format!(
-                        "this socket already has a subscription with id '{id}'; unsubscribe it or pick another id"
-                    ));
-                    return self.answer(ServerFrame::error(Some(id.into()), &error));
+                if let Some(taken) = self.id_taken(&id) {
+                    return taken;
                 }
                 let planned = match subscription::plan(
                     &self.state.broker,
@@ -266,9 +265,67 @@ impl Connection {
                     return Some(ending);
                 }
                 let running = planned.start(&self.outbox);
-                self.subscriptions.insert(id, running);
+                self.subscriptions.insert(id, Running::Topic(running));
                 None
             }
+            ClientFrame::GroupSubscribe(subscribe) => {
+                let id = subscribe.id.clone();
+                if let Some(taken) = self.id_taken(&id) {
+                    return taken;
+                }
+                let default_credit = self.state.config.default_credit;
+                let (id, member, credit) =
+                    match group_subscription::join(&self.state.broker, subscribe, default_credit)
+                        .await
+                    {
+                        Ok(joined) => joined,
+                        Err(error) => {
+                            return self.answer(ServerFrame::error(Some(id.into()), &error))
+                        }
+                    };
+                // The `ok` precedes the `assignment` frame and the messages.
+                if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
+                    return Some(ending);
+                }
+                let running = group_subscription::start(id.clone(), member, credit, &self.outbox);
+                self.subscriptions.insert(id, Running::Group(running));
+                None
+            }
+            ClientFrame::QueueSubscribe(subscribe) => {
+                let id = subscribe.id.clone();
+                if let Some(taken) = self.id_taken(&id) {
+                    return taken;
+                }
+                let default_credit = self.state.config.default_credit;
+                let leases = match queue_subscription::open(
+                    &self.state.broker,
+                    &subscribe,
+                    default_credit,
+                ) {
+                    Ok(leases) => leases,
+                    Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
+                };
+                if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
+                    return Some(ending);
+                }
+                let running = queue_subscription::start(id.clone(), leases, &self.outbox);
+                self.subscriptions.insert(id, Running::Queue(running));
+                None
+            }
+            ClientFrame::Commit(commit) => match self.subscriptions.get(&commit.id) {
+                Some(Running::Group(running)) => {
+                    running.commit(commit, &self.outbox);
+                    None
+                }
+                Some(other) => {
+                    let error = wrong_kind(&commit.id, "commit", "a group subscription", other);
+                    self.answer(ServerFrame::error(Some(commit.id.into()), &error))
+                }
+                None => self.answer(unknown_subscription(commit.id)),
+            },
+            ClientFrame::Ack(frame) => self.settle(SettleOp::Ack, frame),
+            ClientFrame::Nack(frame) => self.settle(SettleOp::Nack, frame),
+            ClientFrame::Extend(frame) => self.settle(SettleOp::Extend, frame),
             ClientFrame::Unsubscribe(UnsubscribeFrame { id, .. }) => {
                 match self.subscriptions.remove(&id) {
                     Some(_) => self.answer(ServerFrame::Ok { id }),
@@ -332,6 +389,37 @@ impl Connection {
         None
     }
 
+    /// Answers an error if subscription `id` already runs on this socket.
+    fn id_taken(&self, id: &str) -> Option<Option<Ending>> {
+        if !self.subscriptions.contains_key(id) {
+            return None;
+        }
+        let error = ApiError::invalid_request(format!(
+            "this socket already has a subscription with id '{id}'; unsubscribe it or pick another id"
+        ));
+        Some(self.answer(ServerFrame::error(Some(id.to_string().into()), &error)))
+    }
+
+    /// `ack`, `nack` or `extend` of a queue subscription's leases.
+    fn settle(&self, op: SettleOp, frame: super::frames::SettleFrame) -> Option<Ending> {
+        match self.subscriptions.get(&frame.id) {
+            Some(Running::Queue(running)) => {
+                running.settle(op, frame, &self.outbox);
+                None
+            }
+            Some(other) => {
+                let what = match op {
+                    SettleOp::Ack => "ack",
+                    SettleOp::Nack => "nack",
+                    SettleOp::Extend => "extend",
+                };
+                let error = wrong_kind(&frame.id, what, "a queue subscription", other);
+                self.answer(ServerFrame::error(Some(frame.id.into()), &error))
+            }
+            None => self.answer(unknown_subscription(frame.id)),
+        }
+    }
+
     /// Queues an answer; `Some` when the queue is over its limit (the socket then closes).
     fn answer(&self, frame: ServerFrame) -> Option<Ending> {
         match self.outbox.send(&frame) {
@@ -345,6 +433,13 @@ impl Connection {
             )),
         }
     }
+}
+
+fn wrong_kind(id: &str, op: &str, wanted: &str, running: &Running) -> ApiError {
+    ApiError::invalid_request(format!(
+        "{op} applies to {wanted}; '{id}' is {}",
+        running.kind()
+    ))
 }
 
 fn unknown_subscription(id: String) -> ServerFrame {

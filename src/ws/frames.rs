@@ -13,6 +13,11 @@ use crate::api::dto::consume::ConsumedMessageDto;
 use crate::api::dto::produce::{AcksDto, ProduceMessageDto, ProducedOffsetDto};
 use crate::api::problem::{ApiError, Problem};
 
+pub use super::stream_frames::{
+    AssignmentBody, CommitFrame, CommitPosition, GroupDelivered, GroupSubscribeFrame,
+    LeaseDelivered, QueueSubscribeFrame, SettleFrame,
+};
+
 /// A frame from the client.
 #[derive(Debug)]
 pub enum ClientFrame {
@@ -20,6 +25,12 @@ pub enum ClientFrame {
     Subscribe(SubscribeFrame),
     Unsubscribe(UnsubscribeFrame),
     Credit(CreditFrame),
+    GroupSubscribe(GroupSubscribeFrame),
+    QueueSubscribe(QueueSubscribeFrame),
+    Commit(CommitFrame),
+    Ack(SettleFrame),
+    Nack(SettleFrame),
+    Extend(SettleFrame),
 }
 
 /// What every client frame starts with. Read on its own first: message values are kept as the
@@ -28,6 +39,11 @@ pub enum ClientFrame {
 struct FrameHeader {
     op: Option<String>,
     id: Option<Value>,
+    /// A `subscribe` naming a group or a queue subscription instead of a topic.
+    #[serde(default)]
+    group: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    subscription: Option<serde::de::IgnoredAny>,
 }
 
 /// `unsubscribe`: stop subscription `id`.
@@ -126,6 +142,37 @@ pub enum ServerFrame {
         id: String,
         messages: Vec<DeliveredMessage>,
     },
+    /// A group subscription's partitions: on join and after every rebalance.
+    Assignment {
+        id: String,
+        #[serde(flatten)]
+        assignment: AssignmentBody,
+    },
+    #[serde(rename = "messages")]
+    GroupMessages {
+        id: String,
+        messages: Vec<GroupDelivered>,
+    },
+    #[serde(rename = "messages")]
+    Leases {
+        id: String,
+        messages: Vec<LeaseDelivered>,
+    },
+    Acked {
+        id: String,
+        acked: Vec<String>,
+        expired: Vec<String>,
+    },
+    Nacked {
+        id: String,
+        nacked: Vec<String>,
+        expired: Vec<String>,
+    },
+    Extended {
+        id: String,
+        extended: Vec<String>,
+        expired: Vec<String>,
+    },
     Ok {
         id: String,
     },
@@ -148,7 +195,13 @@ impl ServerFrame {
     pub fn op(&self) -> &'static str {
         match self {
             ServerFrame::Published { .. } => "published",
-            ServerFrame::Messages { .. } => "messages",
+            ServerFrame::Messages { .. }
+            | ServerFrame::GroupMessages { .. }
+            | ServerFrame::Leases { .. } => "messages",
+            ServerFrame::Assignment { .. } => "assignment",
+            ServerFrame::Acked { .. } => "acked",
+            ServerFrame::Nacked { .. } => "nacked",
+            ServerFrame::Extended { .. } => "extended",
             ServerFrame::Ok { .. } => "ok",
             ServerFrame::Error { .. } => "error",
         }
@@ -160,7 +213,13 @@ impl ClientFrame {
     pub fn op(&self) -> &'static str {
         match self {
             ClientFrame::Publish(_) => "publish",
-            ClientFrame::Subscribe(_) => "subscribe",
+            ClientFrame::Subscribe(_)
+            | ClientFrame::GroupSubscribe(_)
+            | ClientFrame::QueueSubscribe(_) => "subscribe",
+            ClientFrame::Commit(_) => "commit",
+            ClientFrame::Ack(_) => "ack",
+            ClientFrame::Nack(_) => "nack",
+            ClientFrame::Extend(_) => "extend",
             ClientFrame::Unsubscribe(_) => "unsubscribe",
             ClientFrame::Credit(_) => "credit",
         }
@@ -208,8 +267,34 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         Some("publish") => serde_json::from_str(text)
             .map(ClientFrame::Publish)
             .map_err(refuse),
+        Some("subscribe") if header.group.is_some() && header.subscription.is_some() => {
+            Err(FrameError::Refused(
+                id,
+                ApiError::invalid_request(
+                    "subscribe names one of topic, group or subscription, not several",
+                ),
+            ))
+        }
+        Some("subscribe") if header.group.is_some() => serde_json::from_str(text)
+            .map(ClientFrame::GroupSubscribe)
+            .map_err(refuse),
+        Some("subscribe") if header.subscription.is_some() => serde_json::from_str(text)
+            .map(ClientFrame::QueueSubscribe)
+            .map_err(refuse),
         Some("subscribe") => serde_json::from_str(text)
             .map(ClientFrame::Subscribe)
+            .map_err(refuse),
+        Some("commit") => serde_json::from_str(text)
+            .map(ClientFrame::Commit)
+            .map_err(refuse),
+        Some("ack") => serde_json::from_str(text)
+            .map(ClientFrame::Ack)
+            .map_err(refuse),
+        Some("nack") => serde_json::from_str(text)
+            .map(ClientFrame::Nack)
+            .map_err(refuse),
+        Some("extend") => serde_json::from_str(text)
+            .map(ClientFrame::Extend)
             .map_err(refuse),
         Some("unsubscribe") => serde_json::from_str(text)
             .map(ClientFrame::Unsubscribe)
@@ -220,7 +305,7 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         Some(other) => Err(FrameError::Refused(
             id,
             ApiError::invalid_request(format!(
-                "unknown op '{other}': expected publish, subscribe, unsubscribe or credit"
+                "unknown op '{other}': expected publish, subscribe, unsubscribe, credit, commit, ack, nack or extend"
             )),
         )),
         None => Err(FrameError::Refused(
@@ -286,5 +371,40 @@ mod tests {
             panic!("not a subscribe")
         };
         assert!(matches!(subscribe.from, Some(FromSpec::Offset(12))));
+    }
+
+    #[test]
+    fn subscribe_takes_a_topic_a_group_or_a_subscription() {
+        let frame = parse_client_frame(
+            r#"{"op":"subscribe","id":"g","group":"workers","topics":["a","b"],"credit":5}"#,
+        )
+        .unwrap();
+        let ClientFrame::GroupSubscribe(group) = frame else {
+            panic!("not a group subscribe")
+        };
+        assert_eq!(group.topics, ["a", "b"]);
+        assert_eq!(group.credit, Some(5));
+        assert!(!group.auto_commit);
+        let frame =
+            parse_client_frame(r#"{"op":"subscribe","id":"q","subscription":"jobs"}"#).unwrap();
+        assert!(matches!(frame, ClientFrame::QueueSubscribe(ref q) if q.subscription == "jobs"));
+        let (id, error) = refused(r#"{"op":"subscribe","id":"x","group":"g","subscription":"s"}"#);
+        assert_eq!(id, Some(Value::from("x")));
+        assert!(error.detail.contains("one of"), "{}", error.detail);
+        // A topic field on a group subscribe is not silently ignored.
+        let (_, error) =
+            refused(r#"{"op":"subscribe","id":"x","group":"g","topics":["a"],"topic":"a"}"#);
+        assert!(error.detail.contains("topic"), "{}", error.detail);
+    }
+
+    #[test]
+    fn settle_frames_keep_their_op() {
+        let frame =
+            parse_client_frame(r#"{"op":"nack","id":"q","ack_ids":["1.0.0.1.0"],"delay_ms":0}"#)
+                .unwrap();
+        assert!(matches!(frame, ClientFrame::Nack(ref nack) if nack.delay_ms == Some(0)));
+        assert_eq!(frame.op(), "nack");
+        let (_, error) = refused(r#"{"op":"commit","id":"g"}"#);
+        assert!(error.detail.contains("offsets"), "{}", error.detail);
     }
 }

@@ -1,15 +1,22 @@
 //! The WebSocket transport: `GET /v1/ws` (subprotocol `herald.v1`), JSON text frames to
-//! publish and to subscribe to topics with credit-based flow control (`docs/websocket.md`).
+//! publish, and to subscribe with credit-based flow control to topics, as a consumer group
+//! member, or to a queue subscription's leases (`docs/websocket.md`).
 //!
 //! The handler only checks the handshake and the node's socket limit; `connection` runs a
-//! socket, `frames` are its DTOs, `subscription` reads partitions for a `subscribe`, `outbox`
-//! bounds what is queued to a socket. Publishing and reading go through the same [`Broker`]
+//! socket, `frames` (and `stream_frames`) are its DTOs, `subscription` reads partitions for a
+//! topic `subscribe`, `group_subscription` makes the socket a consumer group member,
+//! `queue_subscription` leases from a queue subscription, `outbox` bounds what is queued to a
+//! socket. Publishing and reading go through the same [`Broker`]
 //! calls (and the same DTO checks) as the HTTP API.
 
 pub mod binary;
 pub mod connection;
 pub mod frames;
+pub mod group_subscription;
 pub mod outbox;
+pub mod queue_subscription;
+pub mod running;
+pub mod stream_frames;
 pub mod subscription;
 
 use std::sync::Arc;
@@ -79,7 +86,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Open a WebSocket (subprotocol `herald.v1`) to publish and subscribe with JSON text frames.
 ///
-/// The frames, flow control, resume tokens and close codes are described in
+/// A subscription reads a topic, makes the socket a consumer group member (`assignment` and
+/// `commit` frames), or leases from a queue subscription (`ack`, `nack`, `extend` frames). The
+/// frames, flow control, resume tokens and close codes are described in
 /// `docs/websocket.md`. A handshake that does not offer the `herald.v1` subprotocol is refused
 /// with 400, so a client never talks to a protocol it did not ask for.
 #[utoipa::path(

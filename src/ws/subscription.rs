@@ -50,15 +50,30 @@ impl Drop for Subscription {
 impl Subscription {
     /// Grants `messages` more credit.
     pub fn grant(&self, messages: u64) -> Result<(), ApiError> {
-        let available = self.credit.available_permits() as u64;
-        if messages == 0 || available + messages > MAX_CREDIT {
-            return Err(ApiError::invalid_request(format!(
-                "credit messages must be at least 1 and keep the subscription's credit at most {MAX_CREDIT} (it has {available})"
-            )));
-        }
-        self.credit.add_permits(messages as usize);
-        Ok(())
+        grant_credit(&self.credit, messages)
     }
+}
+
+/// Adds `messages` to a subscription's credit, within [`MAX_CREDIT`].
+pub fn grant_credit(credit: &Semaphore, messages: u64) -> Result<(), ApiError> {
+    let available = credit.available_permits() as u64;
+    if messages == 0 || available + messages > MAX_CREDIT {
+        return Err(ApiError::invalid_request(format!(
+            "credit messages must be at least 1 and keep the subscription's credit at most {MAX_CREDIT} (it has {available})"
+        )));
+    }
+    credit.add_permits(messages as usize);
+    Ok(())
+}
+
+/// A `subscribe`'s starting credit, checked.
+pub fn check_credit(credit: u64) -> Result<u64, ApiError> {
+    if credit == 0 || credit > MAX_CREDIT {
+        return Err(ApiError::invalid_request(format!(
+            "credit must be between 1 and {MAX_CREDIT}, got {credit}"
+        )));
+    }
+    Ok(credit)
 }
 
 /// Checks a `subscribe` and opens its tail: the topic and partition exist, `from` parses and
@@ -69,12 +84,7 @@ pub async fn plan(
     default_credit: u64,
 ) -> Result<PlannedSubscription, ApiError> {
     check_topic_name(&frame.topic, true)?;
-    let credit = frame.credit.unwrap_or(default_credit);
-    if credit == 0 || credit > MAX_CREDIT {
-        return Err(ApiError::invalid_request(format!(
-            "credit must be between 1 and {MAX_CREDIT}, got {credit}"
-        )));
-    }
+    let credit = check_credit(frame.credit.unwrap_or(default_credit))?;
     let from = match frame.from {
         None => StartFrom::Latest,
         Some(FromSpec::Offset(offset)) => StartFrom::Offset(offset),

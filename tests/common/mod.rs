@@ -20,7 +20,8 @@
 //!   between them (`cluster_partitions`);
 //! - `book`: what a cluster test sent and what was acknowledged;
 //! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
-//! - `ws`: WebSocket clients of `GET /v1/ws`;
+//! - `sse`: server-sent event streams, read as `EventSource` would;
+//! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions;
 //! - `tls`: a test certificate authority and raw HTTPS requests.
 
 #![allow(dead_code)]
@@ -43,9 +44,11 @@ mod nft;
 mod poll;
 pub mod queues;
 mod server;
+pub mod sse;
 pub mod tls;
 mod topics;
 pub mod ws;
+pub mod ws_streams;
 
 // Re-exports: each test binary uses a subset, so an unused one is no mistake (like
 // `dead_code` above).

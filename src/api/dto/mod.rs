@@ -12,6 +12,7 @@ pub mod produce_limits;
 pub mod producer;
 pub mod redrive;
 pub mod requests;
+pub mod streams;
 pub mod subscriptions;
 pub mod topic;
 

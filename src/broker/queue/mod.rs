@@ -4,6 +4,7 @@
 
 pub mod ack_id;
 mod facts;
+pub mod lease_stream;
 pub mod message_times;
 pub mod pull;
 pub mod redrive;
@@ -14,6 +15,7 @@ pub mod stats;
 pub(crate) mod wait;
 
 pub use crate::raft::QueueCounts;
+pub use lease_stream::{LeaseStream, MAX_IN_FLIGHT};
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
 pub use redrive::RedriveRequest;
 pub use redrive_runner::spawn_redrive_supervisor;

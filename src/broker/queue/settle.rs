@@ -178,6 +178,7 @@ impl QueueService {
                 false => settled.expired.push(text),
             }
         }
+        self.broker.inner.lease_streams.settled(settle, &settled);
         if let Settle::Ack = settle {
             metrics::counter!("herald_subscription_acks_total", "subscription" => name.to_string())
                 .increment(settled.done.len() as u64);

@@ -11,12 +11,16 @@
 //! Perspective: AsyncAPI describes one application, here the node. Frames the node receives are
 //! `receive` operations, frames it sends are `send` operations; a client does the opposite.
 
+mod sse;
+
 use serde_json::{json, Map, Value};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::ToSchema;
 
-use super::dto::consume::ConsumedMessageDto;
 use crate::ws::frames::{CreditFrame, PublishFrame, ServerFrame, SubscribeFrame, UnsubscribeFrame};
+use crate::ws::stream_frames::{
+    CommitFrame, GroupSubscribeFrame, QueueSubscribeFrame, SettleFrame,
+};
 
 /// Where the committed document lives, relative to the crate root.
 pub const COMMITTED_PATH: &str = "openapi/asyncapi.json";
@@ -32,12 +36,12 @@ struct FrameKind {
 
 /// Collects component schemas while payloads are built.
 #[derive(Default)]
-struct Schemas(Map<String, Value>);
+pub(super) struct Schemas(Map<String, Value>);
 
 impl Schemas {
     /// `T`'s schema (its `op` pinned to `op` when it has one), with what it refers to added to
     /// the components.
-    fn payload<T: ToSchema>(&mut self, op: Option<&str>) -> Value {
+    pub(super) fn payload<T: ToSchema>(&mut self, op: Option<&str>) -> Value {
         self.add_dependencies::<T>();
         let mut schema = to_json(T::schema());
         if let Some(op) = op {
@@ -60,14 +64,33 @@ fn to_json(schema: RefOr<Schema>) -> Value {
 }
 
 /// A client frame's struct reads `op` as any string (it was matched before): the document says
-/// which one.
+/// which one. A frame with flattened fields is an `allOf`; its `op` is in one of the parts.
 fn pin_op(schema: &mut Value, op: &str) {
+    if let Some(parts) = schema.get_mut("allOf").and_then(Value::as_array_mut) {
+        for part in parts {
+            if part.pointer("/properties/op").is_some() {
+                pin_op(part, op);
+            }
+        }
+        return;
+    }
     if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         properties.insert(
             "op".into(),
             json!({"type": "string", "const": op, "description": "The frame's kind"}),
         );
     }
+}
+
+/// The `op` a server frame variant is tagged with, wherever its `allOf` parts put it.
+fn tagged_op(variant: &Value) -> Option<String> {
+    if let Some(op) = variant
+        .pointer("/properties/op/enum/0")
+        .and_then(Value::as_str)
+    {
+        return Some(op.to_string());
+    }
+    variant.get("allOf")?.as_array()?.iter().find_map(tagged_op)
 }
 
 /// The server frames, one per `op`, split out of [`ServerFrame`]'s tagged union so each is a
@@ -79,29 +102,41 @@ fn server_frames(schemas: &mut Schemas) -> Vec<FrameKind> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let summary = |op: &str| {
-        match op {
+    let summary = |name: &str| {
+        match name {
         "published" => "Where a publish's messages were stored (or, per message, why not)",
-        "messages" => "Messages of one partition for a subscription, in offset order, each with its resume token",
-        "ok" => "A subscribe or unsubscribe was done",
+        "messages" => "Messages of one partition for a topic subscription, in offset order, each with its resume token",
+        "messages_group" => "Messages for a group subscription, each with the position that commits it",
+        "messages_queue" => "Leases for a queue subscription, each with its ack_id and delivery attempt",
+        "assignment" => "A group subscription's partitions: on join and after every rebalance",
+        "acked" => "What an ack settled, and which leases had expired",
+        "nacked" => "What a nack gave back, and which leases had expired",
+        "extended" => "Which leases an extend pushed back, and which had expired",
+        "ok" => "A subscribe, unsubscribe or commit was done",
         "error" => "A frame was refused (a problem object), or a subscription ended for good",
         _ => "A server frame",
     }
     };
     variants
         .into_iter()
-        .filter_map(|variant| {
-            let op = variant
-                .pointer("/properties/op/enum/0")
-                .and_then(Value::as_str)?
-                .to_string();
-            Some((op, variant))
-        })
+        .filter_map(|variant| Some((tagged_op(&variant)?, variant)))
         .map(|(op, mut payload)| {
             pin_op(&mut payload, &op);
+            // Three kinds of subscription share the op `messages`; their items tell them apart.
+            let items = payload
+                .pointer("/properties/messages/items/$ref")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let name = if items.ends_with("/GroupDelivered") {
+                format!("{op}_group")
+            } else if items.ends_with("/LeaseDelivered") {
+                format!("{op}_queue")
+            } else {
+                op.clone()
+            };
             FrameKind {
-                summary: summary(&op),
-                op,
+                summary: summary(&name),
+                op: name,
                 payload,
             }
         })
@@ -109,32 +144,67 @@ fn server_frames(schemas: &mut Schemas) -> Vec<FrameKind> {
 }
 
 fn client_frames(schemas: &mut Schemas) -> Vec<FrameKind> {
+    let frame = |name: &str, summary: &'static str, payload: Value| FrameKind {
+        op: name.into(),
+        summary,
+        payload,
+    };
     vec![
-        FrameKind {
-            op: "publish".into(),
-            summary: "Produce messages, as POST /v1/topics/{topic}/messages does; answered by `published`",
-            payload: schemas.payload::<PublishFrame>(Some("publish")),
-        },
-        FrameKind {
-            op: "subscribe".into(),
-            summary: "Follow a topic (all partitions or one) from a position; answered by `ok`, then `messages` within the credit",
-            payload: schemas.payload::<SubscribeFrame>(Some("subscribe")),
-        },
-        FrameKind {
-            op: "unsubscribe".into(),
-            summary: "Stop a subscription; answered by `ok`",
-            payload: schemas.payload::<UnsubscribeFrame>(Some("unsubscribe")),
-        },
-        FrameKind {
-            op: "credit".into(),
-            summary: "Let a subscription have more messages in flight",
-            payload: schemas.payload::<CreditFrame>(Some("credit")),
-        },
+        frame(
+            "publish",
+            "Produce messages, as POST /v1/topics/{topic}/messages does; answered by `published`",
+            schemas.payload::<PublishFrame>(Some("publish")),
+        ),
+        frame(
+            "subscribe",
+            "Follow a topic (all partitions or one) from a position; answered by `ok`, then `messages` within the credit",
+            schemas.payload::<SubscribeFrame>(Some("subscribe")),
+        ),
+        frame(
+            "subscribe_group",
+            "Join a consumer group as a member; answered by `ok` and `assignment`, then `messages` from the assigned partitions within the credit",
+            schemas.payload::<GroupSubscribeFrame>(Some("subscribe")),
+        ),
+        frame(
+            "subscribe_queue",
+            "Lease from a queue subscription, at most `credit` leases un-settled; answered by `ok`, then `messages`",
+            schemas.payload::<QueueSubscribeFrame>(Some("subscribe")),
+        ),
+        frame(
+            "commit",
+            "Commit a group subscription's offsets (each the next offset to read); answered by `ok`",
+            schemas.payload::<CommitFrame>(Some("commit")),
+        ),
+        frame(
+            "ack",
+            "Settle leases of a queue subscription; answered by `acked`",
+            schemas.payload::<SettleFrame>(Some("ack")),
+        ),
+        frame(
+            "nack",
+            "Give leases back (after delay_ms, or to the dead-letter topic); answered by `nacked`",
+            schemas.payload::<SettleFrame>(Some("nack")),
+        ),
+        frame(
+            "extend",
+            "Push leases' deadlines back by ack_deadline_ms; answered by `extended`",
+            schemas.payload::<SettleFrame>(Some("extend")),
+        ),
+        frame(
+            "unsubscribe",
+            "Stop a subscription (a group member leaves its group); answered by `ok`",
+            schemas.payload::<UnsubscribeFrame>(Some("unsubscribe")),
+        ),
+        frame(
+            "credit",
+            "Let a subscription have more messages in flight",
+            schemas.payload::<CreditFrame>(Some("credit")),
+        ),
     ]
 }
 
 /// A `$ref` to a component message.
-fn message_ref(name: &str) -> Value {
+pub(super) fn message_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/messages/{name}")})
 }
 
@@ -143,7 +213,6 @@ pub fn document() -> Value {
     let mut schemas = Schemas::default();
     let client = client_frames(&mut schemas);
     let server = server_frames(&mut schemas);
-    let event_message = schemas.payload::<ConsumedMessageDto>(None);
 
     let mut messages = Map::new();
     let mut ws_channel_messages = Map::new();
@@ -220,52 +289,19 @@ pub fn document() -> Value {
         );
     }
 
-    for (name, title, summary, payload) in [
-        (
-            "sse_message",
-            "`message` event",
-            "One message; the event's `id` is the stream's resume token right after it (every partition's next offset, `0:18,1:5`)",
-            event_message,
-        ),
-        (
-            "sse_shutdown",
-            "`shutdown` event",
-            "The node is stopping: the data is the resume token; reconnect (to any node) with it as Last-Event-ID",
-            json!({"type": "string", "description": "The resume token", "examples": ["0:18,1:5"]}),
-        ),
-        (
-            "sse_problem",
-            "`problem` event",
-            "The stream cannot go on (e.g. the topic was deleted) and ends",
-            json!({
-                "type": "object",
-                "required": ["code", "detail"],
-                "properties": {
-                    "code": {"type": "string", "description": "The problem's stable code (docs/errors.md)"},
-                    "detail": {"type": "string"},
-                },
-            }),
-        ),
-    ] {
-        messages.insert(
-            name.into(),
-            json!({"name": name.trim_start_matches("sse_"), "title": title, "summary": summary,
-                   "contentType": "application/json", "payload": payload}),
-        );
-    }
-    operations.insert(
-        "send_topic_events".into(),
+    let mut channels = Map::new();
+    channels.insert(
+        "websocket".into(),
         json!({
-            "action": "send",
-            "channel": {"$ref": "#/channels/topic_events"},
-            "summary": "A topic's messages as server-sent events, from the requested position",
-            "messages": [
-                {"$ref": "#/channels/topic_events/messages/sse_message"},
-                {"$ref": "#/channels/topic_events/messages/sse_shutdown"},
-                {"$ref": "#/channels/topic_events/messages/sse_problem"},
-            ],
+            "address": "/v1/ws",
+            "title": "WebSocket",
+            "description": "One socket publishes and holds any number of subscriptions, each with its own `id`. The client must offer the subprotocol `herald.v1`.",
+            "servers": [{"$ref": "#/servers/node"}],
+            "messages": ws_channel_messages,
+            "bindings": {"ws": {"method": "GET", "bindingVersion": "0.1.0"}},
         }),
     );
+    sse::add_event_streams(&mut schemas, &mut messages, &mut channels, &mut operations);
 
     json!({
         "asyncapi": "3.1.0",
@@ -287,29 +323,7 @@ pub fn document() -> Value {
             },
         },
         "defaultContentType": "application/json",
-        "channels": {
-            "websocket": {
-                "address": "/v1/ws",
-                "title": "WebSocket",
-                "description": "One socket publishes and holds any number of subscriptions, each with its own `id`. The client must offer the subprotocol `herald.v1`.",
-                "servers": [{"$ref": "#/servers/node"}],
-                "messages": ws_channel_messages,
-                "bindings": {"ws": {"method": "GET", "bindingVersion": "0.1.0"}},
-            },
-            "topic_events": {
-                "address": "/v1/topics/{topic}/events",
-                "title": "A topic's server-sent events",
-                "description": "`text/event-stream`. Query: `from` (latest, earliest, an offset, timestamp:<ms> or a resume token), `partition`. Header `Last-Event-ID` resumes.",
-                "servers": [{"$ref": "#/servers/node_http"}],
-                "parameters": {"topic": {"description": "The topic's name"}},
-                "messages": {
-                    "sse_message": message_ref("sse_message"),
-                    "sse_shutdown": message_ref("sse_shutdown"),
-                    "sse_problem": message_ref("sse_problem"),
-                },
-                "bindings": {"http": {"method": "GET", "bindingVersion": "0.3.0"}},
-            },
-        },
+        "channels": channels,
         "operations": operations,
         "components": {
             "messages": messages,
@@ -341,21 +355,40 @@ mod tests {
     fn every_frame_is_a_message_with_its_op_pinned() {
         let document = document();
         let messages = document["components"]["messages"].as_object().unwrap();
-        for op in [
-            "publish",
-            "subscribe",
-            "unsubscribe",
-            "credit",
-            "published",
-            "messages",
-            "ok",
-            "error",
+        for (name, op) in [
+            ("publish", "publish"),
+            ("subscribe", "subscribe"),
+            ("subscribe_group", "subscribe"),
+            ("subscribe_queue", "subscribe"),
+            ("commit", "commit"),
+            ("ack", "ack"),
+            ("nack", "nack"),
+            ("extend", "extend"),
+            ("unsubscribe", "unsubscribe"),
+            ("credit", "credit"),
+            ("published", "published"),
+            ("messages", "messages"),
+            ("messages_group", "messages"),
+            ("messages_queue", "messages"),
+            ("assignment", "assignment"),
+            ("acked", "acked"),
+            ("nacked", "nacked"),
+            ("extended", "extended"),
+            ("ok", "ok"),
+            ("error", "error"),
         ] {
-            let message = &messages[&format!("ws_{op}")];
-            assert_eq!(
-                message["payload"]["properties"]["op"]["const"], op,
-                "{message}"
-            );
+            let message = &messages[&format!("ws_{name}")];
+            let payload = &message["payload"];
+            let pinned = payload["properties"]["op"]["const"].clone();
+            let pinned = match payload["allOf"].as_array() {
+                Some(parts) => parts
+                    .iter()
+                    .map(|part| part["properties"]["op"]["const"].clone())
+                    .find(|value| !value.is_null())
+                    .unwrap_or(Value::Null),
+                None => pinned,
+            };
+            assert_eq!(pinned, op, "{name}: {message}");
         }
         // Every reference resolves inside the document.
         let text = document.to_string();

@@ -1,0 +1,162 @@
+//! A group subscription on a socket: the socket is a member of a consumer group (a broker
+//! [`MemberStream`]: joined, heartbeated, polled and left through the broker's group methods
+//! the REST API calls), sending an `assignment` frame on join and after every rebalance and the
+//! messages of its partitions within the subscription's credit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+use super::frames::{CommitFrame, GroupSubscribeFrame, ServerFrame};
+use super::outbox::Outbox;
+use super::subscription::{check_credit, grant_credit};
+use crate::api::problem::ApiError;
+use crate::broker::{
+    Broker, BrokerError, JoinGroup, MemberEvent, MemberHandle, MemberStream, Membership,
+};
+use crate::domain::groups::TopicPartition;
+
+/// How long a member waits before polling again after the cluster could not answer (no
+/// leader for a moment, a node restarting).
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// A running group subscription; dropping it stops its task, and the member leaves.
+pub struct GroupSubscription {
+    credit: Arc<Semaphore>,
+    member: MemberHandle,
+    task: JoinHandle<()>,
+}
+
+impl Drop for GroupSubscription {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Joins the group for a `subscribe` with `group`; the member is not polled yet.
+pub async fn join(
+    broker: &Broker,
+    frame: GroupSubscribeFrame,
+    default_credit: u64,
+) -> Result<(String, MemberStream, u64), ApiError> {
+    let credit = check_credit(frame.credit.unwrap_or(default_credit))?;
+    let request = JoinGroup {
+        group: frame.group,
+        topics: frame.topics,
+        session_timeout: frame.session_timeout_ms.map(Duration::from_millis),
+        offset_reset: frame.auto_offset_reset.map(Into::into),
+    };
+    let member = broker.join_stream(request, frame.auto_commit).await?;
+    Ok((frame.id, member, credit))
+}
+
+/// Starts delivering: `assignment` first, then messages as credit allows.
+pub fn start(id: String, member: MemberStream, credit: u64, outbox: &Outbox) -> GroupSubscription {
+    let credit = Arc::new(Semaphore::new(credit as usize));
+    let handle = member.handle();
+    let task = tokio::spawn(deliver(id, member, credit.clone(), outbox.clone()));
+    GroupSubscription {
+        credit,
+        member: handle,
+        task,
+    }
+}
+
+impl GroupSubscription {
+    pub fn grant(&self, messages: u64) -> Result<(), ApiError> {
+        grant_credit(&self.credit, messages)
+    }
+
+    /// Commits with the member's current generation; the answer frame for `frame`.
+    pub fn commit(&self, frame: CommitFrame, outbox: &Outbox) {
+        let member = self.member.clone();
+        let outbox = outbox.clone();
+        tokio::spawn(async move {
+            let offsets = frame
+                .offsets
+                .into_iter()
+                .map(|offset| {
+                    (
+                        TopicPartition::new(offset.topic, offset.partition),
+                        offset.offset,
+                    )
+                })
+                .collect();
+            let answer = match member.commit(offsets).await {
+                Ok(_) => ServerFrame::Ok { id: frame.id },
+                Err(error) => ServerFrame::error(Some(frame.id.into()), &ApiError::from(error)),
+            };
+            let _ = outbox.send(&answer);
+        });
+    }
+}
+
+async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, outbox: Outbox) {
+    loop {
+        let room = credit.available_permits();
+        let event = if room == 0 {
+            // No credit: keep the session alive (and learn of rebalances) until some comes.
+            tokio::select! {
+                granted = credit.acquire() => {
+                    drop(granted);
+                    continue;
+                }
+                () = heartbeat_due(&member) => {
+                    member.heartbeat().await.map(|event| {
+                        event.unwrap_or(MemberEvent::Messages(Vec::new()))
+                    })
+                }
+            }
+        } else {
+            member.next(room).await
+        };
+        let frame = match event {
+            Ok(MemberEvent::Assignment(membership)) => assignment(&id, membership),
+            Ok(MemberEvent::Messages(messages)) if messages.is_empty() => continue,
+            Ok(MemberEvent::Messages(messages)) => {
+                // Only this task takes credit, and `next` answers at most `room`.
+                if let Ok(taken) = credit.try_acquire_many(messages.len() as u32) {
+                    taken.forget();
+                }
+                ServerFrame::GroupMessages {
+                    id: id.clone(),
+                    messages: messages.into_iter().map(Into::into).collect(),
+                }
+            }
+            Err(BrokerError::NoLeader(_) | BrokerError::Unavailable(_)) => {
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            Err(error) => {
+                // A lasting refusal (the member was removed, a topic deleted): the
+                // subscription ends with it.
+                let _ = outbox.send(&ServerFrame::error(
+                    Some(id.clone().into()),
+                    &ApiError::from(error),
+                ));
+                return;
+            }
+        };
+        if outbox.send(&frame).is_err() {
+            return;
+        }
+    }
+}
+
+/// When a member without credit heartbeats: after the heartbeat interval, or at once when
+/// this node applies a rebalance (so the `assignment` frame does not wait for credit).
+async fn heartbeat_due(member: &MemberStream) {
+    tokio::select! {
+        () = tokio::time::sleep(member.heartbeat_interval()) => {}
+        () = member.rebalanced() => {}
+    }
+}
+
+fn assignment(id: &str, membership: Membership) -> ServerFrame {
+    ServerFrame::Assignment {
+        id: id.to_string(),
+        assignment: membership.into(),
+    }
+}
