@@ -106,6 +106,8 @@ struct BrokerInner {
     appenders: appender::Appenders,
     /// The requests waiting here for a reply.
     requests: requests::RequestReply,
+    /// The shared readers of live streams at the tail of a partition.
+    tail_hub: stream::TailHub,
 }
 
 impl Broker {
@@ -121,6 +123,7 @@ impl Broker {
                 round_robin: AtomicU64::new(0),
                 unacknowledged,
                 appenders,
+                tail_hub: stream::TailHub::default(),
             }),
         }
     }
