@@ -28,6 +28,8 @@ struct MemoryLog {
     own_reads: Arc<AtomicU64>,
     hub: Arc<TailHub>,
     max_messages: usize,
+    /// The topic is gone: every read fails for good.
+    deleted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl MemoryLog {
@@ -39,6 +41,7 @@ impl MemoryLog {
             own_reads: Arc::default(),
             hub: Arc::new(TailHub::new(kept)),
             max_messages,
+            deleted: Arc::default(),
         }
     }
 
@@ -79,6 +82,9 @@ impl TailSource for MemoryLog {
             ReadKind::Shared => self.shared_reads.fetch_add(1, Ordering::SeqCst),
             ReadKind::Own => self.own_reads.fetch_add(1, Ordering::SeqCst),
         };
+        if self.deleted.load(Ordering::SeqCst) {
+            return Err(BrokerError::TopicNotFound("t".into()));
+        }
         let end = *self.length.borrow();
         if offset > end {
             return Err(BrokerError::OffsetOutOfRange {
@@ -90,6 +96,9 @@ impl TailSource for MemoryLog {
         if offset == end && !max_wait.is_zero() {
             let mut length = self.length.subscribe();
             let _ = tokio::time::timeout(max_wait, length.wait_for(|&len| len > offset)).await;
+            if self.deleted.load(Ordering::SeqCst) {
+                return Err(BrokerError::TopicNotFound("t".into()));
+            }
         }
         let messages = self.messages.lock();
         let taken: Vec<ConsumedMessage> = messages
@@ -242,4 +251,24 @@ async fn the_shared_reader_stops_when_its_last_subscriber_leaves() {
         shared,
         "a stopped reader reads nothing"
     );
+}
+
+#[tokio::test]
+async fn a_lasting_error_stops_the_shared_reader_and_reaches_every_stream() {
+    let log = MemoryLog::new(8, 50);
+    let mut tasks = JoinSet::new();
+    let mut followers: Vec<Batches> = (0..3).map(|_| follower(&log, 0, 4, &mut tasks)).collect();
+    until("one shared reader", || log.hub.readers() == 1).await;
+    log.deleted.store(true, Ordering::SeqCst);
+    // Wakes the shared reader's long poll, which now fails.
+    log.append(1);
+    for batches in &mut followers {
+        let answer = tokio::time::timeout(DEADLINE, batches.recv())
+            .await
+            .expect("an answer within the deadline")
+            .expect("the error comes before the channel closes");
+        assert!(matches!(answer, Err(BrokerError::TopicNotFound(_))));
+    }
+    tasks.shutdown().await;
+    assert_eq!(log.hub.readers(), 0);
 }
