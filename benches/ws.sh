@@ -4,7 +4,7 @@
 #   publish  WebSocket publish of 1000 x 1 KB per frame against HTTP produce of the same batches;
 #   idle     IDLE subscribed sockets: the node's RSS per connection and its CPU while idle;
 #   fanout   one partition to FANOUT subscribers: delivered messages/s;
-# then the medians. Scenarios:
+# each round on freshly started nodes, then the medians. Scenarios:
 #  1. single: one node;
 #  2. cluster: three nodes on loopback, topics replicated 3 times, produced through node 1 and
 #     subscribed on node 2 (memory and CPU are node 2's).
@@ -58,18 +58,43 @@ stop_nodes() {
     PIDS=()
 }
 
-# rounds SERVER PID ARGS...: ROUNDS runs of `herald bench ws` (fresh topics each), then medians.
+# start_single / start_cluster: fresh nodes (a fresh process, so the idle step's RSS is not
+# memory the allocator kept from an earlier round); they set SERVER, PID and EXTRA.
+start_single() {
+    rm -rf "$DIR/single"
+    "$HERALD" serve --data-dir "$DIR/single" --http-addr "127.0.0.1:$PORT" --raft-addr "127.0.0.1:$((PORT + 9))" \
+        "${LIMITS[@]}" >>"$DIR/single.log" 2>&1 &
+    PIDS+=($!)
+    wait_for_ports "$PORT"
+    SERVER="http://127.0.0.1:$PORT" PID=${PIDS[0]} EXTRA=()
+}
+start_cluster() {
+    local cluster="1=127.0.0.1:$((PORT + 11)),2=127.0.0.1:$((PORT + 12)),3=127.0.0.1:$((PORT + 13))"
+    for n in 1 2 3; do
+        rm -rf "$DIR/n$n"
+        "$HERALD" serve --node-id "$n" --http-addr "127.0.0.1:$((PORT + n))" --raft-addr "127.0.0.1:$((PORT + 10 + n))" \
+            --data-dir "$DIR/n$n" --initial-cluster "$cluster" "${LIMITS[@]}" >>"$DIR/n$n.log" 2>&1 &
+        PIDS+=($!)
+    done
+    wait_for_ports $((PORT + 1)) $((PORT + 2)) $((PORT + 3))
+    SERVER="http://127.0.0.1:$((PORT + 2))" PID=${PIDS[1]}
+    EXTRA=(--replication-factor 3 --produce-server "http://127.0.0.1:$((PORT + 1))")
+}
+
+# rounds START: ROUNDS runs of `herald bench ws`, each on nodes started by START, then medians.
 rounds() {
-    local server=$1 pid=$2; shift 2
+    local start=$1
     : >"$DIR/rounds.json"
     for round in $(seq 1 "$ROUNDS"); do
-        "$HERALD" bench ws --server "$server" --pid "$pid" --topic "bench-ws-$round" \
+        "$start"
+        "$HERALD" bench ws --server "$SERVER" --pid "$PID" \
             --rate "$RATE" --latency-messages "$LATENCY_MESSAGES" --publish-frames "$PUBLISH_FRAMES" \
             --idle "$IDLE" --idle-seconds "$IDLE_SECONDS" --fanout-subscribers "$FANOUT" \
-            --fanout-messages "$FANOUT_MESSAGES" --json "$@" 2>>"$DIR/bench.log" | tee -a "$DIR/rounds.json" \
-            | json '"round %s: latency p50 %.2f p99 %.2f p99.9 %.2f ms (%d/%d received); publish ws %.0f http %.0f msg/s ratio %.2f; idle %d sockets %.1f kB each, cpu %.1f%%; fanout %.0f msg/s (%d missing)" % ('"$round"', d["latency"]["p50_ms"], d["latency"]["p99_ms"], d["latency"]["p999_ms"], d["latency"]["received"], '"$LATENCY_MESSAGES"', d["publish"]["ws_messages_per_sec"], d["publish"]["http_messages_per_sec"], d["publish"]["ratio_ws_to_http"], d["idle"]["connections"], d["idle"]["kb_per_connection"], d["idle"]["cpu_percent"], d["fanout"]["delivered_per_sec"], d["fanout"]["missing"])'
+            --fanout-messages "$FANOUT_MESSAGES" --json "${EXTRA[@]}" 2>>"$DIR/bench.log" | tee -a "$DIR/rounds.json" \
+            | json '"round %s: latency p50 %.2f p99 %.2f p99.9 %.2f ms (%d received at %.0f msg/s); publish ws %.0f http %.0f msg/s ratio %.2f; idle %d sockets %.1f kB each, cpu %.1f%%; fanout %.0f msg/s (%d missing)" % ('"$round"', d["latency"]["p50_ms"], d["latency"]["p99_ms"], d["latency"]["p999_ms"], d["latency"]["received"], d["latency"]["achieved_rate"], d["publish"]["ws_messages_per_sec"], d["publish"]["http_messages_per_sec"], d["publish"]["ratio_ws_to_http"], d["idle"]["connections"], d["idle"]["kb_per_connection"], d["idle"]["cpu_percent"], d["fanout"]["delivered_per_sec"], d["fanout"]["missing"])'
+        stop_nodes
     done
-    for figure in 'd["latency"]["p50_ms"]' 'd["latency"]["p99_ms"]' 'd["latency"]["p999_ms"]' \
+    for figure in 'd["latency"]["p50_ms"]' 'd["latency"]["p99_ms"]' 'd["latency"]["p999_ms"]' 'd["latency"]["achieved_rate"]' \
         'd["publish"]["ws_messages_per_sec"]' 'd["publish"]["http_messages_per_sec"]' 'd["publish"]["ratio_ws_to_http"]' \
         'd["idle"]["rss_before_kb"]' 'd["idle"]["rss_after_kb"]' 'd["idle"]["kb_per_connection"]' 'd["idle"]["cpu_percent"]' \
         'd["fanout"]["delivered_per_sec"]'; do
@@ -80,26 +105,12 @@ rounds() {
 for scenario in $SCENARIOS; do
     case $scenario in
     single)
-        echo "== one node: rate $RATE, $IDLE idle sockets, fan-out to $FANOUT, $ROUNDS rounds"
-        "$HERALD" serve --data-dir "$DIR/single" --http-addr "127.0.0.1:$PORT" --raft-addr "127.0.0.1:$((PORT + 9))" \
-            "${LIMITS[@]}" >>"$DIR/single.log" 2>&1 &
-        PIDS+=($!)
-        wait_for_ports "$PORT"
-        rounds "http://127.0.0.1:$PORT" "${PIDS[0]}"
-        stop_nodes
+        echo "== one node: rate $RATE, $IDLE idle sockets, fan-out to $FANOUT, $ROUNDS rounds on fresh nodes"
+        rounds start_single
         ;;
     cluster)
-        echo "== three nodes (RF 3): produce through node 1, subscribe on node 2, $ROUNDS rounds"
-        cluster="1=127.0.0.1:$((PORT + 11)),2=127.0.0.1:$((PORT + 12)),3=127.0.0.1:$((PORT + 13))"
-        for n in 1 2 3; do
-            "$HERALD" serve --node-id "$n" --http-addr "127.0.0.1:$((PORT + n))" --raft-addr "127.0.0.1:$((PORT + 10 + n))" \
-                --data-dir "$DIR/n$n" --initial-cluster "$cluster" "${LIMITS[@]}" >>"$DIR/n$n.log" 2>&1 &
-            PIDS+=($!)
-        done
-        wait_for_ports $((PORT + 1)) $((PORT + 2)) $((PORT + 3))
-        rounds "http://127.0.0.1:$((PORT + 2))" "${PIDS[1]}" --replication-factor 3 \
-            --produce-server "http://127.0.0.1:$((PORT + 1))"
-        stop_nodes
+        echo "== three nodes (RF 3): produce through node 1, subscribe on node 2, $ROUNDS rounds on fresh nodes"
+        rounds start_cluster
         ;;
     *) echo "unknown scenario $scenario (single, cluster)" >&2; exit 1 ;;
     esac
