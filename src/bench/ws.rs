@@ -22,6 +22,9 @@ use super::ws_client::ws_url;
 use super::ws_measure::{self, cpu_seconds};
 use crate::cli::client::Api;
 
+/// What `--only` may name.
+const MEASUREMENTS: [&str; 4] = ["latency", "publish", "idle", "fanout"];
+
 /// Options of `herald bench ws`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchWsArgs {
@@ -113,6 +116,13 @@ impl WsReport {
 
 /// Runs `herald bench ws`.
 pub async fn run(server: &str, args: BenchWsArgs) -> anyhow::Result<WsReport> {
+    if let Some(unknown) = args
+        .only
+        .iter()
+        .find(|only| !MEASUREMENTS.contains(&only.as_str()))
+    {
+        anyhow::bail!("--only: unknown measurement `{unknown}` (one of {MEASUREMENTS:?})");
+    }
     let api = Api::new(server)?;
     let producer = Api::new(args.produce_server.as_deref().unwrap_or(server))?;
     let url = ws_url(server)?;
