@@ -16,6 +16,9 @@ pub mod queue_memory;
 pub mod rebalance;
 pub mod request;
 pub mod stats;
+pub mod ws;
+pub mod ws_client;
+pub mod ws_measure;
 
 pub use consume::BenchConsumeArgs;
 pub use group::BenchGroupArgs;
@@ -23,6 +26,7 @@ pub use produce::BenchProduceArgs;
 pub use queue::BenchQueueArgs;
 pub use rebalance::BenchRebalanceArgs;
 pub use request::BenchRequestArgs;
+pub use ws::BenchWsArgs;
 
 /// `herald bench ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -40,6 +44,9 @@ pub enum BenchCommand {
     /// Queue throughput (pull + ack) of one subscription against reads by offset, ack latency;
     /// or with --memory, a node's memory with a large unacked backlog.
     Queue(BenchQueueArgs),
+    /// WebSocket figures: produce-to-delivery latency at a rate, publish throughput against
+    /// HTTP, idle subscribers' memory and CPU, fan-out of one partition to many subscribers.
+    Ws(BenchWsArgs),
 }
 
 /// Runs one benchmark against `server` and prints its report on stdout (text, or one JSON object
@@ -80,6 +87,16 @@ pub async fn run_bench(server: &str, command: BenchCommand) -> anyhow::Result<()
                 }
             };
             print!("{text}");
+            return Ok(());
+        }
+        BenchCommand::Ws(args) => {
+            let as_json = args.json;
+            let report = ws::run(server, args).await?;
+            if as_json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.render_text());
+            }
             return Ok(());
         }
         BenchCommand::Rebalance(args) => {
@@ -191,6 +208,26 @@ mod tests {
                 "http://127.0.0.1:3"
             ]
         );
+    }
+
+    #[test]
+    fn ws_defaults_match_the_documentation() {
+        let cli = Cli::try_parse_from(["bench", "ws"]).unwrap();
+        let BenchCommand::Ws(args) = cli.command else {
+            panic!("not ws")
+        };
+        assert_eq!(args.only, ["latency", "publish", "idle", "fanout"]);
+        assert_eq!((args.rate, args.latency_messages), (10_000.0, 50_000));
+        assert_eq!((args.batch, args.publish_size), (1000, 1000));
+        assert_eq!((args.idle, args.fanout_subscribers), (10_000, 1000));
+        assert!(args.produce_server.is_none() && args.pid.is_none());
+        let cli =
+            Cli::try_parse_from(["bench", "ws", "--only", "idle,fanout", "--pid", "7"]).unwrap();
+        let BenchCommand::Ws(args) = cli.command else {
+            panic!("not ws")
+        };
+        assert_eq!(args.only, ["idle", "fanout"]);
+        assert_eq!(args.pid, Some(7));
     }
 
     #[test]

@@ -109,6 +109,8 @@ struct BrokerInner {
     requests: requests::RequestReply,
     /// The queue streams on this node, by the leases they hold.
     lease_streams: queue::lease_stream::LeaseStreams,
+    /// The shared readers of live streams at the tail of a partition.
+    tail_hub: stream::TailHub,
 }
 
 impl Broker {
@@ -125,6 +127,7 @@ impl Broker {
                 round_robin: AtomicU64::new(0),
                 unacknowledged,
                 appenders,
+                tail_hub: stream::TailHub::default(),
             }),
         }
     }

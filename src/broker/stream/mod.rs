@@ -1,9 +1,15 @@
 //! Live streams of a topic's messages, shared by every push transport (server-sent events,
 //! WebSocket): where a stream starts ([`StartFrom`]), the resume token it hands out with every
-//! message ([`Positions`]), and the reader that follows the partitions ([`Tail`]).
+//! message ([`Positions`]), and the reader that follows the partitions ([`Tail`]), sharing
+//! reads at the tail among the node's streams ([`TailHub`]).
 
+mod follow;
+mod hub;
+#[cfg(test)]
+mod hub_tests;
 mod position;
 mod tail;
 
+pub use hub::{TailHub, TAIL_POLL_WAIT};
 pub use position::{Positions, StartFrom, MAX_TOKEN_LEN};
-pub use tail::{Tail, TailItem, TAIL_POLL_WAIT};
+pub use tail::{Tail, TailItem};

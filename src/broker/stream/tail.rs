@@ -1,26 +1,26 @@
-//! A subscriber's reader of a topic's partitions: one task per partition follows the log
+//! A subscriber's reader of a topic's partitions: one follower per partition reads the log
 //! through the broker's fetch (the long poll woken by apply, on whichever node leads the
-//! partition), and hands batches to the subscriber in order per partition. The channel between
-//! them is bounded, so a subscriber that does not read stops its readers instead of piling up
-//! messages.
+//! partition) while behind, then takes the partition's shared reads from the node's
+//! [`TailHub`], and hands batches to the subscriber in order per partition. The channel between
+//! them is bounded, so a subscriber that does not read stops its follower (which lags and
+//! detaches from the hub) instead of piling up messages.
 
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::follow::follow_partition;
+use super::hub::{
+    is_transient, ReadKind, TailHub, TailSource, RETRY_MAX, RETRY_MIN, SHARED_READ_BYTES,
+};
 use super::{Positions, StartFrom};
 use crate::broker::{
     Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec,
 };
 
-/// How long one read of a partition waits for a message before it asks again.
-pub const TAIL_POLL_WAIT: Duration = Duration::from_secs(10);
 /// The most messages one read hands over.
 const TAIL_BATCH_MESSAGES: usize = 500;
-/// The first and longest pause after a partition had no leader or did not answer.
-const RETRY_MIN: Duration = Duration::from_millis(100);
-const RETRY_MAX: Duration = Duration::from_secs(2);
 /// How many times opening a stream asks a partition without a leader where it starts.
 const START_ATTEMPTS: u32 = 20;
 
@@ -71,15 +71,33 @@ impl Tail {
     }
 }
 
-/// Worth retrying: the partition will have a leader, or answer, again.
-fn is_transient(error: &BrokerError) -> bool {
-    matches!(
-        error,
-        BrokerError::NoLeader(_)
-            | BrokerError::Unavailable(_)
-            | BrokerError::Timeout(_)
-            | BrokerError::Overloaded(_)
-    )
+impl TailSource for Broker {
+    async fn read(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_wait: Duration,
+        kind: ReadKind,
+    ) -> BrokerResult<FetchResult> {
+        metrics::counter!("herald_tail_reads_total", "kind" => kind.label()).increment(1);
+        let request = FetchRequest {
+            topic: topic.to_string(),
+            partition,
+            offset: OffsetSpec::At(offset),
+            max_messages: TAIL_BATCH_MESSAGES,
+            max_wait,
+        };
+        match kind {
+            // What the hub keeps for slow subscribers is bounded by its reads' size.
+            ReadKind::Shared => self.fetch_within(request, SHARED_READ_BYTES).await,
+            ReadKind::Own => self.fetch(request).await,
+        }
+    }
+
+    fn hub(&self) -> &TailHub {
+        &self.inner.tail_hub
+    }
 }
 
 impl Broker {
@@ -118,7 +136,7 @@ impl Broker {
         let mut readers = JoinSet::new();
         for &partition in &partitions {
             let start = positions.get(partition).unwrap_or(0);
-            readers.spawn(read_partition(
+            readers.spawn(follow_partition(
                 self.clone(),
                 topic.to_string(),
                 partition,
@@ -183,63 +201,5 @@ impl Broker {
             })
             .await?;
         Ok((read.log_start_offset, read.high_watermark))
-    }
-}
-
-/// Follows one partition from `offset` until the subscriber goes away or the partition does.
-async fn read_partition(
-    broker: Broker,
-    topic: String,
-    partition: u32,
-    mut offset: u64,
-    batches: mpsc::Sender<BrokerResult<(u32, Vec<ConsumedMessage>)>>,
-) {
-    let mut pause = RETRY_MIN;
-    loop {
-        let request = FetchRequest {
-            topic: topic.clone(),
-            partition,
-            offset: OffsetSpec::At(offset),
-            max_messages: TAIL_BATCH_MESSAGES,
-            max_wait: TAIL_POLL_WAIT,
-        };
-        match broker.fetch(request).await {
-            Ok(FetchResult {
-                messages,
-                next_offset,
-                ..
-            }) => {
-                pause = RETRY_MIN;
-                offset = offset.max(next_offset);
-                if !messages.is_empty() && batches.send(Ok((partition, messages))).await.is_err() {
-                    return;
-                }
-            }
-            Err(BrokerError::OffsetOutOfRange {
-                log_start_offset, ..
-            }) if offset < log_start_offset => {
-                // Retention removed messages the stream had not reached: they are gone, go on
-                // with the oldest there is.
-                offset = log_start_offset;
-            }
-            Err(BrokerError::OffsetOutOfRange { .. }) => {
-                // Past the end (a new leader still applying, or a client ahead of the log):
-                // wait for the log to get there.
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(RETRY_MAX);
-            }
-            Err(error) if is_transient(&error) => {
-                // A leadership change: ask again, from the same offset, wherever it went.
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(RETRY_MAX);
-            }
-            Err(error) => {
-                let _ = batches.send(Err(error)).await;
-                return;
-            }
-        }
-        if batches.is_closed() {
-            return;
-        }
     }
 }
