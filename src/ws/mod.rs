@@ -80,6 +80,9 @@ impl WsState {
     }
 }
 
+/// Each socket's read buffer.
+const SOCKET_READ_BUFFER_BYTES: usize = 16 * 1024;
+
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(connect))
 }
@@ -134,6 +137,9 @@ async fn connect(
     let max_frame_bytes = state.config.max_frame_bytes;
     upgrade
         .protocols([SUBPROTOCOL])
+        // tungstenite allocates its read buffer per socket up front (128 KiB by default): most of
+        // an idle socket's memory. Larger frames still arrive, in more reads.
+        .read_buffer_size(SOCKET_READ_BUFFER_BYTES)
         .max_message_size(max_frame_bytes)
         .max_frame_size(max_frame_bytes)
         .on_upgrade(move |socket| connection::serve(socket, state, permit))
