@@ -28,9 +28,10 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// `owned_since`; `Advance` is replaced by `CompareAndCommit`; commits answer `Committed`.
 /// 7: subscriptions (issue 12) in the metadata state and commands. 8: subscription ordering
 /// setting; per-message key, delay, expiry and dead-letter reason in the delivery state; seek;
-/// redrive jobs with their checkpoints in the metadata state and commands.
+/// redrive jobs with their checkpoints in the metadata state and commands. 9: OAuth2 clients,
+/// signing keys and the authorization policy (issue 14) in the metadata state and commands.
 /// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 8;
+const FORMAT_VERSION: u64 = 9;
 
 /// The client listener's TLS, when `[tls]` configures it.
 fn client_tls(config: &Config) -> anyhow::Result<Option<api::tls::TlsAcceptor>> {

@@ -54,7 +54,8 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
         | MetadataOutcome::Groups(_)
         | MetadataOutcome::ProducerInitialized(_)
         | MetadataOutcome::Subscription(_)
-        | MetadataOutcome::Redrive(_)) => Err(BrokerError::Internal(format!(
+        | MetadataOutcome::Redrive(_)
+        | MetadataOutcome::Auth(_)) => Err(BrokerError::Internal(format!(
             "unexpected outcome for topic '{name}': {other:?}"
         ))),
     }

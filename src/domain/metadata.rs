@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::auth::{AuthCommand, AuthOutcome, AuthState};
 use super::groups::{GroupCommand, GroupOutcome};
 use super::names::{is_internal, validate_name};
 use super::producers::{ProducerRegistration, ProducerRegistry};
@@ -67,6 +68,8 @@ pub struct MetadataState {
     pub subscriptions: Subscriptions,
     /// The latest redrive job of each subscription, with its checkpoint.
     pub redrives: Redrives,
+    /// OAuth2 clients, signing keys and the authorization policy.
+    pub auth: AuthState,
 }
 
 /// How many deleted topic names the metadata remembers.
@@ -86,6 +89,7 @@ impl Default for MetadataState {
             deleted_topics: BTreeMap::new(),
             subscriptions: Subscriptions::default(),
             redrives: Redrives::default(),
+            auth: AuthState::default(),
         }
     }
 }
@@ -145,6 +149,8 @@ pub enum MetadataCommand {
     Subscription(SubscriptionCommand),
     /// Starts, moves, ends or cancels a subscription's redrive job.
     Redrive(RedriveCommand),
+    /// Clients, signing keys, the policy.
+    Auth(AuthCommand),
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -175,6 +181,7 @@ impl std::fmt::Display for MetadataCommand {
             MetadataCommand::Groups(command) => write!(formatter, "{command}"),
             MetadataCommand::Subscription(command) => write!(formatter, "{command}"),
             MetadataCommand::Redrive(command) => write!(formatter, "{command}"),
+            MetadataCommand::Auth(command) => write!(formatter, "{command}"),
             MetadataCommand::InitProducer { name } => match name {
                 Some(name) => write!(formatter, "init producer {name}"),
                 None => write!(formatter, "init an unnamed producer"),
@@ -198,6 +205,7 @@ pub enum MetadataOutcome {
     ProducerInitialized(ProducerRegistration),
     Subscription(SubscriptionOutcome),
     Redrive(RedriveOutcome),
+    Auth(AuthOutcome),
 }
 
 impl MetadataState {
@@ -287,6 +295,7 @@ impl MetadataState {
             MetadataCommand::Redrive(command) => {
                 MetadataOutcome::Redrive(self.redrives.apply(command, &self.subscriptions))
             }
+            MetadataCommand::Auth(command) => MetadataOutcome::Auth(self.auth.apply(command)),
             MetadataCommand::Groups(_) => {
                 MetadataOutcome::Invalid("group commands apply to the consumer groups".into())
             }

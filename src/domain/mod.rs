@@ -1,6 +1,7 @@
 //! Pure domain types: names, records, the stored batch layout, partitioning, topic config.
 //! Nothing here does I/O.
 
+pub mod auth;
 pub mod batch;
 pub mod groups;
 pub mod metadata;
