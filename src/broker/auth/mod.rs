@@ -1,0 +1,7 @@
+//! Authentication: OAuth2 client credentials, the cluster's signing keys and its access tokens.
+//! The clients and keys live in the metadata group (`domain::auth`); this module generates,
+//! hashes, signs and validates.
+
+pub mod keys;
+pub mod secrets;
+pub mod tokens;

@@ -1,0 +1,239 @@
+//! Access tokens: ES256 JWTs signed with the cluster's current key (its `kid` in the header),
+//! validated by any node against the replicated keys.
+//!
+//! A token names its client (`sub`); its rights are the client's roles as the metadata holds
+//! them when the token is used, so deleting a client or changing its roles takes effect at once,
+//! not when its tokens expire.
+
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::auth::{AuthState, SigningKeyRecord};
+
+/// What every token says and how long it lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSettings {
+    /// `iss`: the issuer URL clients discover the JWKS from.
+    pub issuer: String,
+    /// `aud`: who the token is for.
+    pub audience: String,
+    pub lifetime: Duration,
+    /// Clock skew tolerated between nodes (and clients), for `exp` and `nbf`.
+    pub leeway: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    pub iss: String,
+    pub sub: String,
+    pub aud: String,
+    pub iat: i64,
+    pub nbf: i64,
+    pub exp: i64,
+    pub jti: String,
+}
+
+/// Who a valid token speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub subject: String,
+    pub roles: Vec<String>,
+    /// When the token stops being valid (a socket authenticated with it closes then).
+    pub expires_at_ms: i64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TokenError {
+    #[error("the cluster has no signing key yet")]
+    NoSigningKey,
+    #[error("signing the token failed: {0}")]
+    Sign(String),
+    #[error("the token is not valid: {0}")]
+    Invalid(String),
+}
+
+/// A new token for `subject`, and how many seconds it lasts.
+pub fn issue(
+    key: &SigningKeyRecord,
+    settings: &TokenSettings,
+    subject: &str,
+    now_ms: i64,
+) -> Result<(String, u64), TokenError> {
+    let now = now_ms / 1000;
+    let lifetime = settings.lifetime.as_secs().max(1);
+    let mut jti = [0u8; 12];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut jti)
+        .map_err(|_| TokenError::Sign("the random source failed".into()))?;
+    let claims = Claims {
+        iss: settings.issuer.clone(),
+        sub: subject.to_string(),
+        aud: settings.audience.clone(),
+        iat: now,
+        nbf: now,
+        exp: now + lifetime as i64,
+        jti: URL_SAFE_NO_PAD.encode(jti),
+    };
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(key.kid.clone());
+    let token = jsonwebtoken::encode(
+        &header,
+        &claims,
+        &EncodingKey::from_ec_der(&key.private_pkcs8),
+    )
+    .map_err(|error| TokenError::Sign(error.to_string()))?;
+    Ok((token, lifetime))
+}
+
+/// Checks a token of the built-in issuer: signature by a key the cluster holds, issuer,
+/// audience, time, and a client that still exists.
+pub fn validate(
+    token: &str,
+    state: &AuthState,
+    settings: &TokenSettings,
+) -> Result<Principal, TokenError> {
+    let invalid = |reason: String| TokenError::Invalid(reason);
+    let header = jsonwebtoken::decode_header(token).map_err(|error| invalid(error.to_string()))?;
+    if header.alg != Algorithm::ES256 {
+        return Err(invalid(format!("algorithm {:?} is not ES256", header.alg)));
+    }
+    let kid = header
+        .kid
+        .ok_or_else(|| invalid("no kid in the header".into()))?;
+    let key = state
+        .signing_key(&kid)
+        .ok_or_else(|| invalid(format!("unknown signing key '{kid}'")))?;
+    let decoding = DecodingKey::from_ec_components(
+        &URL_SAFE_NO_PAD.encode(&key.public_x),
+        &URL_SAFE_NO_PAD.encode(&key.public_y),
+    )
+    .map_err(|error| invalid(error.to_string()))?;
+    let mut validation = Validation::new(Algorithm::ES256);
+    validation.set_issuer(&[&settings.issuer]);
+    validation.set_audience(&[&settings.audience]);
+    validation.leeway = settings.leeway.as_secs();
+    validation.validate_nbf = true;
+    let claims = jsonwebtoken::decode::<Claims>(token, &decoding, &validation)
+        .map_err(|error| invalid(error.to_string()))?
+        .claims;
+    // A retired key signs nothing after its retirement.
+    if let Some(retired_at_ms) = key.retired_at_ms {
+        if claims.iat * 1000 > retired_at_ms + settings.leeway.as_millis() as i64 {
+            return Err(invalid(format!(
+                "signed by key '{kid}' after it was retired"
+            )));
+        }
+    }
+    let client = state
+        .clients
+        .get(&claims.sub)
+        .ok_or_else(|| invalid(format!("client '{}' does not exist", claims.sub)))?;
+    Ok(Principal {
+        subject: claims.sub,
+        roles: client.roles.clone(),
+        expires_at_ms: claims.exp * 1000,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::auth::keys::generate_signing_key;
+    use crate::domain::auth::{AuthCommand, AuthOutcome};
+
+    fn settings() -> TokenSettings {
+        TokenSettings {
+            issuer: "http://127.0.0.1:8080".into(),
+            audience: "herald".into(),
+            lifetime: Duration::from_secs(3600),
+            leeway: Duration::from_secs(5),
+        }
+    }
+
+    fn now_ms() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    }
+
+    fn state_with_client() -> AuthState {
+        let mut state = AuthState::default();
+        let outcome = state.apply(&AuthCommand::CreateClient {
+            client_id: "billing".into(),
+            secret_hash: "$argon2id$x".into(),
+            roles: vec!["producer".into()],
+            created_at_ms: 0,
+        });
+        assert_eq!(outcome, AuthOutcome::Done);
+        state.apply(&AuthCommand::AddSigningKey {
+            key: generate_signing_key(now_ms() - 60_000).unwrap(),
+        });
+        state
+    }
+
+    #[test]
+    fn issued_tokens_validate_with_the_clients_current_roles() {
+        let mut state = state_with_client();
+        let key = state.current_signing_key().unwrap().clone();
+        let (token, lasts) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        assert_eq!(lasts, 3600);
+        let principal = validate(&token, &state, &settings()).unwrap();
+        assert_eq!(principal.subject, "billing");
+        assert_eq!(principal.roles, vec!["producer".to_string()]);
+
+        // A deleted client's tokens stop working at once.
+        state.apply(&AuthCommand::DeleteClient {
+            client_id: "billing".into(),
+        });
+        assert!(validate(&token, &state, &settings()).is_err());
+    }
+
+    #[test]
+    fn tampered_foreign_and_expired_tokens_are_refused() {
+        let state = state_with_client();
+        let key = state.current_signing_key().unwrap().clone();
+        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
+        parts[1] = URL_SAFE_NO_PAD.encode(
+            br#"{"iss":"http://127.0.0.1:8080","sub":"billing","aud":"herald","iat":1,"nbf":1,"exp":99999999999,"jti":"x"}"#,
+        );
+        assert!(validate(&parts.join("."), &state, &settings()).is_err());
+
+        // Signed by a key the cluster does not hold.
+        let stranger = generate_signing_key(0).unwrap();
+        let (foreign, _) = issue(&stranger, &settings(), "billing", now_ms()).unwrap();
+        let error = validate(&foreign, &state, &settings()).unwrap_err();
+        assert!(error.to_string().contains("unknown signing key"), "{error}");
+
+        // Long expired.
+        let (old, _) = issue(&key, &settings(), "billing", now_ms() - 10 * 3_600_000).unwrap();
+        assert!(validate(&old, &state, &settings()).is_err());
+
+        // Another audience.
+        let other = TokenSettings {
+            audience: "elsewhere".into(),
+            ..settings()
+        };
+        let (elsewhere, _) = issue(&key, &other, "billing", now_ms()).unwrap();
+        assert!(validate(&elsewhere, &state, &settings()).is_err());
+    }
+
+    #[test]
+    fn a_retired_key_validates_its_tokens_until_it_is_dropped() {
+        let mut state = state_with_client();
+        let old_key = state.current_signing_key().unwrap().clone();
+        let (token, _) = issue(&old_key, &settings(), "billing", now_ms() - 1000).unwrap();
+        state.apply(&AuthCommand::AddSigningKey {
+            key: generate_signing_key(now_ms()).unwrap(),
+        });
+        assert!(validate(&token, &state, &settings()).is_ok());
+        state.apply(&AuthCommand::DropSigningKey {
+            kid: old_key.kid.clone(),
+        });
+        assert!(validate(&token, &state, &settings()).is_err());
+    }
+}
