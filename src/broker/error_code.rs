@@ -120,6 +120,10 @@ error_codes! {
     /// 404: no request waits for this reply (it timed out, was answered already, its node
     /// restarted, or the ids were never handed out).
     NoWaitingRequest = ("no_waiting_request", 404, "No waiting request"),
+    /// 404: no OAuth2 client with this id.
+    ClientNotFound = ("client_not_found", 404, "Client not found"),
+    /// 409: an OAuth2 client with this id exists.
+    ClientExists = ("client_exists", 409, "Client exists"),
 }
 
 impl ErrorCode {

@@ -4,4 +4,5 @@
 
 pub mod keys;
 pub mod secrets;
+pub mod service;
 pub mod tokens;

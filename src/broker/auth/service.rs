@@ -1,0 +1,283 @@
+//! What the transports call for authentication: managing clients (their secrets are shown once,
+//! at creation and at rotation), issuing tokens for client credentials, validating tokens, and
+//! the public keys for a JWKS. Clients and keys change through the metadata group, so every node
+//! issues and validates alike.
+
+use std::sync::Arc;
+
+use super::keys::{generate_signing_key, Jwk};
+use super::secrets::{generate_secret, hash_secret_blocking, verify_secret_blocking};
+use super::tokens::{self, Principal, TokenSettings};
+use crate::broker::{Broker, BrokerError, BrokerResult, ErrorCode};
+use crate::domain::auth::{AuthCommand, AuthOutcome, ClientRecord, SigningKeyRecord};
+use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
+
+/// A client as listed: never its secret or hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientInfo {
+    pub client_id: String,
+    pub roles: Vec<String>,
+    pub created_at_ms: i64,
+    pub secret_rotated_at_ms: i64,
+}
+
+impl ClientInfo {
+    fn of(client_id: &str, record: &ClientRecord) -> ClientInfo {
+        ClientInfo {
+            client_id: client_id.to_string(),
+            roles: record.roles.clone(),
+            created_at_ms: record.created_at_ms,
+            secret_rotated_at_ms: record.secret_rotated_at_ms,
+        }
+    }
+}
+
+/// A token answered to a client-credentials grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    pub access_token: String,
+    pub expires_in_s: u64,
+}
+
+/// Why client credentials were refused; the token endpoint answers these in RFC 6749's terms.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    /// Unknown client or wrong secret (the same answer for both, so ids cannot be probed).
+    #[error("the client id or secret is wrong")]
+    InvalidClient,
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn client_not_found(client_id: &str) -> BrokerError {
+    BrokerError::NotFound {
+        code: ErrorCode::ClientNotFound,
+        message: format!("no OAuth2 client '{client_id}'"),
+    }
+}
+
+/// The authentication service of a broker.
+#[derive(Clone)]
+pub struct Auth {
+    broker: Broker,
+    settings: Arc<TokenSettings>,
+}
+
+impl Broker {
+    /// The authentication service, issuing tokens with `settings`.
+    pub fn auth(&self, settings: Arc<TokenSettings>) -> Auth {
+        Auth {
+            broker: self.clone(),
+            settings,
+        }
+    }
+}
+
+impl Auth {
+    pub fn settings(&self) -> &TokenSettings {
+        &self.settings
+    }
+
+    /// Creates a client; answers it with its secret, which is not kept and cannot be shown
+    /// again.
+    pub async fn create_client(
+        &self,
+        client_id: &str,
+        roles: Vec<String>,
+    ) -> BrokerResult<(ClientInfo, String)> {
+        let secret = generate_secret().map_err(|error| BrokerError::Internal(error.to_string()))?;
+        let secret_hash = hash_secret_blocking(secret.clone())
+            .await
+            .map_err(|error| BrokerError::Internal(error.to_string()))?;
+        let created_at_ms = now_ms();
+        let outcome = self
+            .propose(AuthCommand::CreateClient {
+                client_id: client_id.to_string(),
+                secret_hash,
+                roles: roles.clone(),
+                created_at_ms,
+            })
+            .await?;
+        match outcome {
+            AuthOutcome::Done => Ok((
+                ClientInfo {
+                    client_id: client_id.to_string(),
+                    roles,
+                    created_at_ms,
+                    secret_rotated_at_ms: created_at_ms,
+                },
+                secret,
+            )),
+            AuthOutcome::ClientExists => Err(BrokerError::Conflict {
+                code: ErrorCode::ClientExists,
+                message: format!(
+                    "an OAuth2 client '{client_id}' exists; rotate its secret instead"
+                ),
+            }),
+            other => Err(refusal(client_id, other)),
+        }
+    }
+
+    /// Gives a client a new secret; the old one stops working at once (tokens issued with it
+    /// stay valid until they expire).
+    pub async fn rotate_client_secret(
+        &self,
+        client_id: &str,
+    ) -> BrokerResult<(ClientInfo, String)> {
+        let secret = generate_secret().map_err(|error| BrokerError::Internal(error.to_string()))?;
+        let secret_hash = hash_secret_blocking(secret.clone())
+            .await
+            .map_err(|error| BrokerError::Internal(error.to_string()))?;
+        let outcome = self
+            .propose(AuthCommand::RotateClientSecret {
+                client_id: client_id.to_string(),
+                secret_hash,
+                rotated_at_ms: now_ms(),
+            })
+            .await?;
+        match outcome {
+            AuthOutcome::Done => {
+                let client = self.client(client_id)?;
+                Ok((client, secret))
+            }
+            other => Err(refusal(client_id, other)),
+        }
+    }
+
+    pub async fn delete_client(&self, client_id: &str) -> BrokerResult<()> {
+        match self
+            .propose(AuthCommand::DeleteClient {
+                client_id: client_id.to_string(),
+            })
+            .await?
+        {
+            AuthOutcome::Done => Ok(()),
+            other => Err(refusal(client_id, other)),
+        }
+    }
+
+    pub fn client(&self, client_id: &str) -> BrokerResult<ClientInfo> {
+        let metadata = self.broker.cluster().metadata();
+        metadata
+            .auth
+            .clients
+            .get(client_id)
+            .map(|record| ClientInfo::of(client_id, record))
+            .ok_or_else(|| client_not_found(client_id))
+    }
+
+    pub fn clients(&self) -> Vec<ClientInfo> {
+        let metadata = self.broker.cluster().metadata();
+        metadata
+            .auth
+            .clients
+            .iter()
+            .map(|(client_id, record)| ClientInfo::of(client_id, record))
+            .collect()
+    }
+
+    /// The client-credentials grant: a token for a client whose secret matches.
+    pub async fn issue_token(
+        &self,
+        client_id: &str,
+        secret: &str,
+    ) -> Result<IssuedToken, GrantError> {
+        let hash = {
+            let metadata = self.broker.cluster().metadata();
+            metadata
+                .auth
+                .clients
+                .get(client_id)
+                .map(|client| client.secret_hash.clone())
+        };
+        // An unknown client costs a verification too, so timing does not tell ids apart.
+        let known = hash.is_some();
+        let hash = hash.unwrap_or_else(|| UNKNOWN_CLIENT_HASH.to_string());
+        if !verify_secret_blocking(secret.to_string(), hash).await || !known {
+            return Err(GrantError::InvalidClient);
+        }
+        let key = self.current_signing_key().await?;
+        let (access_token, expires_in_s) = tokens::issue(&key, &self.settings, client_id, now_ms())
+            .map_err(|error| BrokerError::Internal(error.to_string()))?;
+        Ok(IssuedToken {
+            access_token,
+            expires_in_s,
+        })
+    }
+
+    /// Who a token speaks for, if it is valid.
+    pub fn validate(&self, token: &str) -> Result<Principal, tokens::TokenError> {
+        let metadata = self.broker.cluster().metadata();
+        tokens::validate(token, &metadata.auth, &self.settings)
+    }
+
+    /// Every key that validates tokens, for `/oauth/jwks.json`.
+    pub fn jwks(&self) -> Vec<Jwk> {
+        let metadata = self.broker.cluster().metadata();
+        metadata.auth.signing_keys.iter().map(Jwk::of).collect()
+    }
+
+    /// Starts signing with a new key; the previous one validates its tokens until it is
+    /// dropped.
+    pub async fn rotate_signing_key(&self) -> BrokerResult<SigningKeyRecord> {
+        let key = generate_signing_key(now_ms())
+            .map_err(|error| BrokerError::Internal(error.to_string()))?;
+        match self
+            .propose(AuthCommand::AddSigningKey { key: key.clone() })
+            .await?
+        {
+            AuthOutcome::Done => Ok(key),
+            other => Err(refusal(&key.kid, other)),
+        }
+    }
+
+    /// The key signing now; the cluster's first token creates it.
+    async fn current_signing_key(&self) -> BrokerResult<SigningKeyRecord> {
+        if let Some(key) = self.broker.cluster().metadata().auth.current_signing_key() {
+            return Ok(key.clone());
+        }
+        let key = self.rotate_signing_key().await?;
+        // Two nodes may have raced to create the first key: sign with whichever won.
+        Ok(self
+            .broker
+            .cluster()
+            .metadata()
+            .auth
+            .current_signing_key()
+            .cloned()
+            .unwrap_or(key))
+    }
+
+    async fn propose(&self, command: AuthCommand) -> BrokerResult<AuthOutcome> {
+        match self
+            .broker
+            .cluster()
+            .propose(MetadataCommand::Auth(command))
+            .await?
+        {
+            MetadataOutcome::Auth(outcome) => Ok(outcome),
+            other => Err(BrokerError::Internal(format!(
+                "unexpected answer to an auth command: {other:?}"
+            ))),
+        }
+    }
+}
+
+/// A well-formed hash of no secret anyone has, verified against for unknown client ids.
+const UNKNOWN_CLIENT_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+fn refusal(name: &str, outcome: AuthOutcome) -> BrokerError {
+    match outcome {
+        AuthOutcome::ClientNotFound => client_not_found(name),
+        AuthOutcome::Invalid(message) => BrokerError::InvalidRequest(message),
+        other => BrokerError::Internal(format!("unexpected auth outcome for '{name}': {other:?}")),
+    }
+}
