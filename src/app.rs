@@ -33,6 +33,21 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// Pre-release formats are not migrated: an older directory is refused.
 const FORMAT_VERSION: u64 = 9;
 
+/// What the built-in issuer's tokens say: the configured issuer, or this node's own URL.
+fn token_settings(config: &Config) -> crate::broker::auth::tokens::TokenSettings {
+    let scheme = if config.tls.enabled() { "https" } else { "http" };
+    crate::broker::auth::tokens::TokenSettings {
+        issuer: config
+            .auth
+            .issuer
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{}", config.http_addr)),
+        audience: config.auth.audience.clone(),
+        lifetime: Duration::from_millis(config.auth.token_lifetime_ms),
+        leeway: Duration::from_millis(config.auth.clock_leeway_ms),
+    }
+}
+
 /// The client listener's TLS, when `[tls]` configures it.
 fn client_tls(config: &Config) -> anyhow::Result<Option<api::tls::TlsAcceptor>> {
     let (Some(cert_file), Some(key_file)) = (&config.tls.cert_file, &config.tls.key_file) else {
@@ -150,6 +165,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 keepalive: Duration::from_millis(config.sse_keepalive_ms),
             },
             ws: ws.clone(),
+            tokens: std::sync::Arc::new(token_settings(&config)),
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)

@@ -103,6 +103,11 @@ impl ContentType {
     pub fn is_octet_stream(&self) -> bool {
         self.0.as_deref() == Some("application/octet-stream")
     }
+
+    /// Whether the media type (without parameters) is `essence`.
+    pub fn is(&self, essence: &str) -> bool {
+        self.0.as_deref() == Some(essence)
+    }
 }
 
 fn body_rejection(status: StatusCode, text: String) -> ApiError {

@@ -7,6 +7,7 @@
 //! panic catching). `listener` bounds the open connections.
 
 pub mod asyncapi;
+pub mod auth_clients;
 pub mod cluster;
 pub mod docs;
 pub mod dto;
@@ -20,6 +21,7 @@ pub mod limits;
 pub mod listener;
 pub mod messages;
 pub mod metrics_layer;
+pub mod oauth;
 pub mod offsets;
 pub mod openapi_doc;
 pub mod openapi_rules;
@@ -61,6 +63,8 @@ pub struct ApiConfig {
     pub event_streams: events::EventStreamLimits,
     /// The WebSocket transport's limits and open sockets.
     pub ws: crate::ws::WsState,
+    /// What the built-in OAuth2 issuer's tokens say and how long they last.
+    pub tokens: std::sync::Arc<crate::broker::auth::tokens::TokenSettings>,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -71,6 +75,13 @@ pub struct AppState {
     pub shutdown: shutdown::Shutdown,
     pub event_streams: events::EventStreams,
     pub ws: crate::ws::WsState,
+    pub auth: crate::broker::auth::service::Auth,
+}
+
+impl FromRef<AppState> for crate::broker::auth::service::Auth {
+    fn from_ref(state: &AppState) -> Self {
+        state.auth.clone()
+    }
 }
 
 impl FromRef<AppState> for events::EventStreams {
@@ -120,6 +131,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(cluster::router())
         .merge(health::router())
         .merge(crate::ws::router())
+        .merge(oauth::router())
+        .merge(auth_clients::router())
 }
 
 /// The full OpenAPI document of the HTTP API.
@@ -137,6 +150,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         .merge(docs::router(document))
         .merge(examples::router())
         .with_state(AppState {
+            auth: broker.auth(config.tokens),
             broker,
             metrics: config.metrics,
             shutdown: config.shutdown,

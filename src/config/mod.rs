@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod auth;
 mod tls;
+pub use auth::AuthConfig;
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
@@ -102,6 +104,7 @@ pub struct Config {
     pub rpc: RpcConfig,
     pub ws: WsConfig,
     pub tls: TlsConfig,
+    pub auth: AuthConfig,
 }
 
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
@@ -251,6 +254,7 @@ impl Default for Config {
             rpc: RpcConfig::default(),
             ws: WsConfig::default(),
             tls: TlsConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -391,6 +395,7 @@ impl Config {
             ));
         }
         self.tls.validate()?;
+        self.auth.validate()?;
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),

@@ -1,0 +1,221 @@
+//! The built-in OAuth2 issuer: `POST /oauth/token` (RFC 6749 client credentials), its keys at
+//! `/oauth/jwks.json` and `/.well-known/openid-configuration`, so any OAuth2/OIDC library can
+//! use a Herald cluster as its issuer.
+//!
+//! The token endpoint answers in RFC 6749's terms (`{"error","error_description"}`), not
+//! problem+json: that is what OAuth2 clients parse.
+
+use std::collections::HashMap;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::auth::{JwkSet, OAuthError, OpenIdConfiguration, TokenResponse};
+use super::extract::{ApiBytes, ContentType};
+use super::AppState;
+use crate::broker::auth::service::{Auth, GrantError};
+
+pub const TOKEN_PATH: &str = "/oauth/token";
+pub const JWKS_PATH: &str = "/oauth/jwks.json";
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(token))
+        .routes(routes!(jwks))
+        .routes(routes!(openid_configuration))
+}
+
+fn oauth_error(status: StatusCode, error: &'static str, description: impl Into<String>) -> Response {
+    let mut response = (
+        status,
+        Json(OAuthError {
+            error,
+            error_description: description.into(),
+        }),
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if status == StatusCode::UNAUTHORIZED {
+        headers.insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"herald\""),
+        );
+    }
+    response
+}
+
+/// Client credentials from HTTP Basic (RFC 6749 § 2.3.1: each part form-urlencoded) or from the
+/// form; both at once is refused.
+fn credentials(
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+) -> Result<(String, String), Response> {
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Basic "))
+        .map(|encoded| {
+            let decoded = STANDARD
+                .decode(encoded.trim())
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok());
+            let pair = decoded.as_deref().and_then(|text| text.split_once(':'));
+            pair.and_then(|(id, secret)| {
+                let decode = |part: &str| {
+                    form_urlencoded::parse(format!("x={part}").as_bytes())
+                        .next()
+                        .map(|(_, value)| value.into_owned())
+                };
+                Some((decode(id)?, decode(secret)?))
+            })
+        });
+    let in_form = (form.get("client_id"), form.get("client_secret"));
+    match (basic, in_form) {
+        (Some(_), (Some(_), _)) | (Some(_), (_, Some(_))) => Err(oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "send the client credentials either with HTTP Basic or in the form, not both",
+        )),
+        (Some(Some(pair)), _) => Ok(pair),
+        (Some(None), _) => Err(oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "the Basic authorization header is malformed",
+        )),
+        (None, (Some(id), Some(secret))) => Ok((id.clone(), secret.clone())),
+        (None, _) => Err(oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "client authentication is required: HTTP Basic, or client_id and client_secret in the form",
+        )),
+    }
+}
+
+/// Get an access token (OAuth2 client credentials).
+///
+/// RFC 6749 § 4.4: `grant_type=client_credentials`, the client authenticated with HTTP Basic or
+/// `client_id` and `client_secret` in the form. Answers a Bearer token (an ES256 JWT) and how
+/// many seconds it lasts.
+#[utoipa::path(
+    post,
+    path = "/oauth/token",
+    tag = "auth",
+    request_body(content = String, description = "`grant_type=client_credentials` (and `client_id`, `client_secret` without HTTP Basic)", content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "A token", body = TokenResponse),
+        (status = 400, description = "`invalid_request` or `unsupported_grant_type`", body = OAuthError),
+        (status = 401, description = "`invalid_client`: unknown client or wrong secret", body = OAuthError),
+        (status = 503, description = "`temporarily_unavailable`: no metadata leader to create the first signing key", body = OAuthError),
+    )
+)]
+async fn token(
+    State(auth): State<Auth>,
+    content_type: ContentType,
+    headers: HeaderMap,
+    ApiBytes(body): ApiBytes,
+) -> Response {
+    if !content_type.is("application/x-www-form-urlencoded") {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the body must be application/x-www-form-urlencoded",
+        );
+    }
+    let mut form = HashMap::new();
+    for (name, value) in form_urlencoded::parse(&body) {
+        if form.insert(name.into_owned(), value.into_owned()).is_some() {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "a parameter appears twice",
+            );
+        }
+    }
+    match form.get("grant_type").map(String::as_str) {
+        Some("client_credentials") => {}
+        Some(other) => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+                format!("grant_type '{other}' is not supported: use client_credentials"),
+            )
+        }
+        None => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "grant_type is required",
+            )
+        }
+    }
+    let (client_id, secret) = match credentials(&headers, &form) {
+        Ok(pair) => pair,
+        Err(response) => return response,
+    };
+    match auth.issue_token(&client_id, &secret).await {
+        Ok(issued) => {
+            let mut response = Json(TokenResponse {
+                access_token: issued.access_token,
+                token_type: "Bearer",
+                expires_in: issued.expires_in_s,
+            })
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(GrantError::InvalidClient) => oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "the client id or secret is wrong",
+        ),
+        Err(GrantError::Broker(error)) => {
+            tracing::warn!(%error, "issuing a token failed");
+            oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "the token could not be issued now; retry",
+            )
+        }
+    }
+}
+
+/// The keys that validate Herald's tokens (JWKS, RFC 7517).
+#[utoipa::path(
+    get,
+    path = "/oauth/jwks.json",
+    tag = "auth",
+    responses((status = 200, description = "The public keys, current and retired-but-valid", body = JwkSet))
+)]
+async fn jwks(State(auth): State<Auth>) -> Json<JwkSet> {
+    Json(JwkSet { keys: auth.jwks() })
+}
+
+/// OpenID Connect Discovery for the built-in issuer.
+#[utoipa::path(
+    get,
+    path = "/.well-known/openid-configuration",
+    tag = "auth",
+    responses((status = 200, description = "Where the token endpoint and the keys are", body = OpenIdConfiguration))
+)]
+async fn openid_configuration(State(auth): State<Auth>) -> Json<OpenIdConfiguration> {
+    let issuer = auth.settings().issuer.trim_end_matches('/').to_string();
+    Json(OpenIdConfiguration {
+        token_endpoint: format!("{issuer}{TOKEN_PATH}"),
+        jwks_uri: format!("{issuer}{JWKS_PATH}"),
+        issuer,
+        grant_types_supported: vec!["client_credentials"],
+        token_endpoint_auth_methods_supported: vec!["client_secret_basic", "client_secret_post"],
+        id_token_signing_alg_values_supported: vec!["ES256"],
+        response_types_supported: vec!["token"],
+        subject_types_supported: vec!["public"],
+    })
+}

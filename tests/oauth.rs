@@ -1,0 +1,145 @@
+//! The built-in OAuth2 issuer: clients created with a secret shown once, the client-credentials
+//! grant by HTTP Basic and by form (through the `oauth2` crate, as a client library would), its
+//! RFC 6749 errors, the JWKS and discovery document naming the key tokens are signed with, and
+//! secret rotation and deletion taking effect at once.
+
+mod common;
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+use common::Server;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+async fn create_client(server: &Server, id: &str, roles: &[&str]) -> String {
+    let response = server
+        .post_json("/v1/auth/clients", &json!({"client_id": id, "roles": roles}))
+        .await;
+    let (status, body) = server.json(response).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["client_id"], id);
+    body["client_secret"].as_str().unwrap().to_string()
+}
+
+async fn token_by_basic(server: &Server, id: &str, secret: &str) -> (StatusCode, Value) {
+    let response = server
+        .http_client()
+        .post(server.url("/oauth/token"))
+        .header("authorization", format!("Basic {}", STANDARD.encode(format!("{id}:{secret}"))))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+fn token_header(token: &str) -> Value {
+    let header = token.split('.').next().unwrap();
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn clients_get_tokens_signed_with_a_published_key() {
+    let server = Server::start().await;
+    let secret = create_client(&server, "billing", &["producer"]).await;
+
+    let (status, token) = token_by_basic(&server, "billing", &secret).await;
+    assert_eq!(status, StatusCode::OK, "{token}");
+    assert_eq!(token["token_type"], "Bearer");
+    assert_eq!(token["expires_in"], 3600);
+    let access_token = token["access_token"].as_str().unwrap();
+    let header = token_header(access_token);
+    assert_eq!(header["alg"], "ES256");
+
+    let jwks: Value = server.get("/oauth/jwks.json").await.json().await.unwrap();
+    assert_eq!(jwks["keys"][0]["kid"], header["kid"]);
+    assert_eq!(jwks["keys"][0]["kty"], "EC");
+    let discovery: Value = server
+        .get("/.well-known/openid-configuration")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        discovery["token_endpoint"],
+        format!("{}/oauth/token", server.base_url())
+    );
+
+    // The oauth2 crate, with the secret in the form (client_secret_post).
+    let client = oauth2::basic::BasicClient::new(oauth2::ClientId::new("billing".into()))
+        .set_client_secret(oauth2::ClientSecret::new(secret.clone()))
+        .set_auth_type(oauth2::AuthType::RequestBody)
+        .set_token_uri(oauth2::TokenUrl::new(server.url("/oauth/token")).unwrap());
+    let http = oauth2::reqwest::ClientBuilder::new()
+        .redirect(oauth2::reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let granted = client
+        .exchange_client_credentials()
+        .request_async(&http)
+        .await
+        .expect("the oauth2 crate gets a token");
+    use oauth2::TokenResponse;
+    assert_eq!(token_header(granted.access_token().secret())["kid"], header["kid"]);
+}
+
+#[tokio::test]
+async fn wrong_credentials_and_bad_grants_get_rfc6749_errors() {
+    let server = Server::start().await;
+    let secret = create_client(&server, "mailer", &["consumer"]).await;
+    let (status, body) = token_by_basic(&server, "mailer", "wrong").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"], "invalid_client");
+    let (status, body) = token_by_basic(&server, "nobody", &secret).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["error"], "invalid_client");
+
+    let form = |body: &'static str| {
+        server
+            .http_client()
+            .post(server.url("/oauth/token"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    let answer = form("grant_type=password&username=a&password=b").await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(answer.json::<Value>().await.unwrap()["error"], "unsupported_grant_type");
+    let answer = form("client_id=mailer").await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(answer.json::<Value>().await.unwrap()["error"], "invalid_request");
+
+    // Creating the same client again is a conflict; a bad id is refused.
+    let again = server
+        .post_json("/v1/auth/clients", &json!({"client_id": "mailer", "roles": []}))
+        .await;
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+    let bad = server
+        .post_json("/v1/auth/clients", &json!({"client_id": "no spaces", "roles": []}))
+        .await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn rotation_and_deletion_take_effect_at_once() {
+    let server = Server::start().await;
+    let old = create_client(&server, "etl", &["producer", "consumer"]).await;
+    let rotated = server.post_json("/v1/auth/clients/etl/secret", &json!({})).await;
+    let (status, body) = server.json(rotated).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let new = body["client_secret"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    assert_eq!(token_by_basic(&server, "etl", &old).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(token_by_basic(&server, "etl", &new).await.0, StatusCode::OK);
+
+    let listed: Value = server.get("/v1/auth/clients").await.json().await.unwrap();
+    assert_eq!(listed["clients"][0]["client_id"], "etl");
+    assert!(listed.to_string().find(&new).is_none(), "secrets are never listed");
+
+    let deleted = server.delete("/v1/auth/clients/etl").await;
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    assert_eq!(token_by_basic(&server, "etl", &new).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(server.get("/v1/auth/clients/etl").await.status(), StatusCode::NOT_FOUND);
+}
