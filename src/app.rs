@@ -35,7 +35,11 @@ const FORMAT_VERSION: u64 = 9;
 
 /// What the built-in issuer's tokens say: the configured issuer, or this node's own URL.
 fn token_settings(config: &Config) -> crate::broker::auth::tokens::TokenSettings {
-    let scheme = if config.tls.enabled() { "https" } else { "http" };
+    let scheme = if config.tls.enabled() {
+        "https"
+    } else {
+        "http"
+    };
     crate::broker::auth::tokens::TokenSettings {
         issuer: config
             .auth

@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 
 async fn create_client(server: &Server, id: &str, roles: &[&str]) -> String {
     let response = server
-        .post_json("/v1/auth/clients", &json!({"client_id": id, "roles": roles}))
+        .post_json(
+            "/v1/auth/clients",
+            &json!({"client_id": id, "roles": roles}),
+        )
         .await;
     let (status, body) = server.json(response).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -25,7 +28,10 @@ async fn token_by_basic(server: &Server, id: &str, secret: &str) -> (StatusCode,
     let response = server
         .http_client()
         .post(server.url("/oauth/token"))
-        .header("authorization", format!("Basic {}", STANDARD.encode(format!("{id}:{secret}"))))
+        .header(
+            "authorization",
+            format!("Basic {}", STANDARD.encode(format!("{id}:{secret}"))),
+        )
         .header("content-type", "application/x-www-form-urlencoded")
         .body("grant_type=client_credentials")
         .send()
@@ -82,7 +88,10 @@ async fn clients_get_tokens_signed_with_a_published_key() {
         .await
         .expect("the oauth2 crate gets a token");
     use oauth2::TokenResponse;
-    assert_eq!(token_header(granted.access_token().secret())["kid"], header["kid"]);
+    assert_eq!(
+        token_header(granted.access_token().secret())["kid"],
+        header["kid"]
+    );
 }
 
 #[tokio::test]
@@ -104,20 +113,34 @@ async fn wrong_credentials_and_bad_grants_get_rfc6749_errors() {
             .body(body)
             .send()
     };
-    let answer = form("grant_type=password&username=a&password=b").await.unwrap();
+    let answer = form("grant_type=password&username=a&password=b")
+        .await
+        .unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
-    assert_eq!(answer.json::<Value>().await.unwrap()["error"], "unsupported_grant_type");
+    assert_eq!(
+        answer.json::<Value>().await.unwrap()["error"],
+        "unsupported_grant_type"
+    );
     let answer = form("client_id=mailer").await.unwrap();
     assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
-    assert_eq!(answer.json::<Value>().await.unwrap()["error"], "invalid_request");
+    assert_eq!(
+        answer.json::<Value>().await.unwrap()["error"],
+        "invalid_request"
+    );
 
     // Creating the same client again is a conflict; a bad id is refused.
     let again = server
-        .post_json("/v1/auth/clients", &json!({"client_id": "mailer", "roles": []}))
+        .post_json(
+            "/v1/auth/clients",
+            &json!({"client_id": "mailer", "roles": []}),
+        )
         .await;
     assert_eq!(again.status(), StatusCode::CONFLICT);
     let bad = server
-        .post_json("/v1/auth/clients", &json!({"client_id": "no spaces", "roles": []}))
+        .post_json(
+            "/v1/auth/clients",
+            &json!({"client_id": "no spaces", "roles": []}),
+        )
         .await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 }
@@ -126,20 +149,34 @@ async fn wrong_credentials_and_bad_grants_get_rfc6749_errors() {
 async fn rotation_and_deletion_take_effect_at_once() {
     let server = Server::start().await;
     let old = create_client(&server, "etl", &["producer", "consumer"]).await;
-    let rotated = server.post_json("/v1/auth/clients/etl/secret", &json!({})).await;
+    let rotated = server
+        .post_json("/v1/auth/clients/etl/secret", &json!({}))
+        .await;
     let (status, body) = server.json(rotated).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let new = body["client_secret"].as_str().unwrap().to_string();
     assert_ne!(new, old);
-    assert_eq!(token_by_basic(&server, "etl", &old).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        token_by_basic(&server, "etl", &old).await.0,
+        StatusCode::UNAUTHORIZED
+    );
     assert_eq!(token_by_basic(&server, "etl", &new).await.0, StatusCode::OK);
 
     let listed: Value = server.get("/v1/auth/clients").await.json().await.unwrap();
     assert_eq!(listed["clients"][0]["client_id"], "etl");
-    assert!(listed.to_string().find(&new).is_none(), "secrets are never listed");
+    assert!(
+        listed.to_string().find(&new).is_none(),
+        "secrets are never listed"
+    );
 
     let deleted = server.delete("/v1/auth/clients/etl").await;
     assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
-    assert_eq!(token_by_basic(&server, "etl", &new).await.0, StatusCode::UNAUTHORIZED);
-    assert_eq!(server.get("/v1/auth/clients/etl").await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        token_by_basic(&server, "etl", &new).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        server.get("/v1/auth/clients/etl").await.status(),
+        StatusCode::NOT_FOUND
+    );
 }

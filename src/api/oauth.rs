@@ -16,13 +16,16 @@ use base64::Engine;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::dto::auth::{JwkSet, OAuthError, OpenIdConfiguration, TokenResponse};
+use super::dto::auth::{JwkSet, OAuthError, OpenIdConfiguration, TokenRequestForm, TokenResponse};
 use super::extract::{ApiBytes, ContentType};
 use super::AppState;
 use crate::broker::auth::service::{Auth, GrantError};
 
 pub const TOKEN_PATH: &str = "/oauth/token";
 pub const JWKS_PATH: &str = "/oauth/jwks.json";
+
+/// The token request's parameters; others are ignored.
+const FORM_PARAMETERS: [&str; 4] = ["grant_type", "client_id", "client_secret", "scope"];
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -31,7 +34,11 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(openid_configuration))
 }
 
-fn oauth_error(status: StatusCode, error: &'static str, description: impl Into<String>) -> Response {
+fn oauth_error(
+    status: StatusCode,
+    error: &'static str,
+    description: impl Into<String>,
+) -> Response {
     let mut response = (
         status,
         Json(OAuthError {
@@ -51,12 +58,25 @@ fn oauth_error(status: StatusCode, error: &'static str, description: impl Into<S
     response
 }
 
+/// A refusal of the token endpoint, answered with [`oauth_error`].
+struct Refusal {
+    status: StatusCode,
+    error: &'static str,
+    description: &'static str,
+}
+
+impl Refusal {
+    fn into_response(self) -> Response {
+        oauth_error(self.status, self.error, self.description)
+    }
+}
+
 /// Client credentials from HTTP Basic (RFC 6749 § 2.3.1: each part form-urlencoded) or from the
 /// form; both at once is refused.
 fn credentials(
     headers: &HeaderMap,
     form: &HashMap<String, String>,
-) -> Result<(String, String), Response> {
+) -> Result<(String, String), Refusal> {
     let basic = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -78,23 +98,23 @@ fn credentials(
         });
     let in_form = (form.get("client_id"), form.get("client_secret"));
     match (basic, in_form) {
-        (Some(_), (Some(_), _)) | (Some(_), (_, Some(_))) => Err(oauth_error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "send the client credentials either with HTTP Basic or in the form, not both",
-        )),
+        (Some(_), (Some(_), _)) | (Some(_), (_, Some(_))) => Err(Refusal {
+            status: StatusCode::BAD_REQUEST,
+            error: "invalid_request",
+            description: "send the client credentials either with HTTP Basic or in the form, not both",
+        }),
         (Some(Some(pair)), _) => Ok(pair),
-        (Some(None), _) => Err(oauth_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_client",
-            "the Basic authorization header is malformed",
-        )),
+        (Some(None), _) => Err(Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            error: "invalid_client",
+            description: "the Basic authorization header is malformed",
+        }),
         (None, (Some(id), Some(secret))) => Ok((id.clone(), secret.clone())),
-        (None, _) => Err(oauth_error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_client",
-            "client authentication is required: HTTP Basic, or client_id and client_secret in the form",
-        )),
+        (None, _) => Err(Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            error: "invalid_client",
+            description: "client authentication is required: HTTP Basic, or client_id and client_secret in the form",
+        }),
     }
 }
 
@@ -107,7 +127,7 @@ fn credentials(
     post,
     path = "/oauth/token",
     tag = "auth",
-    request_body(content = String, description = "`grant_type=client_credentials` (and `client_id`, `client_secret` without HTTP Basic)", content_type = "application/x-www-form-urlencoded"),
+    request_body(content = TokenRequestForm, description = "`grant_type=client_credentials` (and `client_id`, `client_secret` without HTTP Basic)", content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "A token", body = TokenResponse),
         (status = 400, description = "`invalid_request` or `unsupported_grant_type`", body = OAuthError),
@@ -128,8 +148,12 @@ async fn token(
             "the body must be application/x-www-form-urlencoded",
         );
     }
+    // RFC 6749 § 3.2: a parameter may appear once; unrecognized ones are ignored.
     let mut form = HashMap::new();
     for (name, value) in form_urlencoded::parse(&body) {
+        if !FORM_PARAMETERS.contains(&name.as_ref()) {
+            continue;
+        }
         if form.insert(name.into_owned(), value.into_owned()).is_some() {
             return oauth_error(
                 StatusCode::BAD_REQUEST,
@@ -157,7 +181,7 @@ async fn token(
     }
     let (client_id, secret) = match credentials(&headers, &form) {
         Ok(pair) => pair,
-        Err(response) => return response,
+        Err(refusal) => return refusal.into_response(),
     };
     match auth.issue_token(&client_id, &secret).await {
         Ok(issued) => {

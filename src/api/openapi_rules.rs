@@ -88,6 +88,14 @@ pub fn optional_public_name_schema() -> Schema {
         .into()
 }
 
+/// A list of names (a client's roles), at most `MAX_ROLES_PER_CLIENT`.
+pub fn role_list_schema() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(RefOr::T(name_field_schema()))
+        .max_items(Some(crate::domain::auth::MAX_ROLES_PER_CLIENT))
+        .build()
+}
+
 /// The schema of a name field (a topic or group to read), for `#[schema(schema_with = ...)]`.
 pub fn name_field_schema() -> Schema {
     ObjectBuilder::new()

@@ -20,6 +20,8 @@ pub const BUILT_IN_ROLES: [&str; 4] = ["admin", "producer", "consumer", "viewer"
 pub const MAX_CLIENTS: usize = 10_000;
 /// The most rules a policy holds.
 pub const MAX_POLICY_RULES: usize = 10_000;
+/// The most roles one client has.
+pub const MAX_ROLES_PER_CLIENT: usize = 64;
 /// The most signing keys kept (the current one and those still validating older tokens).
 pub const MAX_SIGNING_KEYS: usize = 8;
 
@@ -158,6 +160,12 @@ impl AuthState {
                     .and_then(|()| roles.iter().try_for_each(|role| validate_role(role)))
                 {
                     return AuthOutcome::Invalid(reason);
+                }
+                if roles.len() > MAX_ROLES_PER_CLIENT {
+                    return AuthOutcome::Invalid(format!(
+                        "a client has at most {MAX_ROLES_PER_CLIENT} roles, got {}",
+                        roles.len()
+                    ));
                 }
                 if self.clients.contains_key(client_id) {
                     return AuthOutcome::ClientExists;

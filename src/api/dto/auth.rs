@@ -13,9 +13,10 @@ use crate::broker::auth::service::ClientInfo;
 #[schema(example = json!({"client_id": "billing", "roles": ["producer"]}))]
 pub struct CreateClientRequest {
     /// The client's id (topic name rules).
+    #[schema(schema_with = crate::api::openapi_rules::name_field_schema)]
     pub client_id: String,
     /// Built-in roles `admin`, `producer`, `consumer`, `viewer`, or custom ones the policy names.
-    #[schema(max_items = 64)]
+    #[schema(schema_with = crate::api::openapi_rules::role_list_schema)]
     pub roles: Vec<String>,
 }
 
@@ -56,6 +57,20 @@ pub struct ClientWithSecretDto {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct ClientList {
     pub clients: Vec<ClientDto>,
+}
+
+/// RFC 6749 § 4.4.2: the client-credentials form (`application/x-www-form-urlencoded`).
+/// Documents the body; the handler reads the form itself.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
+pub struct TokenRequestForm {
+    /// Only `client_credentials`.
+    #[schema(pattern = "^client_credentials$")]
+    pub grant_type: String,
+    /// With `client_secret`, instead of HTTP Basic.
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// Ignored: a token carries its client's roles.
+    pub scope: Option<String>,
 }
 
 /// RFC 6749 § 5.1: a successful token response.
