@@ -149,6 +149,15 @@ pub async fn publish_ws(
             (sent, failed)
         });
     }
+    throughput(senders, started, batch).await
+}
+
+/// Adds up the senders' (sent, failed) batch counts into messages per second since `started`.
+async fn throughput(
+    mut senders: JoinSet<(u64, u64)>,
+    started: Instant,
+    batch: usize,
+) -> anyhow::Result<Throughput> {
     let (mut sent, mut failed) = (0, 0);
     while let Some(done) = senders.join_next().await {
         let (s, f) = done?;
@@ -199,16 +208,7 @@ pub async fn publish_http(
             (sent, failed)
         });
     }
-    let (mut sent, mut failed) = (0, 0);
-    while let Some(done) = senders.join_next().await {
-        let (s, f) = done?;
-        sent += s;
-        failed += f;
-    }
-    Ok(Throughput {
-        messages_per_sec: (sent * batch as u64) as f64 / started.elapsed().as_secs_f64(),
-        failed_batches: failed,
-    })
+    throughput(senders, started, batch).await
 }
 
 /// Opens `count` subscribed sockets, `CONNECT_CONCURRENCY` at a time.

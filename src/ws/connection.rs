@@ -103,6 +103,12 @@ pub async fn serve(socket: WebSocket, state: WsState, _permit: OwnedSemaphorePer
     metrics::gauge!(CONNECTIONS).decrement(1.0);
 }
 
+/// Sends a close frame, giving up after [`CLOSE_WRITE_DEADLINE`] (the peer may not read).
+async fn send_close(sink: &mut futures::stream::SplitSink<WebSocket, Message>, frame: CloseFrame) {
+    let _ =
+        tokio::time::timeout(CLOSE_WRITE_DEADLINE, sink.send(Message::Close(Some(frame)))).await;
+}
+
 /// Writes queued frames at the peer's pace; a close frame jumps the queue (what is queued
 /// behind it is dropped: the socket is ending).
 async fn write_frames(
@@ -115,11 +121,7 @@ async fn write_frames(
             biased;
             frame = &mut close => {
                 if let Ok(frame) = frame {
-                    let _ = tokio::time::timeout(
-                        CLOSE_WRITE_DEADLINE,
-                        sink.send(Message::Close(Some(frame))),
-                    )
-                    .await;
+                    send_close(&mut sink, frame).await;
                 }
                 return;
             }
@@ -133,11 +135,7 @@ async fn write_frames(
                     biased;
                     frame = &mut close => {
                         if let Ok(frame) = frame {
-                            let _ = tokio::time::timeout(
-                                CLOSE_WRITE_DEADLINE,
-                                sink.send(Message::Close(Some(frame))),
-                            )
-                            .await;
+                            send_close(&mut sink, frame).await;
                         }
                         return;
                     }

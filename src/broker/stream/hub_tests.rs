@@ -146,6 +146,17 @@ async fn expect_offsets(batches: &mut Batches, first: u64, count: u64) {
     assert_eq!(next, first + count, "more messages than appended");
 }
 
+/// Appends `count` messages and waits until the shared reader has read them: one shared read
+/// per append (the reader is back in its next long poll before the following append).
+async fn append_read_by_the_shared_reader(log: &MemoryLog, count: usize) {
+    let shared = log.reads(ReadKind::Shared);
+    log.append(count);
+    until("the shared reader read it", || {
+        log.reads(ReadKind::Shared) > shared
+    })
+    .await;
+}
+
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while !check() {
@@ -163,8 +174,7 @@ async fn many_followers_at_the_tail_share_one_reader_and_get_every_message_in_or
     until("one shared reader", || log.hub.readers() == 1).await;
     let own_before = log.reads(ReadKind::Own);
     for _ in 0..30 {
-        log.append(7);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        append_read_by_the_shared_reader(&log, 7).await;
     }
     for batches in &mut followers {
         expect_offsets(batches, 0, 210).await;
@@ -192,8 +202,7 @@ async fn a_follower_from_the_start_catches_up_on_its_own_then_attaches() {
     until("caught up", || log.reads(ReadKind::Own) >= 21).await;
     let own_after_catch_up = log.reads(ReadKind::Own);
     for _ in 0..10 {
-        log.append(10);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        append_read_by_the_shared_reader(&log, 10).await;
     }
     expect_offsets(&mut from_start, 1_000, 100).await;
     expect_offsets(&mut at_tail, 1_000, 100).await;
@@ -212,14 +221,9 @@ async fn a_follower_that_lags_detaches_and_catches_up_without_gap_or_repeat() {
     until("both attached", || log.reads(ReadKind::Own) >= 2).await;
     until("one shared reader", || log.hub.readers() == 1).await;
     for _ in 0..40 {
-        // Each append is its own shared read (the reader is back in its next read before the
-        // following append), so the broadcast runs far past the 2 reads it keeps.
-        let shared = log.reads(ReadKind::Shared);
-        log.append(5);
-        until("the shared reader read it", || {
-            log.reads(ReadKind::Shared) > shared
-        })
-        .await;
+        // Each append is its own shared read, so the broadcast runs far past the 2 reads it
+        // keeps.
+        append_read_by_the_shared_reader(&log, 5).await;
     }
     expect_offsets(&mut fast, 0, 200).await;
     let own_before_reading = log.reads(ReadKind::Own);
@@ -243,9 +247,14 @@ async fn the_shared_reader_stops_when_its_last_subscriber_leaves() {
     until("one shared reader", || log.hub.readers() == 1).await;
     tasks.shutdown().await;
     assert_eq!(log.hub.readers(), 0);
+    // A reader at the tail always waits in a long poll on the log: none waits any more.
+    until("no read waits on the log", || {
+        log.length.receiver_count() == 0
+    })
+    .await;
     let shared = log.reads(ReadKind::Shared);
     log.append(3);
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::task::yield_now().await;
     assert_eq!(
         log.reads(ReadKind::Shared),
         shared,
