@@ -154,6 +154,19 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
     let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone());
+    let auditing = api::audit_layer::Auditing {
+        log: crate::broker::audit::AuditLog::start(
+            broker.clone(),
+            crate::broker::audit::AuditSettings {
+                retention_ms: config.audit.retention_ms,
+                retention_bytes: config.audit.retention_bytes,
+                replication_factor: config.audit.replication_factor,
+                queue_capacity: config.audit.queue_capacity,
+                max_batch: config.audit.max_batch,
+            },
+        ),
+        trusted_proxies: config.audit.trusted_proxies.clone().into(),
+    };
     let router = api::router(
         broker,
         ApiConfig {
@@ -170,6 +183,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             },
             ws: ws.clone(),
             tokens: std::sync::Arc::new(token_settings(&config)),
+            auditing,
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)
@@ -187,10 +201,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         tls.spawn_reloader().context("watching for SIGHUP")?;
     }
     let listener = api::listener::LimitedListener::new(listener, config.max_connections, tls);
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let mut stop = stop_receiver;
-        let _ = stop.wait_for(|stopped| *stopped).await;
-    });
+    let server = axum::serve(listener, api::listener::WithClientAddress(router))
+        .with_graceful_shutdown(async move {
+            let mut stop = stop_receiver;
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        });
     let server_task = tokio::spawn(async move { server.await });
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight requests");

@@ -7,6 +7,8 @@
 //! panic catching). `listener` bounds the open connections.
 
 pub mod asyncapi;
+pub mod audit;
+pub mod audit_layer;
 pub mod auth_clients;
 pub mod cluster;
 pub mod docs;
@@ -28,6 +30,7 @@ pub mod openapi_rules;
 pub mod problem;
 pub mod producers;
 pub mod redrive;
+pub mod request_id;
 pub mod requests;
 pub mod shutdown;
 pub mod subscription_events;
@@ -65,6 +68,8 @@ pub struct ApiConfig {
     pub ws: crate::ws::WsState,
     /// What the built-in OAuth2 issuer's tokens say and how long they last.
     pub tokens: std::sync::Arc<crate::broker::auth::tokens::TokenSettings>,
+    /// Where administrative actions and refused requests are recorded.
+    pub auditing: audit_layer::Auditing,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -133,6 +138,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(crate::ws::router())
         .merge(oauth::router())
         .merge(auth_clients::router())
+        .merge(audit::router())
 }
 
 /// The full OpenAPI document of the HTTP API.
@@ -157,7 +163,13 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
         });
+    // Outermost first: request id -> audit -> (authentication) -> the rest.
     with_layers(routes, config.max_body_bytes, config.limits)
+        .layer(middleware::from_fn_with_state(
+            config.auditing,
+            audit_layer::record,
+        ))
+        .layer(middleware::from_fn(request_id::assign))
 }
 
 /// Wraps routes with what every request goes through. Separate from [`router`] so tests can

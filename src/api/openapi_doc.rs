@@ -19,6 +19,7 @@ use utoipa::OpenApi;
         (name = "requests", description = "Request/reply: publish a request and wait for its reply; post a reply"),
         (name = "websocket", description = "Publish and subscribe over one WebSocket (subprotocol herald.v1)"),
         (name = "auth", description = "The built-in OAuth2 issuer: clients, tokens, keys"),
+        (name = "audit", description = "The audit log: administrative changes, failed authentications and denied requests"),
         (name = "cluster", description = "Nodes and leadership"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )

@@ -5,6 +5,7 @@
 //! DTO; everything that orchestrates (placement, partition choice, waiting for replicas,
 //! long polls) happens here or below.
 
+pub mod audit;
 pub mod auth;
 mod cluster_info;
 pub mod error;

@@ -63,7 +63,7 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
 
 impl Broker {
     /// Nodes that take new replicas: registered, not draining, and up.
-    fn placement_nodes(&self) -> Vec<u64> {
+    pub(super) fn placement_nodes(&self) -> Vec<u64> {
         let cluster = self.cluster();
         cluster
             .metadata()
@@ -93,6 +93,16 @@ impl Broker {
                 request.name
             )));
         }
+        self.create_any_topic(request).await
+    }
+
+    /// Creates a topic whatever its name: the broker's own internal topics (`__audit`) come
+    /// through here, users' requests through [`Broker::create_topic`].
+    pub(super) async fn create_any_topic(
+        &self,
+        request: CreateTopic,
+    ) -> BrokerResult<CreatedTopic> {
+        validate_name("topic", &request.name).map_err(BrokerError::InvalidRequest)?;
         check_partitions(request.partitions)?;
         let config = TopicConfig::default()
             .patched(&request.config)

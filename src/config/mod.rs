@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod audit;
 mod auth;
 mod tls;
+pub use audit::AuditConfig;
 pub use auth::AuthConfig;
 pub use tls::TlsConfig;
 
@@ -105,6 +107,7 @@ pub struct Config {
     pub ws: WsConfig,
     pub tls: TlsConfig,
     pub auth: AuthConfig,
+    pub audit: AuditConfig,
 }
 
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
@@ -255,6 +258,7 @@ impl Default for Config {
             ws: WsConfig::default(),
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -396,6 +400,7 @@ impl Config {
         }
         self.tls.validate()?;
         self.auth.validate()?;
+        self.audit.validate()?;
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),

@@ -1,6 +1,7 @@
 //! The wire types of the HTTP API (with OpenAPI schemas), apart from the domain types they
 //! convert to and from, so the contract and the model can change independently.
 
+pub mod audit;
 pub mod auth;
 pub mod cluster;
 pub mod consume;

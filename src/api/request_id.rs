@@ -1,0 +1,141 @@
+//! Request ids: every request gets one, answered in the `x-request-id` header and carried in
+//! the request's extensions as [`RequestId`] (the audit log records it; a client quoting it
+//! lets an operator find the request in the logs and the audit log).
+//!
+//! A client's own `x-request-id` is kept when it is short and plain (1 to 64 of
+//! `[A-Za-z0-9._:-]`), so a request keeps its id across the proxies and services it passes
+//! through; anything else is replaced by a fresh random id (32 hex digits), so an id written to
+//! logs never carries a client's control characters or megabytes.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// The header that carries the id, both ways.
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// The longest client-chosen id kept.
+pub const MAX_REQUEST_ID_LEN: usize = 64;
+
+/// The id of the request being served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub Arc<str>);
+
+impl RequestId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Outermost layer: gives the request its id and answers it.
+pub async fn assign(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(&REQUEST_ID_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .filter(|id| is_well_formed(id))
+        .map(Arc::<str>::from)
+        .unwrap_or_else(generate);
+    let header = HeaderValue::from_str(&id).ok();
+    request.extensions_mut().insert(RequestId(id));
+    let mut response = next.run(request).await;
+    if let Some(header) = header {
+        response.headers_mut().insert(REQUEST_ID_HEADER, header);
+    }
+    response
+}
+
+/// Whether a client's id is kept: 1 to 64 of `[A-Za-z0-9._:-]`.
+pub fn is_well_formed(id: &str) -> bool {
+    (1..=MAX_REQUEST_ID_LEN).contains(&id.len())
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b':' | b'-'))
+}
+
+/// 128 random bits as 32 hex digits.
+fn generate() -> Arc<str> {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No entropy source (never seen in practice): time and a counter still tell requests
+        // apart on this node.
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos() as u64)
+            .unwrap_or(0);
+        bytes[..8].copy_from_slice(&nanos.to_be_bytes());
+        bytes[8..].copy_from_slice(&count.to_be_bytes());
+    }
+    let mut id = String::with_capacity(32);
+    for byte in bytes {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    Arc::from(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::routing::get;
+    use axum::{middleware, Extension, Router};
+    use tower::ServiceExt;
+
+    fn app() -> Router {
+        Router::new()
+            .route(
+                "/",
+                get(|Extension(id): Extension<RequestId>| async move { id.as_str().to_string() }),
+            )
+            .layer(middleware::from_fn(assign))
+    }
+
+    async fn call(id: Option<&str>) -> (String, String) {
+        let mut request = Request::builder().uri("/");
+        if let Some(id) = id {
+            request = request.header("x-request-id", id);
+        }
+        let response = app()
+            .oneshot(request.body(Body::empty()).expect("request"))
+            .await
+            .expect("response");
+        let header = response.headers()[&REQUEST_ID_HEADER]
+            .to_str()
+            .expect("ascii")
+            .to_string();
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .expect("body");
+        (header, String::from_utf8(body.to_vec()).expect("utf-8"))
+    }
+
+    #[tokio::test]
+    async fn a_well_formed_client_id_is_kept_and_answered() {
+        let (header, seen) = call(Some("req-42.a:b_c")).await;
+        assert_eq!(header, "req-42.a:b_c");
+        assert_eq!(seen, "req-42.a:b_c");
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_bad_id_is_replaced_by_a_fresh_one() {
+        let long = "x".repeat(MAX_REQUEST_ID_LEN + 1);
+        for id in [
+            None,
+            Some(""),
+            Some("has space"),
+            Some("é"),
+            Some(long.as_str()),
+        ] {
+            let (header, seen) = call(id).await;
+            assert_eq!(header, seen, "{id:?}");
+            assert_eq!(header.len(), 32, "{id:?}: {header}");
+            assert!(header.bytes().all(|b| b.is_ascii_hexdigit()), "{header}");
+        }
+        assert_ne!(call(None).await.0, call(None).await.0, "ids differ");
+        assert!(is_well_formed(&"x".repeat(MAX_REQUEST_ID_LEN)));
+    }
+}

@@ -1,0 +1,80 @@
+//! The audit log: who did what, to which resource, from where, allowed or not.
+//!
+//! Events go to the replicated internal topic `__audit` (one partition, so they are read back
+//! in the order they were written; created by the first event). Recording never waits: the
+//! transport calls [`AuditLog::record`], which puts the event in a bounded queue and returns;
+//! a background task ([`writer`]) batches the queue into produces with `acks=all`. When the
+//! queue is full (the topic cannot be written, or events come faster than it takes them) an
+//! event is dropped and counted in `herald_audit_dropped_total`, never delaying the request
+//! it describes. [`reader`] answers `GET /v1/audit`.
+
+pub mod event;
+mod reader;
+mod writer;
+
+pub use event::AuditEvent;
+pub use reader::{AuditPage, AuditQuery, MAX_AUDIT_LIMIT};
+
+use tokio::sync::mpsc;
+
+use super::Broker;
+
+/// The internal topic audit events are kept in.
+pub const AUDIT_TOPIC: &str = "__audit";
+
+/// Counter of events put in the queue, labelled `allowed` (`true`/`false`).
+pub const AUDIT_EVENTS_TOTAL: &str = "herald_audit_events_total";
+/// Counter of events lost, labelled `reason`: `queue_full` (recording did not wait),
+/// `write_failed` (the topic could not be written after retries), `stopped` (shutting down).
+pub const AUDIT_DROPPED_TOTAL: &str = "herald_audit_dropped_total";
+/// Counter of events written to `__audit`.
+pub const AUDIT_WRITTEN_TOTAL: &str = "herald_audit_written_total";
+
+/// How the audit log keeps its events (`[audit]` in the configuration).
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    /// The topic's `retention_ms` (-1: forever).
+    pub retention_ms: i64,
+    /// The topic's `retention_bytes` (-1: unlimited).
+    pub retention_bytes: i64,
+    /// Replicas of the topic when it is created, capped at the nodes there are then.
+    pub replication_factor: u16,
+    /// The most events waiting to be written.
+    pub queue_capacity: usize,
+    /// The most events in one produce.
+    pub max_batch: usize,
+}
+
+/// Where events are recorded. Cheap to clone.
+#[derive(Clone)]
+pub struct AuditLog {
+    queue: mpsc::Sender<AuditEvent>,
+    node_id: u64,
+}
+
+impl AuditLog {
+    /// Starts the writer on the current runtime. It stops when every clone of the log is gone.
+    pub fn start(broker: Broker, settings: AuditSettings) -> AuditLog {
+        let (queue, events) = mpsc::channel(settings.queue_capacity.max(1));
+        let node_id = broker.cluster().node_id();
+        tokio::spawn(writer::run(broker, settings, events));
+        AuditLog { queue, node_id }
+    }
+
+    /// Queues an event to be written (stamped with this node's id); never waits. A full queue
+    /// drops the event (counted).
+    pub fn record(&self, mut event: AuditEvent) {
+        event.node_id = self.node_id;
+        let allowed = if event.allowed { "true" } else { "false" };
+        match self.queue.try_send(event) {
+            Ok(()) => metrics::counter!(AUDIT_EVENTS_TOTAL, "allowed" => allowed).increment(1),
+            Err(mpsc::error::TrySendError::Full(event)) => {
+                metrics::counter!(AUDIT_DROPPED_TOTAL, "reason" => "queue_full").increment(1);
+                tracing::debug!(action = %event.action, "audit queue full: event dropped");
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                metrics::counter!(AUDIT_DROPPED_TOTAL, "reason" => "stopped").increment(1);
+            }
+        }
+    }
+}
