@@ -347,3 +347,57 @@ async fn a_full_audit_queue_drops_events_instead_of_holding_up_requests() {
     .await;
     written.unwrap_or_else(|seen| server.fail(&seen));
 }
+
+/// Runs `herald audit <args> --server <url>` with a deadline; answers (success, stdout, stderr).
+async fn herald_audit(server: &Server, args: &[&str]) -> (bool, String, String) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    command
+        .arg("audit")
+        .args(args)
+        .arg("--server")
+        .arg(server.base_url())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("HERALD_") {
+            command.env_remove(name);
+        }
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .unwrap_or_else(|_| server.fail("herald audit did not finish within 30 s"))
+        .expect("run the herald CLI");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_prints_the_audit_log_one_event_per_line() {
+    let server = Server::start().await;
+    let mut ids = Vec::new();
+    for name in ["one", "two", "three"] {
+        let response = server.post_json("/v1/topics", &json!({"name": name})).await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        ids.push(request_id(&response));
+    }
+    let events = events_with_ids(&server, &ids).await;
+
+    let (ok, stdout, stderr) = herald_audit(&server, &["--limit", "1", "--all"]).await;
+    assert!(ok, "{stderr}");
+    let printed: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON event per line"))
+        .collect();
+    assert_eq!(printed, events, "{stdout}");
+
+    let (ok, stdout, _) = herald_audit(&server, &["--principal", "someone-else"]).await;
+    assert!(ok);
+    assert_eq!(stdout, "");
+
+    let (ok, _, stderr) = herald_audit(&server, &["--limit", "0"]).await;
+    assert!(!ok);
+    assert!(stderr.contains("invalid_request"), "{stderr}");
+}

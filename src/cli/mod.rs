@@ -4,6 +4,7 @@
 //! This module holds the command-line shapes (clap types that `main.rs` embeds) and the entry
 //! points; each command lives in its own file, and [`client`] holds everything that talks HTTP.
 
+pub mod audit;
 pub mod client;
 pub mod consume;
 mod follow;
