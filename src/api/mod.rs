@@ -45,7 +45,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{middleware, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -192,7 +192,7 @@ pub(crate) fn with_layers(
         .layer(middleware::from_fn(metrics_layer::track))
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .make_span_with(request_id::span_with_id)
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
         )
 }
