@@ -167,6 +167,12 @@ async fn admin_actions_and_failed_authentications_are_audited_with_who_where_and
             "{hot} was audited: {all:?}"
         );
     }
+    // An error answer's problem carries the request id too.
+    let missing = server.get("/v1/topics/missing").await;
+    let missing_id = request_id(&missing);
+    let (status, problem) = server.json(missing).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(problem["request_id"], missing_id.as_str(), "{problem}");
     // The internal topic is not the users' to list, create or delete.
     let (_, topics) = server.json(server.get("/v1/topics").await).await;
     assert!(!topics.to_string().contains("__audit"), "{topics}");

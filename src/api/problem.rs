@@ -45,6 +45,9 @@ pub struct Problem {
     /// With `out_of_order_sequence`: the sequence the partition expects next from the producer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_sequence: Option<i64>,
+    /// The request's id (its `x-request-id` answer header), to quote when reporting the problem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// An error answer of the HTTP API: status, stable code and detail, rendered as a [`Problem`].
@@ -121,6 +124,8 @@ impl ApiError {
             log_start_offset: self.bounds.map(|(start, _)| start),
             high_watermark: self.bounds.map(|(_, end)| end),
             expected_sequence: self.expected_sequence,
+            // Added by the request-id layer, which knows it.
+            request_id: None,
         }
     }
 }

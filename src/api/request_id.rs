@@ -49,10 +49,50 @@ pub async fn assign(mut request: Request, next: Next) -> Response {
             (Arc::<str>::from(id.as_str()), header)
         }
     };
-    request.extensions_mut().insert(RequestId(id));
+    request.extensions_mut().insert(RequestId(id.clone()));
     let mut response = next.run(request).await;
     response.headers_mut().insert(REQUEST_ID_HEADER, header);
+    if is_problem(&response) {
+        return with_id_in_problem(response, &id).await;
+    }
     response
+}
+
+/// The largest problem body the id is added to (they are a few hundred bytes).
+const MAX_PROBLEM_BYTES: usize = 64 * 1024;
+
+fn is_problem(response: &Response) -> bool {
+    response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes() == super::problem::PROBLEM_JSON.as_bytes())
+}
+
+/// A problem+json answer with `request_id` added to its body. Only error answers pay for it.
+async fn with_id_in_problem(response: Response, id: &str) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_PROBLEM_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::debug!(%error, "a problem body could not be read to add the request id");
+            return Response::from_parts(parts, axum::body::Body::empty());
+        }
+    };
+    let mut problem: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(problem) => problem,
+        Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    let Some(fields) = problem.as_object_mut() else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    fields.insert("request_id".into(), serde_json::Value::from(id));
+    match serde_json::to_vec(&problem) {
+        Ok(with_id) => {
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            Response::from_parts(parts, axum::body::Body::from(with_id))
+        }
+        Err(_) => Response::from_parts(parts, axum::body::Body::from(bytes)),
+    }
 }
 
 /// The span of a request's log lines (tower-http's, plus the request id when the request-id
@@ -137,6 +177,30 @@ mod tests {
             .await
             .expect("body");
         (header, String::from_utf8(body.to_vec()).expect("utf-8"))
+    }
+
+    #[tokio::test]
+    async fn a_problem_answer_carries_the_request_id() {
+        let app = Router::new()
+            .route(
+                "/",
+                get(|| async { crate::api::problem::ApiError::invalid_request("bad") }),
+            )
+            .layer(middleware::from_fn(assign));
+        let request = Request::builder()
+            .uri("/")
+            .header("x-request-id", "req-7")
+            .body(Body::empty())
+            .expect("request");
+        let response = app.oneshot(request).await.expect("response");
+        assert_eq!(response.status(), 400);
+        let body = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .expect("body");
+        let problem: crate::api::problem::Problem =
+            serde_json::from_slice(&body).expect("a problem");
+        assert_eq!(problem.request_id.as_deref(), Some("req-7"));
+        assert_eq!(problem.detail, "bad");
     }
 
     #[tokio::test]
