@@ -153,6 +153,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     crate::broker::queue::spawn_redrive_supervisor(broker.clone());
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
+    let quotas = crate::broker::quota::Quotas::new(config.quotas.policy());
     let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone());
     let router = api::router(
         broker,
@@ -170,6 +171,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             },
             ws: ws.clone(),
             tokens: std::sync::Arc::new(token_settings(&config)),
+            quotas,
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)
@@ -187,6 +189,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         tls.spawn_reloader().context("watching for SIGHUP")?;
     }
     let listener = api::listener::LimitedListener::new(listener, config.max_connections, tls);
+    // `tap_io` wraps the listener in the type axum hands the peer's address to handlers and
+    // layers for, as `ConnectInfo<SocketAddr>` (quotas key anonymous clients by it).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
+    let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         let mut stop = stop_receiver;
         let _ = stop.wait_for(|stopped| *stopped).await;

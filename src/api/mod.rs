@@ -27,6 +27,7 @@ pub mod openapi_doc;
 pub mod openapi_rules;
 pub mod problem;
 pub mod producers;
+pub mod quota;
 pub mod redrive;
 pub mod requests;
 pub mod shutdown;
@@ -65,6 +66,8 @@ pub struct ApiConfig {
     pub ws: crate::ws::WsState,
     /// What the built-in OAuth2 issuer's tokens say and how long they last.
     pub tokens: std::sync::Arc<crate::broker::auth::tokens::TokenSettings>,
+    /// Per-client quotas, enforced on every request this node serves.
+    pub quotas: crate::broker::quota::Quotas,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -156,7 +159,12 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             shutdown: config.shutdown,
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
-        });
+        })
+        // Inside authentication (which the lead wires outside it), so the client is known.
+        .route_layer(middleware::from_fn_with_state(
+            config.quotas,
+            quota::enforce,
+        ));
     with_layers(routes, config.max_body_bytes, config.limits)
 }
 

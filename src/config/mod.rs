@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod auth;
+mod quotas;
 mod tls;
 pub use auth::AuthConfig;
+pub use quotas::{ClientQuota, QuotasConfig};
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
@@ -105,6 +107,7 @@ pub struct Config {
     pub ws: WsConfig,
     pub tls: TlsConfig,
     pub auth: AuthConfig,
+    pub quotas: QuotasConfig,
 }
 
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
@@ -255,6 +258,7 @@ impl Default for Config {
             ws: WsConfig::default(),
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
+            quotas: QuotasConfig::default(),
         }
     }
 }
@@ -396,6 +400,7 @@ impl Config {
         }
         self.tls.validate()?;
         self.auth.validate()?;
+        self.quotas.validate()?;
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),
