@@ -154,7 +154,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
     let quotas = crate::broker::quota::Quotas::new(config.quotas.policy());
-    let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone());
+    let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone())
+        .with_quotas(quotas.clone());
     let router = api::router(
         broker,
         ApiConfig {

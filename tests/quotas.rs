@@ -166,3 +166,122 @@ async fn produce_bytes_are_limited_per_client_and_an_override_lifts_them() {
         .await;
     assert_eq!(fetched["messages"].as_array().map(Vec::len), Some(11));
 }
+
+/// `count` messages of `value_bytes` bytes each, produced by the node's own client.
+async fn produce_sized(server: &Server, topic: &str, count: usize, value_bytes: usize) {
+    let messages: Vec<Value> = (0..count)
+        .map(|_| json!({ "value": "y".repeat(value_bytes) }))
+        .collect();
+    let response = server
+        .post_json(
+            &format!("/v1/topics/{topic}/messages"),
+            &json!({ "messages": messages }),
+        )
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_websocket_publish_over_quota_is_refused_and_the_socket_stays_open() {
+    let (server, _config) = node_with_quotas("produce_bytes_per_sec = 2000").await;
+    server.create_topic("ws-metered", 1).await;
+    let mut socket = common::ws::connect(&server).await;
+    let publish = |id: &str, value_bytes: usize| {
+        json!({"op": "publish", "id": id, "topic": "ws-metered",
+               "messages": [{"value": "z".repeat(value_bytes)}]})
+    };
+    common::ws::send(&mut socket, publish("big-1", 1500)).await;
+    let answer = common::ws::next_frame(&mut socket).await;
+    assert_eq!(answer["op"], "published", "{answer}");
+    common::ws::send(&mut socket, publish("big-2", 1500)).await;
+    let answer = common::ws::next_frame(&mut socket).await;
+    assert_eq!(answer["op"], "error", "{answer}");
+    assert_eq!(answer["id"], "big-2");
+    assert_eq!(answer["error"]["code"], "quota_exceeded", "{answer}");
+    assert_eq!(answer["error"]["status"], 429, "{answer}");
+    // The socket is still open and a publish within the quota goes through.
+    common::ws::send(&mut socket, publish("small", 10)).await;
+    let answer = common::ws::next_frame(&mut socket).await;
+    assert_eq!(answer["op"], "published", "{answer}");
+}
+
+/// What the consume quota tests send: 12 messages of about 1 KB to a client allowed 4 KB/s, so
+/// that past its 4 KB burst the rest takes about two seconds.
+const THROTTLED_MESSAGES: usize = 12;
+const THROTTLED_VALUE_BYTES: usize = 1000;
+/// Well under the ~2.3 s the quota makes it take, and far over what it takes unthrottled.
+const THROTTLED_AT_LEAST: Duration = Duration::from_millis(1500);
+
+#[tokio::test]
+async fn websocket_deliveries_over_the_consume_quota_are_delayed_not_dropped() {
+    let (server, _config) = node_with_quotas(&format!(
+        "[quotas.clients.\"{FIRST}\"]\nconsume_bytes_per_sec = 4000\n"
+    ))
+    .await;
+    server.create_topic("ws-paced", 1).await;
+    // Produced from the second address, which has no quota, so the first starts with a full
+    // bucket.
+    let producer = client_as(&server, SECOND).await;
+    let messages: Vec<Value> = (0..THROTTLED_MESSAGES)
+        .map(|_| json!({ "value": "w".repeat(THROTTLED_VALUE_BYTES) }))
+        .collect();
+    let response = producer
+        .post(server.url("/v1/topics/ws-paced/messages"))
+        .json(&json!({ "messages": messages }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut socket = common::ws::connect(&server).await;
+    let started = std::time::Instant::now();
+    // One message per frame, so each delivery waits for the one before to be paid for.
+    common::ws::subscribe(
+        &mut socket,
+        json!({"op": "subscribe", "id": "paced", "topic": "ws-paced", "from": "earliest", "credit": 1}),
+    )
+    .await;
+    for _ in 0..THROTTLED_MESSAGES {
+        common::ws::receive(&mut socket, "paced", 1).await;
+        common::ws::send(
+            &mut socket,
+            json!({"op": "credit", "id": "paced", "messages": 1}),
+        )
+        .await;
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= THROTTLED_AT_LEAST,
+        "{THROTTLED_MESSAGES} deliveries took {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn server_sent_events_over_the_consume_quota_are_delayed_not_dropped() {
+    let (server, _config) = node_with_quotas(&format!(
+        "[quotas.clients.\"{FIRST}\"]\nconsume_bytes_per_sec = 4000\n"
+    ))
+    .await;
+    server.create_topic("sse-paced", 1).await;
+    // The node's own client is the first address: what it produces first costs it a little.
+    produce_sized(
+        &server,
+        "sse-paced",
+        THROTTLED_MESSAGES,
+        THROTTLED_VALUE_BYTES,
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let mut events = common::sse::open(
+        &server.base_url(),
+        "/v1/topics/sse-paced/events?from=earliest",
+        None,
+    )
+    .await;
+    let received = events.messages(THROTTLED_MESSAGES).await;
+    assert_eq!(received.len(), THROTTLED_MESSAGES);
+    let took = started.elapsed();
+    assert!(
+        took >= THROTTLED_AT_LEAST,
+        "{THROTTLED_MESSAGES} events took {took:?}"
+    );
+}

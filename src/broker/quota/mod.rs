@@ -378,6 +378,17 @@ impl Quotas {
         .unwrap_or(Duration::ZERO)
     }
 
+    /// How long the client's `kind` bucket is in debt for (zero when it is not).
+    pub fn debt(&self, key: &QuotaKey, kind: QuotaKind) -> Duration {
+        self.with_buckets(key, |buckets, now| {
+            buckets
+                .bucket(kind)
+                .and_then(|bucket| bucket.debt_wait(now))
+        })
+        .flatten()
+        .unwrap_or(Duration::ZERO)
+    }
+
     /// Takes `bytes` of `kind` if the client has them now (a WebSocket publish); refuses and
     /// takes nothing otherwise.
     pub fn try_take(&self, key: &QuotaKey, kind: QuotaKind, bytes: u64) -> Result<(), Throttled> {
