@@ -150,6 +150,20 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         },
     );
     cluster.set_broker_service(broker.forwarding_service());
+    let tokens = std::sync::Arc::new(token_settings(&config));
+    if config.auth.bootstrap_admin && cluster.founded_here() {
+        let scheme = if config.tls.enabled() {
+            "https"
+        } else {
+            "http"
+        };
+        tokio::spawn(crate::broker::auth::bootstrap::create_admin(
+            broker.auth(tokens.clone()),
+            config.data_dir.clone(),
+            format!("{scheme}://{}/oauth/token", config.http_addr),
+            cluster.stopping(),
+        ));
+    }
     crate::broker::queue::spawn_redrive_supervisor(broker.clone());
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
@@ -171,7 +185,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 keepalive: Duration::from_millis(config.sse_keepalive_ms),
             },
             ws: ws.clone(),
-            tokens: std::sync::Arc::new(token_settings(&config)),
+            tokens,
             quotas,
         },
     );
