@@ -150,10 +150,26 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         },
     );
     cluster.set_broker_service(broker.forwarding_service());
+    let tokens = std::sync::Arc::new(token_settings(&config));
+    if config.auth.bootstrap_admin && cluster.founded_here() {
+        let scheme = if config.tls.enabled() {
+            "https"
+        } else {
+            "http"
+        };
+        tokio::spawn(crate::broker::auth::bootstrap::create_admin(
+            broker.auth(tokens.clone()),
+            config.data_dir.clone(),
+            format!("{scheme}://{}/oauth/token", config.http_addr),
+            cluster.stopping(),
+        ));
+    }
     crate::broker::queue::spawn_redrive_supervisor(broker.clone());
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
-    let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone());
+    let quotas = crate::broker::quota::Quotas::new(config.quotas.policy());
+    let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone())
+        .with_quotas(quotas.clone());
     let auditing = api::audit_layer::Auditing {
         log: crate::broker::audit::AuditLog::start(
             broker.clone(),
@@ -182,8 +198,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 keepalive: Duration::from_millis(config.sse_keepalive_ms),
             },
             ws: ws.clone(),
-            tokens: std::sync::Arc::new(token_settings(&config)),
+            tokens,
             auditing,
+            quotas,
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)

@@ -85,6 +85,13 @@ enum Command {
         #[command(flatten)]
         args: ReplyArgs,
     },
+    /// Manages OAuth2 clients and the authorization policy.
+    Auth {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(subcommand)]
+        command: cli::auth::AuthCommand,
+    },
     /// Load generator: measures produce and consume throughput and latency.
     Bench {
         #[command(flatten)]
@@ -374,6 +381,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        if let Some(server) = cli.command.server() {
+            server.configure()?;
+        }
         match cli.command {
             Command::Serve(args) => {
                 herald::telemetry::init_tracing();
@@ -391,7 +401,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 cli::request::run_request(&server.server, args).await
             }
             Command::Reply { server, args } => cli::request::run_reply(&server.server, args).await,
+            Command::Auth { server, command } => cli::auth::run(&server.server, command).await,
             Command::Bench { server, command } => bench::run_bench(&server.server, command).await,
         }
     })
+}
+
+impl Command {
+    /// The client commands' connection flags.
+    fn server(&self) -> Option<&ServerArg> {
+        match self {
+            Command::Serve(_) => None,
+            Command::Topics { server, .. }
+            | Command::Produce { server, .. }
+            | Command::Consume { server, .. }
+            | Command::Subscriptions { server, .. }
+            | Command::Pull { server, .. }
+            | Command::Request { server, .. }
+            | Command::Reply { server, .. }
+            | Command::Auth { server, .. }
+            | Command::Audit { server, .. }
+            | Command::Bench { server, .. } => Some(server),
+        }
+    }
 }

@@ -122,7 +122,7 @@ fn spawn_producer(
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<ProducerLog> {
     tokio::spawn(async move {
-        let client = reqwest::Client::builder()
+        let client = herald::cli::http_client::builder()
             .no_proxy()
             .timeout(ATTEMPT_TIMEOUT)
             .build()

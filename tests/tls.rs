@@ -120,7 +120,9 @@ async fn https_alpn_and_plaintext_refused_in_tls_only_mode() {
 async fn plaintext_is_served_beside_tls_when_allowed() {
     let ca = TestCa::new("Herald test CA");
     let server = tls_server(&ca, &["--tls-allow-plaintext"]).await;
-    let plain = reqwest::Client::new()
+    let plain = herald::cli::http_client::builder()
+        .build()
+        .unwrap()
         .get(format!("http://{}/healthz", server.http_addr()))
         .send()
         .await

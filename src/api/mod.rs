@@ -29,6 +29,7 @@ pub mod openapi_doc;
 pub mod openapi_rules;
 pub mod problem;
 pub mod producers;
+pub mod quota;
 pub mod redrive;
 pub mod request_id;
 pub mod requests;
@@ -70,6 +71,8 @@ pub struct ApiConfig {
     pub tokens: std::sync::Arc<crate::broker::auth::tokens::TokenSettings>,
     /// Where administrative actions and refused requests are recorded.
     pub auditing: audit_layer::Auditing,
+    /// Per-client quotas, enforced on every request this node serves.
+    pub quotas: crate::broker::quota::Quotas,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -162,7 +165,12 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             shutdown: config.shutdown,
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
-        });
+        })
+        // Inside authentication, so the client is known.
+        .route_layer(middleware::from_fn_with_state(
+            config.quotas,
+            quota::enforce,
+        ));
     // Outermost first: request id -> audit -> (authentication) -> the rest.
     with_layers(routes, config.max_body_bytes, config.limits)
         .layer(middleware::from_fn_with_state(

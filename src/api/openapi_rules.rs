@@ -6,8 +6,9 @@
 //! - a path parameter named `topic`, `group` or `member` has the name rules of
 //!   `domain::names` as a pattern (a topic that a write names may not be internal: `__`);
 //! - every operation with parameters or a body may answer 400, with a JSON body 413 and 415;
-//! - every operation but liveness, readiness and metrics may answer 503 `overloaded` (the
-//!   in-flight cap) and 504 `timeout` (the request deadline), from `api::limits`.
+//! - every operation but liveness, readiness and metrics may answer 429 `quota_exceeded` (the
+//!   client's quotas, `api::quota`), 503 `overloaded` (the in-flight cap) and 504 `timeout`
+//!   (the request deadline), from `api::limits`.
 
 use utoipa::openapi::path::{Operation, Parameter, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -232,6 +233,10 @@ fn add_common_responses(operation: &mut Operation, node_path: bool) {
         );
     }
     if !node_path {
+        add(
+            "429",
+            "`quota_exceeded`: the client is over one of its quotas (with `Retry-After`); nothing was done",
+        );
         add(
             "503",
             "`overloaded`: the node has its maximum of requests in flight (with `Retry-After`); nothing was done",

@@ -124,6 +124,9 @@ error_codes! {
     ClientNotFound = ("client_not_found", 404, "Client not found"),
     /// 409: an OAuth2 client with this id exists.
     ClientExists = ("client_exists", 409, "Client exists"),
+    /// 429 with `Retry-After`: the client is over one of its quotas (the detail names it);
+    /// nothing was done.
+    QuotaExceeded = ("quota_exceeded", 429, "Quota exceeded"),
 }
 
 impl ErrorCode {

@@ -16,6 +16,7 @@ mod forward_wire;
 mod groups;
 mod produce;
 pub mod queue;
+pub mod quota;
 pub mod requests;
 pub mod stream;
 mod topics;

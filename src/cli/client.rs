@@ -221,24 +221,60 @@ pub struct FetchResponse {
 ///
 /// Each `Api` owns its own `reqwest::Client`, hence its own keep-alive connection pool: the
 /// benchmark relies on this to give every worker its own connection.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Api {
     http: reqwest::Client,
     base: Url,
+    /// The bearer token every request carries (the CLI's `--token` or client credentials).
+    tokens: Option<std::sync::Arc<super::credentials::TokenSource>>,
+    /// The CA certificates trusted for `https://` (`--ca-cert`), for the WebSocket too.
+    ca_certs: Option<std::sync::Arc<Vec<u8>>>,
+}
+
+impl fmt::Debug for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Api")
+            .field("base", &self.base.as_str())
+            .field("authenticated", &self.tokens.is_some())
+            .finish()
+    }
 }
 
 impl Api {
-    /// A client for `server` (e.g. `http://127.0.0.1:8080`). Only plain HTTP is supported.
+    /// A client for `server` (e.g. `http://127.0.0.1:8080` or `https://herald:8443`), with the
+    /// process's credentials and trusted CAs (`credentials::configure`).
     pub fn new(server: &str) -> anyhow::Result<Self> {
         let base = parse_server(server)?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .no_proxy()
-            .build()
-            .context("could not build the HTTP client")?;
-        Ok(Api { http, base })
+        let settings = super::credentials::settings();
+        let http = super::credentials::trust(
+            super::http_client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .tcp_nodelay(true)
+                .pool_idle_timeout(Duration::from_secs(90))
+                .no_proxy(),
+            settings.ca_certs.as_deref().map(Vec::as_slice),
+        )?
+        .build()
+        .context("could not build the HTTP client")?;
+        Ok(Api {
+            http,
+            base,
+            tokens: settings.tokens,
+            ca_certs: settings.ca_certs,
+        })
+    }
+
+    /// The `Authorization` header value requests carry now, if the CLI authenticates.
+    pub async fn authorization(&self) -> anyhow::Result<Option<String>> {
+        match &self.tokens {
+            Some(tokens) => Ok(Some(format!("Bearer {}", tokens.bearer().await?))),
+            None => Ok(None),
+        }
+    }
+
+    /// The CA certificates (PEM) trusted for `https://`, when `--ca-cert` named them.
+    pub fn ca_certs(&self) -> Option<&[u8]> {
+        self.ca_certs.as_deref().map(Vec::as_slice)
     }
 
     /// The underlying HTTP client, for callers (the benchmark) that send prebuilt bodies.
@@ -258,7 +294,14 @@ impl Api {
     /// Sends a request and turns a non-2xx answer into a [`ProblemError`], and a transport failure
     /// into an error naming the server.
     pub(crate) async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Response> {
-        let request = request.build().context("could not build the request")?;
+        let mut request = request.build().context("could not build the request")?;
+        if let Some(authorization) = self.authorization().await? {
+            let value = reqwest::header::HeaderValue::from_str(&authorization)
+                .context("the token is not a valid header value")?;
+            request
+                .headers_mut()
+                .insert(reqwest::header::AUTHORIZATION, value);
+        }
         let method = request.method().clone();
         let shown = format!("{} {}", method, request.url());
         let response = self
@@ -374,7 +417,8 @@ impl Api {
     }
 }
 
-/// Parses `--server`, accepting a bare `host:port` as `http://host:port`.
+/// Parses `--server` (`http://` or `https://`), accepting a bare `host:port` as
+/// `http://host:port`.
 pub fn parse_server(server: &str) -> anyhow::Result<Url> {
     let text = server.trim();
     let with_scheme = if text.contains("://") {
@@ -386,9 +430,9 @@ pub fn parse_server(server: &str) -> anyhow::Result<Url> {
         format!("`{server}` is not a valid server URL (e.g. http://127.0.0.1:8080)")
     })?;
     match url.scheme() {
-        "http" => Ok(url),
+        "http" | "https" => Ok(url),
         other => anyhow::bail!(
-            "server URL `{server}` uses `{other}`; this client speaks plain http:// only"
+            "server URL `{server}` uses `{other}`; this client speaks http:// and https://"
         ),
     }
 }
@@ -445,7 +489,8 @@ mod tests {
             parse_server("localhost:8080").unwrap().as_str(),
             "http://localhost:8080/"
         );
-        assert!(parse_server("https://example.com").is_err());
+        assert!(parse_server("https://example.com").is_ok());
+        assert!(parse_server("ftp://example.com").is_err());
         let api = Api::new("http://127.0.0.1:8080/").unwrap();
         assert_eq!(
             api.url(&["v1", "topics", "a.b"]).as_str(),

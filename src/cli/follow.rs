@@ -110,11 +110,22 @@ async fn session(
     request
         .headers_mut()
         .insert("sec-websocket-protocol", "herald.v1".parse()?);
-    let (mut socket, _) =
-        tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(request))
-            .await
-            .map_err(|_| lost(format!("connecting to {url} timed out")))?
-            .map_err(|error| lost(format!("could not connect to {url}: {error}")))?;
+    // A fresh token on every (re)connection: a long follow outlives any one token.
+    if let Some(authorization) = api.authorization().await? {
+        request.headers_mut().insert(
+            "authorization",
+            authorization
+                .parse()
+                .context("the token is not a valid header value")?,
+        );
+    }
+    let mut socket = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        super::ws_connect::connect(&url, request, api.ca_certs()),
+    )
+    .await
+    .map_err(|_| lost(format!("connecting to {url} timed out")))?
+    .map_err(|error| lost(format!("could not connect to {url}: {error:#}")))?;
 
     let mut subscribe = json!({
         "op": "subscribe", "id": SUBSCRIPTION_ID, "topic": args.topic,

@@ -5,10 +5,13 @@
 //! points; each command lives in its own file, and [`client`] holds everything that talks HTTP.
 
 pub mod audit;
+pub mod auth;
 pub mod client;
 pub mod consume;
+pub mod credentials;
 mod follow;
 pub mod groups_api;
+pub mod http_client;
 pub mod produce;
 pub mod pull;
 pub mod redrive;
@@ -16,6 +19,7 @@ pub mod request;
 pub mod subscriptions;
 pub mod subscriptions_api;
 pub mod topics;
+mod ws_connect;
 
 use serde_json::Value;
 
@@ -24,10 +28,11 @@ pub use pull::PullArgs;
 pub use request::{ReplyArgs, RequestArgs};
 pub use subscriptions::SubscriptionsCommand;
 
-/// Which server to talk to; shared by every client command, so it is global.
+/// Which server to talk to, as whom, trusting which CA; shared by every client command, so
+/// global.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArg {
-    /// Base URL of a Herald node (plain HTTP).
+    /// Base URL of a Herald node (`http://` or `https://`).
     #[arg(
         long,
         env = "HERALD_SERVER",
@@ -35,6 +40,41 @@ pub struct ServerArg {
         global = true
     )]
     pub server: String,
+    /// A bearer token sent with every request (not refreshed; see --client-id).
+    #[arg(long, env = "HERALD_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// An OAuth2 client id: the CLI gets a token at POST /oauth/token with it and
+    /// --client-secret, and gets a new one before it expires.
+    #[arg(long, env = "HERALD_CLIENT_ID", global = true)]
+    pub client_id: Option<String>,
+    /// The OAuth2 client's secret (prefer HERALD_CLIENT_SECRET: flags show in `ps`).
+    #[arg(
+        long,
+        env = "HERALD_CLIENT_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// A PEM file of the CA certificate(s) that signed the server's certificate: trusted
+    /// instead of the system's roots for https:// (and wss://).
+    #[arg(long, env = "HERALD_CA_CERT", global = true)]
+    pub ca_cert: Option<std::path::PathBuf>,
+}
+
+impl ServerArg {
+    /// Sets the process's credentials and trusted CAs from these flags (once, before any
+    /// request).
+    pub fn configure(&self) -> anyhow::Result<()> {
+        credentials::configure(
+            &self.server,
+            &credentials::CredentialOptions {
+                token: self.token.clone(),
+                client_id: self.client_id.clone(),
+                client_secret: self.client_secret.clone(),
+                ca_cert: self.ca_cert.clone(),
+            },
+        )
+    }
 }
 
 /// `herald topics ...`.

@@ -235,6 +235,12 @@ impl Cluster {
         self.metadata.leader()
     }
 
+    /// Whether this start of the node founded the cluster (once per cluster, on one node):
+    /// what is created only once, at a cluster's birth, asks this.
+    pub fn founded_here(&self) -> bool {
+        self.metadata.founded_here()
+    }
+
     /// Whether this node leads the metadata group now (what runs only there asks this).
     pub fn is_metadata_leader(&self) -> bool {
         self.metadata.is_leader()

@@ -17,6 +17,9 @@ pub struct AuthConfig {
     pub token_lifetime_ms: u64,
     /// The clock skew tolerated between nodes and clients when checking a token's times.
     pub clock_leeway_ms: u64,
+    /// On a cluster's first start, create the OAuth2 client `admin` (role `admin`), print its
+    /// secret once and write it to `<data_dir>/admin-credentials` (mode 0600).
+    pub bootstrap_admin: bool,
 }
 
 impl Default for AuthConfig {
@@ -26,6 +29,7 @@ impl Default for AuthConfig {
             audience: "herald".into(),
             token_lifetime_ms: 3_600_000,
             clock_leeway_ms: 5_000,
+            bootstrap_admin: true,
         }
     }
 }

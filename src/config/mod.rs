@@ -9,9 +9,11 @@ use serde::Deserialize;
 
 mod audit;
 mod auth;
+mod quotas;
 mod tls;
 pub use audit::AuditConfig;
 pub use auth::AuthConfig;
+pub use quotas::{ClientQuota, QuotasConfig};
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
@@ -108,6 +110,7 @@ pub struct Config {
     pub tls: TlsConfig,
     pub auth: AuthConfig,
     pub audit: AuditConfig,
+    pub quotas: QuotasConfig,
 }
 
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
@@ -259,6 +262,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
             audit: AuditConfig::default(),
+            quotas: QuotasConfig::default(),
         }
     }
 }
@@ -401,6 +405,7 @@ impl Config {
         self.tls.validate()?;
         self.auth.validate()?;
         self.audit.validate()?;
+        self.quotas.validate()?;
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),

@@ -23,6 +23,8 @@ use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL};
 use crate::api::dto::produce::ProduceRequest;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
+use crate::api::quota::quota_exceeded;
+use crate::broker::quota::{QuotaKey, QuotaKind};
 use crate::broker::{validate_idempotency_key, ErrorCode, Idempotence};
 use crate::domain::record::RecordValue;
 
@@ -51,10 +53,16 @@ enum Ending {
 
 /// Serves one upgraded socket until it closes. `_permit` holds the socket's place under the
 /// node's connection limit.
-pub async fn serve(socket: WebSocket, state: WsState, _permit: OwnedSemaphorePermit) {
+pub async fn serve(
+    socket: WebSocket,
+    state: WsState,
+    _permit: OwnedSemaphorePermit,
+    quota_key: QuotaKey,
+) {
     metrics::gauge!(CONNECTIONS).increment(1.0);
     let (sink, mut stream) = socket.split();
     let (outbox, receiver) = outbox(state.config.max_outbound_bytes);
+    let outbox = outbox.charged_to(state.quotas.clone(), quota_key.clone());
     let (close_sender, close_receiver) = oneshot::channel();
     let writer = tokio::spawn(write_frames(sink, receiver, close_receiver));
     let mut connection = Connection {
@@ -62,6 +70,7 @@ pub async fn serve(socket: WebSocket, state: WsState, _permit: OwnedSemaphorePer
         outbox: outbox.clone(),
         subscriptions: HashMap::new(),
         publishes: Arc::new(Semaphore::new(MAX_PUBLISHES_IN_FLIGHT)),
+        quota_key,
     };
     let ending = connection.read_frames(&mut stream).await;
     // Readers stop before the close frame, so nothing follows it.
@@ -156,6 +165,7 @@ struct Connection {
     outbox: Outbox,
     subscriptions: HashMap<String, Running>,
     publishes: Arc<Semaphore>,
+    quota_key: QuotaKey,
 }
 
 impl Connection {
@@ -242,7 +252,7 @@ impl Connection {
         };
         metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => frame.op()).increment(1);
         match frame {
-            ClientFrame::Publish(publish) => self.publish(publish, None).await,
+            ClientFrame::Publish(publish) => self.publish(publish, None, text.len()).await,
             ClientFrame::Subscribe(subscribe) => {
                 let id = subscribe.id.clone();
                 if let Some(taken) = self.id_taken(&id) {
@@ -345,11 +355,12 @@ impl Connection {
     /// Acts on a binary frame: a `publish` whose values follow its JSON header (`binary.rs`).
     /// A malformed one is answered with an `error` frame, like a bad JSON frame.
     async fn on_binary(&mut self, frame: bytes::Bytes) -> Option<Ending> {
+        let size = frame.len();
         match parse_binary_publish(frame) {
             Ok(BinaryPublish { frame, values }) => {
                 metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "publish_binary")
                     .increment(1);
-                self.publish(frame, Some(values)).await
+                self.publish(frame, Some(values), size).await
             }
             Err(FrameError::Refused(id, error)) => {
                 metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "invalid")
@@ -365,11 +376,21 @@ impl Connection {
 
     /// Writes a publish in the background (at most [`MAX_PUBLISHES_IN_FLIGHT`] at once) and
     /// answers it when it is done. `values` are a binary frame's values, in message order.
+    /// A client over its produce quota is answered `quota_exceeded` (and its socket stays open).
     async fn publish(
         &mut self,
         publish: PublishFrame,
         values: Option<Vec<RecordValue>>,
+        frame_bytes: usize,
     ) -> Option<Ending> {
+        if let Err(throttled) =
+            self.state
+                .quotas
+                .try_take(&self.quota_key, QuotaKind::ProduceBytes, frame_bytes as u64)
+        {
+            let error = quota_exceeded(&self.quota_key, &throttled);
+            return self.answer(ServerFrame::error(Some(publish.id.into()), &error));
+        }
         let Ok(permit) = self.publishes.clone().acquire_owned().await else {
             return None;
         };

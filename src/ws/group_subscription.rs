@@ -95,6 +95,7 @@ impl GroupSubscription {
 
 async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, outbox: Outbox) {
     loop {
+        outbox.quota_pause().await;
         let room = credit.available_permits();
         let event = if room == 0 {
             // No credit: keep the session alive (and learn of rebalances) until some comes.

@@ -55,6 +55,8 @@ pub struct WsState {
     shutdown: Shutdown,
     config: Arc<WsConfig>,
     open: Arc<Semaphore>,
+    /// Deliveries are charged to consume bytes, publishes to produce bytes.
+    quotas: crate::broker::quota::Quotas,
 }
 
 impl WsState {
@@ -67,7 +69,14 @@ impl WsState {
             shutdown,
             config: Arc::new(config),
             open,
+            quotas: crate::broker::quota::Quotas::unlimited(),
         }
+    }
+
+    /// Charges sockets' frames to these quotas.
+    pub fn with_quotas(mut self, quotas: crate::broker::quota::Quotas) -> WsState {
+        self.quotas = quotas;
+        self
     }
 
     /// Waits (at most `within`) until every socket has closed: on shutdown, so their close
@@ -107,6 +116,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn connect(
     State(state): State<WsState>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let upgrade = match upgrade {
@@ -142,7 +152,11 @@ async fn connect(
         .read_buffer_size(SOCKET_READ_BUFFER_BYTES)
         .max_message_size(max_frame_bytes)
         .max_frame_size(max_frame_bytes)
-        .on_upgrade(move |socket| connection::serve(socket, state, permit))
+        .on_upgrade(move |socket| {
+            // Who the socket's frames are charged to is fixed at the handshake.
+            let quota_key = crate::api::quota::quota_key(&extensions);
+            connection::serve(socket, state, permit, quota_key)
+        })
 }
 
 fn offers_subprotocol(headers: &HeaderMap) -> bool {

@@ -6,6 +6,11 @@
 //! the socket is closed with 1008, so a client that stops reading costs the node at most that
 //! much memory (plus one frame, and one fetch in flight per partition), never an unbounded
 //! buffer.
+//!
+//! Every frame queued is charged to the client's consume bytes per second; while the client is
+//! in debt, the subscriptions' readers pause ([`Outbox::quota_pause`]) before their next
+//! delivery, so a client over its quota is served slower rather than cut off (and its queue
+//! does not grow while it waits).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,12 +20,15 @@ use tokio::sync::{mpsc, Notify};
 
 use super::frames::ServerFrame;
 use super::{FRAMES_TOTAL, OUTBOUND_OVERFLOWS_TOTAL};
+use crate::broker::quota::{QuotaKey, QuotaKind, Quotas};
 
 /// The sending side; cheap to clone into each subscription's readers.
 #[derive(Clone)]
 pub struct Outbox {
     sender: mpsc::UnboundedSender<Message>,
     shared: Arc<Shared>,
+    /// Whom the frames are charged to, when quotas are on.
+    quota: Option<Arc<(Quotas, QuotaKey)>>,
 }
 
 struct Shared {
@@ -53,12 +61,39 @@ pub fn outbox(limit: usize) -> (Outbox, OutboxReceiver) {
         Outbox {
             sender,
             shared: shared.clone(),
+            quota: None,
         },
         OutboxReceiver { receiver, shared },
     )
 }
 
 impl Outbox {
+    /// Charges what is queued from now on to `key`'s consume bytes.
+    pub fn charged_to(mut self, quotas: Quotas, key: QuotaKey) -> Outbox {
+        if quotas.enabled() {
+            self.quota = Some(Arc::new((quotas, key)));
+        }
+        self
+    }
+
+    /// Waits while the client is over its consume quota: readers call it before each delivery.
+    pub async fn quota_pause(&self) {
+        let Some(quota) = &self.quota else {
+            return;
+        };
+        let (quotas, key) = quota.as_ref();
+        // Bounded: each wait pays the debt off as it stands; frames queued meanwhile (answers)
+        // may add a little, so a few rounds at most.
+        for _ in 0..16 {
+            let debt = quotas.debt(key, QuotaKind::ConsumeBytes);
+            if debt.is_zero() {
+                return;
+            }
+            quotas.count_delay();
+            tokio::time::sleep(debt).await;
+        }
+    }
+
     /// Queues a frame, or refuses it (and flags the overflow) past the byte limit.
     pub fn send(&self, frame: &ServerFrame) -> Result<(), Refused> {
         let text = match serde_json::to_string(frame) {
@@ -91,6 +126,10 @@ impl Outbox {
             return Err(Refused);
         }
         metrics::counter!(FRAMES_TOTAL, "direction" => "out", "op" => op).increment(1);
+        if let Some(quota) = &self.quota {
+            let (quotas, key) = quota.as_ref();
+            quotas.charge(key, QuotaKind::ConsumeBytes, size as u64);
+        }
         self.sender.send(message).map_err(|_| Refused)
     }
 

@@ -140,6 +140,7 @@ async fn settle(
 
 async fn deliver(id: String, leases: Arc<LeaseStream>, outbox: Outbox) {
     loop {
+        outbox.quota_pause().await;
         let pulled = match leases.next().await {
             Ok(pulled) if pulled.is_empty() => continue,
             Ok(pulled) => pulled,

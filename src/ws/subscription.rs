@@ -138,6 +138,7 @@ async fn send_within_credit(
         };
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
+            outbox.quota_pause().await;
             let Ok(first) = credit.acquire().await else {
                 return;
             };

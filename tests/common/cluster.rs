@@ -55,7 +55,7 @@ static ONE_CLUSTER_AT_A_TIME: Semaphore = Semaphore::const_new(1);
 
 /// A client for polls: shorter timeout than the tests' requests.
 pub fn probe_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    herald::cli::http_client::builder()
         .no_proxy()
         .timeout(PROBE_TIMEOUT)
         .build()
@@ -256,7 +256,7 @@ impl TestCluster {
             node.spawn();
         }
         let deadline = Instant::now() + CLUSTER_DEADLINE;
-        let probe = reqwest::Client::builder()
+        let probe = herald::cli::http_client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(2))
             .build()
@@ -313,7 +313,7 @@ async fn wait_all_ready(
     within: Duration,
 ) -> Result<(), StartError> {
     let deadline = Instant::now() + within;
-    let probe = reqwest::Client::builder()
+    let probe = herald::cli::http_client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(2))
         .build()

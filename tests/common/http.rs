@@ -16,9 +16,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// The content type of every error answer (problem details).
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
+/// Where every HTTP client of the tests starts (so they are all built alike).
+pub fn client_builder() -> reqwest::ClientBuilder {
+    herald::cli::http_client::builder()
+}
+
 /// The HTTP client of the tests: no proxy, and no request longer than [`REQUEST_TIMEOUT`].
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    client_builder()
         .no_proxy()
         .timeout(REQUEST_TIMEOUT)
         .build()

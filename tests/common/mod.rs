@@ -37,7 +37,7 @@ mod cluster_topics;
 pub mod fault_consumer;
 mod gauges;
 mod groups;
-mod http;
+pub mod http;
 mod loopback;
 mod messages;
 mod nft;

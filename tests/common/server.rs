@@ -276,7 +276,7 @@ impl Server {
             Wait::Healthy => "/healthz",
         };
         let url = format!("{}{path}", self.base_url());
-        let probe = reqwest::Client::builder()
+        let probe = herald::cli::http_client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(2))
             .build()
@@ -336,6 +336,15 @@ impl Server {
     }
 
     /// The tail of the newest log file, framed for a panic message.
+    /// Everything the node wrote to standard output and error, over all its starts so far,
+    /// one string per start (oldest first).
+    pub fn logs(&self) -> Vec<String> {
+        self.logs
+            .iter()
+            .map(|path| std::fs::read_to_string(path).unwrap_or_default())
+            .collect()
+    }
+
     pub fn log_tail(&self) -> String {
         match self.logs.last() {
             Some(path) => format!(

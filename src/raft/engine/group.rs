@@ -120,17 +120,18 @@ pub(in crate::raft) async fn start_raft<A: GroupApplier>(
     ))
 }
 
-/// Initializes a new group when asked to and when it has no state yet.
+/// Initializes a new group when asked to and when it has no state yet. Answers whether this
+/// call initialized it (a first start, not a restart).
 pub(in crate::raft) async fn bootstrap_raft<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     bootstrap: &Bootstrap,
-) -> Result<(), RaftLayerError>
+) -> Result<bool, RaftLayerError>
 where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
     let Bootstrap::Initialize { voters, campaign } = bootstrap else {
-        return Ok(());
+        return Ok(false);
     };
     let initialized = raft
         .is_initialized()
@@ -140,18 +141,18 @@ where
             reason: fatal.to_string(),
         })?;
     if initialized {
-        return Ok(());
+        return Ok(false);
     }
     if let Err(error) = raft.initialize(voters.clone()).await {
         tracing::debug!(group, %error, "group already initialized");
-        return Ok(());
+        return Ok(false);
     }
     if *campaign && voters.len() > 1 {
         if let Err(error) = raft.trigger().elect(true).await {
             tracing::debug!(group, %error, "could not start an election");
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 pub(in crate::raft) fn write_error(

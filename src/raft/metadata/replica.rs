@@ -28,6 +28,7 @@ pub struct MetadataReplica {
     registry: Arc<GroupRegistry>,
     leader_wait: Duration,
     max_ack_age: Duration,
+    founded_here: bool,
 }
 
 impl MetadataReplica {
@@ -43,7 +44,9 @@ impl MetadataReplica {
         context
             .registry
             .insert(METADATA_GROUP, RegisteredGroup::Metadata(raft.clone()));
-        bootstrap_raft(&raft, METADATA_GROUP, &bootstrap).await?;
+        let preferred_founder = matches!(bootstrap, Bootstrap::Initialize { campaign: true, .. });
+        let founded_here =
+            bootstrap_raft(&raft, METADATA_GROUP, &bootstrap).await? && preferred_founder;
         Ok(MetadataReplica {
             node_id: context.node_id,
             raft,
@@ -52,7 +55,14 @@ impl MetadataReplica {
             registry: context.registry.clone(),
             leader_wait,
             max_ack_age: context.max_ack_age(),
+            founded_here,
         })
+    }
+
+    /// Whether this start founded the cluster: this node initialized the metadata group just
+    /// now, as its preferred first leader. True on exactly one node of a new cluster, once.
+    pub fn founded_here(&self) -> bool {
+        self.founded_here
     }
 
     /// Whether this node has metadata raft state (it founded or joined a cluster).

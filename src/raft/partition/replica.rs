@@ -70,7 +70,7 @@ impl PartitionReplica {
         context
             .registry
             .insert(group, RegisteredGroup::Partition(raft.clone()));
-        bootstrap_raft(&raft, group, &bootstrap).await?;
+        let _initialized = bootstrap_raft(&raft, group, &bootstrap).await?;
         Ok(PartitionReplica {
             group,
             node_id: context.node_id,

@@ -1,0 +1,131 @@
+//! The quota middleware (`broker::quota`): every request takes one of its client's requests per
+//! second and its body's bytes from produce bytes per second; its response's body is charged
+//! to consume bytes per second as it is sent. Over a quota the answer is 429 `quota_exceeded`
+//! with `Retry-After`, and nothing is done.
+//!
+//! It runs inside authentication, so the client is the token's subject (the `Principal` the
+//! authentication layer puts in the request's extensions); an anonymous client is its IP
+//! address. A response body that streams (server-sent events, a long poll) is throttled rather
+//! than cut: each chunk that puts the client in debt is held back until the debt is paid, in
+//! that response's own task, so nobody else waits.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::body::Body;
+use axum::body::HttpBody as _;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+
+use super::problem::ApiError;
+use crate::broker::auth::tokens::Principal;
+use crate::broker::quota::{QuotaKey, QuotaKind, Quotas, Throttled};
+use crate::broker::ErrorCode;
+
+/// Paths that answer about the node itself or document the API: never charged, so a client
+/// over its quota can still be told why and the node's health is always readable.
+const EXEMPT_PREFIXES: [&str; 7] = [
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/docs",
+    "/openapi.json",
+    "/asyncapi.json",
+    "/examples",
+];
+
+/// Who a request is charged to: its token's subject, or its peer's IP address.
+pub fn quota_key(extensions: &axum::http::Extensions) -> QuotaKey {
+    if let Some(principal) = extensions.get::<Principal>() {
+        return QuotaKey::Client(principal.subject.clone());
+    }
+    let address = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    QuotaKey::Address(address)
+}
+
+/// The 429 of a refused request.
+pub fn quota_exceeded(key: &QuotaKey, throttled: &Throttled) -> ApiError {
+    ApiError {
+        retry_after: Some(throttled.retry_after_seconds()),
+        ..ApiError::new(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "{key} is over its {} quota of {}; retry in {} s",
+                throttled.kind.setting(),
+                throttled.rate,
+                throttled.retry_after_seconds()
+            ),
+        )
+    }
+}
+
+pub async fn enforce(State(quotas): State<Quotas>, request: Request, next: Next) -> Response {
+    if !quotas.enabled() {
+        return next.run(request).await;
+    }
+    let path = request.uri().path();
+    if EXEMPT_PREFIXES
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+    {
+        return next.run(request).await;
+    }
+    let key = quota_key(request.extensions());
+    // A body that says its length is charged before anything is read; one that streams
+    // without a length is charged as it arrives.
+    let declared_length = request.body().size_hint().exact();
+    if let Err(throttled) = quotas.admit_request(&key, declared_length.unwrap_or(0)) {
+        return quota_exceeded(&key, &throttled).into_response();
+    }
+    let request = if declared_length.is_none() {
+        let (parts, body) = request.into_parts();
+        let (charged, key) = (quotas.clone(), key.clone());
+        let body = body.into_data_stream().map(move |chunk| {
+            if let Ok(bytes) = &chunk {
+                charged.charge(&key, QuotaKind::ProduceBytes, bytes.len() as u64);
+            }
+            chunk
+        });
+        Request::from_parts(parts, Body::from_stream(body))
+    } else {
+        request
+    };
+    let response = next.run(request).await;
+    if !response.status().is_success() {
+        return response;
+    }
+    charge_response(quotas, key, response)
+}
+
+/// Charges a response's body to consume bytes: at once when its size is known, chunk by
+/// chunk (delaying chunks while the client is in debt) when it streams.
+fn charge_response(quotas: Quotas, key: QuotaKey, response: Response) -> Response {
+    if let Some(length) = response.body().size_hint().exact() {
+        quotas.charge(&key, QuotaKind::ConsumeBytes, length);
+        return response;
+    }
+    // An upgraded WebSocket has an empty body; its frames are charged by the socket itself.
+    if response.headers().contains_key(header::UPGRADE) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().then(move |chunk| {
+        let (quotas, key) = (quotas.clone(), key.clone());
+        async move {
+            if let Ok(bytes) = &chunk {
+                let debt = quotas.charge(&key, QuotaKind::ConsumeBytes, bytes.len() as u64);
+                if !debt.is_zero() {
+                    quotas.count_delay();
+                    tokio::time::sleep(debt).await;
+                }
+            }
+            chunk
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(body))
+}
