@@ -65,6 +65,8 @@ pub struct ApiConfig {
     pub ws: crate::ws::WsState,
     /// What the built-in OAuth2 issuer's tokens say and how long they last.
     pub tokens: std::sync::Arc<crate::broker::auth::tokens::TokenSettings>,
+    /// The external OIDC issuers whose tokens are accepted too.
+    pub external_issuers: crate::broker::auth::external::ExternalIssuers,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -150,7 +152,9 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         .merge(docs::router(document))
         .merge(examples::router())
         .with_state(AppState {
-            auth: broker.auth(config.tokens),
+            auth: broker
+                .auth(config.tokens)
+                .with_external_issuers(config.external_issuers),
             broker,
             metrics: config.metrics,
             shutdown: config.shutdown,

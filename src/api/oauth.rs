@@ -148,6 +148,13 @@ async fn token(
             "the body must be application/x-www-form-urlencoded",
         );
     }
+    if !auth.settings().builtin_enabled {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            "this cluster's built-in issuer is disabled: get a token from its external OIDC issuer",
+        );
+    }
     // RFC 6749 § 3.2: a parameter may appear once; unrecognized ones are ignored.
     let mut form = HashMap::new();
     for (name, value) in form_urlencoded::parse(&body) {
@@ -196,6 +203,11 @@ async fn token(
                 .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
+        Err(GrantError::IssuerDisabled) => oauth_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            "this cluster's built-in issuer is disabled: get a token from its external OIDC issuer",
+        ),
         Err(GrantError::InvalidClient) => oauth_error(
             StatusCode::UNAUTHORIZED,
             "invalid_client",

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 mod auth;
 mod tls;
-pub use auth::AuthConfig;
+pub use auth::{AuthConfig, ExternalIssuerConfig};
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.

@@ -2,6 +2,7 @@
 //! The clients and keys live in the metadata group (`domain::auth`); this module generates,
 //! hashes, signs and validates.
 
+pub mod external;
 pub mod keys;
 pub mod secrets;
 pub mod service;

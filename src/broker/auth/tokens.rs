@@ -24,6 +24,9 @@ pub struct TokenSettings {
     pub lifetime: Duration,
     /// Clock skew tolerated between nodes (and clients), for `exp` and `nbf`.
     pub leeway: Duration,
+    /// Whether the built-in issuer issues tokens and its tokens are accepted (false when only
+    /// external issuers are trusted).
+    pub builtin_enabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +153,7 @@ mod tests {
             audience: "herald".into(),
             lifetime: Duration::from_secs(3600),
             leeway: Duration::from_secs(5),
+            builtin_enabled: true,
         }
     }
 

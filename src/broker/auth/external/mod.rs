@@ -1,0 +1,239 @@
+//! External OIDC issuers (Keycloak, Auth0, ...): their tokens are verified with keys fetched
+//! from their JWKS and cached, and speak for a principal whose roles come from a configured
+//! claim. `Auth` picks an issuer by the token's `iss`.
+//!
+//! A token whose key is cached validates without I/O. One naming a key not known yet may wait
+//! for one refetch ([`ExternalIssuer::validate`]); refetches are rate-limited per issuer.
+
+pub mod claims;
+pub mod fetch;
+pub mod jwks;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jsonwebtoken::{Algorithm, Validation};
+use serde_json::Value;
+
+use super::tokens::{Principal, TokenError};
+use fetch::{DocumentClient, FetchError};
+use jwks::{KeyCache, KeySource};
+
+/// How one external issuer is trusted (from `[[auth.external_issuers]]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalIssuerSettings {
+    pub issuer: String,
+    pub audience: String,
+    /// None: discovered from the issuer.
+    pub jwks_url: Option<String>,
+    pub roles_claim: String,
+    pub subject_claim: String,
+    /// Put before the subject claim to make the principal's subject.
+    pub subject_prefix: String,
+    pub algorithms: Vec<Algorithm>,
+    pub ca_file: Option<PathBuf>,
+    pub allow_http: bool,
+    pub refresh_interval: Duration,
+    pub min_refetch_interval: Duration,
+    pub fetch_timeout: Duration,
+    /// Clock skew tolerated for `exp` and `nbf`.
+    pub leeway: Duration,
+}
+
+/// Why an external token was refused, before the answer is flattened to [`TokenError`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum ExternalTokenError {
+    /// The token names a key (`kid`) the cache does not hold: a refetch may find it.
+    UnknownKey(Option<String>),
+    Invalid(String),
+}
+
+impl From<ExternalTokenError> for TokenError {
+    fn from(error: ExternalTokenError) -> TokenError {
+        match error {
+            ExternalTokenError::UnknownKey(Some(kid)) => {
+                TokenError::Invalid(format!("unknown signing key '{kid}'"))
+            }
+            ExternalTokenError::UnknownKey(None) => {
+                TokenError::Invalid("no kid in the header and no single key to use".into())
+            }
+            ExternalTokenError::Invalid(reason) => TokenError::Invalid(reason),
+        }
+    }
+}
+
+/// One trusted provider and its cached keys.
+pub struct ExternalIssuer {
+    settings: ExternalIssuerSettings,
+    keys: KeyCache,
+}
+
+impl ExternalIssuer {
+    pub fn new(settings: ExternalIssuerSettings) -> Result<ExternalIssuer, FetchError> {
+        let client = DocumentClient::new(settings.ca_file.as_deref(), settings.fetch_timeout)?;
+        let keys = KeyCache::new(
+            KeySource {
+                issuer: settings.issuer.clone(),
+                jwks_url: settings.jwks_url.clone(),
+                client,
+                allow_http: settings.allow_http,
+            },
+            settings.min_refetch_interval,
+        );
+        Ok(ExternalIssuer { settings, keys })
+    }
+
+    pub fn settings(&self) -> &ExternalIssuerSettings {
+        &self.settings
+    }
+
+    pub fn keys(&self) -> &KeyCache {
+        &self.keys
+    }
+
+    /// Checks a token against the cached keys only: signature, algorithm, `iss`, `aud`, `exp`
+    /// and `nbf`; then reads its subject and roles.
+    pub fn validate_cached(&self, token: &str) -> Result<Principal, ExternalTokenError> {
+        let invalid = ExternalTokenError::Invalid;
+        if token.len() > claims::MAX_TOKEN_BYTES {
+            return Err(invalid("the token is too long".into()));
+        }
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|error| invalid(error.to_string()))?;
+        if !self.settings.algorithms.contains(&header.alg) {
+            return Err(invalid(format!(
+                "algorithm {:?} is not accepted from issuer '{}'",
+                header.alg, self.settings.issuer
+            )));
+        }
+        let keys = self.keys.keys();
+        let key = keys
+            .find(header.kid.as_deref())
+            .ok_or_else(|| ExternalTokenError::UnknownKey(header.kid.clone()))?;
+        if key.algorithm.is_some_and(|pinned| pinned != header.alg)
+            || key.key.family() != header.alg.family()
+        {
+            return Err(invalid(format!(
+                "the key does not sign with {:?}",
+                header.alg
+            )));
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.settings.issuer]);
+        validation.set_audience(&[&self.settings.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.leeway = self.settings.leeway.as_secs();
+        validation.validate_nbf = true;
+        let claims = jsonwebtoken::decode::<Value>(token, &key.key, &validation)
+            .map_err(|error| invalid(error.to_string()))?
+            .claims;
+        let subject = claims::subject(claims::claim(&claims, &self.settings.subject_claim))
+            .map_err(invalid)?;
+        let expires_at_ms = claims
+            .get("exp")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| invalid("exp is not a whole number of seconds".into()))?
+            .saturating_mul(1000);
+        Ok(Principal {
+            subject: format!("{}{subject}", self.settings.subject_prefix),
+            roles: claims::roles(claims::claim(&claims, &self.settings.roles_claim)),
+            expires_at_ms,
+        })
+    }
+
+    /// As [`ExternalIssuer::validate_cached`], fetching the keys again (rate-limited, shared
+    /// with concurrent callers) when the token names a key not known yet.
+    pub async fn validate(&self, token: &str) -> Result<Principal, TokenError> {
+        match self.validate_cached(token) {
+            Err(ExternalTokenError::UnknownKey(kid)) => {
+                if self.keys.may_refetch() && self.keys.refetch_for(kid.as_deref()).await {
+                    Ok(self.validate_cached(token)?)
+                } else {
+                    Err(ExternalTokenError::UnknownKey(kid).into())
+                }
+            }
+            result => Ok(result?),
+        }
+    }
+
+    /// Starts a rate-limited refetch for an unknown key without waiting for it (for callers
+    /// that cannot wait); a later token naming the key then validates.
+    pub fn refetch_in_background(self: &Arc<Self>, kid: Option<String>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.keys.may_refetch() {
+            return;
+        }
+        let issuer = self.clone();
+        runtime.spawn(async move {
+            issuer.keys.refetch_for(kid.as_deref()).await;
+        });
+    }
+}
+
+/// Every trusted external issuer, by `iss`. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct ExternalIssuers {
+    by_issuer: Arc<HashMap<String, Arc<ExternalIssuer>>>,
+}
+
+impl ExternalIssuers {
+    /// Builds the issuers (their HTTP clients and trusted roots); nothing is fetched until
+    /// [`ExternalIssuers::start`].
+    pub fn new(settings: Vec<ExternalIssuerSettings>) -> Result<ExternalIssuers, FetchError> {
+        let mut by_issuer = HashMap::new();
+        for settings in settings {
+            let issuer = ExternalIssuer::new(settings)?;
+            by_issuer.insert(issuer.settings.issuer.clone(), Arc::new(issuer));
+        }
+        Ok(ExternalIssuers {
+            by_issuer: Arc::new(by_issuer),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_issuer.is_empty()
+    }
+
+    pub fn get(&self, issuer: &str) -> Option<&Arc<ExternalIssuer>> {
+        self.by_issuer.get(issuer)
+    }
+
+    /// Fetches every issuer's keys in the background now and on its refresh interval; a
+    /// failed fetch is retried sooner (from the minimum refetch interval, doubling up to the
+    /// refresh interval). The tasks end when the issuers are dropped.
+    pub fn start(&self) {
+        for issuer in self.by_issuer.values() {
+            spawn_refresher(issuer);
+        }
+    }
+}
+
+fn spawn_refresher(issuer: &Arc<ExternalIssuer>) {
+    let weak = Arc::downgrade(issuer);
+    tokio::spawn(async move {
+        let mut failures = 0u32;
+        loop {
+            let wait = {
+                let Some(issuer) = weak.upgrade() else {
+                    return;
+                };
+                let settings = &issuer.settings;
+                if issuer.keys.refresh().await.is_ok() {
+                    failures = 0;
+                    settings.refresh_interval
+                } else {
+                    failures = failures.saturating_add(1);
+                    settings
+                        .min_refetch_interval
+                        .saturating_mul(1 << failures.min(16).saturating_sub(1))
+                        .min(settings.refresh_interval)
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    });
+}
