@@ -379,10 +379,29 @@ async fn forged_misdirected_and_expired_tokens_are_refused() {
     let error = refused(issuer.validate(&sign(&ec, &no_subject)).await, "no subject");
     assert!(error.contains("subject"), "{error}");
 
-    // ExternalIssuers picks issuers by exact `iss`; an unknown one is nobody's.
+    // Tokens are routed by their exact `iss`: to this issuer, to the built-in one, or refused.
     let issuers = ExternalIssuers::new(vec![provider.settings()]).unwrap();
-    assert!(issuers.get(base).is_some());
-    assert!(issuers.get(&format!("{base}/")).is_none());
+    let builtin = "http://127.0.0.1:1";
+    let routed = issuers.route(&sign(&ec, &good), builtin).unwrap().unwrap();
+    assert_eq!(routed.settings().issuer, *base);
+    let mut builtins = good.clone();
+    builtins["iss"] = json!(builtin);
+    assert!(issuers
+        .route(&sign(&ec, &builtins), builtin)
+        .unwrap()
+        .is_none());
+    let mut trailing_slash = good.clone();
+    trailing_slash["iss"] = json!(format!("{base}/"));
+    let Err(error) = issuers.route(&sign(&ec, &trailing_slash), builtin) else {
+        panic!("an issuer differing by a slash is trusted");
+    };
+    assert!(error.to_string().contains("not trusted"), "{error}");
+    assert!(issuers.route("not.a-token", builtin).is_err());
+    // With no external issuers every token goes to the built-in validation.
+    assert!(ExternalIssuers::default()
+        .route(&sign(&ec, &trailing_slash), builtin)
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test]

@@ -259,24 +259,12 @@ impl Auth {
         }
     }
 
-    /// The external issuer a token claims to be from (`iss`, unverified: it only picks the
-    /// keys that verify it), or None for the built-in issuer.
+    /// The external issuer a token claims to be from, or None for the built-in issuer.
     fn issuer_of(
         &self,
         token: &str,
     ) -> Result<Option<&Arc<super::external::ExternalIssuer>>, tokens::TokenError> {
-        if self.external.is_empty() {
-            return Ok(None);
-        }
-        let claimed = super::external::claims::peek_issuer(token);
-        match claimed.as_deref().and_then(|iss| self.external.get(iss)) {
-            Some(issuer) => Ok(Some(issuer)),
-            None if claimed.as_deref() == Some(self.settings.issuer.as_str()) => Ok(None),
-            None => Err(tokens::TokenError::Invalid(match claimed {
-                Some(iss) => format!("issuer '{iss}' is not trusted"),
-                None => "the token names no issuer".into(),
-            })),
-        }
+        self.external.route(token, &self.settings.issuer)
     }
 
     fn validate_builtin(&self, token: &str) -> Result<Principal, tokens::TokenError> {

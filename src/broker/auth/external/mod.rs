@@ -202,6 +202,31 @@ impl ExternalIssuers {
         self.by_issuer.get(issuer)
     }
 
+    /// The external issuer that verifies `token`, by its `iss` (unverified: it only picks the
+    /// keys that verify the token), or None when the token is the built-in issuer's
+    /// (`builtin_issuer`), or when there are no external issuers at all (the built-in
+    /// validation then says what is wrong). Any other issuer is not trusted.
+    pub fn route(
+        &self,
+        token: &str,
+        builtin_issuer: &str,
+    ) -> Result<Option<&Arc<ExternalIssuer>>, TokenError> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let claimed = claims::peek_issuer(token);
+        match claimed.as_deref() {
+            Some(iss) if iss == builtin_issuer => Ok(None),
+            Some(iss) => self
+                .get(iss)
+                .map(Some)
+                .ok_or_else(|| TokenError::Invalid(format!("issuer '{iss}' is not trusted"))),
+            None => Err(TokenError::Invalid(
+                "the token is malformed or names no issuer".into(),
+            )),
+        }
+    }
+
     /// Fetches every issuer's keys in the background now and on its refresh interval; a
     /// failed fetch is retried sooner (from the minimum refetch interval, doubling up to the
     /// refresh interval). The tasks end when the issuers are dropped.
