@@ -270,3 +270,50 @@ impl KeyCache {
         Ok(discovery.jwks_uri)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_usable_signature_keys_are_kept() {
+        let ec = json!({
+            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": "ec",
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0",
+        });
+        let unnamed = json!({
+            "kty": "EC", "crv": "P-256",
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0",
+        });
+        let document = JwksDocument {
+            keys: vec![
+                ec.clone(),
+                // Keycloak's encryption key: not for signatures.
+                json!({"kty": "RSA", "use": "enc", "alg": "RSA-OAEP", "kid": "enc", "n": "sXch", "e": "AQAB"}),
+                // A shared secret has no place in a public key set.
+                json!({"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"}),
+                json!({"kty": "EC", "kid": "broken"}),
+                json!("not a key"),
+                unnamed,
+            ],
+        };
+        let keys = KeySet::parse(&document);
+        assert_eq!(keys.len(), 2);
+        assert_eq!(
+            keys.find(Some("ec")).unwrap().algorithm,
+            Some(Algorithm::ES256)
+        );
+        for kid in ["enc", "hmac", "broken"] {
+            assert!(keys.find(Some(kid)).is_none(), "{kid}");
+        }
+        // A token without a kid may use the only key published without one.
+        assert!(keys.find(None).is_some());
+        let two_unnamed = JwksDocument {
+            keys: vec![document.keys[5].clone(), document.keys[5].clone()],
+        };
+        assert!(KeySet::parse(&two_unnamed).find(None).is_none());
+    }
+}

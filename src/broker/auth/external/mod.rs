@@ -131,10 +131,11 @@ impl ExternalIssuer {
             .claims;
         let subject = claims::subject(claims::claim(&claims, &self.settings.subject_claim))
             .map_err(invalid)?;
+        // jsonwebtoken has checked `exp` is a number; some providers write it with a fraction.
         let expires_at_ms = claims
             .get("exp")
-            .and_then(Value::as_i64)
-            .ok_or_else(|| invalid("exp is not a whole number of seconds".into()))?
+            .and_then(|exp| exp.as_i64().or_else(|| exp.as_f64().map(|exp| exp as i64)))
+            .ok_or_else(|| invalid("exp is not a number of seconds".into()))?
             .saturating_mul(1000);
         Ok(Principal {
             subject: format!("{}{subject}", self.settings.subject_prefix),
