@@ -303,18 +303,18 @@ async fn forged_misdirected_and_expired_tokens_are_refused() {
         issuer.validate(&sign(&ec, &other_audience)).await,
         "audience",
     );
-    assert!(error.contains("Audience"), "{error}");
+    assert!(error.contains("audience"), "{error}");
 
     let mut other_issuer = good.clone();
     other_issuer["iss"] = json!("https://elsewhere.example.com");
     let error = refused(issuer.validate(&sign(&ec, &other_issuer)).await, "issuer");
-    assert!(error.contains("Issuer"), "{error}");
+    assert!(error.contains("issuer"), "{error}");
 
     let mut expired = good.clone();
     expired["exp"] = json!(now_s() - 3600);
     expired["nbf"] = json!(now_s() - 7200);
     let error = refused(issuer.validate(&sign(&rsa, &expired)).await, "expired");
-    assert!(error.contains("Expired"), "{error}");
+    assert!(error.contains("expired"), "{error}");
 
     let mut not_yet = good.clone();
     not_yet["nbf"] = json!(now_s() + 3600);
@@ -337,7 +337,7 @@ async fn forged_misdirected_and_expired_tokens_are_refused() {
         .encode(serde_json::to_vec(&keycloak_claims(base, "alice", &["admin"])).unwrap());
     parts[1] = &admin;
     let error = refused(issuer.validate(&parts.join(".")).await, "tampered");
-    assert!(error.contains("InvalidSignature"), "{error}");
+    assert!(error.contains("signature is not valid"), "{error}");
 
     // No signature at all.
     let unsigned = format!(
@@ -371,7 +371,7 @@ async fn forged_misdirected_and_expired_tokens_are_refused() {
     // Signed by a key the provider does not publish, under a kid it does.
     let stranger = es256_key("ec-1");
     let error = refused(issuer.validate(&sign(&stranger, &good)).await, "stranger");
-    assert!(error.contains("InvalidSignature"), "{error}");
+    assert!(error.contains("signature is not valid"), "{error}");
 
     // A subject claim that is missing.
     let mut no_subject = good.clone();

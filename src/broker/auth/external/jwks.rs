@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
-use jsonwebtoken::{Algorithm, DecodingKey};
+use jsonwebtoken::Algorithm;
 use parking_lot::RwLock;
 use serde::Deserialize;
 
 use super::fetch::{DocumentClient, FetchError};
+use super::verify::PublicKey;
 
 /// Counts JWKS fetches by issuer and outcome (`ok`, `error`).
 pub const JWKS_FETCHES_TOTAL: &str = "herald_auth_jwks_fetches_total";
@@ -23,7 +24,7 @@ pub const MAX_KEYS: usize = 64;
 /// One usable verification key.
 #[derive(Clone)]
 pub struct VerificationKey {
-    pub key: DecodingKey,
+    pub key: PublicKey,
     /// The algorithm the JWKS pins the key to, if it does.
     pub algorithm: Option<Algorithm>,
 }
@@ -57,7 +58,7 @@ impl KeySet {
                     None => continue,
                 },
             };
-            let Ok(key) = DecodingKey::from_jwk(&jwk) else {
+            let Some(key) = PublicKey::of(&jwk) else {
                 continue;
             };
             let key = VerificationKey { key, algorithm };
