@@ -7,3 +7,4 @@ pub mod keys;
 pub mod secrets;
 pub mod service;
 pub mod tokens;
+pub mod verify;

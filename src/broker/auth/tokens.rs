@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
 
+use super::verify::{check_claims, ClaimRules, PublicKey};
 use crate::domain::auth::{AuthState, SigningKeyRecord};
 
 /// What every token says and how long it lasts.
@@ -91,6 +92,27 @@ pub fn issue(
     Ok((token, lifetime))
 }
 
+/// What a JWT's signature covers (`header.payload`), its payload part, apart.
+pub struct SignedParts<'a> {
+    pub signed: &'a str,
+    pub claims: &'a str,
+}
+
+/// Splits a JWT into what is signed and the decoded signature; a JWT has exactly three parts.
+pub fn signed_parts(token: &str) -> Result<(SignedParts<'_>, Vec<u8>), String> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(claims), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("a JWT has three parts".into());
+    };
+    let signed = &token[..token.len() - signature.len() - 1];
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| "the signature is not base64url".to_string())?;
+    Ok((SignedParts { signed, claims }, signature))
+}
+
 /// Checks a token of the built-in issuer: signature by a key the cluster holds, issuer,
 /// audience, time, and a client that still exists.
 pub fn validate(
@@ -98,6 +120,10 @@ pub fn validate(
     state: &AuthState,
     settings: &TokenSettings,
 ) -> Result<Principal, TokenError> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0);
     let invalid = |reason: String| TokenError::Invalid(reason);
     let header = jsonwebtoken::decode_header(token).map_err(|error| invalid(error.to_string()))?;
     if header.alg != Algorithm::ES256 {
@@ -109,19 +135,31 @@ pub fn validate(
     let key = state
         .signing_key(&kid)
         .ok_or_else(|| invalid(format!("unknown signing key '{kid}'")))?;
-    let decoding = DecodingKey::from_ec_components(
-        &URL_SAFE_NO_PAD.encode(&key.public_x),
-        &URL_SAFE_NO_PAD.encode(&key.public_y),
+    let (payload, signature) = signed_parts(token).map_err(invalid)?;
+    let mut point = Vec::with_capacity(65);
+    point.push(4);
+    point.extend_from_slice(&key.public_x);
+    point.extend_from_slice(&key.public_y);
+    PublicKey::P256(point)
+        .verify(Algorithm::ES256, payload.signed.as_bytes(), &signature)
+        .map_err(invalid)?;
+    let claims: serde_json::Value = URL_SAFE_NO_PAD
+        .decode(payload.claims)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(|| invalid("the payload is not JSON".into()))?;
+    check_claims(
+        &claims,
+        &ClaimRules {
+            issuer: &settings.issuer,
+            audience: &settings.audience,
+            leeway_s: i64::try_from(settings.leeway.as_secs()).unwrap_or(i64::MAX),
+            now_s: now_ms / 1000,
+        },
     )
-    .map_err(|error| invalid(error.to_string()))?;
-    let mut validation = Validation::new(Algorithm::ES256);
-    validation.set_issuer(&[&settings.issuer]);
-    validation.set_audience(&[&settings.audience]);
-    validation.leeway = settings.leeway.as_secs();
-    validation.validate_nbf = true;
-    let claims = jsonwebtoken::decode::<Claims>(token, &decoding, &validation)
-        .map_err(|error| invalid(error.to_string()))?
-        .claims;
+    .map_err(invalid)?;
+    let claims: Claims =
+        serde_json::from_value(claims).map_err(|error| invalid(error.to_string()))?;
     // A retired key signs nothing after its retirement.
     if let Some(retired_at_ms) = key.retired_at_ms {
         if claims.iat * 1000 > retired_at_ms + settings.leeway.as_millis() as i64 {

@@ -13,7 +13,7 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use super::fetch::{DocumentClient, FetchError};
-use super::verify::PublicKey;
+use crate::broker::auth::verify::PublicKey;
 
 /// Counts JWKS fetches by issuer and outcome (`ok`, `error`).
 pub const JWKS_FETCHES_TOTAL: &str = "herald_auth_jwks_fetches_total";

@@ -8,7 +8,6 @@
 pub mod claims;
 pub mod fetch;
 pub mod jwks;
-pub mod verify;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,6 +20,7 @@ use jsonwebtoken::Algorithm;
 use serde_json::Value;
 
 use super::tokens::{Principal, TokenError};
+use super::verify;
 use fetch::{DocumentClient, FetchError};
 use jwks::{KeyCache, KeySource};
 
@@ -128,22 +128,14 @@ impl ExternalIssuer {
                 header.alg
             )));
         }
-        let mut parts = token.split('.');
-        let (Some(_), Some(payload), Some(signature), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(invalid("a JWT has three parts".into()));
-        };
-        let signed = &token[..token.len() - signature.len() - 1];
-        let signature = URL_SAFE_NO_PAD
-            .decode(signature)
-            .map_err(|_| invalid("the signature is not base64url".into()))?;
+        let (parts, signature) =
+            super::tokens::signed_parts(token).map_err(|error| invalid(error.to_string()))?;
         key.key
-            .verify(header.alg, signed.as_bytes(), &signature)
+            .verify(header.alg, parts.signed.as_bytes(), &signature)
             .map_err(invalid)?;
         // Signed by the issuer: now its claims are worth reading.
         let claims: Value = URL_SAFE_NO_PAD
-            .decode(payload)
+            .decode(parts.claims)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .filter(Value::is_object)
