@@ -440,14 +440,17 @@ async fn a_rotated_key_validates_after_one_refetch() {
     .unwrap();
     assert_eq!(principal.roles, ["producer"]);
     assert_eq!(provider.jwks_requests(), 2, "one refetch for the new key");
-    issuer
-        .validate(&sign(
-            &old,
-            &keycloak_claims(&provider.base_url, "alice", &[]),
-        ))
-        .await
-        .unwrap();
+    let old_token = sign(&old, &keycloak_claims(&provider.base_url, "alice", &[]));
+    issuer.validate(&old_token).await.unwrap();
     assert_eq!(provider.jwks_requests(), 2);
+
+    // The provider stops publishing the old key: its tokens stop validating at the next
+    // fetch, though they were verified (and remembered) before.
+    provider.publish(&[&new]);
+    issuer.keys().refresh().await.unwrap();
+    let error = refused(issuer.validate(&old_token).await, "a withdrawn key");
+    assert!(error.contains("unknown signing key"), "{error}");
+    assert_eq!(issuer.validate(&token).await.unwrap().roles, ["producer"]);
 }
 
 #[tokio::test]

@@ -7,4 +7,5 @@ pub mod keys;
 pub mod secrets;
 pub mod service;
 pub mod tokens;
+pub mod verified;
 pub mod verify;

@@ -9,6 +9,7 @@ use super::external::{ExternalIssuers, ExternalTokenError};
 use super::keys::{generate_signing_key, Jwk};
 use super::secrets::{generate_secret, hash_secret_blocking, verify_secret_blocking};
 use super::tokens::{self, Principal, TokenSettings};
+use super::verified::{VerifiedTokens, MAX_VERIFIED_TOKENS};
 use crate::broker::{Broker, BrokerError, BrokerResult, ErrorCode};
 use crate::domain::auth::{AuthCommand, AuthOutcome, ClientRecord, SigningKeyRecord};
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
@@ -73,6 +74,8 @@ pub struct Auth {
     broker: Broker,
     settings: Arc<TokenSettings>,
     external: ExternalIssuers,
+    /// Built-in tokens whose signature was checked (shared by the clones of this service).
+    verified: Arc<VerifiedTokens<tokens::VerifiedToken>>,
 }
 
 impl Broker {
@@ -82,6 +85,7 @@ impl Broker {
             broker: self.clone(),
             settings,
             external: ExternalIssuers::default(),
+            verified: Arc::new(VerifiedTokens::new(MAX_VERIFIED_TOKENS)),
         }
     }
 }
@@ -274,7 +278,7 @@ impl Auth {
             ));
         }
         let metadata = self.broker.cluster().metadata();
-        tokens::validate(token, &metadata.auth, &self.settings)
+        tokens::validate_cached(token, &metadata.auth, &self.settings, &self.verified)
     }
 
     /// Every key that validates tokens, for `/oauth/jwks.json`.

@@ -12,6 +12,7 @@ use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
 
+use super::verified::VerifiedTokens;
 use super::verify::{check_claims, ClaimRules, PublicKey};
 use crate::domain::auth::{AuthState, SigningKeyRecord};
 
@@ -113,6 +114,21 @@ pub fn signed_parts(token: &str) -> Result<(SignedParts<'_>, Vec<u8>), String> {
     Ok((SignedParts { signed, claims }, signature))
 }
 
+/// A built-in token whose signature and times were checked, as a [`VerifiedTokens`] cache
+/// remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedToken {
+    pub kid: String,
+    pub claims: Claims,
+}
+
+fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 /// Checks a token of the built-in issuer: signature by a key the cluster holds, issuer,
 /// audience, time, and a client that still exists.
 pub fn validate(
@@ -120,10 +136,44 @@ pub fn validate(
     state: &AuthState,
     settings: &TokenSettings,
 ) -> Result<Principal, TokenError> {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or(0);
+    principal(&verify(token, state, settings, now_s())?, state, settings)
+}
+
+/// As [`validate`], checking each token's signature once: `verified` remembers it (until it
+/// expires). The key still being held, its retirement and the client are checked on every use,
+/// so dropping a key or deleting a client takes effect at once all the same.
+pub fn validate_cached(
+    token: &str,
+    state: &AuthState,
+    settings: &TokenSettings,
+    verified: &VerifiedTokens<VerifiedToken>,
+) -> Result<Principal, TokenError> {
+    let now_s = now_s();
+    let digest = super::verified::digest(token);
+    let token = match verified.get(&digest, now_s) {
+        Some(token) => token,
+        None => {
+            let token = verify(token, state, settings, now_s)?;
+            let leeway_s = i64::try_from(settings.leeway.as_secs()).unwrap_or(i64::MAX);
+            verified.insert(
+                digest,
+                token.clone(),
+                token.claims.exp.saturating_add(leeway_s),
+                now_s,
+            );
+            token
+        }
+    };
+    principal(&token, state, settings)
+}
+
+/// The signature, by a key the cluster holds, and the registered claims.
+fn verify(
+    token: &str,
+    state: &AuthState,
+    settings: &TokenSettings,
+    now_s: i64,
+) -> Result<VerifiedToken, TokenError> {
     let invalid = |reason: String| TokenError::Invalid(reason);
     let header = jsonwebtoken::decode_header(token).map_err(|error| invalid(error.to_string()))?;
     if header.alg != Algorithm::ES256 {
@@ -154,12 +204,27 @@ pub fn validate(
             issuer: &settings.issuer,
             audience: &settings.audience,
             leeway_s: i64::try_from(settings.leeway.as_secs()).unwrap_or(i64::MAX),
-            now_s: now_ms / 1000,
+            now_s,
         },
     )
     .map_err(invalid)?;
     let claims: Claims =
         serde_json::from_value(claims).map_err(|error| invalid(error.to_string()))?;
+    Ok(VerifiedToken { kid, claims })
+}
+
+/// Who a verified token speaks for now: its key still held (and not retired before the token
+/// was signed) and its client still there, with the client's current roles.
+fn principal(
+    token: &VerifiedToken,
+    state: &AuthState,
+    settings: &TokenSettings,
+) -> Result<Principal, TokenError> {
+    let invalid = |reason: String| TokenError::Invalid(reason);
+    let VerifiedToken { kid, claims } = token;
+    let key = state
+        .signing_key(kid)
+        .ok_or_else(|| invalid(format!("unknown signing key '{kid}'")))?;
     // A retired key signs nothing after its retirement.
     if let Some(retired_at_ms) = key.retired_at_ms {
         if claims.iat * 1000 > retired_at_ms + settings.leeway.as_millis() as i64 {
@@ -173,7 +238,7 @@ pub fn validate(
         .get(&claims.sub)
         .ok_or_else(|| invalid(format!("client '{}' does not exist", claims.sub)))?;
     Ok(Principal {
-        subject: claims.sub,
+        subject: claims.sub.clone(),
         roles: client.roles.clone(),
         expires_at_ms: claims.exp * 1000,
     })
@@ -262,6 +327,35 @@ mod tests {
         };
         let (elsewhere, _) = issue(&key, &other, "billing", now_ms()).unwrap();
         assert!(validate(&elsewhere, &state, &settings()).is_err());
+    }
+
+    #[test]
+    fn remembered_tokens_still_need_their_key_and_client() {
+        let mut state = state_with_client();
+        let key = state.current_signing_key().unwrap().clone();
+        let verified = VerifiedTokens::new(16);
+        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
+        assert_eq!(verified.len(), 1);
+        // A remembered token answers the client's current roles...
+        state.apply(&AuthCommand::DeleteClient {
+            client_id: "billing".into(),
+        });
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
+        // ...and stops validating once its key is dropped.
+        let mut state = state_with_client();
+        let key = state.current_signing_key().unwrap().clone();
+        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
+        state.apply(&AuthCommand::AddSigningKey {
+            key: generate_signing_key(now_ms()).unwrap(),
+        });
+        state.apply(&AuthCommand::DropSigningKey { kid: key.kid });
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
+        // Tampered tokens are other tokens: never taken for a remembered one.
+        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
+        parts[1].push('A');
+        assert!(validate_cached(&parts.join("."), &state, &settings(), &verified).is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub const JWKS_FETCHES_TOTAL: &str = "herald_auth_jwks_fetches_total";
 pub const MAX_KEYS: usize = 64;
 
 /// One usable verification key.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct VerificationKey {
     pub key: PublicKey,
     /// The algorithm the JWKS pins the key to, if it does.
@@ -30,7 +30,7 @@ pub struct VerificationKey {
 }
 
 /// The keys of one fetch.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct KeySet {
     by_kid: HashMap<String, VerificationKey>,
     /// Keys published without a `kid`; used only by tokens without one.
@@ -141,6 +141,8 @@ pub struct KeyCache {
     fetch: tokio::sync::Mutex<FetchState>,
     min_refetch_interval: Duration,
     fetches: AtomicU64,
+    /// Counts changes of the key set, so what was verified with older keys is verified again.
+    generation: AtomicU64,
 }
 
 impl KeyCache {
@@ -154,12 +156,19 @@ impl KeyCache {
             }),
             min_refetch_interval,
             fetches: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
         }
     }
 
     /// The keys known now.
     pub fn keys(&self) -> Arc<KeySet> {
         self.keys.read().clone()
+    }
+
+    /// Which key set is current; read it before [`KeyCache::keys`], so a verification
+    /// remembered under a generation never used older keys than that generation's.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// How many fetches were tried (for tests and logs).
@@ -211,7 +220,11 @@ impl KeyCache {
         let outcome = match &result {
             Ok(keys) => {
                 tracing::debug!(issuer = %self.source.issuer, keys = keys.len(), "fetched the JWKS");
-                *self.keys.write() = Arc::new(keys.clone());
+                let changed = **self.keys.read() != *keys;
+                if changed {
+                    *self.keys.write() = Arc::new(keys.clone());
+                    self.generation.fetch_add(1, Ordering::SeqCst);
+                }
                 "ok"
             }
             Err(error) => {

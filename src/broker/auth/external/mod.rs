@@ -20,6 +20,7 @@ use jsonwebtoken::Algorithm;
 use serde_json::Value;
 
 use super::tokens::{Principal, TokenError};
+use super::verified::{self, VerifiedTokens, MAX_VERIFIED_TOKENS};
 use super::verify;
 use fetch::{DocumentClient, FetchError};
 use jwks::{KeyCache, KeySource};
@@ -78,6 +79,8 @@ impl From<ExternalTokenError> for TokenError {
 pub struct ExternalIssuer {
     settings: ExternalIssuerSettings,
     keys: KeyCache,
+    /// Tokens verified, with the key set generation they were verified under.
+    verified: VerifiedTokens<(u64, Principal)>,
 }
 
 impl ExternalIssuer {
@@ -92,7 +95,11 @@ impl ExternalIssuer {
             },
             settings.min_refetch_interval,
         );
-        Ok(ExternalIssuer { settings, keys })
+        Ok(ExternalIssuer {
+            settings,
+            keys,
+            verified: VerifiedTokens::new(MAX_VERIFIED_TOKENS),
+        })
     }
 
     pub fn settings(&self) -> &ExternalIssuerSettings {
@@ -109,6 +116,14 @@ impl ExternalIssuer {
         let invalid = ExternalTokenError::Invalid;
         if token.len() > claims::MAX_TOKEN_BYTES {
             return Err(invalid("the token is too long".into()));
+        }
+        let now_s = now_s();
+        let digest = verified::digest(token);
+        let generation = self.keys.generation();
+        if let Some((verified_under, principal)) = self.verified.get(&digest, now_s) {
+            if verified_under == generation {
+                return Ok(principal);
+            }
         }
         let header =
             jsonwebtoken::decode_header(token).map_err(|error| invalid(error.to_string()))?;
@@ -140,23 +155,31 @@ impl ExternalIssuer {
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .filter(Value::is_object)
             .ok_or_else(|| invalid("the payload is not a JSON object".into()))?;
+        let leeway_s = i64::try_from(self.settings.leeway.as_secs()).unwrap_or(i64::MAX);
         let expires_at_ms = verify::check_claims(
             &claims,
             &verify::ClaimRules {
                 issuer: &self.settings.issuer,
                 audience: &self.settings.audience,
-                leeway_s: i64::try_from(self.settings.leeway.as_secs()).unwrap_or(i64::MAX),
-                now_s: now_s(),
+                leeway_s,
+                now_s,
             },
         )
         .map_err(invalid)?;
         let subject = claims::subject(claims::claim(&claims, &self.settings.subject_claim))
             .map_err(invalid)?;
-        Ok(Principal {
+        let principal = Principal {
             subject: format!("{}{subject}", self.settings.subject_prefix),
             roles: claims::roles(claims::claim(&claims, &self.settings.roles_claim)),
             expires_at_ms,
-        })
+        };
+        self.verified.insert(
+            digest,
+            (generation, principal.clone()),
+            (expires_at_ms / 1000).saturating_add(leeway_s),
+            now_s,
+        );
+        Ok(principal)
     }
 
     /// As [`ExternalIssuer::validate_cached`], fetching the keys again (rate-limited, shared
