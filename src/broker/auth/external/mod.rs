@@ -143,8 +143,7 @@ impl ExternalIssuer {
                 header.alg
             )));
         }
-        let (parts, signature) =
-            super::tokens::signed_parts(token).map_err(|error| invalid(error.to_string()))?;
+        let (parts, signature) = super::tokens::signed_parts(token).map_err(invalid)?;
         key.key
             .verify(header.alg, parts.signed.as_bytes(), &signature)
             .map_err(invalid)?;
