@@ -49,7 +49,42 @@ fn token_settings(config: &Config) -> crate::broker::auth::tokens::TokenSettings
         audience: config.auth.audience.clone(),
         lifetime: Duration::from_millis(config.auth.token_lifetime_ms),
         leeway: Duration::from_millis(config.auth.clock_leeway_ms),
+        builtin_enabled: config.auth.builtin_issuer_enabled,
     }
+}
+
+/// The external OIDC issuers `[[auth.external_issuers]]` trusts (their keys not fetched yet).
+fn external_issuers(
+    config: &Config,
+) -> anyhow::Result<crate::broker::auth::external::ExternalIssuers> {
+    use crate::broker::auth::external::{ExternalIssuerSettings, ExternalIssuers};
+    let mut settings = Vec::new();
+    for external in &config.auth.external_issuers {
+        let algorithms = external
+            .algorithms
+            .iter()
+            .map(|name| {
+                name.parse()
+                    .with_context(|| format!("auth.external_issuers: algorithm '{name}'"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        settings.push(ExternalIssuerSettings {
+            issuer: external.issuer.clone(),
+            audience: external.audience.clone(),
+            jwks_url: external.jwks_url.clone(),
+            roles_claim: external.roles_claim.clone(),
+            subject_claim: external.subject_claim.clone(),
+            subject_prefix: external.effective_subject_prefix(),
+            algorithms,
+            ca_file: external.ca_file.clone(),
+            allow_http: external.allow_http,
+            refresh_interval: Duration::from_millis(external.jwks_refresh_interval_ms),
+            min_refetch_interval: Duration::from_millis(external.jwks_min_refetch_interval_ms),
+            fetch_timeout: Duration::from_millis(external.fetch_timeout_ms),
+            leeway: Duration::from_millis(config.auth.clock_leeway_ms),
+        });
+    }
+    ExternalIssuers::new(settings).context("setting up the external OIDC issuers")
 }
 
 /// The client listener's TLS, when `[tls]` configures it.
@@ -91,6 +126,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Before anything starts: a certificate that cannot be used stops the node here.
     let tls = client_tls(&config)?;
     let peer_tls = peer_tls(&config)?;
+    let external_issuers = external_issuers(&config)?;
     let metrics = crate::telemetry::init_metrics()?;
     let store = open_store(&config).await?;
     let cluster = Cluster::start(ClusterOptions {
@@ -199,10 +235,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             },
             ws: ws.clone(),
             tokens,
+            external_issuers: external_issuers.clone(),
             auditing,
             quotas,
         },
     );
+    // In the background: a provider that is down does not hold the node's start.
+    external_issuers.start();
     let listener = tokio::net::TcpListener::bind(config.http_addr)
         .await
         .with_context(|| format!("binding the HTTP API to {}", config.http_addr))?;

@@ -73,6 +73,8 @@ pub struct ApiConfig {
     pub auditing: audit_layer::Auditing,
     /// Per-client quotas, enforced on every request this node serves.
     pub quotas: crate::broker::quota::Quotas,
+    /// The external OIDC issuers whose tokens are accepted too.
+    pub external_issuers: crate::broker::auth::external::ExternalIssuers,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -159,7 +161,9 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         .merge(docs::router(document))
         .merge(examples::router())
         .with_state(AppState {
-            auth: broker.auth(config.tokens),
+            auth: broker
+                .auth(config.tokens)
+                .with_external_issuers(config.external_issuers),
             broker,
             metrics: config.metrics,
             shutdown: config.shutdown,

@@ -24,6 +24,10 @@ use crate::broker::auth::service::{Auth, GrantError};
 pub const TOKEN_PATH: &str = "/oauth/token";
 pub const JWKS_PATH: &str = "/oauth/jwks.json";
 
+/// The refusal of every token request with `[auth] builtin_issuer_enabled = false`.
+const ISSUER_DISABLED: &str =
+    "this cluster's built-in issuer is disabled: get a token from its external OIDC issuer";
+
 /// The token request's parameters; others are ignored.
 const FORM_PARAMETERS: [&str; 4] = ["grant_type", "client_id", "client_secret", "scope"];
 
@@ -148,6 +152,13 @@ async fn token(
             "the body must be application/x-www-form-urlencoded",
         );
     }
+    if !auth.settings().builtin_enabled {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            ISSUER_DISABLED,
+        );
+    }
     // RFC 6749 § 3.2: a parameter may appear once; unrecognized ones are ignored.
     let mut form = HashMap::new();
     for (name, value) in form_urlencoded::parse(&body) {
@@ -196,6 +207,11 @@ async fn token(
                 .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
+        Err(GrantError::IssuerDisabled) => oauth_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            ISSUER_DISABLED,
+        ),
         Err(GrantError::InvalidClient) => oauth_error(
             StatusCode::UNAUTHORIZED,
             "invalid_client",

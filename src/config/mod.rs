@@ -12,7 +12,7 @@ mod auth;
 mod quotas;
 mod tls;
 pub use audit::AuditConfig;
-pub use auth::AuthConfig;
+pub use auth::{AuthConfig, ExternalIssuerConfig};
 pub use quotas::{ClientQuota, QuotasConfig};
 pub use tls::TlsConfig;
 

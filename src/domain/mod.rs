@@ -12,6 +12,7 @@ pub mod record;
 pub mod redrive;
 pub mod subscriptions;
 pub mod topic;
+pub mod urls;
 
 pub use batch::Compression;
 pub use record::{Record, RecordKey, RecordValue};

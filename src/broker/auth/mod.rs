@@ -3,7 +3,10 @@
 //! hashes, signs and validates.
 
 pub mod bootstrap;
+pub mod external;
 pub mod keys;
 pub mod secrets;
 pub mod service;
 pub mod tokens;
+pub mod verified;
+pub mod verify;

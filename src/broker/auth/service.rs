@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 
+use super::external::{ExternalIssuers, ExternalTokenError};
 use super::keys::{generate_signing_key, Jwk};
 use super::secrets::{generate_secret, hash_secret_blocking, verify_secret_blocking};
 use super::tokens::{self, Principal, TokenSettings};
+use super::verified::{VerifiedTokens, MAX_VERIFIED_TOKENS};
 use crate::broker::{Broker, BrokerError, BrokerResult, ErrorCode};
 use crate::domain::auth::{AuthCommand, AuthOutcome, ClientRecord, SigningKeyRecord};
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
@@ -45,6 +47,9 @@ pub enum GrantError {
     /// Unknown client or wrong secret (the same answer for both, so ids cannot be probed).
     #[error("the client id or secret is wrong")]
     InvalidClient,
+    /// `[auth] builtin_issuer_enabled = false`: tokens come from an external issuer.
+    #[error("the built-in issuer is disabled")]
+    IssuerDisabled,
     #[error(transparent)]
     Broker(#[from] BrokerError),
 }
@@ -68,6 +73,9 @@ fn client_not_found(client_id: &str) -> BrokerError {
 pub struct Auth {
     broker: Broker,
     settings: Arc<TokenSettings>,
+    external: ExternalIssuers,
+    /// Built-in tokens whose signature was checked (shared by the clones of this service).
+    verified: Arc<VerifiedTokens<tokens::VerifiedToken>>,
 }
 
 impl Broker {
@@ -76,6 +84,8 @@ impl Broker {
         Auth {
             broker: self.clone(),
             settings,
+            external: ExternalIssuers::default(),
+            verified: Arc::new(VerifiedTokens::new(MAX_VERIFIED_TOKENS)),
         }
     }
 }
@@ -83,6 +93,16 @@ impl Broker {
 impl Auth {
     pub fn settings(&self) -> &TokenSettings {
         &self.settings
+    }
+
+    /// Also accepts the tokens of these external issuers.
+    pub fn with_external_issuers(mut self, external: ExternalIssuers) -> Auth {
+        self.external = external;
+        self
+    }
+
+    pub fn external_issuers(&self) -> &ExternalIssuers {
+        &self.external
     }
 
     /// Creates a client; answers it with its secret, which is not kept and cannot be shown
@@ -189,6 +209,9 @@ impl Auth {
         client_id: &str,
         secret: &str,
     ) -> Result<IssuedToken, GrantError> {
+        if !self.settings.builtin_enabled {
+            return Err(GrantError::IssuerDisabled);
+        }
         let hash = {
             let metadata = self.broker.cluster().metadata();
             metadata
@@ -212,10 +235,50 @@ impl Auth {
         })
     }
 
-    /// Who a token speaks for, if it is valid.
+    /// Who a token speaks for, if it is valid, without waiting: the built-in issuer's tokens,
+    /// and external ones whose key is cached. An external token naming a key not known yet is
+    /// refused, and starts a (rate-limited) refetch so the key is known soon; prefer
+    /// [`Auth::authenticate`], which waits for that refetch.
     pub fn validate(&self, token: &str) -> Result<Principal, tokens::TokenError> {
+        match self.issuer_of(token)? {
+            Some(issuer) => match issuer.validate_cached(token) {
+                Err(ExternalTokenError::UnknownKey(kid)) => {
+                    issuer.refetch_in_background(kid.clone());
+                    Err(ExternalTokenError::UnknownKey(kid).into())
+                }
+                result => Ok(result?),
+            },
+            None => self.validate_builtin(token),
+        }
+    }
+
+    /// Who a token speaks for, if it is valid: what transports call. The same as
+    /// [`Auth::validate`], except that an external token naming a key not known yet waits for
+    /// one refetch of its issuer's keys (shared with concurrent callers, at most one per
+    /// `jwks_min_refetch_interval_ms`), so a provider's key rotation costs no refusal.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal, tokens::TokenError> {
+        match self.issuer_of(token)? {
+            Some(issuer) => issuer.validate(token).await,
+            None => self.validate_builtin(token),
+        }
+    }
+
+    /// The external issuer a token claims to be from, or None for the built-in issuer.
+    fn issuer_of(
+        &self,
+        token: &str,
+    ) -> Result<Option<&Arc<super::external::ExternalIssuer>>, tokens::TokenError> {
+        self.external.route(token, &self.settings.issuer)
+    }
+
+    fn validate_builtin(&self, token: &str) -> Result<Principal, tokens::TokenError> {
+        if !self.settings.builtin_enabled {
+            return Err(tokens::TokenError::Invalid(
+                "the built-in issuer is disabled; use a token of an external issuer".into(),
+            ));
+        }
         let metadata = self.broker.cluster().metadata();
-        tokens::validate(token, &metadata.auth, &self.settings)
+        tokens::validate_cached(token, &metadata.auth, &self.settings, &self.verified)
     }
 
     /// Every key that validates tokens, for `/oauth/jwks.json`.

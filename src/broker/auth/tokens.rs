@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
 
+use super::verified::VerifiedTokens;
+use super::verify::{check_claims, ClaimRules, PublicKey};
 use crate::domain::auth::{AuthState, SigningKeyRecord};
 
 /// What every token says and how long it lasts.
@@ -24,6 +26,9 @@ pub struct TokenSettings {
     pub lifetime: Duration,
     /// Clock skew tolerated between nodes (and clients), for `exp` and `nbf`.
     pub leeway: Duration,
+    /// Whether the built-in issuer issues tokens and its tokens are accepted (false when only
+    /// external issuers are trusted).
+    pub builtin_enabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +93,42 @@ pub fn issue(
     Ok((token, lifetime))
 }
 
+/// What a JWT's signature covers (`header.payload`), its payload part, apart.
+pub struct SignedParts<'a> {
+    pub signed: &'a str,
+    pub claims: &'a str,
+}
+
+/// Splits a JWT into what is signed and the decoded signature; a JWT has exactly three parts.
+pub fn signed_parts(token: &str) -> Result<(SignedParts<'_>, Vec<u8>), String> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(claims), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("a JWT has three parts".into());
+    };
+    let signed = &token[..token.len() - signature.len() - 1];
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| "the signature is not base64url".to_string())?;
+    Ok((SignedParts { signed, claims }, signature))
+}
+
+/// A built-in token whose signature and times were checked, as a [`VerifiedTokens`] cache
+/// remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedToken {
+    pub kid: String,
+    pub claims: Claims,
+}
+
+fn now_s() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 /// Checks a token of the built-in issuer: signature by a key the cluster holds, issuer,
 /// audience, time, and a client that still exists.
 pub fn validate(
@@ -95,6 +136,44 @@ pub fn validate(
     state: &AuthState,
     settings: &TokenSettings,
 ) -> Result<Principal, TokenError> {
+    principal(&verify(token, state, settings, now_s())?, state, settings)
+}
+
+/// As [`validate`], checking each token's signature once: `verified` remembers it (until it
+/// expires). The key still being held, its retirement and the client are checked on every use,
+/// so dropping a key or deleting a client takes effect at once all the same.
+pub fn validate_cached(
+    token: &str,
+    state: &AuthState,
+    settings: &TokenSettings,
+    verified: &VerifiedTokens<VerifiedToken>,
+) -> Result<Principal, TokenError> {
+    let now_s = now_s();
+    let digest = super::verified::digest(token);
+    let token = match verified.get(&digest, now_s) {
+        Some(token) => token,
+        None => {
+            let token = verify(token, state, settings, now_s)?;
+            let leeway_s = i64::try_from(settings.leeway.as_secs()).unwrap_or(i64::MAX);
+            verified.insert(
+                digest,
+                token.clone(),
+                token.claims.exp.saturating_add(leeway_s),
+                now_s,
+            );
+            token
+        }
+    };
+    principal(&token, state, settings)
+}
+
+/// The signature, by a key the cluster holds, and the registered claims.
+fn verify(
+    token: &str,
+    state: &AuthState,
+    settings: &TokenSettings,
+    now_s: i64,
+) -> Result<VerifiedToken, TokenError> {
     let invalid = |reason: String| TokenError::Invalid(reason);
     let header = jsonwebtoken::decode_header(token).map_err(|error| invalid(error.to_string()))?;
     if header.alg != Algorithm::ES256 {
@@ -106,19 +185,46 @@ pub fn validate(
     let key = state
         .signing_key(&kid)
         .ok_or_else(|| invalid(format!("unknown signing key '{kid}'")))?;
-    let decoding = DecodingKey::from_ec_components(
-        &URL_SAFE_NO_PAD.encode(&key.public_x),
-        &URL_SAFE_NO_PAD.encode(&key.public_y),
+    let (payload, signature) = signed_parts(token).map_err(invalid)?;
+    let mut point = Vec::with_capacity(65);
+    point.push(4);
+    point.extend_from_slice(&key.public_x);
+    point.extend_from_slice(&key.public_y);
+    PublicKey::P256(point)
+        .verify(Algorithm::ES256, payload.signed.as_bytes(), &signature)
+        .map_err(invalid)?;
+    let claims: serde_json::Value = URL_SAFE_NO_PAD
+        .decode(payload.claims)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(|| invalid("the payload is not JSON".into()))?;
+    check_claims(
+        &claims,
+        &ClaimRules {
+            issuer: &settings.issuer,
+            audience: &settings.audience,
+            leeway_s: i64::try_from(settings.leeway.as_secs()).unwrap_or(i64::MAX),
+            now_s,
+        },
     )
-    .map_err(|error| invalid(error.to_string()))?;
-    let mut validation = Validation::new(Algorithm::ES256);
-    validation.set_issuer(&[&settings.issuer]);
-    validation.set_audience(&[&settings.audience]);
-    validation.leeway = settings.leeway.as_secs();
-    validation.validate_nbf = true;
-    let claims = jsonwebtoken::decode::<Claims>(token, &decoding, &validation)
-        .map_err(|error| invalid(error.to_string()))?
-        .claims;
+    .map_err(invalid)?;
+    let claims: Claims =
+        serde_json::from_value(claims).map_err(|error| invalid(error.to_string()))?;
+    Ok(VerifiedToken { kid, claims })
+}
+
+/// Who a verified token speaks for now: its key still held (and not retired before the token
+/// was signed) and its client still there, with the client's current roles.
+fn principal(
+    token: &VerifiedToken,
+    state: &AuthState,
+    settings: &TokenSettings,
+) -> Result<Principal, TokenError> {
+    let invalid = |reason: String| TokenError::Invalid(reason);
+    let VerifiedToken { kid, claims } = token;
+    let key = state
+        .signing_key(kid)
+        .ok_or_else(|| invalid(format!("unknown signing key '{kid}'")))?;
     // A retired key signs nothing after its retirement.
     if let Some(retired_at_ms) = key.retired_at_ms {
         if claims.iat * 1000 > retired_at_ms + settings.leeway.as_millis() as i64 {
@@ -132,7 +238,7 @@ pub fn validate(
         .get(&claims.sub)
         .ok_or_else(|| invalid(format!("client '{}' does not exist", claims.sub)))?;
     Ok(Principal {
-        subject: claims.sub,
+        subject: claims.sub.clone(),
         roles: client.roles.clone(),
         expires_at_ms: claims.exp * 1000,
     })
@@ -150,6 +256,7 @@ mod tests {
             audience: "herald".into(),
             lifetime: Duration::from_secs(3600),
             leeway: Duration::from_secs(5),
+            builtin_enabled: true,
         }
     }
 
@@ -220,6 +327,35 @@ mod tests {
         };
         let (elsewhere, _) = issue(&key, &other, "billing", now_ms()).unwrap();
         assert!(validate(&elsewhere, &state, &settings()).is_err());
+    }
+
+    #[test]
+    fn remembered_tokens_still_need_their_key_and_client() {
+        let mut state = state_with_client();
+        let key = state.current_signing_key().unwrap().clone();
+        let verified = VerifiedTokens::new(16);
+        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
+        assert_eq!(verified.len(), 1);
+        // A remembered token answers the client's current roles...
+        state.apply(&AuthCommand::DeleteClient {
+            client_id: "billing".into(),
+        });
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
+        // ...and stops validating once its key is dropped.
+        let mut state = state_with_client();
+        let key = state.current_signing_key().unwrap().clone();
+        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
+        state.apply(&AuthCommand::AddSigningKey {
+            key: generate_signing_key(now_ms()).unwrap(),
+        });
+        state.apply(&AuthCommand::DropSigningKey { kid: key.kid });
+        assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
+        // Tampered tokens are other tokens: never taken for a remembered one.
+        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
+        parts[1].push('A');
+        assert!(validate_cached(&parts.join("."), &state, &settings(), &verified).is_err());
     }
 
     #[test]
