@@ -81,6 +81,14 @@ pub struct AppState {
     pub event_streams: events::EventStreams,
     pub ws: crate::ws::WsState,
     pub auth: crate::broker::auth::service::Auth,
+    /// The audit log, for refusals that are not HTTP answers (WebSocket operations).
+    pub audit: crate::broker::audit::AuditLog,
+}
+
+impl FromRef<AppState> for crate::broker::audit::AuditLog {
+    fn from_ref(state: &AppState) -> Self {
+        state.audit.clone()
+    }
 }
 
 impl FromRef<AppState> for crate::broker::auth::service::Auth {
@@ -162,6 +170,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             shutdown: config.shutdown,
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
+            audit: config.auditing.log.clone(),
         });
     // Outermost first: request id -> audit -> (authentication) -> the rest.
     with_layers(routes, config.max_body_bytes, config.limits)
