@@ -10,6 +10,7 @@ pub mod asyncapi;
 pub mod audit;
 pub mod audit_layer;
 pub mod auth_clients;
+pub mod client_address;
 pub mod cluster;
 pub mod docs;
 pub mod dto;
