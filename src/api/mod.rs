@@ -10,6 +10,7 @@ pub mod asyncapi;
 pub mod audit;
 pub mod audit_layer;
 pub mod auth_clients;
+pub mod client_address;
 pub mod cluster;
 pub mod docs;
 pub mod dto;
@@ -86,6 +87,14 @@ pub struct AppState {
     pub event_streams: events::EventStreams,
     pub ws: crate::ws::WsState,
     pub auth: crate::broker::auth::service::Auth,
+    /// The audit log, for refusals that are not HTTP answers (WebSocket operations).
+    pub audit: crate::broker::audit::AuditLog,
+}
+
+impl FromRef<AppState> for crate::broker::audit::AuditLog {
+    fn from_ref(state: &AppState) -> Self {
+        state.audit.clone()
+    }
 }
 
 impl FromRef<AppState> for crate::broker::auth::service::Auth {
@@ -169,6 +178,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             shutdown: config.shutdown,
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
+            audit: config.auditing.log.clone(),
         })
         // Inside authentication, so the client is known.
         .route_layer(middleware::from_fn_with_state(
