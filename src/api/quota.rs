@@ -129,3 +129,99 @@ fn charge_response(quotas: Quotas, key: QuotaKey, response: Response) -> Respons
     });
     Response::from_parts(parts, Body::from_stream(body))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use axum::routing::get;
+    use axum::{middleware, Router};
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::broker::quota::{BucketLimit, ClientLimits, QuotaPolicy};
+
+    /// A route behind the quota layer, behind a stand-in for authentication that puts the
+    /// `Principal` named by the `x-subject` header in the request (as the real one does).
+    fn app(quotas: Quotas) -> Router {
+        Router::new()
+            .route("/v1/topics", get(|| async { "[]" }))
+            .route("/readyz", get(|| async { "ok" }))
+            .route_layer(middleware::from_fn_with_state(quotas, enforce))
+            .layer(middleware::from_fn(
+                |mut request: Request, next: Next| async move {
+                    let subject = request
+                        .headers()
+                        .get("x-subject")
+                        .and_then(|value| value.to_str().ok())
+                        .map(str::to_string);
+                    if let Some(subject) = subject {
+                        request.extensions_mut().insert(Principal {
+                            subject,
+                            roles: vec![],
+                            expires_at_ms: i64::MAX,
+                        });
+                    }
+                    next.run(request).await
+                },
+            ))
+    }
+
+    async fn call(app: &Router, path: &str, subject: Option<&str>) -> Response {
+        let mut request = axum::http::Request::get(path);
+        if let Some(subject) = subject {
+            request = request.header("x-subject", subject);
+        }
+        app.clone()
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
+    fn two_per_second() -> ClientLimits {
+        ClientLimits {
+            requests: BucketLimit::new(2, None),
+            ..ClientLimits::UNLIMITED
+        }
+    }
+
+    #[tokio::test]
+    async fn clients_are_told_apart_by_their_token_subject() {
+        let app = app(Quotas::new(QuotaPolicy {
+            defaults: two_per_second(),
+            clients: HashMap::from([("bulk".to_string(), ClientLimits::UNLIMITED)]),
+        }));
+        for _ in 0..2 {
+            assert_eq!(call(&app, "/v1/topics", Some("alice")).await.status(), 200);
+        }
+        let refused = call(&app, "/v1/topics", Some("alice")).await;
+        assert_eq!(refused.status(), 429);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+        let body = axum::body::to_bytes(refused.into_body(), 4096)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["code"], "quota_exceeded");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .unwrap()
+                .contains("client 'alice' is over its requests_per_sec quota of 2"),
+            "{problem}"
+        );
+        // Another subject has its own bucket; an overridden one has no limit; health is free.
+        assert_eq!(call(&app, "/v1/topics", Some("bob")).await.status(), 200);
+        for _ in 0..10 {
+            assert_eq!(call(&app, "/v1/topics", Some("bulk")).await.status(), 200);
+            assert_eq!(call(&app, "/readyz", Some("alice")).await.status(), 200);
+        }
+    }
+
+    #[tokio::test]
+    async fn without_quotas_nothing_is_refused() {
+        let app = app(Quotas::unlimited());
+        for _ in 0..100 {
+            assert_eq!(call(&app, "/v1/topics", None).await.status(), 200);
+        }
+    }
+}

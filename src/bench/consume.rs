@@ -116,7 +116,8 @@ pub(super) async fn worker(
             }
             let url = api.fetch_url(&topic, cursor.partition, cursor.offset, want as u32, 0);
             let started = Instant::now();
-            let outcome = match api.http().get(url.clone()).send().await {
+            let request = api.authorized(api.http().get(url.clone())).await;
+            let outcome = match request.send().await {
                 Ok(response) => {
                     let status = response.status();
                     match response.bytes().await {

@@ -77,7 +77,8 @@ async fn member(
     while read.load(Ordering::Relaxed) < args.messages && empty_in_a_row < EMPTY_POLLS_TO_STOP {
         let started = Instant::now();
         let body = json!({"max_messages": args.max_messages, "auto_commit": args.auto_commit, "cursor": cursor});
-        let answer = match api.http().post(poll_url.clone()).json(&body).send().await {
+        let request = api.http().post(poll_url.clone()).json(&body);
+        let answer = match api.authorized(request).await.send().await {
             Ok(response) if response.status().is_success() => response.bytes().await,
             Ok(response) => {
                 stats.record_error(format!("poll: {}", response.status()));

@@ -103,13 +103,12 @@ async fn worker(api: Api, shared: Arc<Shared>, index: usize) -> WorkerStats {
             Some(pacer) => pacer.wait().await,
             None => Instant::now(),
         };
-        let sent = api
+        let request = api
             .http()
             .post(shared.url.clone())
             .header(reqwest::header::CONTENT_TYPE, shared.mode.content_type())
-            .body(body)
-            .send()
-            .await;
+            .body(body);
+        let sent = api.authorized(request).await.send().await;
         let response = match sent {
             Ok(response) => response,
             Err(error) => {

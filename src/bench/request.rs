@@ -81,7 +81,9 @@ async fn respond(api: Api, topic: String, partition: u32, stop: Arc<AtomicBool>)
                     "correlation_id": message["headers"]["herald-correlation-id"],
                     "value": message["value"],
                 });
-                api.http().post(replies_url.clone()).json(&body).send()
+                let request = api.http().post(replies_url.clone()).json(&body);
+                let api = &api;
+                async move { api.authorized(request).await.send().await }
             });
         for reply in futures::future::join_all(replies).await {
             if matches!(reply, Ok(ref response) if response.status().is_success()) {
@@ -105,7 +107,8 @@ async fn requester(
         .append_pair("timeout_ms", &args.timeout_ms.to_string());
     while sent.fetch_add(1, Ordering::Relaxed) < args.requests {
         let started = Instant::now();
-        match api.http().post(url.clone()).json(&*body).send().await {
+        let request = api.http().post(url.clone()).json(&*body);
+        match api.authorized(request).await.send().await {
             Ok(response) if response.status().is_success() => {
                 let _ = response.bytes().await;
                 stats.record_success(1, args.message_size as u64, started.elapsed());

@@ -69,7 +69,8 @@ pub async fn latency(
                 let slot = pacer.wait().await;
                 let sent_us = base_us + slot.saturating_duration_since(base).as_micros() as u64;
                 let body = json!({"messages": [{"value": {"t": sent_us, "pad": padding}}]});
-                match api.http().post(url.clone()).json(&body).send().await {
+                let request = api.http().post(url.clone()).json(&body);
+                match api.authorized(request).await.send().await {
                     Ok(response) if response.status().is_success() => {
                         let _ = response.bytes().await;
                     }
@@ -197,7 +198,7 @@ pub async fn publish_http(
                     .post(url.clone())
                     .header("content-type", "application/json")
                     .body(body.clone());
-                match request.send().await {
+                match api.authorized(request).await.send().await {
                     Ok(response) if response.status().is_success() => {
                         let _ = response.bytes().await;
                         sent += 1;

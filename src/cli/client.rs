@@ -272,6 +272,23 @@ impl Api {
         }
     }
 
+    /// `request` with the `Authorization` header, for callers (the benchmark) that send
+    /// requests themselves rather than through [`send`](Self::send). Without credentials, or
+    /// when no token can be had (the request is then refused by the server, which says why),
+    /// the request is unchanged.
+    pub async fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.authorization().await {
+            Ok(Some(authorization)) => {
+                request.header(reqwest::header::AUTHORIZATION, authorization)
+            }
+            Ok(None) => request,
+            Err(error) => {
+                tracing::warn!(error = %format!("{error:#}"), "no token for the request");
+                request
+            }
+        }
+    }
+
     /// The CA certificates (PEM) trusted for `https://`, when `--ca-cert` named them.
     pub fn ca_certs(&self) -> Option<&[u8]> {
         self.ca_certs.as_deref().map(Vec::as_slice)

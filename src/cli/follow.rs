@@ -111,7 +111,13 @@ async fn session(
         .headers_mut()
         .insert("sec-websocket-protocol", "herald.v1".parse()?);
     // A fresh token on every (re)connection: a long follow outlives any one token.
-    if let Some(authorization) = api.authorization().await? {
+    // A token endpoint that cannot be reached now (the node restarting) is retried like the
+    // socket; a refused secret is too, within the reconnection limit, and then says why.
+    let authorization = api
+        .authorization()
+        .await
+        .map_err(|error| lost(format!("{error:#}")))?;
+    if let Some(authorization) = authorization {
         request.headers_mut().insert(
             "authorization",
             authorization

@@ -74,7 +74,7 @@ pub async fn create_admin(
          \x20 client_secret: {secret}\n\
          \n\
          Get a token:   curl -u '{client_id}:<client_secret>' -d grant_type=client_credentials {token_url}\n\
-         Or let the CLI: herald --client-id {client_id} --client-secret <client_secret> topics list\n\
+         Or the CLI:    HERALD_CLIENT_ID={client_id} HERALD_CLIENT_SECRET=<client_secret> herald topics list\n\
          Rotate it:     POST /v1/auth/clients/{client_id}/secret (herald auth clients rotate-secret {client_id})\n\
          ==========================================================================\n"
     );
