@@ -28,14 +28,6 @@ struct Cli {
 enum Command {
     /// Runs a node. With no flags: a one-node cluster on 127.0.0.1:8080 with data in ./data.
     Serve(Box<ServeArgs>),
-    /// Prints the audit log (administrative changes, failed authentications, denied requests),
-    /// one JSON event per line, oldest first.
-    Audit {
-        #[command(flatten)]
-        server: ServerArg,
-        #[command(flatten)]
-        args: cli::audit::AuditArgs,
-    },
     /// Creates, lists, describes and deletes topics.
     Topics {
         #[command(flatten)]
@@ -389,7 +381,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 herald::telemetry::init_tracing();
                 herald::app::serve(args.into_config()?).await
             }
-            Command::Audit { server, args } => cli::audit::run(&server.server, args).await,
             Command::Topics { server, command } => cli::run_topics(&server.server, command).await,
             Command::Produce { server, args } => cli::run_produce(&server.server, args).await,
             Command::Consume { server, args } => cli::run_consume(&server.server, args).await,
@@ -420,7 +411,6 @@ impl Command {
             | Command::Request { server, .. }
             | Command::Reply { server, .. }
             | Command::Auth { server, .. }
-            | Command::Audit { server, .. }
             | Command::Bench { server, .. } => Some(server),
         }
     }

@@ -354,11 +354,11 @@ async fn a_full_audit_queue_drops_events_instead_of_holding_up_requests() {
     written.unwrap_or_else(|seen| server.fail(&seen));
 }
 
-/// Runs `herald audit <args> --server <url>` with a deadline; answers (success, stdout, stderr).
+/// Runs `herald auth audit <args> --server <url>` with a deadline; answers (success, stdout, stderr).
 async fn herald_audit(server: &Server, args: &[&str]) -> (bool, String, String) {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"));
     command
-        .arg("audit")
+        .args(["auth", "audit"])
         .args(args)
         .arg("--server")
         .arg(server.base_url())
@@ -371,7 +371,7 @@ async fn herald_audit(server: &Server, args: &[&str]) -> (bool, String, String) 
     }
     let output = tokio::time::timeout(Duration::from_secs(30), command.output())
         .await
-        .unwrap_or_else(|_| server.fail("herald audit did not finish within 30 s"))
+        .unwrap_or_else(|_| server.fail("herald auth audit did not finish within 30 s"))
         .expect("run the herald CLI");
     (
         output.status.success(),

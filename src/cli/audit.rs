@@ -1,4 +1,4 @@
-//! `herald audit`: the audit log (`GET /v1/audit`), one JSON event per line, oldest first.
+//! `herald auth audit`: the audit log (`GET /v1/audit`), one JSON event per line, oldest first.
 
 use std::io::Write;
 
@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::client::Api;
 
-/// `herald audit [--since MS] [--limit N] [--principal P] [--all]`.
+/// `herald auth audit [--since MS] [--limit N] [--principal P] [--all]`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct AuditArgs {
     /// Events at or after this time, in ms since the epoch.

@@ -18,6 +18,9 @@ pub enum AuthCommand {
     /// The authorization policy: which role may do what on which resources.
     #[command(subcommand)]
     Policies(PoliciesCommand),
+    /// The audit log (administrative changes, failed authentications, denied requests), one
+    /// JSON event per line, oldest first.
+    Audit(super::audit::AuditArgs),
 }
 
 /// `herald auth clients ...`.
@@ -60,6 +63,7 @@ pub async fn run(server: &str, command: AuthCommand) -> anyhow::Result<()> {
     match command {
         AuthCommand::Clients(command) => clients(&api, command).await,
         AuthCommand::Policies(command) => policies(&api, command).await,
+        AuthCommand::Audit(args) => super::audit::run(server, args).await,
     }
 }
 
