@@ -170,6 +170,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             },
             ws: ws.clone(),
             tokens: std::sync::Arc::new(token_settings(&config)),
+            auth_enabled: config.auth.enabled,
+            public_metrics: config.auth.public_metrics,
         },
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)

@@ -6,8 +6,10 @@
 //! cross-cutting layers (body limit, request deadline and concurrency cap, metrics, tracing,
 //! panic catching). `listener` bounds the open connections.
 
+pub mod access;
 pub mod asyncapi;
 pub mod auth_clients;
+pub mod auth_policies;
 pub mod cluster;
 pub mod docs;
 pub mod dto;
@@ -25,10 +27,12 @@ pub mod oauth;
 pub mod offsets;
 pub mod openapi_doc;
 pub mod openapi_rules;
+pub mod openapi_security;
 pub mod problem;
 pub mod producers;
 pub mod redrive;
 pub mod requests;
+pub mod rights;
 pub mod shutdown;
 pub mod subscription_events;
 pub mod subscriptions;
@@ -65,6 +69,10 @@ pub struct ApiConfig {
     pub ws: crate::ws::WsState,
     /// What the built-in OAuth2 issuer's tokens say and how long they last.
     pub tokens: std::sync::Arc<crate::broker::auth::tokens::TokenSettings>,
+    /// Whether requests need a token and the right `rights` names (`[auth] enabled`).
+    pub auth_enabled: bool,
+    /// Whether `/metrics` stays public with authentication on.
+    pub public_metrics: bool,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -76,6 +84,7 @@ pub struct AppState {
     pub event_streams: events::EventStreams,
     pub ws: crate::ws::WsState,
     pub auth: crate::broker::auth::service::Auth,
+    pub access: crate::broker::auth::access::Access,
 }
 
 impl FromRef<AppState> for crate::broker::auth::service::Auth {
@@ -133,6 +142,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(crate::ws::router())
         .merge(oauth::router())
         .merge(auth_clients::router())
+        .merge(auth_policies::router())
 }
 
 /// The full OpenAPI document of the HTTP API.
@@ -146,11 +156,25 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(broker: Broker, config: ApiConfig) -> Router {
     let (routes, mut document) = api_routes().split_for_parts();
     openapi_rules::apply(&mut document);
+    let auth = broker.auth(config.tokens);
+    let access = crate::broker::auth::access::Access::new(
+        config.auth_enabled,
+        config.public_metrics,
+        auth.clone(),
+        broker.authorizer(),
+    );
     let routes = routes
         .merge(docs::router(document))
         .merge(examples::router())
+        // Innermost of the route layers `with_layers` adds, so refusals are counted and
+        // traced like any answer; outer layers (audit) find the principal in the response.
+        .route_layer(middleware::from_fn_with_state(
+            access.clone(),
+            access::enforce,
+        ))
         .with_state(AppState {
-            auth: broker.auth(config.tokens),
+            auth,
+            access,
             broker,
             metrics: config.metrics,
             shutdown: config.shutdown,

@@ -124,6 +124,11 @@ error_codes! {
     ClientNotFound = ("client_not_found", 404, "Client not found"),
     /// 409: an OAuth2 client with this id exists.
     ClientExists = ("client_exists", 409, "Client exists"),
+    /// 401: authentication is on and the request has no valid bearer token (with
+    /// `WWW-Authenticate: Bearer`).
+    Unauthorized = ("unauthorized", 401, "Unauthorized"),
+    /// 403: the token is valid but none of its roles has the right the operation needs.
+    Forbidden = ("forbidden", 403, "Forbidden"),
 }
 
 impl ErrorCode {

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use super::keys::{generate_signing_key, Jwk};
+use super::policy::validate_rules;
 use super::secrets::{generate_secret, hash_secret_blocking, verify_secret_blocking};
 use super::tokens::{self, Principal, TokenSettings};
 use crate::broker::{Broker, BrokerError, BrokerResult, ErrorCode};
-use crate::domain::auth::{AuthCommand, AuthOutcome, ClientRecord, SigningKeyRecord};
+use crate::domain::auth::{AuthCommand, AuthOutcome, ClientRecord, PolicyRule, SigningKeyRecord};
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
 
 /// A client as listed: never its secret or hash.
@@ -216,6 +217,15 @@ impl Auth {
     pub fn validate(&self, token: &str) -> Result<Principal, tokens::TokenError> {
         let metadata = self.broker.cluster().metadata();
         tokens::validate(token, &metadata.auth, &self.settings)
+    }
+
+    /// Replaces the authorization policy on every node (`PUT /v1/auth/policies`).
+    pub async fn set_policy(&self, rules: Vec<PolicyRule>) -> BrokerResult<()> {
+        validate_rules(&rules).map_err(BrokerError::InvalidRequest)?;
+        match self.propose(AuthCommand::SetPolicy { rules }).await? {
+            AuthOutcome::Done => Ok(()),
+            other => Err(refusal("the policy", other)),
+        }
     }
 
     /// Every key that validates tokens, for `/oauth/jwks.json`.
