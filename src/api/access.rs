@@ -131,3 +131,39 @@ impl axum::extract::FromRef<super::AppState> for Access {
         state.access.clone()
     }
 }
+
+/// A handler's view of who calls it, for the resources a request names in its body (the
+/// topics a group member joins for, the topic a subscription reads), which the route layer
+/// cannot see.
+pub struct Caller {
+    access: Access,
+    principal: Option<Principal>,
+}
+
+impl FromRequestParts<super::AppState> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &super::AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Caller {
+            access: state.access.clone(),
+            principal: parts.extensions.get::<Principal>().cloned(),
+        })
+    }
+}
+
+impl Caller {
+    /// Refuses (403) unless the caller may do `action` on `resource`; allows all with
+    /// authentication off.
+    pub async fn require(&self, action: Action, resource: &str) -> Result<(), ApiError> {
+        self.access
+            .authorize(self.principal.as_ref(), action, resource)
+            .await
+            .map_err(|denied| match denied {
+                Denied::Forbidden { .. } => ApiError::new(ErrorCode::Forbidden, denied.to_string()),
+                other => ApiError::new(ErrorCode::Unauthorized, other.to_string()),
+            })
+    }
+}
