@@ -263,6 +263,9 @@ async fn bad_tokens_are_refused_and_good_ones_work() {
     }
 }
 
+/// A role, and whether it may do an operation on `orders-1` and on `payments`.
+type RoleOutcome = (&'static str, bool, bool);
+
 /// The built-in roles against each kind of operation on a topic the producer is scoped to
 /// (`orders-1`) and on another (`payments`).
 #[tokio::test]
@@ -298,7 +301,7 @@ async fn built_in_roles_against_operations_on_allowed_and_other_topics() {
     assert_eq!(set["built_in"], false);
 
     // (operation, role -> allowed on orders-1, allowed on payments)
-    let expected: &[(&str, &[(&str, bool, bool)])] = &[
+    let expected: &[(&str, &[RoleOutcome])] = &[
         (
             "produce",
             &[
