@@ -49,6 +49,10 @@ pub async fn token(server: &Server, id: &str, secret: &str) -> String {
 struct Secured {
     server: Server,
     tokens: BTreeMap<String, String>,
+    /// Each client's secret, for fresh tokens.
+    secrets: BTreeMap<String, String>,
+    /// Holds the configuration file `with_config` wrote.
+    _config_dir: Option<tempfile::TempDir>,
 }
 
 impl Secured {
@@ -73,7 +77,27 @@ impl Secured {
         for (role, secret) in &secrets {
             tokens.insert(role.clone(), token(&server, role, secret).await);
         }
-        Secured { server, tokens }
+        Secured {
+            server,
+            tokens,
+            secrets,
+            _config_dir: None,
+        }
+    }
+
+    /// `start` with a configuration file holding `toml`.
+    async fn with_config(roles: &[&str], toml: &str) -> Secured {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("herald.toml");
+        std::fs::write(&path, toml).unwrap();
+        let mut secured = Secured::start(roles, &["--config", path.to_str().unwrap()]).await;
+        secured._config_dir = Some(dir);
+        secured
+    }
+
+    /// A new token for the client of `role`.
+    async fn fresh_token(&self, role: &str) -> String {
+        token(&self.server, role, &self.secrets[role]).await
     }
 
     fn token(&self, role: &str) -> &str {
@@ -451,4 +475,206 @@ async fn policies_are_validated() {
         .call(Method::GET, "/v1/auth/policies", Some(&admin), None)
         .await;
     assert_eq!(policy["built_in"], true, "a refused policy changes nothing");
+}
+
+/// When a token expires (`exp`, in milliseconds).
+fn expires_at_ms(token: &str) -> i64 {
+    let claims = token.split('.').nth(1).unwrap();
+    let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap();
+    claims["exp"].as_i64().unwrap() * 1000
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Sleeps until the wall clock reaches `at_ms`.
+async fn sleep_until_ms(at_ms: i64) {
+    let left = at_ms - now_ms();
+    if left > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(left as u64)).await;
+    }
+}
+
+async fn ws_with_token(server: &Server, token: &str, in_query: bool) -> common::ws::Socket {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = if in_query {
+        format!("ws://{}/v1/ws?access_token={token}", server.http_addr())
+    } else {
+        format!("ws://{}/v1/ws", server.http_addr())
+    };
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", "herald.v1".parse().unwrap());
+    if !in_query {
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    let (socket, _) = tokio::time::timeout(
+        common::ws::FRAME_DEADLINE,
+        tokio_tungstenite::connect_async(request),
+    )
+    .await
+    .expect("the handshake within the deadline")
+    .expect("the handshake succeeds");
+    socket
+}
+
+const SHORT_TOKENS: &str = "[auth]\ntoken_lifetime_ms = 4000\nclock_leeway_ms = 0\n";
+
+#[tokio::test]
+async fn a_socket_closes_when_its_token_expires_unless_renewed() {
+    use common::ws::{next_close, next_frame, send};
+    let secured = Secured::with_config(&["producer"], SHORT_TOKENS).await;
+    let server = &secured.server;
+
+    // Not renewed: closed with 4001 once the token expires, not before.
+    let first = secured.fresh_token("producer").await;
+    let mut socket = ws_with_token(server, &first, false).await;
+    let (code, reason) = next_close(&mut socket).await;
+    assert_eq!(code, 4001, "{reason}");
+    assert!(reason.contains("token expired"), "{reason}");
+    assert!(
+        now_ms() >= expires_at_ms(&first) - 50,
+        "closed before the token expired"
+    );
+    // The expired token is refused everywhere (JWT times are whole seconds: `exp` is the
+    // first second it is invalid in).
+    sleep_until_ms(expires_at_ms(&first) + 1000).await;
+    let (status, headers, body) = secured
+        .call(Method::GET, "/v1/topics/orders-1", Some(&first), None)
+        .await;
+    assert_unauthorized("expired", status, &headers, &body);
+
+    // Renewed in time: the socket outlives its first token.
+    let first = secured.fresh_token("producer").await;
+    let mut socket = ws_with_token(server, &first, true).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    let second = secured.fresh_token("producer").await;
+    assert!(expires_at_ms(&second) > expires_at_ms(&first));
+    send(
+        &mut socket,
+        json!({"op": "auth", "id": "renew", "token": second}),
+    )
+    .await;
+    let answer = next_frame(&mut socket).await;
+    assert_eq!(answer["op"], "authenticated", "{answer}");
+    assert_eq!(answer["id"], "renew");
+    assert_eq!(answer["subject"], "producer");
+    assert_eq!(answer["expires_at_ms"], expires_at_ms(&second));
+    sleep_until_ms(expires_at_ms(&first) + 300).await;
+    send(
+        &mut socket,
+        json!({"op": "publish", "id": "p", "topic": "orders-1", "messages": [{"value": 1}]}),
+    )
+    .await;
+    let answer = next_frame(&mut socket).await;
+    assert_eq!(answer["op"], "published", "{answer}");
+    // A bad token in an auth frame is refused; the socket keeps its token.
+    send(
+        &mut socket,
+        json!({"op": "auth", "id": "bad", "token": "garbage"}),
+    )
+    .await;
+    let answer = next_frame(&mut socket).await;
+    assert_eq!(answer["op"], "error", "{answer}");
+    assert_eq!(answer["error"]["code"], "unauthorized");
+    let (code, _) = next_close(&mut socket).await;
+    assert_eq!(code, 4001);
+    assert!(now_ms() >= expires_at_ms(&second) - 50);
+}
+
+#[tokio::test]
+async fn socket_ops_and_streams_need_their_rights() {
+    use common::ws::{next_frame, send};
+    let secured = Secured::start(&["viewer", "consumer"], &[]).await;
+    let server = &secured.server;
+    let mut socket = ws_with_token(server, secured.token("viewer"), false).await;
+    for (id, frame) in [
+        (
+            "p",
+            json!({"op": "publish", "id": "p", "topic": "orders-1", "messages": [{"value": 1}]}),
+        ),
+        (
+            "s",
+            json!({"op": "subscribe", "id": "s", "topic": "orders-1"}),
+        ),
+        (
+            "g",
+            json!({"op": "subscribe", "id": "g", "group": "workers", "topics": ["orders-1"]}),
+        ),
+        (
+            "q",
+            json!({"op": "subscribe", "id": "q", "subscription": "jobs"}),
+        ),
+    ] {
+        send(&mut socket, frame).await;
+        let answer = next_frame(&mut socket).await;
+        assert_eq!(answer["op"], "error", "{id}: {answer}");
+        assert_eq!(answer["id"], id);
+        assert_eq!(answer["error"]["status"], 403, "{answer}");
+        assert_eq!(answer["error"]["code"], "forbidden", "{answer}");
+    }
+    // Still open, and the consumer may subscribe.
+    let mut socket = ws_with_token(server, secured.token("consumer"), true).await;
+    send(
+        &mut socket,
+        json!({"op": "subscribe", "id": "s", "topic": "orders-1"}),
+    )
+    .await;
+    let answer = next_frame(&mut socket).await;
+    assert_eq!(answer["op"], "ok", "{answer}");
+    // A consumer may not publish.
+    send(
+        &mut socket,
+        json!({"op": "publish", "id": "p", "topic": "orders-1", "messages": [{"value": 1}]}),
+    )
+    .await;
+    let answer = next_frame(&mut socket).await;
+    assert_eq!(answer["error"]["code"], "forbidden", "{answer}");
+
+    // Server-sent event streams: checked when they open; browsers pass the token in the query.
+    for (role, expected) in [
+        ("viewer", StatusCode::FORBIDDEN),
+        ("consumer", StatusCode::OK),
+    ] {
+        let url = format!(
+            "/v1/topics/orders-1/events?access_token={}",
+            secured.token(role)
+        );
+        let response = server
+            .http_client()
+            .get(server.url(&url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), expected, "{role}");
+        let url = format!(
+            "/v1/groups/workers/events?topics=orders-1,payments&access_token={}",
+            secured.token(role)
+        );
+        let response = server
+            .http_client()
+            .get(server.url(&url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), expected, "group stream as {role}");
+    }
+    // The query token is for streams only.
+    let response = server
+        .http_client()
+        .get(server.url(&format!(
+            "/v1/topics?access_token={}",
+            secured.token("consumer")
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 }

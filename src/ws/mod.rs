@@ -106,6 +106,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn connect(
     State(state): State<WsState>,
+    State(access): State<crate::broker::auth::access::Access>,
+    principal: Option<axum::Extension<crate::broker::auth::tokens::Principal>>,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
@@ -142,7 +144,13 @@ async fn connect(
         .read_buffer_size(SOCKET_READ_BUFFER_BYTES)
         .max_message_size(max_frame_bytes)
         .max_frame_size(max_frame_bytes)
-        .on_upgrade(move |socket| connection::serve(socket, state, permit))
+        .on_upgrade(move |socket| {
+            let auth = connection::SocketAuth {
+                access,
+                principal: principal.map(|axum::Extension(principal)| principal),
+            };
+            connection::serve(socket, state, auth, permit)
+        })
 }
 
 fn offers_subprotocol(headers: &HeaderMap) -> bool {
