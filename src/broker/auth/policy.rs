@@ -19,6 +19,7 @@ use casbin::{CoreApi, DefaultModel, Enforcer, MemoryAdapter, MgmtApi};
 use crate::broker::auth::tokens::Principal;
 use crate::broker::Broker;
 use crate::domain::auth::{validate_role, PolicyRule, MAX_POLICY_RULES};
+use crate::domain::metadata::MetadataState;
 
 /// What a request does to a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -180,6 +181,9 @@ struct Compiled {
     /// The metadata's policy this was compiled from (`None`: the built-in one).
     source: Option<Vec<PolicyRule>>,
     enforcer: Enforcer,
+    /// The last metadata state found to hold `source`: while the metadata is that very state,
+    /// a check need not compare the rules (metadata states are immutable snapshots).
+    verified: ArcSwapOption<MetadataState>,
 }
 
 async fn compile(source: Option<Vec<PolicyRule>>) -> Result<Compiled, PolicyError> {
@@ -200,7 +204,11 @@ async fn compile(source: Option<Vec<PolicyRule>>) -> Result<Compiled, PolicyErro
             .await
             .map_err(error)?;
     }
-    Ok(Compiled { source, enforcer })
+    Ok(Compiled {
+        source,
+        enforcer,
+        verified: ArcSwapOption::empty(),
+    })
 }
 
 /// The authorization checks of a node; cheap to clone.
@@ -246,11 +254,18 @@ impl Authorizer {
     async fn current(&self) -> Option<Arc<Compiled>> {
         let metadata = self.broker.cluster().metadata();
         let compiled = self.compiled.load_full();
-        if let Some(compiled) = compiled
-            .as_ref()
-            .filter(|c| c.source == metadata.auth.policy)
-        {
-            return Some(compiled.clone());
+        if let Some(compiled) = compiled.as_ref() {
+            let verified = compiled.verified.load();
+            if verified
+                .as_ref()
+                .is_some_and(|state| Arc::ptr_eq(state, &metadata))
+            {
+                return Some(compiled.clone());
+            }
+            if compiled.source == metadata.auth.policy {
+                compiled.verified.store(Some(metadata.clone()));
+                return Some(compiled.clone());
+            }
         }
         let _recompiling = self.recompiling.lock().await;
         let previous = self.compiled.load_full();
