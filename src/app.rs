@@ -238,6 +238,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             external_issuers: external_issuers.clone(),
             auditing,
             quotas,
+            auth_enabled: config.auth.enabled,
+            public_metrics: config.auth.public_metrics,
         },
     );
     // In the background: a provider that is down does not hold the node's start.

@@ -114,9 +114,12 @@ struct ServeArgs {
     /// Largest request body in bytes [default: 16777216].
     #[arg(long, env = "HERALD_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
-    /// Serve a non-loopback address without authentication.
+    /// Serve a non-loopback address without TLS and authentication.
     #[arg(long, env = "HERALD_INSECURE")]
     insecure: bool,
+    /// Require a bearer token and the route's right on every client request (`[auth] enabled`).
+    #[arg(long, env = "HERALD_AUTH_ENABLED")]
+    auth: bool,
     /// Founding members of a new cluster, the same on every founding node:
     /// `1=HOST:RAFT_PORT,2=HOST:RAFT_PORT,3=...` [default: this node alone].
     #[arg(long, env = "HERALD_INITIAL_CLUSTER")]
@@ -252,6 +255,7 @@ impl ServeArgs {
             config.max_body_bytes = max_body_bytes;
         }
         config.insecure |= self.insecure;
+        config.auth.enabled |= self.auth;
         if let Some(initial_cluster) = self.initial_cluster {
             config.initial_cluster = initial_cluster;
         }

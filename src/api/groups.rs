@@ -52,9 +52,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn join_group(
     State(broker): State<Broker>,
+    caller: super::access::Caller,
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<JoinGroupRequest>,
 ) -> ApiResult<Json<MembershipDto>> {
+    for topic in &request.topics {
+        caller
+            .require(
+                crate::broker::auth::policy::Action::Consume,
+                &format!("topic:{topic}"),
+            )
+            .await?;
+    }
     let membership = broker.join_group(request.into_domain(group)).await?;
     Ok(Json(membership.into()))
 }

@@ -6,10 +6,12 @@
 //! cross-cutting layers (body limit, request deadline and concurrency cap, metrics, tracing,
 //! panic catching). `listener` bounds the open connections.
 
+pub mod access;
 pub mod asyncapi;
 pub mod audit;
 pub mod audit_layer;
 pub mod auth_clients;
+pub mod auth_policies;
 pub mod client_address;
 pub mod cluster;
 pub mod docs;
@@ -28,12 +30,14 @@ pub mod oauth;
 pub mod offsets;
 pub mod openapi_doc;
 pub mod openapi_rules;
+pub mod openapi_security;
 pub mod problem;
 pub mod producers;
 pub mod quota;
 pub mod redrive;
 pub mod request_id;
 pub mod requests;
+pub mod rights;
 pub mod shutdown;
 pub mod subscription_events;
 pub mod subscriptions;
@@ -76,6 +80,10 @@ pub struct ApiConfig {
     pub quotas: crate::broker::quota::Quotas,
     /// The external OIDC issuers whose tokens are accepted too.
     pub external_issuers: crate::broker::auth::external::ExternalIssuers,
+    /// Whether requests need a token and the right `rights` names (`[auth] enabled`).
+    pub auth_enabled: bool,
+    /// Whether `/metrics` stays public with authentication on.
+    pub public_metrics: bool,
 }
 
 /// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
@@ -89,6 +97,7 @@ pub struct AppState {
     pub auth: crate::broker::auth::service::Auth,
     /// The audit log, for refusals that are not HTTP answers (WebSocket operations).
     pub audit: crate::broker::audit::AuditLog,
+    pub access: crate::broker::auth::access::Access,
 }
 
 impl FromRef<AppState> for crate::broker::audit::AuditLog {
@@ -153,6 +162,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(oauth::router())
         .merge(auth_clients::router())
         .merge(audit::router())
+        .merge(auth_policies::router())
 }
 
 /// The full OpenAPI document of the HTTP API.
@@ -166,26 +176,40 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(broker: Broker, config: ApiConfig) -> Router {
     let (routes, mut document) = api_routes().split_for_parts();
     openapi_rules::apply(&mut document);
+    let auth = broker
+        .auth(config.tokens)
+        .with_external_issuers(config.external_issuers);
+    let access = crate::broker::auth::access::Access::new(
+        config.auth_enabled,
+        config.public_metrics,
+        auth.clone(),
+        broker.authorizer(),
+    );
     let routes = routes
         .merge(docs::router(document))
         .merge(examples::router())
+        // Quotas inside authentication, so the client is known; both inside the route layers
+        // `with_layers` adds, so refusals are counted and traced like any answer; outer layers
+        // (audit) find the principal in the response.
+        .route_layer(middleware::from_fn_with_state(
+            config.quotas,
+            quota::enforce,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            access.clone(),
+            access::enforce,
+        ))
         .with_state(AppState {
-            auth: broker
-                .auth(config.tokens)
-                .with_external_issuers(config.external_issuers),
+            auth,
+            access,
             broker,
             metrics: config.metrics,
             shutdown: config.shutdown,
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
             audit: config.auditing.log.clone(),
-        })
-        // Inside authentication, so the client is known.
-        .route_layer(middleware::from_fn_with_state(
-            config.quotas,
-            quota::enforce,
-        ));
-    // Outermost first: request id -> audit -> (authentication) -> the rest.
+        });
+    // Outermost first: request id -> audit -> authentication and rights -> quotas -> the rest.
     with_layers(routes, config.max_body_bytes, config.limits)
         .layer(middleware::from_fn_with_state(
             config.auditing,

@@ -58,6 +58,7 @@ pub fn apply(document: &mut OpenApi) {
             }
         }
     }
+    super::openapi_security::apply(document);
 }
 
 fn name_schema(pattern: &str, what: &str) -> RefOr<Schema> {
@@ -248,7 +249,7 @@ fn add_common_responses(operation: &mut Operation, node_path: bool) {
     }
 }
 
-fn problem_response(description: &str) -> RefOr<Response> {
+pub(crate) fn problem_response(description: &str) -> RefOr<Response> {
     let problem: RefOr<Schema> = RefOr::Ref(utoipa::openapi::Ref::from_schema_name("Problem"));
     ResponseBuilder::new()
         .description(description)

@@ -56,9 +56,26 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn put_subscription(
     State(broker): State<Broker>,
+    caller: super::access::Caller,
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<PutSubscriptionRequest>,
 ) -> ApiResult<(StatusCode, Json<SubscriptionDto>)> {
+    // The subscription reads its topic for its consumers.
+    caller
+        .require(
+            crate::broker::auth::policy::Action::Consume,
+            &format!("topic:{}", request.topic),
+        )
+        .await?;
+    // It writes messages that exhaust their deliveries to the dead-letter topic.
+    if let Some(dead_letter) = &request.dead_letter_policy {
+        caller
+            .require(
+                crate::broker::auth::policy::Action::Produce,
+                &format!("topic:{}", dead_letter.topic),
+            )
+            .await?;
+    }
     let (meta, outcome) = broker.queues().put(&name, request.into_domain()).await?;
     let status = match outcome {
         PutOutcome::Created => StatusCode::CREATED,

@@ -127,6 +127,11 @@ error_codes! {
     /// 429 with `Retry-After`: the client is over one of its quotas (the detail names it);
     /// nothing was done.
     QuotaExceeded = ("quota_exceeded", 429, "Quota exceeded"),
+    /// 401: authentication is on and the request has no valid bearer token (with
+    /// `WWW-Authenticate: Bearer`).
+    Unauthorized = ("unauthorized", 401, "Unauthorized"),
+    /// 403: the token is valid but none of its roles has the right the operation needs.
+    Forbidden = ("forbidden", 403, "Forbidden"),
 }
 
 impl ErrorCode {

@@ -91,7 +91,7 @@ pub struct Config {
     /// How often an idle server-sent event stream sends a `: keepalive` comment, so proxies and
     /// load balancers do not close it. At least 1000.
     pub sse_keepalive_ms: u64,
-    /// Allows binding the client API to a non-loopback address without authentication.
+    /// Allows binding the client API to a non-loopback address without TLS and authentication.
     pub insecure: bool,
     /// The most bytes of messages (encoded as stored: key, value, headers and their framing)
     /// one partition's leader holds waiting to be written, those being replicated included;
@@ -443,9 +443,11 @@ impl Config {
                     .into(),
             ));
         }
-        if !self.http_addr.ip().is_loopback() && !self.insecure {
+        let secured = self.tls.enabled() && self.auth.enabled;
+        if !self.http_addr.ip().is_loopback() && !self.insecure && !secured {
             return Err(ConfigError::Invalid(format!(
-                "refusing to serve {} without authentication: bind to 127.0.0.1, or pass --insecure to accept \
+                "refusing to serve {} without TLS and authentication: configure TLS (--tls-cert, --tls-key) \
+                 and enable authentication (--auth), bind to 127.0.0.1, or pass --insecure to accept \
                  unauthenticated clients on this address",
                 self.http_addr
             )));
@@ -701,6 +703,14 @@ mod tests {
         assert!(config.validate().is_err());
         config.insecure = true;
         config.validate().unwrap();
+        config.insecure = false;
+        config.auth.enabled = true;
+        assert!(config.validate().is_err(), "auth without TLS is not enough");
+        config.tls.cert_file = Some("cert.pem".into());
+        config.tls.key_file = Some("key.pem".into());
+        config.validate().unwrap();
+        config.auth.enabled = false;
+        assert!(config.validate().is_err(), "TLS without auth is not enough");
     }
 
     #[test]

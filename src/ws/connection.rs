@@ -12,7 +12,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::binary::{parse_binary_publish, BinaryPublish};
 use super::frames::{
-    parse_client_frame, ClientFrame, CreditFrame, FrameError, PublishFrame, ServerFrame,
+    parse_client_frame, AuthFrame, ClientFrame, CreditFrame, FrameError, PublishFrame, ServerFrame,
     UnsubscribeFrame,
 };
 use super::outbox::{outbox, Outbox, OutboxReceiver};
@@ -24,6 +24,9 @@ use crate::api::dto::produce::ProduceRequest;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
 use crate::api::quota::quota_exceeded;
+use crate::broker::auth::access::Access;
+use crate::broker::auth::policy::Action;
+use crate::broker::auth::tokens::Principal;
 use crate::broker::quota::{QuotaKey, QuotaKind};
 use crate::broker::{validate_idempotency_key, ErrorCode, Idempotence};
 use crate::domain::record::RecordValue;
@@ -35,6 +38,37 @@ pub mod close_code {
     pub const INVALID_PAYLOAD: u16 = 1007;
     pub const POLICY_VIOLATION: u16 = 1008;
     pub const TOO_BIG: u16 = 1009;
+    /// The token the socket was opened (or last `auth`ed) with expired.
+    pub const TOKEN_EXPIRED: u16 = 4001;
+}
+
+/// Who a socket speaks for: the handshake's principal, replaced by `auth` frames. With
+/// authentication off there is none and every op is allowed.
+pub struct SocketAuth {
+    pub access: Access,
+    pub principal: Option<Principal>,
+}
+
+impl SocketAuth {
+    /// How long until the principal's token expires; `None` never (authentication off).
+    fn expires_in(&self) -> Option<Duration> {
+        let expires_at_ms = self.principal.as_ref()?.expires_at_ms;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_millis() as i64)
+            .unwrap_or(0);
+        Some(Duration::from_millis(
+            expires_at_ms.saturating_sub(now_ms).max(0) as u64,
+        ))
+    }
+
+    /// Refuses an op the principal has no right to, as a 403 problem.
+    async fn require(&self, action: Action, resource: &str) -> Result<(), ApiError> {
+        self.access
+            .authorize(self.principal.as_ref(), action, resource)
+            .await
+            .map_err(|denied| ApiError::new(ErrorCode::Forbidden, denied.to_string()))
+    }
 }
 
 /// The most `publish` frames of one socket being written at once; past it the socket's
@@ -56,6 +90,7 @@ enum Ending {
 pub async fn serve(
     socket: WebSocket,
     state: WsState,
+    auth: SocketAuth,
     _permit: OwnedSemaphorePermit,
     quota_key: QuotaKey,
 ) {
@@ -67,6 +102,7 @@ pub async fn serve(
     let writer = tokio::spawn(write_frames(sink, receiver, close_receiver));
     let mut connection = Connection {
         state: state.clone(),
+        auth,
         outbox: outbox.clone(),
         subscriptions: HashMap::new(),
         publishes: Arc::new(Semaphore::new(MAX_PUBLISHES_IN_FLIGHT)),
@@ -162,6 +198,7 @@ async fn write_frames(
 
 struct Connection {
     state: WsState,
+    auth: SocketAuth,
     outbox: Outbox,
     subscriptions: HashMap<String, Running>,
     publishes: Arc<Semaphore>,
@@ -181,9 +218,21 @@ impl Connection {
         let mut last_heard = Instant::now();
         let shutdown = self.state.shutdown.clone();
         loop {
+            let token_expires_in = self.auth.expires_in();
             tokio::select! {
                 _ = shutdown.stopping() => {
                     return Ending::Close(close_code::GOING_AWAY, "server shutting down".into());
+                }
+                _ = async {
+                    match token_expires_in {
+                        Some(left) => tokio::time::sleep(left).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    return Ending::Close(
+                        close_code::TOKEN_EXPIRED,
+                        "token expired: send an auth frame with a fresh token before it does".into(),
+                    );
                 }
                 _ = self.outbox.overflowed() => {
                     return Ending::Close(
@@ -251,7 +300,15 @@ impl Connection {
             }
         };
         metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => frame.op()).increment(1);
+        if let Some((id, action, resources)) = required_rights(&frame) {
+            for resource in resources {
+                if let Err(error) = self.auth.require(action, &resource).await {
+                    return self.answer(ServerFrame::error(Some(id.into()), &error));
+                }
+            }
+        }
         match frame {
+            ClientFrame::Auth(frame) => self.reauthenticate(frame),
             ClientFrame::Publish(publish) => self.publish(publish, None, text.len()).await,
             ClientFrame::Subscribe(subscribe) => {
                 let id = subscribe.id.clone();
@@ -360,6 +417,10 @@ impl Connection {
             Ok(BinaryPublish { frame, values }) => {
                 metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "publish_binary")
                     .increment(1);
+                let resource = format!("topic:{}", frame.topic);
+                if let Err(error) = self.auth.require(Action::Produce, &resource).await {
+                    return self.answer(ServerFrame::error(Some(frame.id.into()), &error));
+                }
                 self.publish(frame, Some(values), size).await
             }
             Err(FrameError::Refused(id, error)) => {
@@ -408,6 +469,43 @@ impl Connection {
         None
     }
 
+    /// `auth`: takes a fresh token for the same client; a bad one is refused and the socket
+    /// keeps its current token (and closes when that expires).
+    fn reauthenticate(&mut self, frame: AuthFrame) -> Option<Ending> {
+        let id = frame.id.clone();
+        let refuse = |code: ErrorCode, detail: String| {
+            ServerFrame::error(id.clone().map(Into::into), &ApiError::new(code, detail))
+        };
+        match self.auth.access.authenticate(Some(&frame.token)) {
+            Ok(Some(principal)) => {
+                if let Some(current) = &self.auth.principal {
+                    if current.subject != principal.subject {
+                        return self.answer(refuse(
+                            ErrorCode::Forbidden,
+                            format!(
+                                "the socket belongs to '{}'; an auth frame renews its token, it does not change who it is",
+                                current.subject
+                            ),
+                        ));
+                    }
+                }
+                let answer = ServerFrame::Authenticated {
+                    id,
+                    subject: Some(principal.subject.clone()),
+                    expires_at_ms: Some(principal.expires_at_ms),
+                };
+                self.auth.principal = Some(principal);
+                self.answer(answer)
+            }
+            Ok(None) => self.answer(ServerFrame::Authenticated {
+                id,
+                subject: None,
+                expires_at_ms: None,
+            }),
+            Err(denied) => self.answer(refuse(ErrorCode::Unauthorized, denied.to_string())),
+        }
+    }
+
     /// Answers an error if subscription `id` already runs on this socket.
     fn id_taken(&self, id: &str) -> Option<Option<Ending>> {
         if !self.subscriptions.contains_key(id) {
@@ -451,6 +549,41 @@ impl Connection {
                 ),
             )),
         }
+    }
+}
+
+/// The rights a frame needs: the frame's id, the action, and each resource it names. Frames on
+/// a running subscription (credit, commit, ack, ...) were covered when it was subscribed.
+fn required_rights(frame: &ClientFrame) -> Option<(String, Action, Vec<String>)> {
+    match frame {
+        ClientFrame::Publish(publish) => Some((
+            publish.id.clone(),
+            Action::Produce,
+            vec![format!("topic:{}", publish.topic)],
+        )),
+        ClientFrame::Subscribe(subscribe) => Some((
+            subscribe.id.clone(),
+            Action::Consume,
+            vec![format!("topic:{}", subscribe.topic)],
+        )),
+        ClientFrame::GroupSubscribe(subscribe) => Some((
+            subscribe.id.clone(),
+            Action::Consume,
+            std::iter::once(format!("group:{}", subscribe.group))
+                .chain(
+                    subscribe
+                        .topics
+                        .iter()
+                        .map(|topic| format!("topic:{topic}")),
+                )
+                .collect(),
+        )),
+        ClientFrame::QueueSubscribe(subscribe) => Some((
+            subscribe.id.clone(),
+            Action::Consume,
+            vec![format!("subscription:{}", subscribe.subscription)],
+        )),
+        _ => None,
     }
 }
 

@@ -31,6 +31,7 @@ pub enum ClientFrame {
     Ack(SettleFrame),
     Nack(SettleFrame),
     Extend(SettleFrame),
+    Auth(AuthFrame),
 }
 
 /// What every client frame starts with. Read on its own first: message values are kept as the
@@ -53,6 +54,20 @@ pub struct UnsubscribeFrame {
     #[allow(dead_code)]
     op: String,
     pub id: String,
+}
+
+/// `auth`: a fresh token for the socket, sent before the one it was opened with expires
+/// (the socket closes with 4001 then). It must name the same client.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuthFrame {
+    #[allow(dead_code)]
+    op: String,
+    /// Echoed in the `authenticated` answer.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// An access token, as `Authorization: Bearer` takes it.
+    pub token: String,
 }
 
 /// `credit`: let subscription `id` have `messages` more in flight.
@@ -176,6 +191,14 @@ pub enum ServerFrame {
     Ok {
         id: String,
     },
+    /// An `auth` frame's token was taken: the socket now lasts until `expires_at_ms`.
+    Authenticated {
+        id: Option<String>,
+        subject: Option<String>,
+        /// When the socket closes with 4001 unless another `auth` frame comes first; null with
+        /// authentication off.
+        expires_at_ms: Option<i64>,
+    },
     Error {
         /// The `id` of the frame refused, when it had one.
         id: Option<Value>,
@@ -203,6 +226,7 @@ impl ServerFrame {
             ServerFrame::Nacked { .. } => "nacked",
             ServerFrame::Extended { .. } => "extended",
             ServerFrame::Ok { .. } => "ok",
+            ServerFrame::Authenticated { .. } => "authenticated",
             ServerFrame::Error { .. } => "error",
         }
     }
@@ -222,6 +246,7 @@ impl ClientFrame {
             ClientFrame::Extend(_) => "extend",
             ClientFrame::Unsubscribe(_) => "unsubscribe",
             ClientFrame::Credit(_) => "credit",
+            ClientFrame::Auth(_) => "auth",
         }
     }
 }
@@ -302,10 +327,13 @@ pub fn parse_client_frame(text: &str) -> Result<ClientFrame, FrameError> {
         Some("credit") => serde_json::from_str(text)
             .map(ClientFrame::Credit)
             .map_err(refuse),
+        Some("auth") => serde_json::from_str(text)
+            .map(ClientFrame::Auth)
+            .map_err(refuse),
         Some(other) => Err(FrameError::Refused(
             id,
             ApiError::invalid_request(format!(
-                "unknown op '{other}': expected publish, subscribe, unsubscribe, credit, commit, ack, nack or extend"
+                "unknown op '{other}': expected publish, subscribe, unsubscribe, credit, commit, ack, nack, extend or auth"
             )),
         )),
         None => Err(FrameError::Refused(

@@ -115,6 +115,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn connect(
     State(state): State<WsState>,
+    State(access): State<crate::broker::auth::access::Access>,
+    principal: Option<axum::Extension<crate::broker::auth::tokens::Principal>>,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
@@ -155,7 +157,11 @@ async fn connect(
         .on_upgrade(move |socket| {
             // Who the socket's frames are charged to is fixed at the handshake.
             let quota_key = crate::api::quota::quota_key(&extensions);
-            connection::serve(socket, state, permit, quota_key)
+            let auth = connection::SocketAuth {
+                access,
+                principal: principal.map(|axum::Extension(principal)| principal),
+            };
+            connection::serve(socket, state, auth, permit, quota_key)
         })
 }
 

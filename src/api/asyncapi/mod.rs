@@ -17,7 +17,9 @@ use serde_json::{json, Map, Value};
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::ToSchema;
 
-use crate::ws::frames::{CreditFrame, PublishFrame, ServerFrame, SubscribeFrame, UnsubscribeFrame};
+use crate::ws::frames::{
+    AuthFrame, CreditFrame, PublishFrame, ServerFrame, SubscribeFrame, UnsubscribeFrame,
+};
 use crate::ws::stream_frames::{
     CommitFrame, GroupSubscribeFrame, QueueSubscribeFrame, SettleFrame,
 };
@@ -113,6 +115,7 @@ fn server_frames(schemas: &mut Schemas) -> Vec<FrameKind> {
         "nacked" => "What a nack gave back, and which leases had expired",
         "extended" => "Which leases an extend pushed back, and which had expired",
         "ok" => "A subscribe, unsubscribe or commit was done",
+        "authenticated" => "An auth frame's token was taken; the socket lasts until its expiry",
         "error" => "A frame was refused (a problem object), or a subscription ended for good",
         _ => "A server frame",
     }
@@ -199,6 +202,11 @@ fn client_frames(schemas: &mut Schemas) -> Vec<FrameKind> {
             "credit",
             "Let a subscription have more messages in flight",
             schemas.payload::<CreditFrame>(Some("credit")),
+        ),
+        frame(
+            "auth",
+            "A fresh token for the socket before its token expires (close code 4001 otherwise); answered by `authenticated`",
+            schemas.payload::<AuthFrame>(Some("auth")),
         ),
     ]
 }

@@ -1,10 +1,12 @@
 //! Authentication: OAuth2 client credentials, the cluster's signing keys and its access tokens.
 //! The clients and keys live in the metadata group (`domain::auth`); this module generates,
-//! hashes, signs and validates.
+//! hashes, signs and validates; `policy` decides what a principal may do (casbin RBAC).
 
+pub mod access;
 pub mod bootstrap;
 pub mod external;
 pub mod keys;
+pub mod policy;
 pub mod secrets;
 pub mod service;
 pub mod tokens;

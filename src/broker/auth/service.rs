@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use super::external::{ExternalIssuers, ExternalTokenError};
 use super::keys::{generate_signing_key, Jwk};
+use super::policy::validate_rules;
 use super::secrets::{generate_secret, hash_secret_blocking, verify_secret_blocking};
 use super::tokens::{self, Principal, TokenSettings};
 use super::verified::{VerifiedTokens, MAX_VERIFIED_TOKENS};
 use crate::broker::{Broker, BrokerError, BrokerResult, ErrorCode};
-use crate::domain::auth::{AuthCommand, AuthOutcome, ClientRecord, SigningKeyRecord};
+use crate::domain::auth::{AuthCommand, AuthOutcome, ClientRecord, PolicyRule, SigningKeyRecord};
 use crate::domain::metadata::{MetadataCommand, MetadataOutcome};
 
 /// A client as listed: never its secret or hash.
@@ -279,6 +280,15 @@ impl Auth {
         }
         let metadata = self.broker.cluster().metadata();
         tokens::validate_cached(token, &metadata.auth, &self.settings, &self.verified)
+    }
+
+    /// Replaces the authorization policy on every node (`PUT /v1/auth/policies`).
+    pub async fn set_policy(&self, rules: Vec<PolicyRule>) -> BrokerResult<()> {
+        validate_rules(&rules).map_err(BrokerError::InvalidRequest)?;
+        match self.propose(AuthCommand::SetPolicy { rules }).await? {
+            AuthOutcome::Done => Ok(()),
+            other => Err(refusal("the policy", other)),
+        }
     }
 
     /// Every key that validates tokens, for `/oauth/jwks.json`.

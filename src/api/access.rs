@@ -1,0 +1,169 @@
+//! The authentication and authorization middleware: with `[auth] enabled`, every route but the
+//! public ones needs `Authorization: Bearer <token>` (401 `unauthorized` otherwise) and the
+//! right `api::rights` names for it (403 `forbidden`). The principal goes into the request's
+//! extensions for the handler and the layers inside, and into the response's for the layers
+//! outside (the audit log).
+//!
+//! It runs as a route layer, so the matched path template and its parameters are known.
+
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::problem::ApiError;
+use super::rights::{self, Requirement};
+use crate::broker::auth::access::{Access, Denied};
+use crate::broker::auth::policy::Action;
+use crate::broker::auth::tokens::Principal;
+use crate::broker::ErrorCode;
+
+/// The bearer token of a request: the `Authorization` header, or `?access_token=` where
+/// browsers cannot set headers (`allow_query`).
+pub fn bearer_token(
+    headers: &axum::http::HeaderMap,
+    query: Option<&str>,
+    allow_query: bool,
+) -> Option<String> {
+    if let Some(value) = headers.get(header::AUTHORIZATION) {
+        let value = value.to_str().ok()?;
+        let (scheme, token) = value.split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim().to_string());
+    }
+    if !allow_query {
+        return None;
+    }
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(key, _)| key == "access_token")
+        .map(|(_, value)| value.into_owned())
+}
+
+/// The answer to a refused request: 401 with `WWW-Authenticate`, or 403.
+pub fn refusal(denied: &Denied) -> Response {
+    match denied {
+        Denied::Forbidden { .. } => {
+            ApiError::new(ErrorCode::Forbidden, denied.to_string()).into_response()
+        }
+        Denied::NoToken | Denied::InvalidToken(_) => {
+            let mut response =
+                ApiError::new(ErrorCode::Unauthorized, denied.to_string()).into_response();
+            let challenge = match denied {
+                Denied::NoToken => r#"Bearer realm="herald""#,
+                _ => r#"Bearer realm="herald", error="invalid_token""#,
+            };
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+            response
+        }
+    }
+}
+
+/// The route layer.
+pub async fn enforce(State(access): State<Access>, request: Request, next: Next) -> Response {
+    if !access.enabled() {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let path = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(|matched| matched.as_str().to_string())
+        .unwrap_or_else(|| parts.uri.path().to_string());
+    let Some(requirement) = rights::requirement(&parts.method, &path) else {
+        tracing::error!(method = %parts.method, %path, "a route has no entry in api::rights: refused");
+        return ApiError::new(ErrorCode::Forbidden, "this route grants no rights").into_response();
+    };
+    match requirement {
+        Requirement::Public => return next.run(Request::from_parts(parts, body)).await,
+        Requirement::Metrics if access.public_metrics() => {
+            return next.run(Request::from_parts(parts, body)).await
+        }
+        _ => {}
+    }
+    let token = bearer_token(
+        &parts.headers,
+        parts.uri.query(),
+        rights::takes_query_token(&parts.method, &path),
+    );
+    let principal = match access.authenticate(token.as_deref()) {
+        Ok(Some(principal)) => principal,
+        Ok(None) => return next.run(Request::from_parts(parts, body)).await,
+        Err(denied) => return refusal(&denied),
+    };
+    let checks = match requirement {
+        Requirement::Right(action, template) => {
+            let params = RawPathParams::from_request_parts(&mut parts, &())
+                .await
+                .ok();
+            let pairs: Vec<(&str, &str)> = params.iter().flat_map(|params| params.iter()).collect();
+            let Some(resource) = rights::resource(template, pairs.iter().copied()) else {
+                return ApiError::internal(format!("route {path} lacks a parameter of {template}"))
+                    .into_response();
+            };
+            let mut checks = vec![(action, resource)];
+            checks.extend(rights::query_resources(&path, parts.uri.query()));
+            checks
+        }
+        Requirement::Metrics => vec![(Action::View, "cluster:metrics".to_string())],
+        Requirement::Authenticated | Requirement::Public => Vec::new(),
+    };
+    for (action, resource) in &checks {
+        if let Err(denied) = access.authorize(Some(&principal), *action, resource).await {
+            return with_principal(refusal(&denied), principal);
+        }
+    }
+    parts.extensions.insert(principal.clone());
+    let response = next.run(Request::from_parts(parts, body)).await;
+    with_principal(response, principal)
+}
+
+fn with_principal(mut response: Response, principal: Principal) -> Response {
+    response.extensions_mut().insert(principal);
+    response
+}
+
+impl axum::extract::FromRef<super::AppState> for Access {
+    fn from_ref(state: &super::AppState) -> Self {
+        state.access.clone()
+    }
+}
+
+/// A handler's view of who calls it, for the resources a request names in its body (the
+/// topics a group member joins for, the topic a subscription reads), which the route layer
+/// cannot see.
+pub struct Caller {
+    access: Access,
+    principal: Option<Principal>,
+}
+
+impl FromRequestParts<super::AppState> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &super::AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Caller {
+            access: state.access.clone(),
+            principal: parts.extensions.get::<Principal>().cloned(),
+        })
+    }
+}
+
+impl Caller {
+    /// Refuses (403) unless the caller may do `action` on `resource`; allows all with
+    /// authentication off.
+    pub async fn require(&self, action: Action, resource: &str) -> Result<(), ApiError> {
+        self.access
+            .authorize(self.principal.as_ref(), action, resource)
+            .await
+            .map_err(|denied| match denied {
+                Denied::Forbidden { .. } => ApiError::new(ErrorCode::Forbidden, denied.to_string()),
+                other => ApiError::new(ErrorCode::Unauthorized, other.to_string()),
+            })
+    }
+}

@@ -1,0 +1,436 @@
+//! Authorization: casbin RBAC over the replicated policy.
+//!
+//! A rule lets a role do an action on the resources a pattern matches. Resources are
+//! `kind:name` (`topic:orders`, `group:billing`, `subscription:audit`, `cluster:nodes`,
+//! `auth:clients`); a pattern is a name or a name prefix ending in one `*` (`topic:orders-*`,
+//! `group:*`), matched with casbin's `keyMatch`. A principal may act when one of its roles may;
+//! nothing is allowed that no rule allows.
+//!
+//! The compiled enforcer is read-mostly: a check loads it with one atomic read (no lock) and
+//! evaluates it; when the metadata's policy differs from the one compiled, the first check that
+//! sees it compiles the new one and swaps it in, so a policy change applies to the next request
+//! on every node.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use casbin::{CoreApi, DefaultModel, Enforcer, MemoryAdapter, MgmtApi};
+
+use crate::broker::auth::tokens::Principal;
+use crate::broker::Broker;
+use crate::domain::auth::{validate_role, PolicyRule, MAX_POLICY_RULES};
+use crate::domain::metadata::MetadataState;
+
+/// What a request does to a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Append messages (produce, requests, replies).
+    Produce,
+    /// Read messages and move a consumer's position (fetch, streams, groups, subscriptions).
+    Consume,
+    /// Create, change or delete the resource.
+    Admin,
+    /// Read its description.
+    View,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [
+        Action::Produce,
+        Action::Consume,
+        Action::Admin,
+        Action::View,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Produce => "produce",
+            Action::Consume => "consume",
+            Action::Admin => "admin",
+            Action::View => "view",
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// The kinds of resources rules name.
+pub const RESOURCE_KINDS: [&str; 6] =
+    ["topic", "group", "subscription", "cluster", "auth", "audit"];
+
+/// The longest resource (pattern) a rule or check names.
+pub const MAX_RESOURCE_CHARS: usize = 300;
+
+/// The policy every cluster has until one is set with `PUT /v1/auth/policies`.
+pub fn built_in_rules() -> Vec<PolicyRule> {
+    let rule = |role: &str, resource: &str, action: &str| PolicyRule {
+        role: role.into(),
+        resource: resource.into(),
+        action: action.into(),
+    };
+    let mut rules = vec![
+        rule("admin", "*", "*"),
+        rule("producer", "topic:*", "produce"),
+        rule("producer", "topic:*", "view"),
+        rule("producer", "cluster:producers", "produce"),
+        rule("consumer", "topic:*", "consume"),
+        rule("consumer", "topic:*", "view"),
+        rule("consumer", "group:*", "consume"),
+        rule("consumer", "group:*", "view"),
+        rule("consumer", "subscription:*", "consume"),
+        rule("consumer", "subscription:*", "view"),
+        rule("consumer", "cluster:replies", "produce"),
+    ];
+    for kind in ["topic", "group", "subscription", "cluster"] {
+        rules.push(rule("viewer", &format!("{kind}:*"), "view"));
+    }
+    rules.sort();
+    rules
+}
+
+/// Checks a resource pattern: `*`, or `kind:name` with an optional single trailing `*`.
+pub fn validate_resource_pattern(resource: &str) -> Result<(), String> {
+    if resource == "*" {
+        return Ok(());
+    }
+    if resource.len() > MAX_RESOURCE_CHARS {
+        return Err(format!(
+            "a resource has at most {MAX_RESOURCE_CHARS} characters"
+        ));
+    }
+    let Some((kind, name)) = resource.split_once(':') else {
+        return Err(format!(
+            "resource '{resource}' is not `kind:name` (kinds: {})",
+            RESOURCE_KINDS.join(", ")
+        ));
+    };
+    if !RESOURCE_KINDS.contains(&kind) {
+        return Err(format!(
+            "resource '{resource}' has an unknown kind '{kind}' (kinds: {})",
+            RESOURCE_KINDS.join(", ")
+        ));
+    }
+    let prefix = name.strip_suffix('*').unwrap_or(name);
+    if prefix.contains('*') {
+        return Err(format!(
+            "resource '{resource}': `*` may only end a pattern (a name prefix)"
+        ));
+    }
+    if name.is_empty()
+        || prefix
+            .chars()
+            .any(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/')))
+    {
+        return Err(format!(
+            "resource '{resource}': a name has letters, digits, `.`, `_`, `-`, `:` and `/` only"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a rule as `PUT /v1/auth/policies` takes it.
+pub fn validate_rule(rule: &PolicyRule) -> Result<(), String> {
+    validate_role(&rule.role)?;
+    validate_resource_pattern(&rule.resource)?;
+    if rule.action != "*" && !Action::ALL.iter().any(|a| a.as_str() == rule.action) {
+        return Err(format!(
+            "unknown action '{}' (produce, consume, admin, view or *)",
+            rule.action
+        ));
+    }
+    Ok(())
+}
+
+pub fn validate_rules(rules: &[PolicyRule]) -> Result<(), String> {
+    if rules.len() > MAX_POLICY_RULES {
+        return Err(format!(
+            "a policy holds at most {MAX_POLICY_RULES} rules, got {}",
+            rules.len()
+        ));
+    }
+    rules.iter().try_for_each(validate_rule)
+}
+
+/// Casbin's model: a request (role, resource, action) is allowed when a rule of that role
+/// matches the resource (`keyMatch`: exact, or a prefix before a trailing `*`) and names the
+/// action or `*`.
+const MODEL: &str = r#"
+[request_definition]
+r = sub, obj, act
+
+[policy_definition]
+p = sub, obj, act
+
+[policy_effect]
+e = some(where (p.eft == allow))
+
+[matchers]
+m = r.sub == p.sub && keyMatch(r.obj, p.obj) && (p.act == "*" || r.act == p.act)
+"#;
+
+#[derive(Debug, thiserror::Error)]
+#[error("compiling the authorization policy failed: {0}")]
+pub struct PolicyError(String);
+
+/// A policy compiled into a casbin enforcer, with the rules it came from.
+struct Compiled {
+    /// The metadata's policy this was compiled from (`None`: the built-in one).
+    source: Option<Vec<PolicyRule>>,
+    enforcer: Enforcer,
+    /// The last metadata state found to hold `source`: while the metadata is that very state,
+    /// a check need not compare the rules (metadata states are immutable snapshots).
+    verified: ArcSwapOption<MetadataState>,
+}
+
+async fn compile(source: Option<Vec<PolicyRule>>) -> Result<Compiled, PolicyError> {
+    let error = |error: casbin::Error| PolicyError(error.to_string());
+    let model = DefaultModel::from_str(MODEL).await.map_err(error)?;
+    let mut enforcer = Enforcer::new(model, MemoryAdapter::default())
+        .await
+        .map_err(error)?;
+    let rules = source.clone().unwrap_or_else(built_in_rules);
+    if !rules.is_empty() {
+        enforcer
+            .add_policies(
+                rules
+                    .into_iter()
+                    .map(|rule| vec![rule.role, rule.resource, rule.action])
+                    .collect(),
+            )
+            .await
+            .map_err(error)?;
+    }
+    Ok(Compiled {
+        source,
+        enforcer,
+        verified: ArcSwapOption::empty(),
+    })
+}
+
+/// The authorization checks of a node; cheap to clone.
+#[derive(Clone)]
+pub struct Authorizer {
+    broker: Broker,
+    /// Empty until the first check compiles the policy.
+    compiled: Arc<ArcSwapOption<Compiled>>,
+    /// Serialises recompilation so a policy change is compiled once, not by every request
+    /// that notices it. Checks that find the policy current never take it.
+    recompiling: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Broker {
+    /// The node's authorization checks. Make one per node: it holds the compiled policy.
+    pub fn authorizer(&self) -> Authorizer {
+        Authorizer {
+            broker: self.clone(),
+            compiled: Arc::new(ArcSwapOption::empty()),
+            recompiling: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+}
+
+impl Authorizer {
+    /// The rules in force, and whether they are the built-in ones (no policy was ever set).
+    pub fn effective_rules(&self) -> (Vec<PolicyRule>, bool) {
+        match self.broker.cluster().metadata().auth.policy.clone() {
+            Some(rules) => (rules, false),
+            None => (built_in_rules(), true),
+        }
+    }
+
+    /// Whether `principal` may do `action` on `resource` (`kind:name`).
+    pub async fn allows(&self, principal: &Principal, action: Action, resource: &str) -> bool {
+        let Some(compiled) = self.current().await else {
+            return false;
+        };
+        compiled.allows(principal, action, resource)
+    }
+
+    /// The compiled policy matching the metadata's, compiling it first when it changed.
+    async fn current(&self) -> Option<Arc<Compiled>> {
+        let metadata = self.broker.cluster().metadata();
+        let compiled = self.compiled.load_full();
+        if let Some(compiled) = compiled.as_ref() {
+            let verified = compiled.verified.load();
+            if verified
+                .as_ref()
+                .is_some_and(|state| Arc::ptr_eq(state, &metadata))
+            {
+                return Some(compiled.clone());
+            }
+            if compiled.source == metadata.auth.policy {
+                compiled.verified.store(Some(metadata.clone()));
+                return Some(compiled.clone());
+            }
+        }
+        let _recompiling = self.recompiling.lock().await;
+        let previous = self.compiled.load_full();
+        if let Some(compiled) = previous
+            .as_ref()
+            .filter(|c| c.source == metadata.auth.policy)
+        {
+            return Some(compiled.clone());
+        }
+        match compile(metadata.auth.policy.clone()).await {
+            Ok(fresh) => {
+                let fresh = Arc::new(fresh);
+                self.compiled.store(Some(fresh.clone()));
+                Some(fresh)
+            }
+            Err(error) => {
+                // Rules are validated before they are replicated, so this is a bug; keep
+                // enforcing the last policy that compiled (none: deny everything).
+                tracing::error!(%error, "keeping the previous authorization policy");
+                previous
+            }
+        }
+    }
+}
+
+impl Compiled {
+    fn allows(&self, principal: &Principal, action: Action, resource: &str) -> bool {
+        principal.roles.iter().any(|role| {
+            self.enforcer
+                .enforce((role.as_str(), resource, action.as_str()))
+                .unwrap_or_else(|error| {
+                    tracing::error!(%error, "evaluating the authorization policy failed");
+                    false
+                })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(roles: &[&str]) -> Principal {
+        Principal {
+            subject: "test".into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            expires_at_ms: i64::MAX,
+        }
+    }
+
+    async fn check(
+        source: Option<Vec<PolicyRule>>,
+        roles: &[&str],
+        action: Action,
+        resource: &str,
+    ) -> bool {
+        let compiled = compile(source).await.unwrap();
+        compiled.allows(&principal(roles), action, resource)
+    }
+
+    #[tokio::test]
+    async fn built_in_roles_have_their_documented_rights() {
+        use Action::*;
+        let cases: &[(&str, Action, &str, bool)] = &[
+            ("admin", Admin, "auth:policies", true),
+            ("admin", Produce, "topic:orders", true),
+            ("producer", Produce, "topic:orders", true),
+            ("producer", View, "topic:orders", true),
+            ("producer", Consume, "topic:orders", false),
+            ("producer", Admin, "topic:orders", false),
+            ("consumer", Consume, "topic:orders", true),
+            ("consumer", Consume, "group:billing", true),
+            ("consumer", Consume, "subscription:billing", true),
+            ("consumer", Produce, "topic:orders", false),
+            ("viewer", View, "topic:orders", true),
+            ("viewer", View, "cluster:info", true),
+            ("viewer", View, "auth:clients", false),
+            ("viewer", Consume, "topic:orders", false),
+            ("nobody", View, "topic:orders", false),
+        ];
+        for (role, action, resource, allowed) in cases {
+            assert_eq!(
+                check(None, &[role], *action, resource).await,
+                *allowed,
+                "{role} {action} {resource}"
+            );
+        }
+        assert!(check(None, &["viewer", "producer"], Action::Produce, "topic:x").await);
+    }
+
+    #[tokio::test]
+    async fn patterns_scope_rules_by_name_prefix() {
+        let rules = vec![PolicyRule {
+            role: "orders-writer".into(),
+            resource: "topic:orders-*".into(),
+            action: "produce".into(),
+        }];
+        let source = Some(rules);
+        assert!(
+            check(
+                source.clone(),
+                &["orders-writer"],
+                Action::Produce,
+                "topic:orders-eu"
+            )
+            .await
+        );
+        assert!(
+            !check(
+                source.clone(),
+                &["orders-writer"],
+                Action::Produce,
+                "topic:payments"
+            )
+            .await
+        );
+        assert!(
+            !check(
+                source.clone(),
+                &["orders-writer"],
+                Action::Produce,
+                "topic:orders"
+            )
+            .await
+        );
+        assert!(
+            !check(
+                source.clone(),
+                &["orders-writer"],
+                Action::View,
+                "topic:orders-eu"
+            )
+            .await
+        );
+        // A set policy replaces the built-in one: deny by default.
+        assert!(!check(source, &["admin"], Action::View, "topic:orders-eu").await);
+        assert!(!check(Some(vec![]), &["admin"], Action::View, "topic:x").await);
+    }
+
+    #[test]
+    fn rules_are_validated() {
+        let rule = |resource: &str, action: &str| PolicyRule {
+            role: "r".into(),
+            resource: resource.into(),
+            action: action.into(),
+        };
+        for good in [
+            rule("*", "*"),
+            rule("topic:orders-*", "produce"),
+            rule("group:*", "consume"),
+            rule("subscription:billing", "view"),
+            rule("cluster:*", "admin"),
+        ] {
+            validate_rule(&good).unwrap();
+        }
+        for bad in [
+            rule("topic:orders", "write"),
+            rule("orders", "produce"),
+            rule("queue:x", "produce"),
+            rule("topic:*-eu", "produce"),
+            rule("topic:", "produce"),
+            rule("topic:a b", "produce"),
+        ] {
+            assert!(validate_rule(&bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_rules(&built_in_rules()).is_ok());
+    }
+}

@@ -1,0 +1,134 @@
+//! A policy changed on one node of a 3-node cluster with `--auth` applies on the others: the
+//! policy is replicated through the metadata group and each node recompiles it on the first
+//! request after it changed; tokens issued by one node are valid on all.
+
+mod common;
+
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use common::cluster::TestCluster;
+use common::{poll, Server};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+async fn create_client(server: &Server, id: &str, roles: &[&str]) -> String {
+    let response = server
+        .post_json(
+            "/v1/auth/clients",
+            &json!({"client_id": id, "roles": roles}),
+        )
+        .await;
+    let (status, body) = server.json(response).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["client_secret"].as_str().unwrap().to_string()
+}
+
+async fn token(server: &Server, id: &str, secret: &str) -> String {
+    let response = server
+        .http_client()
+        .post(server.url("/oauth/token"))
+        .header(
+            "authorization",
+            format!("Basic {}", STANDARD.encode(format!("{id}:{secret}"))),
+        )
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    body["access_token"].as_str().unwrap().to_string()
+}
+
+async fn list_topics(server: &Server, token: &str) -> StatusCode {
+    server
+        .http_client()
+        .get(server.url("/v1/topics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// Waits until `GET /v1/topics` as `token` answers `expected` on every node.
+async fn wait_everywhere(cluster: &TestCluster, token: &str, expected: StatusCode) {
+    for id in 1..=3 {
+        let node = cluster.node(id);
+        poll(
+            Duration::from_secs(10),
+            Duration::from_millis(20),
+            || async {
+                match list_topics(node, token).await {
+                    status if status == expected => Ok(()),
+                    other => Err(format!("node {id} answered {other}")),
+                }
+            },
+        )
+        .await
+        .unwrap_or_else(|seen| panic!("not {expected} within 10 s: {seen}"));
+    }
+}
+
+#[tokio::test]
+async fn a_policy_change_applies_on_every_node() {
+    let mut cluster = TestCluster::start(3).await;
+    let admin_secret = create_client(cluster.node(1), "admin", &["admin"]).await;
+    let viewer_secret = create_client(cluster.node(1), "viewer", &["viewer"]).await;
+    // Every node names the cluster's address as the tokens' issuer.
+    let config = tempfile::tempdir().unwrap();
+    let path = config.path().join("herald.toml");
+    std::fs::write(&path, "[auth]\nissuer = \"https://herald.example\"\n").unwrap();
+    for id in 1..=3 {
+        cluster.node_mut(id).set_extra_args(vec![
+            "--auth".into(),
+            "--config".into(),
+            path.to_str().unwrap().into(),
+        ]);
+    }
+    cluster.restart_all(&[1, 2, 3]).await;
+
+    // Tokens from node 2 work on every node (once the signing key its first token made has
+    // reached them).
+    let admin = token(cluster.node(2), "admin", &admin_secret).await;
+    let viewer = token(cluster.node(2), "viewer", &viewer_secret).await;
+    wait_everywhere(&cluster, &viewer, StatusCode::OK).await;
+    wait_everywhere(&cluster, &admin, StatusCode::OK).await;
+
+    // Node 1 takes the viewer's right to list topics away.
+    let rules: Vec<Value> = [("admin", "*", "*"), ("viewer", "cluster:*", "view")]
+        .iter()
+        .map(|(role, resource, action)| json!({"role": role, "resource": resource, "action": action}))
+        .collect();
+    let response = cluster
+        .node(1)
+        .http_client()
+        .put(cluster.node(1).url("/v1/auth/policies"))
+        .bearer_auth(&admin)
+        .json(&json!({"rules": rules}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    wait_everywhere(&cluster, &viewer, StatusCode::FORBIDDEN).await;
+
+    // And node 3 gives it back.
+    let mut rules = rules;
+    rules.push(json!({"role": "viewer", "resource": "topic:*", "action": "view"}));
+    let response = cluster
+        .node(3)
+        .http_client()
+        .put(cluster.node(3).url("/v1/auth/policies"))
+        .bearer_auth(&admin)
+        .json(&json!({"rules": rules}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let policy: Value = response.json().await.unwrap();
+    assert_eq!(policy["rules"].as_array().unwrap().len(), 3, "{policy}");
+    wait_everywhere(&cluster, &viewer, StatusCode::OK).await;
+}
