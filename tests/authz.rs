@@ -687,3 +687,95 @@ async fn socket_ops_and_streams_need_their_rights() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// Denied requests, over REST and over a WebSocket, are in the audit log with who was refused,
+/// which right on which resource, and the request id; reading the log needs its own right.
+#[tokio::test]
+async fn denied_requests_are_audited_with_the_principal() {
+    use common::ws::{next_frame, send};
+    let secured = Secured::start(&["admin", "viewer"], &[]).await;
+    let (status, headers, _) = secured
+        .call(
+            Method::DELETE,
+            "/v1/topics/payments",
+            Some(secured.token("viewer")),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let rest_request_id = headers["x-request-id"].to_str().unwrap().to_string();
+    let mut socket = ws_with_token(&secured.server, secured.token("viewer"), false).await;
+    send(
+        &mut socket,
+        json!({"op": "publish", "id": "p", "topic": "orders-1", "messages": [{"value": 1}]}),
+    )
+    .await;
+    assert_eq!(next_frame(&mut socket).await["error"]["code"], "forbidden");
+
+    // The viewer may not read the audit log; the admin may.
+    let (status, _, _) = secured
+        .call(
+            Method::GET,
+            "/v1/audit",
+            Some(secured.token("viewer")),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let admin = secured.token("admin").to_string();
+    let events = common::poll(
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(100),
+        || {
+            let admin = admin.clone();
+            let secured = &secured;
+            async move {
+                let (status, _, page) = secured
+                    .call(
+                        Method::GET,
+                        "/v1/audit?principal=viewer&limit=1000",
+                        Some(&admin),
+                        None,
+                    )
+                    .await;
+                if status != StatusCode::OK {
+                    return Err(format!("GET /v1/audit answered {status}: {page}"));
+                }
+                let events = page["events"].as_array().cloned().unwrap_or_default();
+                if events.len() >= 3 {
+                    Ok(events)
+                } else {
+                    Err(format!("not yet three of the viewer's events: {page}"))
+                }
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| panic!("{seen}"));
+    let delete = events
+        .iter()
+        .find(|event| event["method"] == "DELETE")
+        .unwrap_or_else(|| panic!("no DELETE among {events:?}"));
+    assert_eq!(delete["allowed"], false);
+    assert_eq!(delete["status"], 403);
+    assert_eq!(delete["resource"], "topic:payments");
+    assert_eq!(delete["request_id"], rest_request_id.as_str());
+    assert_eq!(delete["roles"], json!(["viewer"]));
+    assert_eq!(delete["remote_addr"], "127.0.0.1");
+    let publish = events
+        .iter()
+        .find(|event| event["method"] == "WS")
+        .unwrap_or_else(|| panic!("no WebSocket refusal among {events:?}"));
+    assert_eq!(publish["allowed"], false);
+    assert_eq!(publish["action"], "websocket produce");
+    assert_eq!(publish["resource"], "topic:orders-1");
+    assert!(publish["reason"].as_str().is_some(), "{publish}");
+    assert!(events
+        .iter()
+        .all(|event| event["principal"] == "viewer" && event["allowed"] == false));
+    // Nothing was deleted.
+    let (status, _, _) = secured
+        .call(Method::GET, "/v1/topics/payments", Some(&admin), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}

@@ -247,6 +247,23 @@ pub async fn record(State(auditing): State<Auditing>, request: Request, next: Ne
     response
 }
 
+/// The client's address of a request (the peer's, or behind a trusted proxy the one it names),
+/// for events recorded outside this layer (refused WebSocket operations).
+pub fn remote_address(
+    auditing: &Auditing,
+    extensions: &axum::http::Extensions,
+    headers: &axum::http::HeaderMap,
+) -> Option<String> {
+    let peer = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(address)| address.ip());
+    let forwarded_for = headers
+        .get("x-forwarded-for")
+        .and_then(|value| value.to_str().ok());
+    client_address(peer, forwarded_for, &auditing.trusted_proxies)
+        .map(|address| address.to_string())
+}
+
 /// Reads a (small) answer body and puts it back; a body too large or failing is answered
 /// as it was read, without inspecting it.
 async fn read_body(response: Response) -> (Response, Option<serde_json::Value>) {

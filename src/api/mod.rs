@@ -96,13 +96,13 @@ pub struct AppState {
     pub ws: crate::ws::WsState,
     pub auth: crate::broker::auth::service::Auth,
     /// The audit log, for refusals that are not HTTP answers (WebSocket operations).
-    pub audit: crate::broker::audit::AuditLog,
+    pub auditing: audit_layer::Auditing,
     pub access: crate::broker::auth::access::Access,
 }
 
-impl FromRef<AppState> for crate::broker::audit::AuditLog {
+impl FromRef<AppState> for audit_layer::Auditing {
     fn from_ref(state: &AppState) -> Self {
-        state.audit.clone()
+        state.auditing.clone()
     }
 }
 
@@ -207,7 +207,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             shutdown: config.shutdown,
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
-            audit: config.auditing.log.clone(),
+            auditing: config.auditing.clone(),
         });
     // Outermost first: request id -> audit -> authentication and rights -> quotas -> the rest.
     with_layers(routes, config.max_body_bytes, config.limits)

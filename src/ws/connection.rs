@@ -24,6 +24,8 @@ use crate::api::dto::produce::ProduceRequest;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
 use crate::api::quota::quota_exceeded;
+use crate::broker::audit::event::ANONYMOUS;
+use crate::broker::audit::{AuditEvent, AuditLog};
 use crate::broker::auth::access::Access;
 use crate::broker::auth::policy::Action;
 use crate::broker::auth::tokens::Principal;
@@ -47,28 +49,65 @@ pub mod close_code {
 pub struct SocketAuth {
     pub access: Access,
     pub principal: Option<Principal>,
+    /// Where refused operations are recorded, with the handshake's request id and address.
+    pub audit: SocketAudit,
+}
+
+/// What an audit event of a refused WebSocket operation says besides the refusal.
+pub struct SocketAudit {
+    pub log: AuditLog,
+    pub remote_addr: Option<String>,
+    pub request_id: String,
 }
 
 impl SocketAuth {
     /// How long until the principal's token expires; `None` never (authentication off).
     fn expires_in(&self) -> Option<Duration> {
         let expires_at_ms = self.principal.as_ref()?.expires_at_ms;
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_millis() as i64)
-            .unwrap_or(0);
         Some(Duration::from_millis(
-            expires_at_ms.saturating_sub(now_ms).max(0) as u64,
+            expires_at_ms.saturating_sub(now_ms()).max(0) as u64,
         ))
     }
 
     /// Refuses an op the principal has no right to, as a 403 problem.
+    /// The refusal is audited like a 403 answer, without holding the frame up.
     async fn require(&self, action: Action, resource: &str) -> Result<(), ApiError> {
-        self.access
+        let Err(denied) = self
+            .access
             .authorize(self.principal.as_ref(), action, resource)
             .await
-            .map_err(|denied| ApiError::new(ErrorCode::Forbidden, denied.to_string()))
+        else {
+            return Ok(());
+        };
+        let reason = denied.to_string();
+        let (principal, roles) = match &self.principal {
+            Some(principal) => (principal.subject.clone(), Some(principal.roles.clone())),
+            None => (ANONYMOUS.to_string(), None),
+        };
+        self.audit.log.record(AuditEvent {
+            at_ms: now_ms(),
+            principal,
+            roles,
+            action: format!("websocket {}", action.as_str()),
+            method: "WS".into(),
+            path: "/v1/ws".into(),
+            resource: resource.to_string(),
+            allowed: false,
+            status: 403,
+            remote_addr: self.audit.remote_addr.clone(),
+            request_id: self.audit.request_id.clone(),
+            reason: Some(reason.clone()),
+            node_id: 0,
+        });
+        Err(ApiError::new(ErrorCode::Forbidden, reason))
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// The most `publish` frames of one socket being written at once; past it the socket's

@@ -116,6 +116,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn connect(
     State(state): State<WsState>,
     State(access): State<crate::broker::auth::access::Access>,
+    State(auditing): State<crate::api::audit_layer::Auditing>,
     principal: Option<axum::Extension<crate::broker::auth::tokens::Principal>>,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
@@ -146,6 +147,14 @@ async fn connect(
         )
         .into_response();
     };
+    let audit = connection::SocketAudit {
+        remote_addr: crate::api::audit_layer::remote_address(&auditing, &extensions, &headers),
+        request_id: extensions
+            .get::<crate::api::request_id::RequestId>()
+            .map(|id| id.as_str().to_string())
+            .unwrap_or_default(),
+        log: auditing.log,
+    };
     let max_frame_bytes = state.config.max_frame_bytes;
     upgrade
         .protocols([SUBPROTOCOL])
@@ -160,6 +169,7 @@ async fn connect(
             let auth = connection::SocketAuth {
                 access,
                 principal: principal.map(|axum::Extension(principal)| principal),
+                audit,
             };
             connection::serve(socket, state, auth, permit, quota_key)
         })
