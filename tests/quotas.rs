@@ -4,8 +4,8 @@
 //!
 //! Who a client is lives in one helper, [`client_as`]: anonymous clients are told apart by
 //! their source address (127.0.0.1 and 127.0.0.2), which is what quotas key them by when
-//! authentication is off. With authentication on, the same tests run with two OAuth2 clients by
-//! making `client_as` fetch a token for the id instead.
+//! authentication is off. With authentication on a client is its token's subject: the last test
+//! has two OAuth2 clients on one address, one over its own `[quotas.clients.<id>]` limit.
 
 mod common;
 
@@ -284,4 +284,82 @@ async fn server_sent_events_over_the_consume_quota_are_delayed_not_dropped() {
         took >= THROTTLED_AT_LEAST,
         "{THROTTLED_MESSAGES} events took {took:?}"
     );
+}
+
+/// With authentication on, a client is its token's subject: two OAuth2 clients on the same
+/// address have their own buckets, and `[quotas.clients.<client_id>]` gives one its own limit.
+#[tokio::test]
+async fn with_authentication_quotas_follow_the_oauth2_client_not_the_address() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("herald.toml");
+    std::fs::write(
+        &path,
+        "[quotas]\nrequests_per_sec = 1000\n[quotas.clients.billing]\nrequests_per_sec = 5\n",
+    )
+    .expect("write the config");
+    let mut server = Server::start_with(&["--config", path.to_str().expect("a UTF-8 path")]).await;
+    let mut secrets = Vec::new();
+    for id in ["billing", "analytics"] {
+        let (status, body) = server
+            .json(
+                server
+                    .post_json(
+                        "/v1/auth/clients",
+                        &json!({"client_id": id, "roles": ["viewer"]}),
+                    )
+                    .await,
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        secrets.push(body["client_secret"].as_str().unwrap().to_string());
+    }
+    server.set_extra_args(vec![
+        "--config".into(),
+        path.to_str().unwrap().into(),
+        "--auth".into(),
+    ]);
+    server.restart().await;
+    let mut tokens = Vec::new();
+    for (id, secret) in ["billing", "analytics"].iter().zip(&secrets) {
+        let (status, body) = server
+            .json(
+                server
+                    .http_client()
+                    .post(server.url("/oauth/token"))
+                    .basic_auth(id, Some(secret))
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body("grant_type=client_credentials")
+                    .send()
+                    .await
+                    .expect("POST /oauth/token"),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        tokens.push(body["access_token"].as_str().unwrap().to_string());
+    }
+    let topics = server.url("/v1/topics");
+    let get = |token: &str| {
+        server
+            .http_client()
+            .get(&topics)
+            .bearer_auth(token.to_string())
+            .send()
+    };
+    let mut refused = None;
+    for _ in 0..100 {
+        let response = get(&tokens[0]).await.expect("GET /v1/topics");
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some(response);
+            break;
+        }
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let refused = refused.expect("billing is refused within 100 requests");
+    let retry_after = expect_quota_exceeded(refused, "requests_per_sec").await;
+    assert!(retry_after >= 1);
+    // analytics, from the same address, is served: 20 requests in a row, far above billing's 5.
+    for _ in 0..20 {
+        let response = get(&tokens[1]).await.expect("GET /v1/topics");
+        assert_eq!(response.status(), StatusCode::OK);
+    }
 }
