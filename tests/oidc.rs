@@ -613,3 +613,91 @@ roles_claim = "realm_access.roles"
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"], "unsupported_grant_type", "{body}");
 }
+
+/// With `--auth`, a provider's tokens go through the same middleware as the built-in issuer's:
+/// the roles in their claim grant rights (produce with `producer`, 403 with `viewer`); after
+/// the provider rotates its key, a token with the new `kid` is accepted on its first use (the
+/// request waits for the one refetch instead of being refused); a token of a key the provider
+/// never published is refused with 401.
+#[tokio::test]
+async fn a_node_with_auth_enforces_rights_from_a_providers_tokens() {
+    let first = es256_key("es-1");
+    let provider = Provider::start(&[&first]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("herald.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[auth]
+enabled = true
+
+[[auth.external_issuers]]
+issuer = "{}"
+audience = "{AUDIENCE}"
+roles_claim = "realm_access.roles"
+jwks_min_refetch_interval_ms = 100
+"#,
+            provider.base_url
+        ),
+    )
+    .unwrap();
+    let server = Server::start_with(&["--config", config.to_str().unwrap()]).await;
+    let issuer = provider.base_url.clone();
+    let admin = sign(&first, &keycloak_claims(&issuer, "ops", &["admin"]));
+    let create = server
+        .http_client()
+        .post(server.url("/v1/topics"))
+        .bearer_auth(&admin)
+        .header("content-type", "application/json")
+        .body(json!({"name": "orders", "partitions": 1}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(create.status(), reqwest::StatusCode::CREATED);
+    let produce = |token: String| {
+        let request = server
+            .http_client()
+            .post(server.url("/v1/topics/orders/messages"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(json!({"messages": [{"value": "hi"}]}).to_string());
+        async move { request.send().await.unwrap() }
+    };
+    let producer = sign(&first, &keycloak_claims(&issuer, "svc", &["producer"]));
+    let viewer = sign(&first, &keycloak_claims(&issuer, "dash", &["viewer"]));
+    let answer = poll(DEADLINE, Duration::from_millis(100), || {
+        let producer = producer.clone();
+        let produce = &produce;
+        async move {
+            let response = produce(producer).await;
+            match response.status() {
+                reqwest::StatusCode::OK => Ok(()),
+                status => Err(format!("produce answered {status}")),
+            }
+        }
+    })
+    .await;
+    answer.unwrap_or_else(|seen| server.fail(&seen));
+    assert_eq!(
+        produce(viewer).await.status(),
+        reqwest::StatusCode::FORBIDDEN
+    );
+
+    let second = rs256_key("rsa-2");
+    provider.publish(&[&first, &second]);
+    let fetches = provider.jwks_requests();
+    let rotated = sign(&second, &keycloak_claims(&issuer, "svc", &["producer"]));
+    assert_eq!(
+        produce(rotated).await.status(),
+        reqwest::StatusCode::OK,
+        "a token of the rotated key is accepted on first use"
+    );
+    assert_eq!(provider.jwks_requests(), fetches + 1);
+
+    let stranger = es256_key("es-unpublished");
+    let forged = sign(&stranger, &keycloak_claims(&issuer, "svc", &["admin"]));
+    let response = produce(forged).await;
+    assert_eq!(response.status(), reqwest::StatusCode::UNAUTHORIZED);
+    assert!(response.headers().contains_key("www-authenticate"));
+}

@@ -89,7 +89,7 @@ pub async fn enforce(State(access): State<Access>, request: Request, next: Next)
         parts.uri.query(),
         rights::takes_query_token(&parts.method, &path),
     );
-    let principal = match access.authenticate(token.as_deref()) {
+    let principal = match access.authenticate(token.as_deref()).await {
         Ok(Some(principal)) => principal,
         Ok(None) => return next.run(Request::from_parts(parts, body)).await,
         Err(denied) => return refusal(&denied),

@@ -347,7 +347,7 @@ impl Connection {
             }
         }
         match frame {
-            ClientFrame::Auth(frame) => self.reauthenticate(frame),
+            ClientFrame::Auth(frame) => self.reauthenticate(frame).await,
             ClientFrame::Publish(publish) => self.publish(publish, None, text.len()).await,
             ClientFrame::Subscribe(subscribe) => {
                 let id = subscribe.id.clone();
@@ -510,12 +510,12 @@ impl Connection {
 
     /// `auth`: takes a fresh token for the same client; a bad one is refused and the socket
     /// keeps its current token (and closes when that expires).
-    fn reauthenticate(&mut self, frame: AuthFrame) -> Option<Ending> {
+    async fn reauthenticate(&mut self, frame: AuthFrame) -> Option<Ending> {
         let id = frame.id.clone();
         let refuse = |code: ErrorCode, detail: String| {
             ServerFrame::error(id.clone().map(Into::into), &ApiError::new(code, detail))
         };
-        match self.auth.access.authenticate(Some(&frame.token)) {
+        match self.auth.access.authenticate(Some(&frame.token)).await {
             Ok(Some(principal)) => {
                 if let Some(current) = &self.auth.principal {
                     if current.subject != principal.subject {

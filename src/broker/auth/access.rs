@@ -57,14 +57,17 @@ impl Access {
         &self.authorizer
     }
 
-    /// Who a request's bearer token speaks for; `None` with authentication off.
-    pub fn authenticate(&self, token: Option<&str>) -> Result<Option<Principal>, Denied> {
+    /// Who a request's bearer token speaks for; `None` with authentication off. A token of an
+    /// external issuer naming a key not fetched yet (the provider rotated) waits for the one
+    /// shared, rate-limited refetch rather than being refused.
+    pub async fn authenticate(&self, token: Option<&str>) -> Result<Option<Principal>, Denied> {
         if !self.enabled {
             return Ok(None);
         }
         let token = token.ok_or(Denied::NoToken)?;
         self.auth
-            .validate(token)
+            .authenticate(token)
+            .await
             .map(Some)
             .map_err(|error| Denied::InvalidToken(error.to_string()))
     }
