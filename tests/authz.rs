@@ -779,3 +779,34 @@ async fn denied_requests_are_audited_with_the_principal() {
         .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// An event stream opened with a token ends with a `token_expired` event when the token
+/// expires (not before), so a stream never outlives its credentials.
+#[tokio::test]
+async fn an_event_stream_ends_when_its_token_expires() {
+    let secured = Secured::with_config(&["consumer"], SHORT_TOKENS).await;
+    let server = &secured.server;
+    let token = secured.fresh_token("consumer").await;
+    let mut stream = common::sse::open(
+        &server.base_url(),
+        &format!("/v1/topics/orders-1/events?access_token={token}"),
+        None,
+    )
+    .await;
+    let last = loop {
+        match stream.next().await {
+            Some(event) if event.event == "token_expired" => break event,
+            Some(_) => continue,
+            None => panic!("the stream ended without a token_expired event"),
+        }
+    };
+    assert!(
+        now_ms() >= expires_at_ms(&token) - 50,
+        "ended before the token expired"
+    );
+    assert_eq!(last.message()["code"], "unauthorized", "{}", last.data);
+    assert!(
+        stream.next().await.is_none(),
+        "nothing follows token_expired"
+    );
+}

@@ -90,8 +90,9 @@ impl EventStreams {
         source: S,
         shutdown: Shutdown,
         open: OpenStream,
+        expiry: TokenExpiry,
     ) -> Response {
-        let sse = Sse::new(live_events(source, shutdown, open)).keep_alive(
+        let sse = Sse::new(live_events(source, shutdown, open, expiry)).keep_alive(
             KeepAlive::new()
                 .interval(self.limits.keepalive)
                 .text("keepalive"),
@@ -99,6 +100,54 @@ impl EventStreams {
         // nginx buffers proxied answers by default, which would hold events back.
         ([("x-accel-buffering", "no")], sse).into_response()
     }
+}
+
+/// When the token a stream was opened with expires (none with authentication off): the stream
+/// then ends with a `token_expired` event, and the client reconnects with a fresh token (and
+/// `Last-Event-ID`, so nothing is missed).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokenExpiry(Option<i64>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TokenExpiry {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(TokenExpiry(
+            parts
+                .extensions
+                .get::<crate::broker::auth::tokens::Principal>()
+                .map(|principal| principal.expires_at_ms),
+        ))
+    }
+}
+
+impl TokenExpiry {
+    /// Resolves when the token expires; never without one.
+    async fn reached(self) {
+        let Some(expires_at_ms) = self.0 else {
+            return std::future::pending().await;
+        };
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_millis() as i64)
+            .unwrap_or(0);
+        let left = expires_at_ms.saturating_sub(now_ms).max(0) as u64;
+        tokio::time::sleep(std::time::Duration::from_millis(left)).await;
+    }
+}
+
+/// The last event of a stream whose token expired.
+fn token_expired_event() -> Event {
+    let data = serde_json::json!({
+        "code": crate::broker::ErrorCode::Unauthorized.as_str(),
+        "detail": "the token this stream was opened with expired; reconnect with a new one (and Last-Event-ID)",
+    });
+    Event::default()
+        .event("token_expired")
+        .data(data.to_string())
 }
 
 /// What a server-sent event stream sends: a topic's tail, a group member, a queue
@@ -186,12 +235,13 @@ async fn events(
     ApiPath(topic): ApiPath<String>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
+    expiry: TokenExpiry,
 ) -> Result<Response, ApiError> {
     check_topic_name(&topic, true)?;
     let from = start_from(&headers, &query)?;
     let open = streams.open()?;
     let tail = broker.open_tail(&topic, query.partition, from).await?;
-    Ok(streams.respond(TopicEvents(tail), shutdown, open))
+    Ok(streams.respond(TopicEvents(tail), shutdown, open, expiry))
 }
 
 /// `Last-Event-ID` (a resume token) if sent and not empty, else `from` (default `latest`).
@@ -242,6 +292,7 @@ impl EventSource for TopicEvents {
 struct StreamState<S> {
     source: S,
     shutdown: Shutdown,
+    expiry: TokenExpiry,
     pending: VecDeque<Event>,
     ended: bool,
     _open: OpenStream,
@@ -252,10 +303,12 @@ fn live_events<S: EventSource>(
     source: S,
     shutdown: Shutdown,
     open: OpenStream,
+    expiry: TokenExpiry,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let state = StreamState {
         source,
         shutdown,
+        expiry,
         pending: VecDeque::new(),
         ended: false,
         _open: open,
@@ -273,6 +326,10 @@ fn live_events<S: EventSource>(
                 () = state.shutdown.stopping() => {
                     state.ended = true;
                     state.pending.push_back(state.source.shutdown_event());
+                }
+                () = state.expiry.reached() => {
+                    state.ended = true;
+                    state.pending.push_back(token_expired_event());
                 }
                 (events, last) = state.source.next_events() => {
                     state.ended = last;

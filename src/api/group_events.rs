@@ -88,6 +88,7 @@ async fn group_events(
     State(shutdown): State<Shutdown>,
     ApiPath(group): ApiPath<String>,
     ApiQuery(query): ApiQuery<GroupEventsQuery>,
+    expiry: super::events::TokenExpiry,
 ) -> Result<Response, ApiError> {
     let topics: Vec<String> = query
         .topics
@@ -109,7 +110,7 @@ async fn group_events(
     let member = broker
         .join_stream(request, query.auto_commit.unwrap_or(false))
         .await?;
-    Ok(streams.respond(MemberEvents(member), shutdown, open))
+    Ok(streams.respond(MemberEvents(member), shutdown, open, expiry))
 }
 
 struct MemberEvents(MemberStream);
