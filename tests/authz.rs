@@ -8,50 +8,12 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use common::auth::{create_client, token};
 use common::Server;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-
-pub async fn create_client(server: &Server, id: &str, roles: &[&str]) -> String {
-    let response = server
-        .post_json(
-            "/v1/auth/clients",
-            &json!({"client_id": id, "roles": roles}),
-        )
-        .await;
-    let (status, body) = server.json(response).await;
-    if status == StatusCode::CONFLICT && id == "admin" && roles == ["admin"] {
-        // The bootstrap admin the node made on its first start: take it over with a new secret.
-        let response = server
-            .post_json("/v1/auth/clients/admin/secret", &json!({}))
-            .await;
-        let (status, body) = server.json(response).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        return body["client_secret"].as_str().unwrap().to_string();
-    }
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body["client_secret"].as_str().unwrap().to_string()
-}
-
-pub async fn token(server: &Server, id: &str, secret: &str) -> String {
-    let response = server
-        .http_client()
-        .post(server.url("/oauth/token"))
-        .header(
-            "authorization",
-            format!("Basic {}", STANDARD.encode(format!("{id}:{secret}"))),
-        )
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("grant_type=client_credentials")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let body: Value = response.json().await.unwrap();
-    body["access_token"].as_str().unwrap().to_string()
-}
 
 /// A node with authentication on, the topics `orders-1` and `payments`, and one client per
 /// role named after it (its token in `tokens`).

@@ -5,41 +5,12 @@
 
 mod common;
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use common::auth::{create_client, token_by_basic};
 use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-async fn create_client(server: &Server, id: &str, roles: &[&str]) -> String {
-    let response = server
-        .post_json(
-            "/v1/auth/clients",
-            &json!({"client_id": id, "roles": roles}),
-        )
-        .await;
-    let (status, body) = server.json(response).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    assert_eq!(body["client_id"], id);
-    body["client_secret"].as_str().unwrap().to_string()
-}
-
-async fn token_by_basic(server: &Server, id: &str, secret: &str) -> (StatusCode, Value) {
-    let response = server
-        .http_client()
-        .post(server.url("/oauth/token"))
-        .header(
-            "authorization",
-            format!("Basic {}", STANDARD.encode(format!("{id}:{secret}"))),
-        )
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("grant_type=client_credentials")
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap())
-}
 
 fn token_header(token: &str) -> Value {
     let header = token.split('.').next().unwrap();

@@ -26,6 +26,7 @@
 
 #![allow(dead_code)]
 
+pub mod auth;
 pub mod book;
 pub mod cluster;
 mod cluster_leaders;
