@@ -41,12 +41,22 @@ impl MetadataReplica {
         let groups = applier.groups();
         let (raft, leader_wait) =
             start_raft(context, METADATA_GROUP, applier, Default::default()).await?;
+        // Read before the group is registered, so no peer's message can have reached it: what
+        // this node's disk held. A founder slower to start than its peers may be initialized by
+        // the first leader's replication before its own `initialize`, and is still the founder.
+        let fresh = !raft
+            .is_initialized()
+            .await
+            .map_err(|fatal| RaftLayerError::Fatal {
+                group: METADATA_GROUP,
+                reason: fatal.to_string(),
+            })?;
         context
             .registry
             .insert(METADATA_GROUP, RegisteredGroup::Metadata(raft.clone()));
         let preferred_founder = matches!(bootstrap, Bootstrap::Initialize { campaign: true, .. });
-        let founded_here =
-            bootstrap_raft(&raft, METADATA_GROUP, &bootstrap).await? && preferred_founder;
+        bootstrap_raft(&raft, METADATA_GROUP, &bootstrap).await?;
+        let founded_here = fresh && preferred_founder;
         Ok(MetadataReplica {
             node_id: context.node_id,
             raft,
@@ -59,8 +69,9 @@ impl MetadataReplica {
         })
     }
 
-    /// Whether this start founded the cluster: this node initialized the metadata group just
-    /// now, as its preferred first leader. True on exactly one node of a new cluster, once.
+    /// Whether this start founded the cluster: this node is the metadata group's preferred
+    /// first leader and its disk held no metadata group when it started. True on exactly one
+    /// node of a new cluster, once.
     pub fn founded_here(&self) -> bool {
         self.founded_here
     }
