@@ -686,6 +686,10 @@ jwks_min_refetch_interval_ms = 100
 
     let second = rs256_key("rsa-2");
     provider.publish(&[&first, &second]);
+    // Unknown keys refetch at most once per `jwks_min_refetch_interval_ms` (100 ms here), and
+    // the node's start may have fetched just now: let that interval pass (a rule about time, not
+    // an event to wait for), so the rotated token's refetch is allowed.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let fetches = provider.jwks_requests();
     let rotated = sign(&second, &keycloak_claims(&issuer, "svc", &["producer"]));
     assert_eq!(
