@@ -525,9 +525,21 @@ async fn a_socket_closes_when_its_token_expires_unless_renewed() {
     // Renewed in time: the socket outlives its first token.
     let first = secured.fresh_token("producer").await;
     let mut socket = ws_with_token(server, &first, true).await;
-    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
-    let second = secured.fresh_token("producer").await;
-    assert!(expires_at_ms(&second) > expires_at_ms(&first));
+    // A token that lasts longer: JWT times are whole seconds, so one issued in a later second.
+    let second = common::poll(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(100),
+        || async {
+            let second = secured.fresh_token("producer").await;
+            if expires_at_ms(&second) > expires_at_ms(&first) {
+                Ok(second)
+            } else {
+                Err("no later-expiring token yet".to_string())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| panic!("{seen}"));
     send(
         &mut socket,
         json!({"op": "auth", "id": "renew", "token": second}),
