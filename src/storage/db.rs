@@ -2,13 +2,14 @@
 //! runtime (`spawn_blocking`), except `sync_then`, which only enqueues.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rocksdb::{
     ColumnFamilyDescriptor, Direction, IteratorMode, Options, ReadOptions, WriteBatch,
-    WriteOptions, DB,
+    WriteBufferManager, WriteOptions, DB,
 };
 
+use super::log_layout;
 use super::syncer::{SyncCallback, Syncer};
 use super::write_set::WriteOp;
 use super::{Cf, StorageError, WriteSet};
@@ -24,6 +25,10 @@ pub struct StoreOptions {
     pub log_write_buffer_bytes: usize,
     /// Block cache for reads, shared by all column families.
     pub block_cache_bytes: usize,
+    /// The most memory all memtables together may take. Past it a write waits for a flush
+    /// to give memory back: a disk slower than the producers makes them wait, and the heap does
+    /// not grow.
+    pub memtable_bytes: usize,
 }
 
 impl StoreOptions {
@@ -32,6 +37,7 @@ impl StoreOptions {
             path: path.into(),
             log_write_buffer_bytes: 64 << 20,
             block_cache_bytes: 256 << 20,
+            memtable_bytes: 256 << 20,
         }
     }
 }
@@ -42,6 +48,20 @@ pub struct Store {
     // Field order matters: the database reference goes first, then the syncer is joined.
     db: Arc<DB>,
     syncer: Arc<Syncer>,
+    memtables: WriteBufferManager,
+    block_cache: rocksdb::Cache,
+    /// How many `compact_range` calls on the log run with blob garbage collection turned on:
+    /// the last one to finish turns it off again.
+    log_compactions: Arc<Mutex<usize>>,
+}
+
+/// What the store holds in memory now, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// Every column family's memtables, as the write buffer manager counts them.
+    pub memtables: usize,
+    /// Blocks in the block cache.
+    pub block_cache: usize,
 }
 
 impl Store {
@@ -54,6 +74,8 @@ impl Store {
         db_options.set_max_background_jobs(2);
         db_options.set_keep_log_file_num(4);
         db_options.set_max_total_wal_size(512 << 20);
+        let memtables = WriteBufferManager::new_write_buffer_manager(options.memtable_bytes, true);
+        log_layout::db_options(&mut db_options, &memtables);
         let cache = rocksdb::Cache::new_lru_cache(options.block_cache_bytes);
         let descriptors = Cf::ALL.iter().map(|cf| {
             let mut cf_options = Options::default();
@@ -61,12 +83,11 @@ impl Store {
             table.set_block_cache(&cache);
             match cf {
                 Cf::RaftLog => {
-                    cf_options.set_write_buffer_size(options.log_write_buffer_bytes);
-                    cf_options.set_max_write_buffer_number(4);
-                    // Batches are compressed per topic already; compressing SSTs again would
-                    // spend CPU for little.
-                    cf_options.set_compression_type(rocksdb::DBCompressionType::None);
-                    table.set_block_size(64 << 10);
+                    log_layout::raft_log_options(
+                        &mut cf_options,
+                        &mut table,
+                        options.log_write_buffer_bytes,
+                    );
                 }
                 _ => {
                     cf_options.set_compression_type(rocksdb::DBCompressionType::Lz4);
@@ -81,7 +102,21 @@ impl Store {
             descriptors,
         )?);
         let syncer = Arc::new(Syncer::start(&db)?);
-        Ok(Store { db, syncer })
+        Ok(Store {
+            db,
+            syncer,
+            memtables,
+            block_cache: cache,
+            log_compactions: Arc::new(Mutex::new(0)),
+        })
+    }
+
+    /// What the memtables and the block cache hold now.
+    pub fn memory_usage(&self) -> MemoryUsage {
+        MemoryUsage {
+            memtables: self.memtables.get_usage(),
+            block_cache: self.block_cache.get_usage(),
+        }
     }
 
     fn handle(&self, cf: Cf) -> Result<&rocksdb::ColumnFamily, StorageError> {
@@ -215,10 +250,40 @@ impl Store {
         Ok(None)
     }
 
-    /// Asks RocksDB to compact a key range, so deleted data gives its disk space back.
+    /// Asks RocksDB to compact a key range, so deleted data gives its disk space back. On the
+    /// log, the blob files the range's batches live in are garbage collected too (see
+    /// `log_layout`): live batches sharing a file with deleted ones are moved out, so the file
+    /// goes.
     pub fn compact_range(&self, cf: Cf, from: &[u8], to: &[u8]) -> Result<(), StorageError> {
-        self.db
-            .compact_range_cf(self.handle(cf)?, Some(from), Some(to));
+        let handle = self.handle(cf)?;
+        if cf != Cf::RaftLog {
+            self.db.compact_range_cf(handle, Some(from), Some(to));
+            return Ok(());
+        }
+        self.set_log_blob_gc(true)?;
+        self.db.compact_range_cf(handle, Some(from), Some(to));
+        self.set_log_blob_gc(false)
+    }
+
+    /// Turns the log's blob garbage collection on for one more caller, or off for one fewer
+    /// (really off when none is left).
+    fn set_log_blob_gc(&self, enable: bool) -> Result<(), StorageError> {
+        let mut running = self
+            .log_compactions
+            .lock()
+            .map_err(|_| StorageError::Corrupt("the log compaction counter is poisoned".into()))?;
+        let was = *running;
+        *running = if enable {
+            was + 1
+        } else {
+            was.saturating_sub(1)
+        };
+        if (enable && was == 0) || (!enable && *running == 0) {
+            self.db.set_options_cf(
+                self.handle(Cf::RaftLog)?,
+                &log_layout::blob_gc_options(enable),
+            )?;
+        }
         Ok(())
     }
 
@@ -293,6 +358,152 @@ mod tests {
             )
             .unwrap();
         assert_eq!(count, writers * writes_each);
+    }
+
+    /// Bytes of the blob files in `dir`: where the log's batches live.
+    fn blob_bytes(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "blob"))
+            .map(|entry| entry.metadata().unwrap().len())
+            .sum()
+    }
+
+    #[test]
+    fn memtables_stay_within_their_budget_while_writers_flood_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = StoreOptions::new(dir.path());
+        // One log memtable alone could hold 8 MiB; the budget for all of them is 2 MiB.
+        options.log_write_buffer_bytes = 8 << 20;
+        options.memtable_bytes = 2 << 20;
+        let store = Store::open(&options).unwrap();
+        let (writers, writes_each, value_bytes) = (4u64, 256u64, 64usize << 10);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let (store, stop) = (store.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut peak = 0;
+                for _ in 0..1_000_000 {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    peak = peak.max(store.memory_usage().memtables);
+                    thread::sleep(std::time::Duration::from_micros(200));
+                }
+                peak
+            })
+        };
+        let handles: Vec<_> = (0..writers)
+            .map(|writer| {
+                let store = store.clone();
+                thread::spawn(move || {
+                    for index in 0..writes_each {
+                        let mut set = WriteSet::new();
+                        set.put(
+                            Cf::RaftLog,
+                            keys::group_u64(writer, index).to_vec(),
+                            vec![writer as u8; value_bytes],
+                        );
+                        store.write(set, false).unwrap();
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .for_each(|handle| handle.join().unwrap());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let peak = sampler.join().unwrap();
+        let written = (writers * writes_each) as usize * value_bytes;
+        assert_eq!(written, 64 << 20);
+        // Writers waited for flushes: the memtables never held much more than the budget
+        // (a write in progress and the arena's block rounding may overshoot it a little).
+        assert!(
+            peak <= 4 << 20,
+            "memtables peaked at {peak} bytes with a budget of {} while {written} bytes were written",
+            options.memtable_bytes
+        );
+        assert!(peak > 0);
+        // Nothing was lost to the waiting.
+        for writer in 0..writers {
+            let last = store
+                .last_in_range(
+                    Cf::RaftLog,
+                    &keys::group_start(writer),
+                    &keys::group_end(writer),
+                )
+                .unwrap()
+                .unwrap();
+            assert_eq!(last.0, keys::group_u64(writer, writes_each - 1).to_vec());
+            assert_eq!(last.1.len(), value_bytes);
+        }
+    }
+
+    #[test]
+    fn batches_go_to_blob_files_and_a_compacted_trimmed_prefix_frees_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&StoreOptions::new(dir.path())).unwrap();
+        let entry = |group: u64, index: u64| {
+            let mut set = WriteSet::new();
+            set.put(
+                Cf::RaftLog,
+                keys::group_u64(group, index).to_vec(),
+                vec![index as u8; 100 << 10],
+            );
+            store.write(set, false).unwrap();
+        };
+        // Two partitions whose batches share the blob files of every flush.
+        for index in 0..100 {
+            entry(1, index);
+            entry(2, index);
+        }
+        store.flush().unwrap();
+        let full = blob_bytes(dir.path());
+        assert!(
+            full >= 200 * (100 << 10),
+            "batches are in blob files: {full} bytes"
+        );
+        for index in 100..120 {
+            entry(1, index);
+        }
+        store.flush().unwrap();
+
+        // Partition 1 trims its first 100 entries, as retention does.
+        let mut set = WriteSet::new();
+        set.delete_range(
+            Cf::RaftLog,
+            keys::group_u64(1, 0).to_vec(),
+            keys::group_u64(1, 100).to_vec(),
+        );
+        store.write(set, false).unwrap();
+        store.flush().unwrap();
+        store
+            .compact_range(
+                Cf::RaftLog,
+                &keys::group_u64(1, 0),
+                &keys::group_u64(1, 100),
+            )
+            .unwrap();
+        let after = blob_bytes(dir.path());
+        let live = 120 * (100 << 10);
+        assert!(
+            after < full && after <= live + live / 10,
+            "{after} bytes of blob files after trimming ({full} before, {live} live)"
+        );
+        // What was kept reads back whole; what was trimmed is gone.
+        assert_eq!(
+            store.get(Cf::RaftLog, &keys::group_u64(2, 7)).unwrap(),
+            Some(vec![7u8; 100 << 10])
+        );
+        assert_eq!(
+            store.get(Cf::RaftLog, &keys::group_u64(1, 119)).unwrap(),
+            Some(vec![119u8; 100 << 10])
+        );
+        assert_eq!(
+            store.get(Cf::RaftLog, &keys::group_u64(1, 7)).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -8,11 +8,13 @@
 mod db;
 mod error;
 pub mod keys;
+mod log_layout;
 mod syncer;
 mod write_set;
 
-pub use db::{Store, StoreOptions};
+pub use db::{MemoryUsage, Store, StoreOptions};
 pub use error::StorageError;
+pub use log_layout::LOG_BLOB_MIN_BYTES;
 pub use write_set::WriteSet;
 
 /// The column families, one per purpose.
