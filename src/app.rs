@@ -170,6 +170,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             produce_timeout: Duration::from_millis(config.produce_timeout_ms),
             max_unacknowledged_produces: config.max_unacknowledged_produces,
             max_queued_bytes_per_partition: config.max_queued_bytes_per_partition,
+            max_in_flight_produce_bytes: config.storage.produce_in_flight_bytes(),
             groups: GroupOptions {
                 min_session_timeout: Duration::from_millis(config.groups.min_session_timeout_ms),
                 max_session_timeout: Duration::from_millis(config.groups.max_session_timeout_ms),
@@ -299,6 +300,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
     let mut options = StoreOptions::new(&config.data_dir);
     options.block_cache_bytes = config.storage.block_cache_bytes;
     options.log_write_buffer_bytes = config.storage.log_write_buffer_bytes;
+    options.memtable_bytes = config.storage.memtable_bytes;
     let node_id = config.node_id;
     let data_dir = config.data_dir.clone();
     tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {

@@ -164,6 +164,10 @@ struct ServeArgs {
     /// `overloaded` [default: 67108864].
     #[arg(long, env = "HERALD_MAX_QUEUED_BYTES_PER_PARTITION")]
     max_queued_bytes_per_partition: Option<usize>,
+    /// The node's memory budget in bytes: block cache + memtables + in-flight produce bytes +
+    /// a 128 MiB reserve; startup refuses one smaller than its parts [default: 1073741824].
+    #[arg(long, env = "HERALD_MEMORY_BUDGET_BYTES")]
+    memory_budget_bytes: Option<usize>,
     /// How often retention (time and size) is checked, in ms [default: 300000].
     #[arg(long, env = "HERALD_RETENTION_CHECK_INTERVAL_MS")]
     retention_check_interval_ms: Option<u64>,
@@ -295,6 +299,9 @@ impl ServeArgs {
         }
         if let Some(bytes) = self.max_queued_bytes_per_partition {
             config.max_queued_bytes_per_partition = bytes;
+        }
+        if let Some(bytes) = self.memory_budget_bytes {
+            config.storage.memory_budget_bytes = bytes;
         }
         if let Some(interval) = self.retention_check_interval_ms {
             config.retention_check_interval_ms = interval;

@@ -14,6 +14,7 @@ pub(crate) mod fetch;
 mod forward;
 mod forward_wire;
 mod groups;
+mod memory;
 mod produce;
 pub mod queue;
 pub mod quota;
@@ -57,6 +58,10 @@ pub struct BrokerOptions {
     /// The most bytes of records (encoded) one partition's appender holds, waiting or being
     /// proposed; past it a produce to the partition answers 503 `overloaded`.
     pub max_queued_bytes_per_partition: usize,
+    /// The most bytes of records (encoded) all produce requests on the node hold while they
+    /// are written: the in-flight share of `storage.memory_budget_bytes`; past it a produce
+    /// answers 503 `overloaded`.
+    pub max_in_flight_produce_bytes: usize,
     /// Consumer group limits.
     pub groups: GroupOptions,
     /// Request/reply limits.
@@ -71,6 +76,7 @@ impl Default for BrokerOptions {
             produce_timeout: Duration::from_secs(30),
             max_unacknowledged_produces: 1024,
             max_queued_bytes_per_partition: 64 << 20,
+            max_in_flight_produce_bytes: 384 << 20,
             groups: GroupOptions::default(),
             requests: requests::RequestOptions::default(),
         }
@@ -108,6 +114,8 @@ struct BrokerInner {
     unacknowledged: Arc<Semaphore>,
     /// Merges concurrent produce requests per partition into shared raft entries.
     appenders: appender::Appenders,
+    /// The records produce requests hold on this node, against the memory budget.
+    produce_memory: Arc<memory::ProduceMemory>,
     /// The requests waiting here for a reply.
     requests: requests::RequestReply,
     /// The queue streams on this node, by the leases they hold.
@@ -120,6 +128,7 @@ impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
         let unacknowledged = Arc::new(Semaphore::new(options.max_unacknowledged_produces));
         let appenders = appender::Appenders::new(options.max_queued_bytes_per_partition);
+        let produce_memory = memory::ProduceMemory::new(options.max_in_flight_produce_bytes);
         let requests = requests::RequestReply::new(cluster.node_id(), &options.requests);
         Broker {
             inner: Arc::new(BrokerInner {
@@ -130,6 +139,7 @@ impl Broker {
                 round_robin: AtomicU64::new(0),
                 unacknowledged,
                 appenders,
+                produce_memory,
                 tail_hub: stream::TailHub::default(),
             }),
         }

@@ -10,10 +10,12 @@ use serde::Deserialize;
 mod audit;
 mod auth;
 mod quotas;
+mod storage;
 mod tls;
 pub use audit::AuditConfig;
 pub use auth::{AuthConfig, ExternalIssuerConfig};
 pub use quotas::{ClientQuota, QuotasConfig};
+pub use storage::StorageConfig;
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
@@ -154,16 +156,6 @@ pub struct RaftConfig {
     pub election_timeout_max_ms: u64,
 }
 
-/// RocksDB sizing.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct StorageConfig {
-    /// Block cache shared by all column families, in bytes.
-    pub block_cache_bytes: usize,
-    /// Memtable size of the raft log (where produced data lands first), in bytes.
-    pub log_write_buffer_bytes: usize,
-}
-
 /// Consumer group limits (`[groups]`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -273,15 +265,6 @@ impl Default for RaftConfig {
             heartbeat_interval_ms: 500,
             election_timeout_min_ms: 1500,
             election_timeout_max_ms: 2500,
-        }
-    }
-}
-
-impl Default for StorageConfig {
-    fn default() -> Self {
-        StorageConfig {
-            block_cache_bytes: 256 << 20,
-            log_write_buffer_bytes: 64 << 20,
         }
     }
 }
@@ -402,6 +385,7 @@ impl Config {
                     .into(),
             ));
         }
+        self.storage.validate(self.max_body_bytes)?;
         self.tls.validate()?;
         self.auth.validate()?;
         self.audit.validate()?;

@@ -100,6 +100,7 @@ impl Broker {
         // Validate everything before writing anything: a bad message fails the whole request.
         let mut batches: Vec<Option<PartitionBatch>> = (0..partition_count).map(|_| None).collect();
         let mut placements = Vec::with_capacity(messages.len());
+        let mut record_bytes = 0usize;
         for (position, message) in messages.into_iter().enumerate() {
             let partition = match (message.partition, &message.key) {
                 (Some(partition), _) if partition < partition_count => partition,
@@ -159,10 +160,14 @@ impl Broker {
                     max: max_bytes,
                 });
             }
+            record_bytes += size;
             placements.push((partition, batch.records.len() as u64));
             batch.records.push(record);
         }
 
+        // Held until the request is answered (or, with acks=none, written): the records live
+        // in the appenders' queues and raft entries until then.
+        let reservation = self.inner.produce_memory.reserve(record_bytes)?;
         let batches: Vec<PartitionBatch> = batches.into_iter().flatten().collect();
         if idempotence.producer.is_some() && batches.len() > 1 {
             let partitions: Vec<u32> = batches.iter().map(|batch| batch.partition).collect();
@@ -249,7 +254,7 @@ impl Broker {
                 .await
                 .map_err(|_| BrokerError::Unavailable("the broker is shutting down".into()))?;
             tokio::spawn(async move {
-                let _permit = permit;
+                let (_permit, _reservation) = (permit, reservation);
                 for share in join_all(appends).await {
                     if let Err(error) = share.outcome {
                         tracing::warn!(topic = topic_label, partition = share.partition, %error, "an acks=none produce failed");
@@ -260,6 +265,7 @@ impl Broker {
         }
 
         let shares = join_all(appends).await;
+        drop(reservation);
         let answer = partial::combine(&placements, shares, idempotent)?;
         count_written(topic_name, &answer.written, answer.answer.duplicate);
         Ok(answer.answer)
