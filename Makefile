@@ -4,6 +4,7 @@
 #   make test   run every test (unit, storage suite, black-box tests against the real binary,
 #               the example page in chromium)
 #   make compose-check   validate docker-compose.yml
+#   make bench  the produce-path benchmarks and the machine's ceilings (QUICK=1: a smoke run)
 
 # Builds are cached outside the clone, so a fresh checkout reuses the compiled RocksDB.
 CARGO_TARGET_DIR ?= /var/tmp/herald-target
@@ -13,7 +14,7 @@ CARGO ?= cargo
 # Extra arguments for `make run`, e.g. make run ARGS='--data-dir /tmp/herald'
 ARGS ?=
 
-.PHONY: all deps js-deps build run test lint compose-check bench-build clean
+.PHONY: all deps js-deps build run test lint compose-check bench-build bench clean
 
 all: build
 
@@ -66,6 +67,11 @@ compose-check:
 bench-build: deps
 	$(CARGO) build --release --bin herald
 	@echo "load generator: $(CARGO_TARGET_DIR)/release/herald bench --help (see benches/README.md)"
+
+# Every figure of the produce-path table with the machine's ceilings, in one run (benches/bench.sh;
+# about 10-15 min). QUICK=1 make bench: a 2-minute smoke run.
+bench: bench-build
+	HERALD=$(CARGO_TARGET_DIR)/release/herald QUICK=$(QUICK) benches/bench.sh
 
 clean:
 	$(CARGO) clean

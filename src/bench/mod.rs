@@ -15,6 +15,7 @@ pub mod queue;
 pub mod queue_memory;
 pub mod rebalance;
 pub mod request;
+pub mod sink;
 pub mod stats;
 pub mod ws;
 pub mod ws_client;
@@ -26,6 +27,7 @@ pub use produce::BenchProduceArgs;
 pub use queue::BenchQueueArgs;
 pub use rebalance::BenchRebalanceArgs;
 pub use request::BenchRequestArgs;
+pub use sink::BenchSinkArgs;
 pub use ws::BenchWsArgs;
 
 /// `herald bench ...`.
@@ -47,6 +49,10 @@ pub enum BenchCommand {
     /// WebSocket figures: produce-to-delivery latency at a rate, publish throughput against
     /// HTTP, idle subscribers' memory and CPU, fan-out of one partition to many subscribers.
     Ws(BenchWsArgs),
+    /// An HTTP server that takes produce requests and does nothing with them: `bench produce`
+    /// against it measures the machine's HTTP and load-generator ceiling (`make bench`).
+    #[command(hide = true)]
+    Sink(BenchSinkArgs),
 }
 
 /// Runs one benchmark against `server` and prints its report on stdout (text, or one JSON object
@@ -99,6 +105,7 @@ pub async fn run_bench(server: &str, command: BenchCommand) -> anyhow::Result<()
             }
             return Ok(());
         }
+        BenchCommand::Sink(args) => return sink::run(args).await,
         BenchCommand::Rebalance(args) => {
             let report = rebalance::run(server, args.clone()).await?;
             if args.json {
