@@ -195,7 +195,7 @@ for round in $(seq 1 "$ROUNDS"); do
         sleep 0.2
     done
     # The load goes to the partition's leader, so nothing is forwarded.
-    leader=$(curl -sf "http://127.0.0.1:$((BASE_PORT + 21))/v1/topics/rf3" | json "d['partitions'][0]['leader']['id']")
+    leader=$(curl -sf "http://127.0.0.1:$((BASE_PORT + 21))/v1/topics/rf3" | json "(lambda l: l['id'] if isinstance(l, dict) else l)(d['partitions'][0]['leader'])")
     record rf3-100B "$round" '{}' "$(bench produce "$((BASE_PORT + 20 + leader))" --topic rf3 --message-size 100 --batch-size 1000 --connections 8 --messages "$MSGS_RF3")"
     for pid in "${nodes[@]}"; do stop_pid "$pid"; done
     rm -rf "$DIR"/rf3-*

@@ -66,8 +66,8 @@ pub async fn run(args: BenchSinkArgs) -> anyhow::Result<()> {
 fn topic_json(sink: &Sink, name: &str) -> serde_json::Value {
     let partitions: Vec<_> = (0..sink.partitions)
         .map(|partition| {
-            json!({"partition": partition, "leader": {"id": 1}, "replicas": [{"id": 1}],
-                   "in_sync": [{"id": 1}], "log_start_offset": 0, "high_watermark": 0})
+            json!({"partition": partition, "leader": 1, "replicas": [1], "in_sync": [1],
+                   "log_start_offset": 0, "high_watermark": 0})
         })
         .collect();
     json!({"name": name, "partitions": partitions, "replication_factor": 1, "config": {}})
