@@ -26,6 +26,7 @@ pub mod limits;
 pub mod listener;
 pub mod messages;
 pub mod metrics_layer;
+pub mod node_metrics;
 pub mod oauth;
 pub mod offsets;
 pub mod openapi_doc;

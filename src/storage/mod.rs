@@ -7,12 +7,14 @@
 
 mod db;
 mod error;
+mod gauges;
 pub mod keys;
 mod syncer;
 mod write_set;
 
 pub use db::{Store, StoreOptions};
 pub use error::StorageError;
+pub use gauges::StorageGauges;
 pub use write_set::WriteSet;
 
 /// The column families, one per purpose.
