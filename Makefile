@@ -3,7 +3,7 @@
 #   make run    install what is missing (libclang), build, start a node on 127.0.0.1:8080
 #   make test   run every test (unit, storage suite, black-box tests against the real binary,
 #               the example page in chromium)
-#   make compose-check   validate docker-compose.yml
+#   make compose-check   validate docker-compose.yml, the Prometheus config and alerts, the dashboard
 #   make bench  the produce-path benchmarks and the machine's ceilings (QUICK=1: a smoke run)
 
 # Builds are cached outside the clone, so a fresh checkout reuses the compiled RocksDB.
@@ -51,8 +51,11 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
-# Validates docker-compose.yml (parsing only: no Docker engine needed). Debian's docker-compose
-# (apt-get install --no-install-recommends docker-compose), or the `docker compose` plugin.
+# Validates docker-compose.yml (parsing only: no Docker engine needed; Debian's docker-compose,
+# apt-get install --no-install-recommends docker-compose, or the `docker compose` plugin), the
+# Prometheus configuration and alert rules with promtool (Debian's prometheus package), runs
+# the alert rules' unit tests (deploy/prometheus/alerts.test.yml) and parses the Grafana
+# dashboard. That the dashboard's and the alerts' metrics exist is tests/deploy_metrics.rs.
 compose-check:
 	@if command -v docker-compose >/dev/null 2>&1; then \
 		docker-compose -f docker-compose.yml config -q; \
@@ -63,6 +66,13 @@ compose-check:
 		exit 1; \
 	fi
 	@echo "compose-check: docker-compose.yml is valid"
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "compose-check: promtool is missing; run as root: apt-get install -y --no-install-recommends prometheus"; \
+		exit 1; }
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool test rules deploy/prometheus/alerts.test.yml
+	python3 -c 'import json, sys; json.load(open("deploy/grafana/dashboards/herald.json"))'
+	@echo "compose-check: Prometheus config, alert rules (and their unit tests) and the Grafana dashboard are valid"
 
 bench-build: deps
 	$(CARGO) build --release --bin herald

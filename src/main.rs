@@ -235,6 +235,9 @@ struct ServeArgs {
     /// The credit (messages) a WebSocket subscription starts with [default: 1000].
     #[arg(long, env = "HERALD_WS_DEFAULT_CREDIT")]
     ws_default_credit: Option<u64>,
+    /// Log lines: auto (JSON when stdout is not a terminal), text or json [default: auto].
+    #[arg(long, env = "HERALD_LOG_FORMAT", value_enum)]
+    log_format: Option<herald::config::LogFormat>,
 }
 
 impl ServeArgs {
@@ -337,6 +340,9 @@ impl ServeArgs {
             config.tls.key_file = Some(path);
         }
         config.tls.allow_plaintext |= self.tls_allow_plaintext;
+        if let Some(format) = self.log_format {
+            config.telemetry.log_format = format;
+        }
         if let Some(path) = self.rpc_tls_cert {
             config.tls.rpc_cert_file = Some(path);
         }
@@ -389,8 +395,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         match cli.command {
             Command::Serve(args) => {
-                herald::telemetry::init_tracing();
-                herald::app::serve(args.into_config()?).await
+                let config = args.into_config()?;
+                herald::telemetry::init_logging(&config.telemetry);
+                herald::app::serve(config).await
             }
             Command::Topics { server, command } => cli::run_topics(&server.server, command).await,
             Command::Produce { server, args } => cli::run_produce(&server.server, args).await,

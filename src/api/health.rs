@@ -74,6 +74,16 @@ async fn metrics(
         }
         text.push_str(&super::groups::render_gauges(&gauges));
     }
+    for rendered in [
+        super::node_metrics::render_raft(&broker.raft_statuses()),
+        super::node_metrics::render_storage(&broker.storage_gauges()),
+        super::node_metrics::render_lag_ages(&broker.group_lag_ages().await),
+    ] {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&rendered);
+    }
     let subscriptions = broker.queues().local_gauges().await;
     if !subscriptions.is_empty() {
         if !text.is_empty() && !text.ends_with('\n') {

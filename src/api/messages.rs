@@ -73,7 +73,8 @@ async fn produce(
 ) -> ApiResult<ProduceResponse> {
     check_topic_name(&topic, false)?;
     let idempotency_key = idempotency_key(&headers)?;
-    let decoded = decode_produce(&content_type, &query, body)?;
+    let mut decoded = decode_produce(&content_type, &query, body)?;
+    super::trace::stamp_messages(&headers, &mut decoded.messages);
     let acks = query.acks.unwrap_or_default().into();
     let idempotence = Idempotence {
         idempotency_key,

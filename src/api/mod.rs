@@ -26,6 +26,7 @@ pub mod limits;
 pub mod listener;
 pub mod messages;
 pub mod metrics_layer;
+pub mod node_metrics;
 pub mod oauth;
 pub mod offsets;
 pub mod openapi_doc;
@@ -43,6 +44,7 @@ pub mod subscription_events;
 pub mod subscriptions;
 pub mod tls;
 pub mod topics;
+pub mod trace;
 
 use std::any::Any;
 
@@ -238,7 +240,7 @@ pub(crate) fn with_layers(
         .layer(middleware::from_fn(metrics_layer::track))
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(request_id::span_with_id)
+                .make_span_with(trace::request_span)
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
         )
 }

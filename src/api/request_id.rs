@@ -95,23 +95,6 @@ async fn with_id_in_problem(response: Response, id: &str) -> Response {
     }
 }
 
-/// The span of a request's log lines (tower-http's, plus the request id when the request-id
-/// layer, outside the trace layer, gave it one), so a quoted id finds the request's logs.
-pub fn span_with_id<B>(request: &axum::http::Request<B>) -> tracing::Span {
-    let id = request
-        .extensions()
-        .get::<RequestId>()
-        .map(RequestId::as_str)
-        .unwrap_or_default();
-    tracing::info_span!(
-        "request",
-        method = %request.method(),
-        uri = %request.uri(),
-        version = ?request.version(),
-        request_id = id,
-    )
-}
-
 /// Whether a client's id is kept: 1 to 64 of `[A-Za-z0-9._:-]`.
 pub fn is_well_formed(id: &str) -> bool {
     (1..=MAX_REQUEST_ID_LEN).contains(&id.len())

@@ -32,6 +32,7 @@ impl Broker {
         request: FetchRequest,
         max_bytes: usize,
     ) -> BrokerResult<FetchResult> {
+        let started = std::time::Instant::now();
         let topic = self.topic(&request.topic)?;
         let group = self.assignment(&topic, request.partition)?.group_id;
         drop(topic);
@@ -80,10 +81,20 @@ impl Broker {
             Some(last) if full => last.offset + 1,
             _ => batches_end,
         };
-        metrics::counter!("herald_consumed_messages_total", "topic" => request.topic.clone())
+        let labels = [
+            ("topic", request.topic.clone()),
+            ("partition", request.partition.to_string()),
+        ];
+        metrics::counter!("herald_consumed_messages_total", &labels)
             .increment(messages.len() as u64);
-        metrics::counter!("herald_consumed_bytes_total", "topic" => request.topic.clone())
-            .increment(bytes as u64);
+        metrics::counter!("herald_consumed_bytes_total", &labels).increment(bytes as u64);
+        let long_poll = if request.max_wait.is_zero() {
+            "false"
+        } else {
+            "true"
+        };
+        metrics::histogram!("herald_fetch_duration_seconds", "long_poll" => long_poll)
+            .record(started.elapsed());
         Ok(FetchResult {
             topic: request.topic,
             messages,

@@ -15,6 +15,7 @@ mod forward;
 mod forward_wire;
 mod groups;
 mod memory;
+pub mod node_gauges;
 mod produce;
 pub mod queue;
 pub mod quota;
@@ -25,6 +26,7 @@ pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
 pub use error_code::ErrorCode;
+pub use groups::lag_age::GroupLagAge;
 pub use groups::member_stream::{MemberEvent, MemberHandle, MemberStream};
 pub use groups::types::*;
 pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};

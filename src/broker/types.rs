@@ -63,6 +63,17 @@ pub enum Acks {
     None,
 }
 
+impl Acks {
+    /// The name clients use (`acks=all`), also a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acks::All => "all",
+            Acks::Leader => "leader",
+            Acks::None => "none",
+        }
+    }
+}
+
 /// One message to produce, already decoded from its transport form.
 #[derive(Debug, Clone)]
 pub struct ProduceMessage {

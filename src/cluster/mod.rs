@@ -11,6 +11,7 @@ mod compaction;
 mod controller;
 mod detector;
 mod error;
+mod gauges;
 mod gossip;
 mod groups;
 mod nodes;
@@ -23,6 +24,7 @@ mod service;
 
 pub use compaction::CleanerOptions;
 pub use error::ClusterError;
+pub use gauges::GroupRaftStatus;
 pub use groups::{topic_partition_counts, MemberView};
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
 

@@ -11,11 +11,13 @@ mod audit;
 mod auth;
 mod quotas;
 mod storage;
+mod telemetry;
 mod tls;
 pub use audit::AuditConfig;
 pub use auth::{AuthConfig, ExternalIssuerConfig};
 pub use quotas::{ClientQuota, QuotasConfig};
 pub use storage::StorageConfig;
+pub use telemetry::{LogFormat, TelemetryConfig};
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
@@ -113,6 +115,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub audit: AuditConfig,
     pub quotas: QuotasConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
@@ -254,6 +257,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
             audit: AuditConfig::default(),
+            telemetry: TelemetryConfig::default(),
             quotas: QuotasConfig::default(),
         }
     }

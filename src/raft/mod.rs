@@ -18,6 +18,7 @@ pub use engine::log_store::LogStore;
 pub use engine::membership::{GroupMembers, LeaderReport, MembershipStep};
 pub use engine::network::{RaftService, RAFT_SERVICE};
 pub use engine::registry::GroupRegistry;
+pub use engine::status::{RaftStatus, ROLES as RAFT_ROLES};
 pub use engine::types::{CompactionPlan, DedupClaim, DedupLimits, NodeAddr};
 pub use metadata::consumer_groups::ConsumerGroupsView;
 pub use metadata::replica::MetadataReplica;

@@ -46,7 +46,7 @@ impl StoreOptions {
 #[derive(Clone)]
 pub struct Store {
     // Field order matters: the database reference goes first, then the syncer is joined.
-    db: Arc<DB>,
+    pub(super) db: Arc<DB>,
     syncer: Arc<Syncer>,
     memtables: WriteBufferManager,
     block_cache: rocksdb::Cache,

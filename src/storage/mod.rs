@@ -7,6 +7,7 @@
 
 mod db;
 mod error;
+mod gauges;
 pub mod keys;
 mod log_layout;
 mod syncer;
@@ -15,6 +16,7 @@ mod write_set;
 pub use db::{MemoryUsage, Store, StoreOptions};
 pub use error::StorageError;
 pub use log_layout::LOG_BLOB_MIN_BYTES;
+pub use gauges::StorageGauges;
 pub use write_set::WriteSet;
 
 /// The column families, one per purpose.

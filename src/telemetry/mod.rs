@@ -1,4 +1,5 @@
-//! Process-wide telemetry: the tracing subscriber (logs) and the Prometheus metrics recorder.
+//! Process-wide telemetry: the tracing subscriber (logs), W3C trace context and the Prometheus
+//! metrics recorder.
 //!
 //! Both are global and installed once; the functions are safe to call again (tests, embedded
 //! nodes), answering the already-installed state.
@@ -10,6 +11,11 @@ use anyhow::Context as _;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
+mod logs;
+pub mod trace_context;
+
+pub use logs::init_logging;
+
 /// Buckets of every `*_seconds` histogram: 100 µs to 60 s, covering fast fetches through long polls.
 pub const SECONDS_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -19,8 +25,9 @@ pub const SECONDS_BUCKETS: &[f64] = &[
 /// How often histograms are drained and idle state is pruned.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Installs a `fmt` subscriber filtered by `RUST_LOG` (default `info`). Does nothing if a global
-/// subscriber is already set.
+/// Installs a text `fmt` subscriber filtered by `RUST_LOG` (default `info`), for tests and
+/// tools; `herald serve` uses [`init_logging`] with its configuration. Does nothing if a
+/// global subscriber is already set.
 pub fn init_tracing() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colours only on a terminal: logs redirected to a file or a collector stay plain text.

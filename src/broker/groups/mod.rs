@@ -6,6 +6,7 @@
 mod commit;
 mod cursor;
 mod gauges;
+pub mod lag_age;
 pub mod member_stream;
 mod poll;
 mod poll_reads;

@@ -153,7 +153,7 @@ impl Idempotence {
 }
 
 /// Adds one message, as the client sent it, to a partition share's fingerprint: key, value,
-/// headers, and the explicit partition and timestamp (a timestamp the broker filled in would
+/// headers (but `traceparent`), and the explicit partition and timestamp (a timestamp the broker filled in would
 /// differ on a retry). Every part is length-prefixed and tagged, so different messages cannot
 /// run together into the same bytes.
 pub(super) fn fingerprint_message(crc: u32, message: &ProduceMessage) -> u32 {
@@ -172,8 +172,12 @@ pub(super) fn fingerprint_message(crc: u32, message: &ProduceMessage) -> u32 {
         RecordValue::Json(text) => field(3, text),
         RecordValue::Bytes(bytes) => field(4, bytes),
     }
-    field(5, &(message.headers.len() as u64).to_be_bytes());
-    for (name, value) in &message.headers {
+    // A retry may carry a new trace context (a client's new attempt, or the server's span of
+    // it): the same message all the same.
+    let traced = |name: &String| name.eq_ignore_ascii_case("traceparent");
+    let headers = message.headers.iter().filter(|(name, _)| !traced(name));
+    field(5, &(headers.clone().count() as u64).to_be_bytes());
+    for (name, value) in headers {
         field(6, name.as_bytes());
         field(7, value.as_bytes());
     }

@@ -80,6 +80,7 @@ impl Broker {
                 "a produce request carries at most {MAX_MESSAGES_PER_REQUEST} messages"
             )));
         }
+        let started = std::time::Instant::now();
         idempotence.validate(acks, messages.len())?;
         self.check_registered_epoch(&idempotence)?;
         let deadline = Instant::now() + self.inner.options.produce_timeout;
@@ -268,26 +269,29 @@ impl Broker {
         drop(reservation);
         let answer = partial::combine(&placements, shares, idempotent)?;
         count_written(topic_name, &answer.written, answer.answer.duplicate);
+        metrics::histogram!("herald_produce_duration_seconds", "acks" => acks.as_str())
+            .record(started.elapsed());
         Ok(answer.answer)
     }
 }
 
-/// Counts what the written shares of a request added (duplicates add nothing), and a request
-/// answered as a duplicate.
+/// Counts what the written shares of a request added, per partition (duplicates add nothing),
+/// and a request answered as a duplicate.
 fn count_written(topic_name: &str, written: &[Landed], duplicate: bool) {
-    let (mut total_messages, mut total_bytes) = (0usize, 0usize);
-    for share in written.iter().filter(|share| !share.duplicate) {
-        total_messages += share.records;
-        total_bytes += share.value_bytes;
-    }
     if duplicate {
         metrics::counter!("herald_produce_duplicates_total", "topic" => topic_name.to_string())
             .increment(1);
     }
-    metrics::counter!("herald_produced_messages_total", "topic" => topic_name.to_string())
-        .increment(total_messages as u64);
-    metrics::counter!("herald_produced_bytes_total", "topic" => topic_name.to_string())
-        .increment(total_bytes as u64);
+    for share in written.iter().filter(|share| !share.duplicate) {
+        let labels = [
+            ("topic", topic_name.to_string()),
+            ("partition", share.partition.to_string()),
+        ];
+        metrics::counter!("herald_produced_messages_total", &labels)
+            .increment(share.records as u64);
+        metrics::counter!("herald_produced_bytes_total", &labels)
+            .increment(share.value_bytes as u64);
+    }
 }
 
 /// What one partition's share came to: where it landed, or the refusal as the client sees it.

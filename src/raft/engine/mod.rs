@@ -10,6 +10,7 @@ pub(crate) mod membership;
 pub(crate) mod network;
 pub(crate) mod registry;
 pub(crate) mod state_machine;
+pub(crate) mod status;
 pub(crate) mod types;
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use crate::raft::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
 use crate::raft::engine::registry::{GroupRegistry, MetadataRaft, RegisteredGroup};
+use crate::raft::engine::status::{status_of, RaftStatus};
 use crate::raft::engine::types::{NodeAddr, RaftRequest, RaftResponse};
 
 /// This node's replica of the metadata group.
@@ -135,6 +136,11 @@ impl MetadataReplica {
 
     pub async fn wait_for_leader(&self) -> Option<u64> {
         wait_for_leader(&self.raft, self.leader_wait).await
+    }
+
+    /// Role, term, indexes and follower lag, for metrics.
+    pub fn raft_status(&self) -> RaftStatus {
+        status_of(&self.raft, self.node_id)
     }
 
     pub fn leader_report(&self) -> Option<LeaderReport> {

@@ -25,6 +25,7 @@ use crate::raft::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
 use crate::raft::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
+use crate::raft::engine::status::{status_of, RaftStatus};
 use crate::raft::engine::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
 use crate::storage::Store;
 
@@ -375,6 +376,11 @@ impl PartitionReplica {
                     _ => None,
                 },
             })
+    }
+
+    /// Role, term, indexes and follower lag, for metrics.
+    pub fn raft_status(&self) -> RaftStatus {
+        status_of(&self.raft, self.node_id)
     }
 
     /// Leader, voters and in-sync replicas, when this node leads the group.

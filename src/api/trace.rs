@@ -1,0 +1,63 @@
+//! Tracing of client requests: the span every request's log lines belong to, with the
+//! client's W3C trace id (`traceparent`), and the trace context a produced message carries to
+//! its consumers.
+//!
+//! A request's span records its request id and, when the client sent a valid `traceparent`,
+//! its trace id, so a JSON log line of any event in the request names both.
+
+use axum::http::HeaderMap;
+
+use super::request_id::RequestId;
+use crate::broker::ProduceMessage;
+use crate::telemetry::trace_context::{TraceParent, TRACEPARENT};
+
+/// The span of a request (tower-http's trace layer makes it): method, URI, request id (the
+/// request-id layer, outside the trace layer, gave it one) and the client's trace id.
+pub fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    let id = request
+        .extensions()
+        .get::<RequestId>()
+        .map(RequestId::as_str)
+        .unwrap_or_default();
+    let span = tracing::info_span!(
+        "request",
+        method = %request.method(),
+        uri = %request.uri(),
+        version = ?request.version(),
+        request_id = id,
+        trace_id = tracing::field::Empty,
+    );
+    if let Some(trace) = client_traceparent(request.headers()) {
+        span.record("trace_id", trace.trace_id_hex().as_str());
+    }
+    span
+}
+
+/// Gives every message without a `traceparent` header the client's `traceparent` (the
+/// request's), so consumers can join the producer's trace. A message that names its own trace
+/// keeps it. The header is an ordinary message header (it counts toward the message's size),
+/// so every delivery (fetch, poll, pull, WebSocket, SSE) carries it.
+pub fn stamp_messages(headers: &HeaderMap, messages: &mut [ProduceMessage]) {
+    let Some(trace) = client_traceparent(headers) else {
+        return;
+    };
+    let value = trace.header_value();
+    for message in messages {
+        let named = message
+            .headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case(TRACEPARENT));
+        if !named {
+            message
+                .headers
+                .push((TRACEPARENT.to_string(), value.clone()));
+        }
+    }
+}
+
+fn client_traceparent(headers: &HeaderMap) -> Option<TraceParent> {
+    headers
+        .get(TRACEPARENT)
+        .and_then(|value| value.to_str().ok())
+        .and_then(TraceParent::parse)
+}

@@ -1,0 +1,187 @@
+//! W3C trace context through Herald: a produce request's `traceparent` travels in the
+//! produced messages' headers to every kind of delivery, a message's own `traceparent` is kept,
+//! an idempotent retry under a new trace context is still the same message, and a JSON log line
+//! of a request carries the client's trace id.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{poll, Server};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+async fn produce_traced(
+    server: &Server,
+    topic: &str,
+    body: &Value,
+    traceparent: &str,
+) -> (StatusCode, Value) {
+    let response = server
+        .http_client()
+        .post(server.url(&format!("/v1/topics/{topic}/messages")))
+        .header("traceparent", traceparent)
+        .json(body)
+        .send()
+        .await
+        .expect("produce");
+    server.json(response).await
+}
+
+fn header<'a>(message: &'a Value, name: &str) -> Option<&'a str> {
+    message["headers"][name].as_str()
+}
+
+#[tokio::test]
+async fn a_produce_requests_traceparent_reaches_fetches_polls_and_pulls() {
+    let server = Server::start().await;
+    server.create_topic("traced", 1).await;
+    server.wait_for_leaders("traced").await;
+    let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let body = json!({"messages": [
+        {"value": "plain"},
+        {"value": "own", "headers": {"traceparent": own}},
+    ]});
+    let (status, answer) = produce_traced(&server, "traced", &body, TRACEPARENT).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+
+    let (_, read) = server.fetch("traced", 0, "offset=0").await;
+    let messages = read["messages"].as_array().expect("messages");
+    assert_eq!(
+        header(&messages[0], "traceparent"),
+        Some(TRACEPARENT),
+        "{read}"
+    );
+    assert_eq!(
+        header(&messages[1], "traceparent"),
+        Some(own),
+        "a message's own trace is kept"
+    );
+
+    // A consumer group's poll delivers the same header.
+    let member = server
+        .join_group("traced-group", &json!({"topics": ["traced"]}))
+        .await;
+    let polled = poll(
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+        || async {
+            let response = server
+                .post_json(
+                    &format!("/v1/groups/traced-group/members/{}/poll", member.id),
+                    &json!({"generation": member.generation, "max_wait_ms": 200}),
+                )
+                .await;
+            let (status, answer) = server.json(response).await;
+            match answer["messages"].as_array() {
+                Some(messages) if status == StatusCode::OK && messages.len() == 2 => {
+                    Ok(messages.clone())
+                }
+                _ => Err(format!("poll: {status}: {answer}")),
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+    assert_eq!(header(&polled[0], "traceparent"), Some(TRACEPARENT));
+
+    // And a queue subscription's pull.
+    common::queues::subscribe(&server, "traced-sub", json!({"topic": "traced"})).await;
+    let pulled = common::queues::pull(&server, "traced-sub", 10, 2_000).await;
+    let first = pulled
+        .iter()
+        .find(|item| item["message"]["offset"] == 0)
+        .expect("offset 0 pulled");
+    assert_eq!(header(&first["message"], "traceparent"), Some(TRACEPARENT));
+}
+
+#[tokio::test]
+async fn an_invalid_traceparent_is_ignored_and_an_idempotent_retry_under_a_new_trace_is_a_duplicate(
+) {
+    let server = Server::start().await;
+    server.create_topic("retried", 1).await;
+    server.wait_for_leaders("retried").await;
+    let (status, answer) = produce_traced(
+        &server,
+        "retried",
+        &json!({"messages": [{"value": 1}]}),
+        "00-nonsense",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let (_, read) = server.fetch("retried", 0, "offset=0").await;
+    assert_eq!(header(&read["messages"][0], "traceparent"), None, "{read}");
+
+    let body = json!({"messages": [{"value": 2}]});
+    let send = |traceparent: &'static str| {
+        let server = &server;
+        let body = body.clone();
+        async move {
+            let response = server
+                .http_client()
+                .post(server.url("/v1/topics/retried/messages"))
+                .header("traceparent", traceparent)
+                .header("Idempotency-Key", "order-7")
+                .json(&body)
+                .send()
+                .await
+                .expect("produce");
+            server.json(response).await
+        }
+    };
+    let (status, first) = send(TRACEPARENT).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let retry_trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01";
+    let (status, retry) = send(retry_trace).await;
+    assert_eq!(status, StatusCode::OK, "{retry}");
+    assert_eq!(retry["duplicate"], true, "{retry}");
+    assert_eq!(retry["offsets"], first["offsets"]);
+    assert_eq!(server.high_watermarks("retried").await, vec![2]);
+}
+
+#[tokio::test]
+async fn json_log_lines_of_a_request_carry_its_trace_id() {
+    // The trace layer's own events ("started processing request", in the request's span) are
+    // at debug; the node inherits RUST_LOG (the other tests here only log more for it).
+    std::env::set_var("RUST_LOG", "info,tower_http=debug");
+    let server = Server::start_with(&["--log-format", "json"]).await;
+    server.create_topic("logged", 1).await;
+    server.wait_for_leaders("logged").await;
+    let response = server
+        .http_client()
+        .delete(server.url("/v1/topics/logged"))
+        .header("traceparent", TRACEPARENT)
+        .send()
+        .await
+        .expect("delete");
+    assert!(response.status().is_success(), "{}", response.status());
+    let line = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            server
+                .logs()
+                .iter()
+                .flat_map(|text| text.lines().map(String::from).collect::<Vec<_>>())
+                .find(|line| line.contains(TRACE_ID))
+                .ok_or_else(|| "no log line with the trace id".to_string())
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+    let parsed: Value = serde_json::from_str(&line).expect("a JSON log line");
+    assert_eq!(parsed["span"]["trace_id"], TRACE_ID, "{line}");
+    assert!(
+        parsed["span"]["request_id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{line}"
+    );
+    assert!(
+        parsed["timestamp"].is_string() && parsed["level"].is_string(),
+        "{line}"
+    );
+}
