@@ -15,8 +15,8 @@ mod write_set;
 
 pub use db::{MemoryUsage, Store, StoreOptions};
 pub use error::StorageError;
-pub use log_layout::LOG_BLOB_MIN_BYTES;
 pub use gauges::StorageGauges;
+pub use log_layout::LOG_BLOB_MIN_BYTES;
 pub use write_set::WriteSet;
 
 /// The column families, one per purpose.
