@@ -164,6 +164,10 @@ struct ServeArgs {
     /// `overloaded` [default: 67108864].
     #[arg(long, env = "HERALD_MAX_QUEUED_BYTES_PER_PARTITION")]
     max_queued_bytes_per_partition: Option<usize>,
+    /// The most raft entries of produced messages a partition's leader has in flight, 1 to 64
+    /// [default: 4].
+    #[arg(long, env = "HERALD_MAX_IN_FLIGHT_APPENDS_PER_PARTITION")]
+    max_in_flight_appends_per_partition: Option<usize>,
     /// How often retention (time and size) is checked, in ms [default: 300000].
     #[arg(long, env = "HERALD_RETENTION_CHECK_INTERVAL_MS")]
     retention_check_interval_ms: Option<u64>,
@@ -295,6 +299,9 @@ impl ServeArgs {
         }
         if let Some(bytes) = self.max_queued_bytes_per_partition {
             config.max_queued_bytes_per_partition = bytes;
+        }
+        if let Some(entries) = self.max_in_flight_appends_per_partition {
+            config.max_in_flight_appends_per_partition = entries;
         }
         if let Some(interval) = self.retention_check_interval_ms {
             config.retention_check_interval_ms = interval;

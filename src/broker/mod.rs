@@ -57,6 +57,8 @@ pub struct BrokerOptions {
     /// The most bytes of records (encoded) one partition's appender holds, waiting or being
     /// proposed; past it a produce to the partition answers 503 `overloaded`.
     pub max_queued_bytes_per_partition: usize,
+    /// The most raft entries one partition's appender has proposed and not yet answered.
+    pub max_in_flight_appends_per_partition: usize,
     /// Consumer group limits.
     pub groups: GroupOptions,
     /// Request/reply limits.
@@ -71,6 +73,7 @@ impl Default for BrokerOptions {
             produce_timeout: Duration::from_secs(30),
             max_unacknowledged_produces: 1024,
             max_queued_bytes_per_partition: 64 << 20,
+            max_in_flight_appends_per_partition: 4,
             groups: GroupOptions::default(),
             requests: requests::RequestOptions::default(),
         }
@@ -119,7 +122,10 @@ struct BrokerInner {
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
         let unacknowledged = Arc::new(Semaphore::new(options.max_unacknowledged_produces));
-        let appenders = appender::Appenders::new(options.max_queued_bytes_per_partition);
+        let appenders = appender::Appenders::new(
+            options.max_queued_bytes_per_partition,
+            options.max_in_flight_appends_per_partition,
+        );
         let requests = requests::RequestReply::new(cluster.node_id(), &options.requests);
         Broker {
             inner: Arc::new(BrokerInner {

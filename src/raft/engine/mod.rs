@@ -8,6 +8,7 @@ pub(crate) mod group;
 pub(crate) mod log_store;
 pub(crate) mod membership;
 pub(crate) mod network;
+pub(crate) mod recent_entries;
 pub(crate) mod registry;
 pub(crate) mod state_machine;
 pub(crate) mod types;
