@@ -11,6 +11,7 @@ pub(crate) mod network;
 pub(crate) mod recent_entries;
 pub(crate) mod registry;
 pub(crate) mod state_machine;
+pub(crate) mod stream_append;
 pub(crate) mod types;
 
 #[cfg(test)]
