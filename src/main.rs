@@ -168,6 +168,10 @@ struct ServeArgs {
     /// a 128 MiB reserve; startup refuses one smaller than its parts [default: 1073741824].
     #[arg(long, env = "HERALD_MEMORY_BUDGET_BYTES")]
     memory_budget_bytes: Option<usize>,
+    /// The most raft entries of produced messages a partition's leader has in flight, 1 to 64
+    /// [default: 4].
+    #[arg(long, env = "HERALD_MAX_IN_FLIGHT_APPENDS_PER_PARTITION")]
+    max_in_flight_appends_per_partition: Option<usize>,
     /// How often retention (time and size) is checked, in ms [default: 300000].
     #[arg(long, env = "HERALD_RETENTION_CHECK_INTERVAL_MS")]
     retention_check_interval_ms: Option<u64>,
@@ -305,6 +309,9 @@ impl ServeArgs {
         }
         if let Some(bytes) = self.memory_budget_bytes {
             config.storage.memory_budget_bytes = bytes;
+        }
+        if let Some(entries) = self.max_in_flight_appends_per_partition {
+            config.max_in_flight_appends_per_partition = entries;
         }
         if let Some(interval) = self.retention_check_interval_ms {
             config.retention_check_interval_ms = interval;

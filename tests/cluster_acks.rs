@@ -73,8 +73,7 @@ async fn leader_acks_come_from_the_leaders_disk_and_all_acks_from_a_quorum() {
         .to_string();
 
     // In normal operation both levels answer the offsets the messages are stored at. The
-    // acks=all batch goes last: once it is answered, nothing older awaits a quorum (a partition
-    // appends one batch at a time, so a batch queues behind one still awaiting its quorum).
+    // acks=all batch goes last: once it is answered, nothing older awaits a quorum.
     let (status, body) = produce(&client, &url, "leader", &["l0", "l1", "l2"])
         .await
         .unwrap();
@@ -104,10 +103,10 @@ async fn leader_acks_come_from_the_leaders_disk_and_all_acks_from_a_quorum() {
         "acks=leader took {took:?}: it must not wait for the frozen followers"
     );
 
-    // acks=all cannot be answered now. No event marks its arrival (the request queues in the
-    // partition's appender behind the acks=leader batch still awaiting its quorum), so it gets
-    // a second to be answered wrongly; the 10 s lease keeps that wait from turning into a
-    // refusal, so still pending means still waiting for the quorum.
+    // acks=all cannot be answered now. No event marks its arrival (its batch is proposed while
+    // the acks=leader batch before it still awaits its quorum), so it gets a second to be
+    // answered wrongly; the 10 s lease keeps that wait from turning into a refusal, so still
+    // pending means still waiting for the quorum.
     let pending = {
         let (client, url) = (client.clone(), url.clone());
         tokio::spawn(async move { produce(&client, &url, "all", &["quorum-0"]).await })
@@ -116,6 +115,27 @@ async fn leader_acks_come_from_the_leaders_disk_and_all_acks_from_a_quorum() {
     assert!(
         !pending.is_finished(),
         "acks=all was answered while no follower could have the batch"
+    );
+    // Several batches are in flight per partition: an acks=leader batch proposed behind the
+    // acks=all one is answered from the leader's disk, not after that batch's quorum.
+    let behind_at = Instant::now();
+    let (status, body) = produce(&client, &url, "leader", &["behind-0"])
+        .await
+        .unwrap();
+    let took = behind_at.elapsed();
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "acks=leader behind a batch awaiting its quorum: {body}"
+    );
+    assert_eq!(parse_offsets(&body), vec![(0, 8)]);
+    assert!(
+        took < LEADER_ACK_BOUND,
+        "acks=leader took {took:?}: it must not wait behind the acks=all batch's quorum"
+    );
+    assert!(
+        !pending.is_finished(),
+        "acks=all still waits for its quorum"
     );
     let frozen_for = frozen_at.elapsed();
     for follower in &followers {
@@ -144,10 +164,16 @@ async fn leader_acks_come_from_the_leaders_disk_and_all_acks_from_a_quorum() {
         ),
     };
 
+    // One more acks=all batch: once it is answered, everything before it has its quorum too
+    // (behind-0 was only answered from the leader's disk).
+    let (status, body) = produce(&client, &url, "all", &["tail"]).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+
     // Everything acknowledged is stored at its acknowledged offset, read through every node.
     let mut expected = vec!["l0", "l1", "l2", "a0", "a1", "frozen-0", "frozen-1"];
     if quorum_written {
-        expected.push("quorum-0");
+        assert_eq!(parse_offsets(&body), vec![(0, 9)], "{body}");
+        expected.extend(["quorum-0", "behind-0", "tail"]);
     }
     for via in cluster.ids() {
         let stored = cluster.read_partition(via, topic, 0).await;

@@ -81,6 +81,9 @@ fn message(value: String) -> Value {
 async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_are_never_written() {
     let bound = BOUND.to_string();
     let timeout = PRODUCE_TIMEOUT_MS.to_string();
+    // One entry in flight per partition, so that every request after the first one waits in
+    // the queue rather than in raft: what is checked here is the queue's bound and expiry (the
+    // appender's unit tests check the bound with several entries in flight).
     let mut cluster = TestCluster::start_with(
         3,
         &[
@@ -88,6 +91,8 @@ async fn a_partition_without_quorum_holds_a_bounded_queue_and_expired_messages_a
             &bound,
             "--produce-timeout-ms",
             &timeout,
+            "--max-in-flight-appends-per-partition",
+            "1",
         ],
     )
     .await;

@@ -64,6 +64,8 @@ pub struct BrokerOptions {
     /// are written: the in-flight share of `storage.memory_budget_bytes`; past it a produce
     /// answers 503 `overloaded`.
     pub max_in_flight_produce_bytes: usize,
+    /// The most raft entries one partition's appender has proposed and not yet answered.
+    pub max_in_flight_appends_per_partition: usize,
     /// Consumer group limits.
     pub groups: GroupOptions,
     /// Request/reply limits.
@@ -79,6 +81,7 @@ impl Default for BrokerOptions {
             max_unacknowledged_produces: 1024,
             max_queued_bytes_per_partition: 64 << 20,
             max_in_flight_produce_bytes: 384 << 20,
+            max_in_flight_appends_per_partition: 4,
             groups: GroupOptions::default(),
             requests: requests::RequestOptions::default(),
         }
@@ -129,8 +132,11 @@ struct BrokerInner {
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
         let unacknowledged = Arc::new(Semaphore::new(options.max_unacknowledged_produces));
-        let appenders = appender::Appenders::new(options.max_queued_bytes_per_partition);
         let produce_memory = memory::ProduceMemory::new(options.max_in_flight_produce_bytes);
+        let appenders = appender::Appenders::new(
+            options.max_queued_bytes_per_partition,
+            options.max_in_flight_appends_per_partition,
+        );
         let requests = requests::RequestReply::new(cluster.node_id(), &options.requests);
         Broker {
             inner: Arc::new(BrokerInner {

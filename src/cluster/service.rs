@@ -114,7 +114,7 @@ impl RpcHandler for Dispatcher {
         match service {
             RAFT_SERVICE => {
                 let raft = self.raft.clone();
-                Box::pin(async move { raft.handle(body).await })
+                Box::pin(async move { raft.handle(from, body).await })
             }
             CLUSTER_SERVICE => {
                 let cluster = self.cluster.get().and_then(Weak::upgrade);

@@ -30,6 +30,10 @@ pub const MIN_CLEANER_DEDUPE_BUFFER_BYTES: u64 = 1 << 20;
 pub const DEFAULT_CLEANER_MIN_DIRTY_RATIO: f64 = 0.5;
 /// 64 MiB: the default `max_queued_bytes_per_partition`.
 pub const DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION: usize = 64 << 20;
+/// The default `max_in_flight_appends_per_partition`.
+pub const DEFAULT_MAX_IN_FLIGHT_APPENDS_PER_PARTITION: usize = 4;
+/// The largest `max_in_flight_appends_per_partition` accepted.
+pub const MAX_IN_FLIGHT_APPENDS_PER_PARTITION: usize = 64;
 
 /// Everything a node is configured with. Every field has a default; see `docs/configuration.md`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -102,6 +106,11 @@ pub struct Config {
     /// past it a produce to the partition answers 503 `overloaded` with `Retry-After` at once
     /// and writes nothing. Bounds what a partition whose quorum is gone accumulates.
     pub max_queued_bytes_per_partition: usize,
+    /// The most raft entries of produced messages one partition's leader has proposed and not
+    /// yet seen committed: the next batch is proposed without waiting for the quorum of the
+    /// ones before, so a partition's throughput is not one entry per replication round trip.
+    /// 1 to 64.
+    pub max_in_flight_appends_per_partition: usize,
     /// The most requests (`POST /v1/topics/{topic}/requests`) waiting for their reply on this
     /// node at once; past it a request answers 503 `overloaded` with `Retry-After` and publishes
     /// nothing. At least 1.
@@ -248,6 +257,7 @@ impl Default for Config {
             sse_keepalive_ms: 15_000,
             insecure: false,
             max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
+            max_in_flight_appends_per_partition: DEFAULT_MAX_IN_FLIGHT_APPENDS_PER_PARTITION,
             max_waiting_requests: 10_000,
             raft: RaftConfig::default(),
             storage: StorageConfig::default(),
@@ -329,6 +339,13 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "max_queued_bytes_per_partition must be at least 1".into(),
             ));
+        }
+        if !(1..=MAX_IN_FLIGHT_APPENDS_PER_PARTITION)
+            .contains(&self.max_in_flight_appends_per_partition)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "max_in_flight_appends_per_partition must be from 1 to {MAX_IN_FLIGHT_APPENDS_PER_PARTITION}"
+            )));
         }
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid(

@@ -28,6 +28,7 @@ pub use partition::cleaning::CompactionCheck;
 pub use partition::compaction::PassReport;
 pub use partition::compaction_plan::PlanSettings;
 pub use partition::once::OnceOutcome;
+pub use partition::proposal::{PendingAppend, PendingOnce};
 pub use partition::reader::{ReadLimits, StoredBatch};
 pub use partition::replica::PartitionReplica;
 pub use partition::retention::RetentionPlan;

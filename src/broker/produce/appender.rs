@@ -1,10 +1,17 @@
 //! Server-side batching: concurrent produce requests for one partition share one raft entry,
-//! and what waits for a partition is bounded in bytes and in time.
+//! several entries are in flight at once, and what waits for a partition is bounded in bytes
+//! and in time.
 //!
-//! While a partition's append is being replicated, requests for it queue up; when it is done,
-//! everything queued goes out as the next batch. Under load, many requests cost one raft entry,
-//! one RocksDB write and one share of an fsync instead of one each; an idle partition adds no
-//! delay, since the first request starts a batch at once. Each request still gets its own
+//! Requests for a partition queue up; a drain task takes everything queued as the next batch
+//! and proposes it, and goes on with the next batch as soon as raft has this one queued, up to
+//! `max_in_flight` entries proposed and not yet answered (`max_in_flight_appends_per_partition`).
+//! So a partition's throughput is not one entry per quorum round trip, and an `acks=leader`
+//! request is answered once the leader has its entry durable, whatever the quorum of the
+//! entries before it is doing. With every slot taken, requests queue and go out together in
+//! the next batch: under load, many requests cost one raft entry, one RocksDB write and one
+//! share of an fsync instead of one each; an idle partition adds no delay, since the first
+//! request starts a batch at once. Entries are proposed by the one drain task, in queue order,
+//! and raft logs them in the order they are proposed, so each request still gets its own
 //! contiguous offsets, in the order the requests arrived. A merged batch holds at most
 //! [`MAX_MERGED_BYTES`] of encoded records and [`MAX_MESSAGES_PER_REQUEST`] records (offset
 //! deltas are u32, and a batch is decoded whole when read).
@@ -13,11 +20,13 @@
 //! the partition's dedup window decides about exactly what the client sent (and its retry).
 //! It still waits its turn in the queue, so requests keep their order. Consecutive idempotent
 //! requests in the queue are proposed together, each as its own entry, in order: they share the
-//! log write and its fsync, not an entry.
+//! log write and its fsync, not an entry. A retry of an idempotent request is only sent by its
+//! client after the first attempt was answered, so the dedup window sees them in order however
+//! many entries are in flight.
 //!
-//! **Bounds.** A leader that cannot reach a quorum never finishes its append, so without a
+//! **Bounds.** A leader that cannot reach a quorum never finishes its appends, so without a
 //! bound its queue would take every request's records. The appender counts the encoded bytes it
-//! holds, queued and being proposed, and refuses a request that would take it past
+//! holds, queued and in flight, and refuses a request that would take it past
 //! `max_queued_bytes` at once with `overloaded` (nothing written, `Retry-After`); a request is
 //! only let past the bound when the appender holds nothing, so one larger than the bound is
 //! still written. Every request has a deadline: one still queued when it passes is taken out
@@ -29,10 +38,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Semaphore};
 use tokio::time::Instant;
 
-use super::appender_writes::{append_each, append_merged, PartitionLog};
+use super::appender_writes::{propose_each, propose_merged, PartitionLog};
 use super::idempotence::{Landing, OnceClaim};
 use super::MAX_MESSAGES_PER_REQUEST;
 use crate::broker::BrokerError;
@@ -51,14 +60,17 @@ pub(in crate::broker) type AppendOutcome = Result<Landing, BrokerError>;
 pub(in crate::broker) struct Appenders {
     by_group: Mutex<HashMap<u64, Arc<PartitionAppender>>>,
     max_queued_bytes: usize,
+    max_in_flight: usize,
 }
 
 impl Appenders {
-    /// Appenders that each hold at most `max_queued_bytes` of records.
-    pub(in crate::broker) fn new(max_queued_bytes: usize) -> Appenders {
+    /// Appenders that each hold at most `max_queued_bytes` of records and have at most
+    /// `max_in_flight` raft entries proposed and not yet answered (at least one).
+    pub(in crate::broker) fn new(max_queued_bytes: usize, max_in_flight: usize) -> Appenders {
         Appenders {
             by_group: Mutex::new(HashMap::new()),
             max_queued_bytes,
+            max_in_flight: max_in_flight.max(1),
         }
     }
 
@@ -66,7 +78,13 @@ impl Appenders {
         self.by_group
             .lock()
             .entry(group)
-            .or_insert_with(|| Arc::new(PartitionAppender::new(group, self.max_queued_bytes)))
+            .or_insert_with(|| {
+                Arc::new(PartitionAppender::new(
+                    group,
+                    self.max_queued_bytes,
+                    self.max_in_flight,
+                ))
+            })
             .clone()
     }
 
@@ -95,6 +113,10 @@ pub(in crate::broker) struct PartitionAppender {
     group: u64,
     max_queued_bytes: usize,
     queue: Mutex<Queue>,
+    /// One permit per raft entry that may be in flight.
+    in_flight: Arc<Semaphore>,
+    #[cfg_attr(not(test), allow(dead_code))]
+    max_in_flight: usize,
 }
 
 #[derive(Default)]
@@ -102,7 +124,7 @@ struct Queue {
     /// Waiting requests by arrival number: the first is the oldest.
     pending: BTreeMap<u64, Pending>,
     next_id: u64,
-    /// Encoded bytes of the waiting requests and of those being proposed.
+    /// Encoded bytes of the waiting requests and of those in flight.
     held_bytes: usize,
     draining: bool,
 }
@@ -127,11 +149,13 @@ impl Pending {
 }
 
 impl PartitionAppender {
-    fn new(group: u64, max_queued_bytes: usize) -> PartitionAppender {
+    fn new(group: u64, max_queued_bytes: usize, max_in_flight: usize) -> PartitionAppender {
         PartitionAppender {
             group,
             max_queued_bytes,
             queue: Mutex::new(Queue::default()),
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
         }
     }
 
@@ -247,9 +271,14 @@ impl PartitionAppender {
         self.queue.lock().pending.len()
     }
 
-    /// Appends queued requests, batch after batch, until the queue is empty.
+    /// Proposes queued requests, batch after batch, until the queue is empty: each batch as
+    /// soon as an in-flight slot is free; a spawned task answers its requests and frees the
+    /// slot once raft has the outcome.
     async fn drain<L: PartitionLog>(self: Arc<Self>, log: Arc<L>) {
         loop {
+            let Ok(slot) = self.in_flight.clone().acquire_owned().await else {
+                return;
+            };
             let (taken, bytes) = {
                 let mut queue = self.queue.lock();
                 if queue.pending.is_empty() {
@@ -258,16 +287,28 @@ impl PartitionAppender {
                 }
                 self.take_run(&mut queue)
             };
-            if let Some(first) = taken.first() {
-                if first.once.is_some() {
-                    append_each(&*log, taken).await;
-                } else {
-                    append_merged(&*log, taken).await;
-                }
-            }
-            self.queue.lock().held_bytes -= bytes;
-            queued_bytes_gauge().decrement(bytes as f64);
+            let Some(first) = taken.first() else {
+                continue;
+            };
+            let answering = if first.once.is_some() {
+                propose_each(&*log, taken).await
+            } else {
+                propose_merged(&*log, taken).await
+            };
+            let appender = self.clone();
+            tokio::spawn(async move {
+                answering.await;
+                appender.queue.lock().held_bytes -= bytes;
+                queued_bytes_gauge().decrement(bytes as f64);
+                drop(slot);
+            });
         }
+    }
+
+    /// How many entries are in flight now.
+    #[cfg(test)]
+    pub(super) fn in_flight(&self) -> usize {
+        self.max_in_flight - self.in_flight.available_permits()
     }
 
     /// Takes the next run of requests of one kind from the queue, within the merge caps:

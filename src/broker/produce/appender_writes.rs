@@ -1,11 +1,15 @@
 //! How the requests an appender took from its queue become raft entries: ordinary ones merged
 //! into one batch, idempotent ones each as its own `AppendOnce` entry; and the partition log
-//! they are written to, a trait so the appender's unit tests can drive a log that never
-//! commits (a leader whose quorum is gone) or commits when told.
+//! they are proposed to, a trait so the appender's unit tests can drive a log that never
+//! commits (a leader whose quorum is gone) or commits when told. Proposing returns once the
+//! entry is queued in raft; what answers the requests runs on, so the appender can propose the
+//! next entry before this one is committed.
 
 use std::future::Future;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use tokio::sync::oneshot;
 
 use super::appender::{AppendOutcome, Pending};
@@ -13,58 +17,52 @@ use super::idempotence::Landing;
 use crate::broker::topics::now_ms;
 use crate::broker::BrokerError;
 use crate::domain::batch::{encode_batch, ProducerStamp};
-use crate::raft::{DedupClaim, OnceOutcome, PartitionReplica, RaftLayerError};
+use crate::raft::{DedupClaim, PartitionReplica, PendingAppend, PendingOnce, RaftLayerError};
 
 /// What an appender writes to: this node's replica of a partition it leads.
 pub(in crate::broker) trait PartitionLog: Send + Sync + 'static {
-    /// Replicates one stored batch; its base offset and offset span once a quorum has it.
-    fn append(
-        &self,
-        batch: Bytes,
-    ) -> impl Future<Output = Result<(u64, u32), RaftLayerError>> + Send;
-
-    /// Like [`append`](Self::append), and sends the base offset on `early` once the leader
+    /// Proposes one stored batch; returns once it is queued in raft (proposals reach the log
+    /// in the order they are made), with what resolves to its base offset and offset span
+    /// once a quorum has it. With `early`, the base offset is also sent there once the leader
     /// alone has the batch durable, when it can tell it for certain.
-    fn append_early(
+    fn propose(
         &self,
         batch: Bytes,
-        early: oneshot::Sender<u64>,
-    ) -> impl Future<Output = Result<(u64, u32), RaftLayerError>> + Send;
+        early: Option<oneshot::Sender<u64>>,
+    ) -> impl Future<Output = Result<PendingAppend, RaftLayerError>> + Send;
 
-    /// Replicates idempotent batches, each as its own entry, in order; each one's outcome.
-    fn append_once_many(
+    /// Proposes idempotent batches, each as its own entry, in order; returns once they are
+    /// queued in raft, with what resolves to each one's outcome.
+    fn propose_once_many(
         &self,
         appends: Vec<(Bytes, DedupClaim)>,
-    ) -> impl Future<Output = Vec<Result<OnceOutcome, RaftLayerError>>> + Send;
+    ) -> impl Future<Output = PendingOnce> + Send;
 }
 
 impl PartitionLog for PartitionReplica {
-    fn append(
+    fn propose(
         &self,
         batch: Bytes,
-    ) -> impl Future<Output = Result<(u64, u32), RaftLayerError>> + Send {
-        PartitionReplica::append(self, batch)
+        early: Option<oneshot::Sender<u64>>,
+    ) -> impl Future<Output = Result<PendingAppend, RaftLayerError>> + Send {
+        PartitionReplica::propose_append(self, batch, early)
     }
 
-    fn append_early(
-        &self,
-        batch: Bytes,
-        early: oneshot::Sender<u64>,
-    ) -> impl Future<Output = Result<(u64, u32), RaftLayerError>> + Send {
-        PartitionReplica::append_early(self, batch, early)
-    }
-
-    fn append_once_many(
+    fn propose_once_many(
         &self,
         appends: Vec<(Bytes, DedupClaim)>,
-    ) -> impl Future<Output = Vec<Result<OnceOutcome, RaftLayerError>>> + Send {
-        PartitionReplica::append_once_many(self, appends)
+    ) -> impl Future<Output = PendingOnce> + Send {
+        PartitionReplica::propose_once_many(self, appends)
     }
 }
 
-/// Writes each idempotent request's records as its own `AppendOnce` entry, stamped with the
+/// What answers a run of requests once raft has the outcome of their entries.
+pub(super) type Answering = BoxFuture<'static, ()>;
+
+/// Proposes each idempotent request's records as its own `AppendOnce` entry, stamped with the
 /// leader's clock now: the partition's dedup window decides at apply whether they are new.
-pub(super) async fn append_each(log: &impl PartitionLog, taken: Vec<Pending>) {
+/// Returns once they are proposed, with what answers the requests.
+pub(super) async fn propose_each(log: &impl PartitionLog, taken: Vec<Pending>) -> Answering {
     let leader_time_ms = now_ms();
     let mut proposed = Vec::with_capacity(taken.len());
     let mut appends = Vec::with_capacity(taken.len());
@@ -94,18 +92,23 @@ pub(super) async fn append_each(log: &impl PartitionLog, taken: Vec<Pending>) {
         }
     }
     if appends.is_empty() {
-        return;
+        return async {}.boxed();
     }
-    let outcomes = log.append_once_many(appends).await;
-    for (done, outcome) in proposed.into_iter().zip(outcomes) {
-        let outcome = outcome.map(Landing::from).map_err(BrokerError::from);
-        // A requester that gave up (its client went away) no longer listens; nothing to do.
-        let _ = done.send(outcome);
+    let outcomes = log.propose_once_many(appends).await;
+    async move {
+        let outcomes = outcomes.await;
+        for (done, outcome) in proposed.into_iter().zip(outcomes) {
+            let outcome = outcome.map(Landing::from).map_err(BrokerError::from);
+            // A requester that gave up (its client went away) no longer listens; nothing to do.
+            let _ = done.send(outcome);
+        }
     }
+    .boxed()
 }
 
-/// Writes several requests' records as one batch and tells each where its records landed.
-pub(super) async fn append_merged(log: &impl PartitionLog, taken: Vec<Pending>) {
+/// Proposes several requests' records as one batch; returns once it is proposed, with what
+/// tells each request where its records landed (an `acks=leader` one as early as it can).
+pub(super) async fn propose_merged(log: &impl PartitionLog, taken: Vec<Pending>) -> Answering {
     let compression = taken[0].compression;
     let total = taken.iter().map(|pending| pending.records.len()).sum();
     let mut merged = Vec::with_capacity(total);
@@ -133,27 +136,45 @@ pub(super) async fn append_merged(log: &impl PartitionLog, taken: Vec<Pending>) 
                 quorum_waiters.into_iter().chain(leader_waiters),
                 &Err(error),
             );
-            return;
+            return async {}.boxed();
         }
     };
-    let outcome = if leader_waiters.is_empty() {
-        log.append(batch).await
+    let (early, early_base) = if leader_waiters.is_empty() {
+        (None, None)
     } else {
         let (early, early_base) = oneshot::channel();
-        let appended = log.append_early(batch, early);
-        tokio::pin!(appended);
-        tokio::select! {
-            outcome = &mut appended => outcome,
-            Ok(base_offset) = early_base => {
-                answer(std::mem::take(&mut leader_waiters), &Ok(base_offset));
-                appended.await
-            }
+        (Some(early), Some(early_base))
+    };
+    let pending = match log.propose(batch, early).await {
+        Ok(pending) => pending,
+        Err(error) => {
+            answer(
+                quorum_waiters.into_iter().chain(leader_waiters),
+                &Err(BrokerError::from(error)),
+            );
+            return async {}.boxed();
         }
     };
-    let outcome = outcome
-        .map(|(base_offset, _)| base_offset)
-        .map_err(BrokerError::from);
-    answer(quorum_waiters.into_iter().chain(leader_waiters), &outcome);
+    async move {
+        let outcome = match early_base {
+            None => pending.await,
+            Some(early_base) => {
+                tokio::pin!(pending);
+                tokio::select! {
+                    outcome = &mut pending => outcome,
+                    Ok(base_offset) = early_base => {
+                        answer(std::mem::take(&mut leader_waiters), &Ok(base_offset));
+                        pending.await
+                    }
+                }
+            }
+        };
+        let outcome = outcome
+            .map(|(base_offset, _)| base_offset)
+            .map_err(BrokerError::from);
+        answer(quorum_waiters.into_iter().chain(leader_waiters), &outcome);
+    }
+    .boxed()
 }
 
 /// Tells each waiter where its records start (its position in the merged batch added).

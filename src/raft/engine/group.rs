@@ -13,6 +13,7 @@ use openraft::{Config, Raft, SnapshotPolicy};
 use super::error::RaftLayerError;
 use super::log_store::LogStore;
 use super::network::NetworkFactory;
+use super::recent_entries::RecentEntries;
 use super::registry::GroupRegistry;
 use super::state_machine::{GroupApplier, GroupStateMachine};
 use super::types::{NodeAddr, TypeConfig};
@@ -99,9 +100,10 @@ pub(in crate::raft) async fn start_raft<A: GroupApplier>(
     group: u64,
     applier: A,
     log_lock: Arc<std::sync::Mutex<()>>,
+    recent: Arc<RecentEntries>,
 ) -> Result<(Raft<TypeConfig, GroupStateMachine<A>>, Duration), RaftLayerError> {
     let state_machine = GroupStateMachine::open(group, context.store.clone(), applier).await?;
-    let log_store = LogStore::new(group, context.store.clone(), log_lock);
+    let log_store = LogStore::with_recent(group, context.store.clone(), log_lock, recent);
     let raft = Raft::new(
         context.node_id,
         raft_config(context.timing)?,

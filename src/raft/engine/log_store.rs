@@ -12,6 +12,7 @@ use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader};
 
 use super::codec;
+use super::recent_entries::RecentEntries;
 use super::types::{Entry, LogId, TypeConfig, Vote};
 use crate::storage::{keys, Cf, Store, WriteSet};
 
@@ -27,14 +28,28 @@ pub struct LogStore {
     /// Held while purging: the cleaner, which rewrites committed entries in place, holds it
     /// while it stores them, so it never writes back an entry that was purged.
     log_lock: Arc<Mutex<()>>,
+    /// The entries appended last, shared by the store and its readers.
+    recent: Arc<RecentEntries>,
 }
 
 impl LogStore {
     pub fn new(group: u64, store: Store, log_lock: Arc<Mutex<()>>) -> Self {
+        Self::with_recent(group, store, log_lock, Arc::default())
+    }
+
+    /// A log store whose recently appended entries are kept in `recent` (which the group's
+    /// replica also reads).
+    pub fn with_recent(
+        group: u64,
+        store: Store,
+        log_lock: Arc<Mutex<()>>,
+        recent: Arc<RecentEntries>,
+    ) -> Self {
         LogStore {
             group,
             store,
             log_lock,
+            recent,
         }
     }
 
@@ -136,6 +151,14 @@ pub(crate) fn read_entries_limited(
     Ok(entries)
 }
 
+/// Counter of raft log reads (apply, replication), labelled `from` = `memory` (the recently
+/// appended entries) or `disk` (RocksDB).
+pub const LOG_READS_TOTAL: &str = "herald_raft_log_reads_total";
+
+fn counted_read(from: &'static str) {
+    metrics::counter!(LOG_READS_TOTAL, "from" => from).increment(1);
+}
+
 fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
     let start = match range.start_bound() {
         Bound::Included(&index) => index,
@@ -156,6 +179,11 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, std::io::Error> {
         let (start, end) = bounds(&range);
+        if let Some(entries) = self.recent.get(start, end) {
+            counted_read("memory");
+            return Ok(entries);
+        }
+        counted_read("disk");
         self.blocking(move |store, group| read_entries(store, group, start, end))
             .await
     }
@@ -169,6 +197,11 @@ impl RaftLogReader<TypeConfig> for LogStore {
         start: u64,
         end: u64,
     ) -> Result<Vec<Entry>, std::io::Error> {
+        if let Some(entries) = self.recent.get_limited(start, end, MAX_REPLICATION_BYTES) {
+            counted_read("memory");
+            return Ok(entries);
+        }
+        counted_read("disk");
         self.blocking(move |store, group| {
             read_entries_limited(store, group, start, end, MAX_REPLICATION_BYTES)
         })
@@ -230,13 +263,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let mut set = WriteSet::new();
-        for entry in entries {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        for entry in &entries {
             let key = keys::group_u64(self.group, entry.log_id.index);
-            set.put(Cf::RaftLog, key.to_vec(), codec::encode_entry(&entry)?);
+            set.put(Cf::RaftLog, key.to_vec(), codec::encode_entry(entry)?);
         }
         metrics::counter!("herald_raft_log_appended_bytes_total").increment(set.bytes() as u64);
         self.blocking(move |store, _| Ok(store.write(set, false)?))
             .await?;
+        self.recent.appended(&entries);
         // Visible now; durable once the syncer's next fsync covers it.
         self.store
             .sync_then(Box::new(move |outcome| callback.io_completed(outcome)));
@@ -245,6 +280,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), std::io::Error> {
         let from = last_log_id.map(|log_id| log_id.index + 1).unwrap_or(0);
+        self.recent.truncated(from);
         self.blocking(move |store, group| {
             let mut set = WriteSet::new();
             set.delete_range(
@@ -261,6 +297,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Record the purge point first, so a crash in between never shows a log with a hole.
         let upto = log_id.index;
         self.write_state(TAG_PURGED, &log_id, false).await?;
+        self.recent.purged(upto);
         let log_lock = self.log_lock.clone();
         self.blocking(move |store, group| {
             let _no_rewrites = log_lock

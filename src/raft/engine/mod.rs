@@ -8,9 +8,11 @@ pub(crate) mod group;
 pub(crate) mod log_store;
 pub(crate) mod membership;
 pub(crate) mod network;
+pub(crate) mod recent_entries;
 pub(crate) mod registry;
 pub(crate) mod state_machine;
 pub(crate) mod status;
+pub(crate) mod stream_append;
 pub(crate) mod types;
 
 #[cfg(test)]

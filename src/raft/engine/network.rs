@@ -6,23 +6,28 @@
 //!
 //! The receiving side is [`RaftService`]: it finds the group in the node's [`GroupRegistry`]
 //! and hands the message to its `Raft`.
+//!
+//! AppendEntries to a follower are pipelined: several in flight per (group, follower), handed
+//! to the follower's raft in order (see [`super::stream_append`]).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{OptionalSend, RaftNetworkV2};
 use serde::{Deserialize, Serialize};
 
 use super::codec;
 use super::registry::{GroupRegistry, RegisteredGroup};
+use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
 use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
 use crate::rpc::{Lane, RpcClient, RpcError, ServiceId};
 
@@ -50,6 +55,11 @@ struct Envelope {
 #[derive(Debug, Serialize, Deserialize)]
 enum RaftMessage {
     Append(AppendEntriesRequest<TypeConfig>),
+    /// One AppendEntries of a pipelined stream: handed to raft after the one before it.
+    StreamAppend {
+        position: StreamPosition,
+        request: AppendEntriesRequest<TypeConfig>,
+    },
     Vote(VoteRequest<TypeConfig>),
     PreVote(VoteRequest<TypeConfig>),
     Snapshot {
@@ -91,6 +101,7 @@ impl NetworkFactory {
     }
 }
 
+#[derive(Clone)]
 pub struct PeerClient {
     rpc: RpcClient,
     target: u64,
@@ -160,6 +171,47 @@ impl PeerClient {
     }
 }
 
+/// How long an AppendEntries may take (see [`APPEND_TIMEOUT`]).
+fn append_timeout(request: &AppendEntriesRequest<TypeConfig>, option: &RPCOption) -> Duration {
+    if request.entries.is_empty() {
+        option.soft_ttl()
+    } else {
+        option.soft_ttl().max(APPEND_TIMEOUT)
+    }
+}
+
+impl SendAppend for (PeerClient, RPCOption) {
+    fn send_append(
+        &self,
+        position: StreamPosition,
+        request: AppendEntriesRequest<TypeConfig>,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<Output = Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>>>
+                + Send,
+        >,
+    > {
+        let (client, option) = self.clone();
+        Box::pin(async move {
+            // A pipelined request may wait behind the ones before it, however small it is.
+            let timeout = if position.seq == 0 {
+                append_timeout(&request, &option)
+            } else {
+                option.soft_ttl().max(APPEND_TIMEOUT)
+            };
+            let message = if position.seq == 0 {
+                RaftMessage::Append(request)
+            } else {
+                RaftMessage::StreamAppend { position, request }
+            };
+            match client.send(message, timeout).await? {
+                RaftReply::Append(response) => Ok(response),
+                _ => Err(unexpected("append")),
+            }
+        })
+    }
+}
+
 fn unexpected(what: &str) -> RPCError<TypeConfig> {
     RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
         "unexpected answer to {what}"
@@ -174,15 +226,36 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let timeout = if rpc.entries.is_empty() {
-            option.soft_ttl()
-        } else {
-            option.soft_ttl().max(APPEND_TIMEOUT)
-        };
+        let timeout = append_timeout(&rpc, &option);
         match self.send(RaftMessage::Append(rpc), timeout).await? {
             RaftReply::Append(response) => Ok(response),
             _ => Err(unexpected("append")),
         }
+    }
+
+    /// Several AppendEntries in flight, answered in order (see [`super::stream_append`]).
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<
+        's,
+        Result<
+            BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>,
+            RPCError<TypeConfig>,
+        >,
+    >
+    where
+        S: futures::Stream<Item = AppendEntriesRequest<TypeConfig>>
+            + OptionalSend
+            + Unpin
+            + 'static,
+    {
+        let answers = pipeline((self.clone(), option), input);
+        Box::pin(async move {
+            let answers: BoxStream<'s, _> = Box::pin(answers);
+            Ok(answers)
+        })
     }
 
     async fn vote(
@@ -263,20 +336,37 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
 #[derive(Clone)]
 pub struct RaftService {
     registry: Arc<GroupRegistry>,
+    sequencer: Arc<Sequencer>,
 }
 
 impl RaftService {
     pub fn new(registry: Arc<GroupRegistry>) -> Self {
-        RaftService { registry }
+        RaftService {
+            registry,
+            sequencer: Arc::default(),
+        }
     }
 
-    /// Serves one message; the answer is an encoded `Result<RaftReply, RaftServiceError>`, so
-    /// the sender can tell "no such group here" from a transport failure.
-    pub async fn handle(&self, body: Bytes) -> Result<Bytes, String> {
+    /// Serves one message from node `from`; the answer is an encoded
+    /// `Result<RaftReply, RaftServiceError>`, so the sender can tell "no such group here" from
+    /// a transport failure.
+    pub async fn handle(&self, from: u64, body: Bytes) -> Result<Bytes, String> {
         let envelope: Envelope = codec::decode(&body).map_err(|error| error.to_string())?;
-        let reply = match self.registry.get(envelope.group) {
-            Some(group) => dispatch(group, envelope.message).await,
-            None => Err(RaftServiceError::UnknownGroup(envelope.group)),
+        let group_id = envelope.group;
+        let reply = match (self.registry.get(group_id), envelope.message) {
+            (None, _) => Err(RaftServiceError::UnknownGroup(group_id)),
+            (Some(group), RaftMessage::StreamAppend { position, request }) => self
+                .sequencer
+                .in_turn(
+                    from,
+                    group_id,
+                    position,
+                    APPEND_TIMEOUT,
+                    dispatch(group, RaftMessage::Append(request)),
+                )
+                .await
+                .unwrap_or_else(|out_of_turn| Err(failed(out_of_turn))),
+            (Some(group), message) => dispatch(group, message).await,
         };
         codec::encode(&reply)
             .map(Bytes::from)
@@ -297,6 +387,11 @@ async fn dispatch(
             let raft = $raft;
             match message {
                 RaftMessage::Append(request) => raft
+                    .append_entries(request)
+                    .await
+                    .map(RaftReply::Append)
+                    .map_err(failed),
+                RaftMessage::StreamAppend { request, .. } => raft
                     .append_entries(request)
                     .await
                     .map(RaftReply::Append)

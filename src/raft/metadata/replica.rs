@@ -40,8 +40,14 @@ impl MetadataReplica {
         let applier = MetadataApplier::new();
         let state = applier.subscribe();
         let groups = applier.groups();
-        let (raft, leader_wait) =
-            start_raft(context, METADATA_GROUP, applier, Default::default()).await?;
+        let (raft, leader_wait) = start_raft(
+            context,
+            METADATA_GROUP,
+            applier,
+            Default::default(),
+            Default::default(),
+        )
+        .await?;
         // Read before the group is registered, so no peer's message can have reached it: what
         // this node's disk held. A founder slower to start than its peers may be initialized by
         // the first leader's replication before its own `initialize`, and is still the founder.

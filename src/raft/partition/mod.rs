@@ -10,6 +10,7 @@ pub(crate) mod compaction_plan;
 pub(crate) mod dedup;
 pub(crate) mod dedup_rows;
 pub(crate) mod once;
+pub(crate) mod proposal;
 pub(crate) mod reader;
 pub(crate) mod replica;
 pub(crate) mod retention;

@@ -2,13 +2,8 @@
 //! the partition's dedup window decides at apply whether it is written (see
 //! [`dedup`](super::dedup)).
 
-use bytes::Bytes;
-use futures::StreamExt;
-use openraft::errors::ClientWriteError;
-
-use super::replica::PartitionReplica;
 use crate::raft::engine::error::RaftLayerError;
-use crate::raft::engine::types::{DedupClaim, RaftRequest, RaftResponse};
+use crate::raft::engine::types::RaftResponse;
 
 /// What an idempotent append came to, as the partition's dedup window decided at apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,69 +20,7 @@ pub enum OnceOutcome {
     IdempotencyKeyReused,
 }
 
-impl PartitionReplica {
-    /// Replicates idempotent batches, each as its own entry, in this order; answers each one's
-    /// outcome, in the same order. They reach raft in one message, so consecutive idempotent
-    /// requests share the log write and its fsync without sharing an entry.
-    ///
-    /// An entry a new leader discarded may still commit through another leader (openraft's
-    /// `LogEntryDiscarded`), or never; it is reported as not led here all the same, because
-    /// retrying an idempotent append is safe either way: a retry of an entry that did commit
-    /// is answered as a duplicate by the dedup window.
-    pub async fn append_once_many(
-        &self,
-        appends: Vec<(Bytes, DedupClaim)>,
-    ) -> Vec<Result<OnceOutcome, RaftLayerError>> {
-        let count = appends.len();
-        let stopped = |group| RaftLayerError::Fatal {
-            group,
-            reason: "the raft group stopped".into(),
-        };
-        let requests = appends
-            .into_iter()
-            .map(|(batch, claim)| RaftRequest::AppendOnce { batch, claim });
-        let mut outcomes = Vec::with_capacity(count);
-        match self.raft.client_write_many(requests).await {
-            Ok(mut results) => {
-                while let Some(result) = results.next().await {
-                    outcomes.push(match result {
-                        Ok(Ok(written)) => once_outcome(written.response),
-                        Ok(Err(ClientWriteError::ForwardToLeader(forward))) => {
-                            Err(match forward.leader_id {
-                                Some(leader) => RaftLayerError::NotLeader {
-                                    group: self.group(),
-                                    leader: Some(leader),
-                                },
-                                None => RaftLayerError::NoLeader {
-                                    group: self.group(),
-                                },
-                            })
-                        }
-                        Ok(Err(ClientWriteError::LogEntryDiscarded(_))) => {
-                            Err(RaftLayerError::NoLeader {
-                                group: self.group(),
-                            })
-                        }
-                        Ok(Err(other)) => Err(RaftLayerError::Rejected(other.to_string())),
-                        Err(fatal) => Err(RaftLayerError::Fatal {
-                            group: self.group(),
-                            reason: fatal.to_string(),
-                        }),
-                    });
-                }
-            }
-            Err(fatal) => {
-                tracing::warn!(group = self.group(), %fatal, "idempotent appends not proposed");
-            }
-        }
-        while outcomes.len() < count {
-            outcomes.push(Err(stopped(self.group())));
-        }
-        outcomes
-    }
-}
-
-fn once_outcome(response: RaftResponse) -> Result<OnceOutcome, RaftLayerError> {
+pub(super) fn once_outcome(response: RaftResponse) -> Result<OnceOutcome, RaftLayerError> {
     Ok(match response {
         RaftResponse::Appended { base_offset, .. } => OnceOutcome::Appended { base_offset },
         RaftResponse::Duplicate { base_offset, .. } => OnceOutcome::Duplicate { base_offset },

@@ -9,10 +9,11 @@ use bytes::Bytes;
 use openraft::errors::{LinearizableReadError, RaftError};
 use openraft::rt::watch::WatchReceiver;
 use openraft::ReadPolicy;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use super::applier::{CompactionProgress, PartitionApplier, QueueView, Watermarks};
 use super::compaction::KeyMap;
+use super::proposal::SharedPredictions;
 use super::reader::{self, ReadLimits, StoredBatch};
 use super::retention::{self, RetentionPlan};
 use super::subscriptions::{QueueCommand, QueueOutcome};
@@ -24,6 +25,7 @@ use crate::raft::engine::group::{
 use crate::raft::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
+use crate::raft::engine::recent_entries::RecentEntries;
 use crate::raft::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use crate::raft::engine::status::{status_of, RaftStatus};
 use crate::raft::engine::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
@@ -51,6 +53,10 @@ pub struct PartitionReplica {
     /// The key map the leader built when it planned a pass, for its own cleaner.
     pub(in crate::raft) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
     queues: QueueView,
+    /// The log's recently appended entries, shared with the log store.
+    pub(in crate::raft) recent: Arc<RecentEntries>,
+    /// Where the appender's next appends land, while certain (see [`super::proposal`]).
+    pub(in crate::raft) predictions: SharedPredictions,
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -67,7 +73,9 @@ impl PartitionReplica {
         let compaction = applier.compaction();
         let queues = applier.queue_view();
         let log_lock = Arc::new(std::sync::Mutex::new(()));
-        let (raft, leader_wait) = start_raft(context, group, applier, log_lock.clone()).await?;
+        let recent = Arc::new(RecentEntries::default());
+        let (raft, leader_wait) =
+            start_raft(context, group, applier, log_lock.clone(), recent.clone()).await?;
         context
             .registry
             .insert(group, RegisteredGroup::Partition(raft.clone()));
@@ -88,11 +96,17 @@ impl PartitionReplica {
             compaction,
             prepared_map: std::sync::Mutex::new(None),
             queues,
+            recent,
+            predictions: SharedPredictions::default(),
         })
     }
 
     pub fn group(&self) -> u64 {
         self.group
+    }
+
+    pub(in crate::raft) fn node_id(&self) -> u64 {
+        self.node_id
     }
 
     /// Replicates one stored batch; answers its base offset once applied (durable on a quorum).
@@ -112,93 +126,6 @@ impl PartitionReplica {
                 "unexpected answer to an append".into(),
             )),
         }
-    }
-
-    /// Like [`append`](Self::append), and also sends the batch's base offset on `early` as soon
-    /// as this node (the leader) has the entry durable on its own disk, before a quorum has it:
-    /// what `acks=leader` waits for. Such an early answer may be lost by a failover.
-    ///
-    /// Offsets are assigned at apply, so the early one is a prediction, made only when it is
-    /// certain: the group's log must be fully applied when the entry is proposed (the base is
-    /// then the high watermark, the index the next one) and the entry found at that index once
-    /// flushed must be this batch. Otherwise `early` is dropped and the caller waits for the
-    /// final answer.
-    pub async fn append_early(
-        &self,
-        batch: Bytes,
-        early: oneshot::Sender<u64>,
-    ) -> Result<(u64, u32), RaftLayerError> {
-        let prediction = self.predict_next().await;
-        tracing::debug!(group = self.group, ?prediction, "acks=leader append");
-        let write = self.append(batch.clone());
-        let Some((index, base_offset)) = prediction else {
-            metrics::counter!("herald_leader_acks_total", "answered" => "at_quorum").increment(1);
-            return write.await;
-        };
-        tokio::pin!(write);
-        let flushed = self.flushed_as_predicted(index, batch);
-        tokio::select! {
-            result = &mut write => {
-                // The quorum answered before this node's own flush was confirmed.
-                metrics::counter!("herald_leader_acks_total", "answered" => "at_quorum").increment(1);
-                result
-            }
-            ours = flushed => {
-                let answered = if ours { "at_leader_fsync" } else { "at_quorum" };
-                metrics::counter!("herald_leader_acks_total", "answered" => answered).increment(1);
-                if ours {
-                    let _ = early.send(base_offset);
-                }
-                write.await
-            }
-        }
-    }
-
-    /// The raft index and base offset the next appended batch gets, when the log is fully
-    /// applied (metrics trail the apply by a moment, so that is waited for, briefly).
-    async fn predict_next(&self) -> Option<(u64, u64)> {
-        let metrics = self.raft.metrics().borrow_watched().clone();
-        if metrics.current_leader != Some(self.node_id) {
-            return None;
-        }
-        let last_index = metrics.last_log_index?;
-        self.raft
-            .wait(Some(Duration::from_millis(50)))
-            .applied_index_at_least(Some(last_index), "log applied before an acks=leader append")
-            .await
-            .ok()?;
-        let metrics = self.raft.metrics().borrow_watched().clone();
-        let applied = metrics.last_applied.as_ref().map(|log_id| log_id.index);
-        (metrics.last_log_index == Some(last_index) && applied == Some(last_index))
-            .then(|| (last_index + 1, self.watermarks().high_watermark))
-    }
-
-    /// Waits until the local log is flushed through `index`; whether the entry there is `batch`.
-    async fn flushed_as_predicted(&self, index: u64, batch: Bytes) -> bool {
-        let mut progress = self.raft.watch_log_progress();
-        let reached = progress
-            .wait_until(|point| {
-                point
-                    .as_ref()
-                    .and_then(|point| point.last_log_id.as_ref())
-                    .is_some_and(|log_id| log_id.index >= index)
-            })
-            .await;
-        if reached.is_err() {
-            return false;
-        }
-        let (store, group) = (self.store.clone(), self.group);
-        let entry = blocking(move || {
-            crate::raft::engine::log_store::read_entries(&store, group, index, index + 1)
-        })
-        .await;
-        matches!(
-            entry.as_deref(),
-            Ok([found]) if matches!(
-                &found.payload,
-                openraft::EntryPayload::Normal(RaftRequest::Append { batch: stored }) if *stored == batch
-            )
-        )
     }
 
     /// Replicates a change of a subscription's delivery state; answers what it did.
