@@ -39,7 +39,9 @@ async function ok(method, path, body) {
 const produce = (topic, messages) => ok("POST", `/v1/topics/${topic}/messages?acks=all`, { messages });
 
 async function shot(page, name) {
-  if (screenshots) await page.screenshot({ path: join(screenshots, `${name}.png`) });
+  if (!screenshots) return;
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(screenshots, `${name}.png`) });
 }
 
 /** Waits until `locator`'s text passes `check`; fails with the last text seen. */
@@ -110,7 +112,6 @@ async function withoutAuth(browser, errors) {
   await openTopicsFromKeyboard(page);
   await page.goto(`${base}/console/`);
   await waitForText(page.getByTestId("produce-rate"), (t) => t.endsWith("/s"), "the produce rate is shown");
-  await shot(page, "overview");
 
   // Create a topic, configure it.
   const topic = "console-orders";
@@ -238,6 +239,10 @@ async function withoutAuth(browser, errors) {
   await page.getByTestId("audit-table").locator("tbody tr", { hasText: "create topic" }).first().waitFor({ timeout: WAIT_MS });
   await page.getByRole("cell", { name: "admin", exact: true }).first().waitFor({ timeout: WAIT_MS });
   await shot(page, "security");
+  await page.goto(`${base}/console/`);
+  await waitForText(page.getByTestId("produced-total"), (t) => Number(t) >= 5, "the messages produced are counted");
+  await waitForText(page.getByTestId("produce-rate"), (t) => t.endsWith("/s"), "the produce rate is shown");
+  await shot(page, "overview");
   await page.close();
 
   // On a phone: no page scrolls sideways.

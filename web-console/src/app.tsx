@@ -32,7 +32,7 @@ type AuthState = "checking" | "open" | "signed-in" | "sign-in" | "unreachable";
 
 export function App() {
   const [path, query] = usePath();
-  const [auth, setAuth] = useState<AuthState>("checking");
+  const [auth, setAuth] = useState<AuthState>(AUTH_ON ? (api.current ? "checking" : "sign-in") : "open");
   const [problem, setProblem] = useState<unknown>(undefined);
   const [, setTick] = useState(0);
 
@@ -40,6 +40,11 @@ export function App() {
   const check = async () => {
     if (AUTH_ON && !api.current) {
       setAuth("sign-in");
+      return;
+    }
+    if (!AUTH_ON) {
+      // Nothing to check first: the pages load at once (and show their own errors).
+      setAuth("open");
       return;
     }
     try {
