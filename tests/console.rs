@@ -5,7 +5,8 @@
 //! produced over plain HTTP, sees a consumer group's lag fall when it commits, grows a topic,
 //! deletes one behind its confirmation, redrives a dead letter, and checks the pages on a phone
 //! screen; with `--auth` it signs in with client credentials (keeping the token, not the secret),
-//! works with the token, and signs out. Both runs fail on any error the page logs.
+//! works with the token, and signs out; in a cluster it adds a node started with `--join` and
+//! drains it again, following its progress. Every run fails on any error the page logs.
 //!
 //! `CONSOLE_SCREENSHOTS=docs/console cargo test --test console` also saves a screenshot of each
 //! page there (the committed ones in docs/console/ are made so).
@@ -21,6 +22,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::auth::create_client;
+use common::cluster::TestCluster;
 use common::Server;
 use reqwest::StatusCode;
 
@@ -137,4 +139,14 @@ async fn console_signs_in_with_client_credentials_when_auth_is_on() {
         ],
     )
     .await;
+}
+
+#[tokio::test]
+async fn console_adds_a_node_and_drains_it() {
+    chromium();
+    let mut cluster = TestCluster::start(1).await;
+    let joining = cluster.start_joining_node().await;
+    let node = cluster.node(joining);
+    let join = format!("{joining},{},{}", node.http_addr(), node.raft_addr());
+    run_script(cluster.node(1), &[("HERALD_JOIN_NODE", &join)]).await;
 }

@@ -4,6 +4,7 @@
 //
 //   HERALD_URL=http://127.0.0.1:8080 node console.test.mjs
 //   HERALD_URL=... HERALD_CLIENT_ID=ops HERALD_CLIENT_SECRET=... node console.test.mjs   (node with --auth)
+//   HERALD_URL=... HERALD_JOIN_NODE=2,HTTP_ADDR,RAFT_ADDR node console.test.mjs   (a node started with --join)
 //
 // CONSOLE_SCREENSHOTS=dir saves a screenshot of each page there (docs/console/ is made so).
 // Exits non-zero with the reason on the first failed check. Every wait has a deadline.
@@ -20,6 +21,9 @@ const clientSecret = process.env.HERALD_CLIENT_SECRET;
 const screenshots = process.env.CONSOLE_SCREENSHOTS;
 if (screenshots) mkdirSync(screenshots, { recursive: true });
 const WAIT_MS = 20_000;
+/** Membership changes: a node catching up, replicas moving off a drained one. */
+const MEMBERSHIP_WAIT_MS = 90_000;
+const joinNode = process.env.HERALD_JOIN_NODE?.split(",");
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
 
@@ -45,10 +49,10 @@ async function shot(page, name) {
 }
 
 /** Waits until `locator`'s text passes `check`; fails with the last text seen. */
-async function waitForText(locator, check, what) {
-  const deadline = Date.now() + WAIT_MS;
+async function waitForText(locator, check, what, waitMs = WAIT_MS) {
+  const deadline = Date.now() + waitMs;
   let text;
-  for (let i = 0; i < 400 && Date.now() < deadline; i++) {
+  for (let i = 0; i < 4000 && Date.now() < deadline; i++) {
     text = await locator.textContent({ timeout: WAIT_MS }).catch(() => undefined);
     if (text !== undefined && check(text)) return text;
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -234,7 +238,6 @@ async function withoutAuth(browser, errors) {
   // Cluster and security.
   await page.goto(`${base}/console/cluster`);
   await page.getByTestId("nodes-table").locator("tbody tr").first().waitFor({ timeout: WAIT_MS });
-  await shot(page, "cluster");
   await page.goto(`${base}/console/security`);
   await page.getByTestId("audit-table").locator("tbody tr", { hasText: "create topic" }).first().waitFor({ timeout: WAIT_MS });
   await page.getByRole("cell", { name: "admin", exact: true }).first().waitFor({ timeout: WAIT_MS });
@@ -295,6 +298,39 @@ async function withAuth(browser, errors) {
   await page.close();
 }
 
+async function addAndDrain(browser, errors) {
+  const [id, httpAddr, raftAddr] = joinNode;
+  const page = await browser.newPage({ viewport: DESKTOP });
+  watchErrors(page, errors);
+  await page.goto(`${base}/console/cluster`);
+  await page.getByLabel("Node id").fill(id);
+  await page.getByLabel("HTTP address").fill(httpAddr);
+  await page.getByLabel("Raft address").fill(raftAddr);
+  await page.getByRole("button", { name: "Add node" }).click();
+  await page.getByRole("status").filter({ hasText: `node ${id} added` }).waitFor({ timeout: WAIT_MS });
+  const row = page.getByTestId("nodes-table").locator("tbody tr", { hasText: raftAddr });
+  await waitForText(row.locator(".status"), (t) => t === "up", `node ${id} is up`, MEMBERSHIP_WAIT_MS);
+  // Replicas for it to hold, then to give away.
+  await ok("POST", "/v1/topics", { name: "console-spread", partitions: 4 });
+  await waitForText(row.locator("td.num").nth(1), (t) => Number(t) > 0, `node ${id} holds replicas`, MEMBERSHIP_WAIT_MS);
+  await shot(page, "cluster");
+
+  await row.getByRole("button", { name: `Drain node ${id}` }).click();
+  await row.getByLabel("Name to confirm").fill(id);
+  await row.getByRole("alertdialog").getByRole("button", { name: `Drain node ${id}` }).click();
+  // Draining, its replicas moving away, then gone from the cluster.
+  const deadline = Date.now() + MEMBERSHIP_WAIT_MS;
+  for (let i = 0; i < 2000 && (await row.count()) > 0; i++) {
+    assert.ok(Date.now() < deadline, `node ${id} is still listed: ${await row.textContent().catch(() => "")}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const cluster = await ok("GET", "/v1/cluster");
+  assert.ok(!cluster.nodes.some((n) => String(n.id) === id), `node ${id} left: ${JSON.stringify(cluster.nodes)}`);
+  const spread = await ok("GET", "/v1/topics/console-spread");
+  assert.ok(spread.partitions.every((p) => !p.replicas.map(String).includes(id)), "no replica is left on the drained node");
+  await page.close();
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   // Root (CI) cannot use chromium's sandbox.
@@ -304,7 +340,8 @@ const browser = await chromium.launch({
 try {
   const errors = [];
   try {
-    if (clientId) await withAuth(browser, errors);
+    if (joinNode) await addAndDrain(browser, errors);
+    else if (clientId) await withAuth(browser, errors);
     else await withoutAuth(browser, errors);
   } catch (error) {
     // What the page showed when it failed, and what it logged.
@@ -319,7 +356,8 @@ try {
     throw error;
   }
   assert.deepEqual(errors, [], "the console logged no errors");
-  console.log(`console browser test passed (${clientId ? "with authentication" : "without authentication"})`);
+  const run = joinNode ? "adding and draining a node" : clientId ? "with authentication" : "without authentication";
+  console.log(`console browser test passed (${run})`);
 } finally {
   await browser.close();
 }

@@ -7,7 +7,7 @@ const REFRESH_MS = 2000;
 
 interface ClusterView {
   cluster: Cluster;
-  /** Partition replicas per node, from the topics (internal ones included). */
+  /** Partition replicas per node, over the topics `GET /v1/topics` lists (not internal ones). */
   replicas: Map<number, number>;
   topicsError?: unknown;
 }
@@ -85,8 +85,8 @@ export function ClusterPage() {
             </table>
           </div>
           <p class="note">
-            Draining a node moves its replicas to the others, then removes it; the replica count above falls to 0 as it goes. Replicas counted over
-            every topic.
+            Draining a node moves its replicas to the others, then removes it; the replica count above falls to 0 as it goes (replicas of
+            internal topics such as <code>__audit</code> are not counted).
           </p>
           <AddNode onDone={view.reload} />
         </>
