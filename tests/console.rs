@@ -5,7 +5,8 @@
 //! produced over plain HTTP, sees a consumer group's lag fall when it commits, grows a topic,
 //! deletes one behind its confirmation, redrives a dead letter, and checks the pages on a phone
 //! screen; with `--auth` it signs in with client credentials (keeping the token, not the secret),
-//! works with the token, and signs out; in a cluster it adds a node started with `--join` and
+//! works with the token, renews it before it expires (the secret asked again; the live tail's
+//! socket takes the new token), and signs out; in a cluster it adds a node started with `--join` and
 //! drains it again, following its progress. Every run fails on any error the page logs.
 //!
 //! `CONSOLE_SCREENSHOTS=docs/console cargo test --test console` also saves a screenshot of each
@@ -113,7 +114,16 @@ async fn console_signs_in_with_client_credentials_when_auth_is_on() {
     // restarts with it on.
     let mut server = Server::start().await;
     let secret = create_client(&server, "console-ops", &["admin"]).await;
-    server.set_extra_args(vec!["--auth".to_string()]);
+    // Tokens of 4 minutes: the console asks for the secret again 5 minutes before expiry, so
+    // the script sees its renewal at once.
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("herald.toml");
+    std::fs::write(&config, "[auth]\ntoken_lifetime_ms = 240000\n").unwrap();
+    server.set_extra_args(vec![
+        "--auth".to_string(),
+        "--config".to_string(),
+        config.to_str().unwrap().to_string(),
+    ]);
     server.restart().await;
     let page = server
         .http_client()

@@ -273,6 +273,9 @@ async function withAuth(browser, errors) {
 
   const page = await browser.newPage({ viewport: DESKTOP });
   watchErrors(page, errors);
+  // What the node answers on the console's WebSockets.
+  const socketFrames = [];
+  page.on("websocket", (socket) => socket.on("framereceived", (frame) => socketFrames.push(String(frame.payload))));
   await page.goto(`${base}/console/topics`);
   await page.getByRole("form", { name: "Sign in" }).waitFor({ timeout: WAIT_MS });
   await shot(page, "sign-in");
@@ -289,6 +292,25 @@ async function withAuth(browser, errors) {
   await createTopicInPage(page, topic, 1);
   await page.goto(`${base}/console/messages?topic=${topic}`);
   await liveTailReceives(page, topic);
+
+  // The node's tokens last 4 minutes: the console asks for the secret again at once (5 minutes
+  // before expiry), and the new token replaces the old one, also on the open live tail.
+  const sessionToken = () => page.evaluate(() => JSON.parse(sessionStorage.getItem("herald-console-session")).token);
+  const renewal = page.getByRole("region", { name: "Session ending" });
+  await renewal.waitFor({ timeout: WAIT_MS });
+  const before = await sessionToken();
+  await renewal.getByLabel("Client secret").fill(clientSecret);
+  await renewal.getByRole("button", { name: "Sign in" }).click();
+  for (let i = 0; i < 200 && (await sessionToken()) === before; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.notEqual(await sessionToken(), before, "the session holds a new token");
+  assert.ok(!(await page.evaluate(() => JSON.stringify(sessionStorage))).includes(clientSecret), "the secret is not kept");
+  await produce(topic, [{ value: { after: "renewal" } }]);
+  await page.getByTestId("tail-messages").locator("li", { hasText: '{"after":"renewal"}' }).waitFor({ timeout: WAIT_MS });
+  assert.equal(await page.getByTestId("tail-state").getAttribute("data-state"), "open");
+  const authenticated = socketFrames.map((f) => JSON.parse(f)).find((f) => f.op === "authenticated");
+  assert.ok(authenticated, `the socket took the new token: ${socketFrames.join(" ")}`);
+  assert.equal(authenticated.subject, clientId);
+
   await page.goto(`${base}/console/security`);
   await page.getByRole("cell", { name: clientId, exact: true }).first().waitFor({ timeout: WAIT_MS });
 
