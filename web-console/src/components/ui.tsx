@@ -86,7 +86,7 @@ let fieldIds = 0;
 
 /** A labelled input: the label names the control for screen readers and tests. */
 export function Field(props: { label: string; children: (id: string) => JSX.Element; hint?: string }) {
-  const id = useRef(`field-${++fieldIds}`).current;
+  const [id] = useState(() => `field-${++fieldIds}`);
   return (
     <div class="field">
       <label for={id}>{props.label}</label>

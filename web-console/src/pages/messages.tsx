@@ -205,7 +205,7 @@ function MessageItem({ message }: { message: Message }) {
             <div role="radiogroup" aria-label="Show bytes as" class="tabs">
               {(["hex", "base64"] as const).map((as) => (
                 <label key={as} class="check">
-                  <input type="radio" checked={bytesAs === as} onChange={() => setBytesAs(as)} /> {as}
+                  <input type="radio" name={`bytes-${message.partition}-${message.offset}`} checked={bytesAs === as} onChange={() => setBytesAs(as)} /> {as}
                 </label>
               ))}
             </div>
