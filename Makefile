@@ -5,6 +5,8 @@
 #               the example page in chromium)
 #   make compose-check   validate docker-compose.yml, the Prometheus config and alerts, the dashboard
 #   make bench  the produce-path benchmarks and the machine's ceilings (QUICK=1: a smoke run)
+#   make console         rebuild the web console (web-console/dist, committed and embedded)
+#   make console-check   rebuild it and fail when the committed web-console/dist is not current
 
 # Builds are cached outside the clone, so a fresh checkout reuses the compiled RocksDB.
 CARGO_TARGET_DIR ?= /var/tmp/herald-target
@@ -14,7 +16,7 @@ CARGO ?= cargo
 # Extra arguments for `make run`, e.g. make run ARGS='--data-dir /tmp/herald'
 ARGS ?=
 
-.PHONY: all deps js-deps build run test lint compose-check bench-build bench clean
+.PHONY: all deps js-deps console-deps console console-unit console-check build run test lint compose-check bench-build bench clean
 
 all: build
 
@@ -35,7 +37,7 @@ build: deps
 run: deps
 	$(CARGO) run --release -- serve $(ARGS)
 
-test: deps js-deps
+test: deps js-deps console-unit
 	$(CARGO) test --all-targets
 
 # The npm packages of tests/js (playwright-core, which drives /usr/bin/chromium:
@@ -46,6 +48,33 @@ js-deps:
 		[ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then \
 		cd tests/js && npm ci --no-audit --no-fund; \
 	fi
+
+# The web console (web-console/: TypeScript, Preact, Vite). Its build, web-console/dist, is
+# committed and compiled into the binary (src/api/console.rs), so `cargo build` needs no npm;
+# after changing web-console/src, `make console` and commit dist/ with the change. Node 18 or
+# later (apt-get install -y nodejs npm); the packages are pinned by web-console/package-lock.json.
+console-deps:
+	@if [ ! -f web-console/node_modules/.package-lock.json ] || \
+		[ web-console/package-lock.json -nt web-console/node_modules/.package-lock.json ]; then \
+		cd web-console && npm ci --no-audit --no-fund; \
+	fi
+
+console:
+	cd web-console && npm ci --no-audit --no-fund && npm run build
+
+# The console's unit tests (vitest); its end-to-end test in chromium is tests/console.rs.
+console-unit: console-deps
+	cd web-console && npm test
+
+# The build is reproducible: rebuilt from the committed sources it must equal the committed dist/.
+console-check: console
+	@if ! git diff --quiet -- web-console/dist || \
+		[ -n "$$(git ls-files --others --exclude-standard -- web-console/dist)" ]; then \
+		git status --short -- web-console/dist; \
+		echo "console-check: web-console/dist is not the build of web-console/src: run make console and commit dist/"; \
+		exit 1; \
+	fi
+	@echo "console-check: web-console/dist is current"
 
 lint: deps
 	$(CARGO) fmt --all -- --check

@@ -2,7 +2,7 @@
 //!
 //! Handlers are thin: extract, validate, make one call on [`Broker`], map the answer to a DTO.
 //! Each resource has its own router (`topics`, `messages`, `offsets`, `groups`, `producers`,
-//! `cluster`, `health`); they are merged here with the docs, the fallbacks and the
+//! `cluster`, `health`); they are merged here with the docs, the web console, the fallbacks and the
 //! cross-cutting layers (body limit, request deadline and concurrency cap, metrics, tracing,
 //! panic catching). `listener` bounds the open connections.
 
@@ -14,6 +14,7 @@ pub mod auth_clients;
 pub mod auth_policies;
 pub mod client_address;
 pub mod cluster;
+pub mod console;
 pub mod docs;
 pub mod dto;
 pub mod events;
@@ -190,6 +191,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
     let routes = routes
         .merge(docs::router(document))
         .merge(examples::router())
+        .merge(console::router(config.auth_enabled))
         // Quotas inside authentication, so the client is known; both inside the route layers
         // `with_layers` adds, so refusals are counted and traced like any answer; outer layers
         // (audit) find the principal in the response.

@@ -205,8 +205,15 @@ pub const ROUTES: &[(&str, &str, Requirement)] = &[
     ("GET", "/v1/ws", Authenticated),
 ];
 
-/// Routes outside the OpenAPI document that serve it and its viewers.
-const PUBLIC_PREFIXES: &[&str] = &["/openapi.json", "/asyncapi.json", "/docs", "/examples/"];
+/// Routes outside the OpenAPI document that serve it and its viewers, the example pages and the
+/// web console (static files; the console signs in at `/oauth/token` like any client).
+const PUBLIC_PREFIXES: &[&str] = &[
+    "/openapi.json",
+    "/asyncapi.json",
+    "/docs",
+    "/examples/",
+    "/console",
+];
 
 /// Resources a route touches besides its own, named in its query: a group stream reads each of
 /// its `?topics=` (comma-separated).

@@ -1,0 +1,162 @@
+//! The web console (`/console/`) in a real browser: `tests/js/console.test.mjs` drives Debian's
+//! chromium (playwright-core, `executablePath: /usr/bin/chromium`) against a node started here.
+//! Without authentication it creates and configures a topic, produces a message from the page
+//! and finds it by key, offset and time, watches the live tail (WebSocket) receive a message
+//! produced over plain HTTP, sees a consumer group's lag fall when it commits, grows a topic,
+//! deletes one behind its confirmation, redrives a dead letter, and checks the pages on a phone
+//! screen; with `--auth` it signs in with client credentials (keeping the token, not the secret),
+//! works with the token, renews it before it expires (the secret asked again; the live tail's
+//! socket takes the new token), and signs out; in a cluster it adds a node started with `--join` and
+//! drains it again, following its progress. Every run fails on any error the page logs.
+//!
+//! `CONSOLE_SCREENSHOTS=docs/console cargo test --test console` also saves a screenshot of each
+//! page there (the committed ones in docs/console/ are made so).
+//!
+//! Needs node, `npm ci` in `tests/js` and `/usr/bin/chromium`; `.ci/run` and `make test` install
+//! them. Without them the test fails and says what is missing, rather than passing without
+//! having run.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::auth::create_client;
+use common::cluster::TestCluster;
+use common::Server;
+use reqwest::StatusCode;
+
+/// Everything one browser script does (start chromium, a few dozen waits of at most 20 s,
+/// usually milliseconds each) fits in this.
+const SCRIPT_DEADLINE: Duration = Duration::from_secs(240);
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js")
+}
+
+fn chromium() -> String {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "{chromium} is missing: apt-get install -y chromium (or set CHROMIUM)"
+    );
+    assert!(
+        browser_dir().join("node_modules/playwright-core").exists(),
+        "playwright-core is missing: run `npm ci` in {} (make test does)",
+        browser_dir().display()
+    );
+    chromium
+}
+
+/// Runs the browser script against `server` with `env`; fails the test with its output.
+async fn run_script(server: &Server, env: &[(&str, &str)]) {
+    let mut command = tokio::process::Command::new("node");
+    command
+        .arg("console.test.mjs")
+        .current_dir(browser_dir())
+        .env("HERALD_URL", server.base_url())
+        .env("CHROMIUM", chromium())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(dir) = std::env::var_os("CONSOLE_SCREENSHOTS") {
+        // Relative to the repository, not to tests/js where the script runs.
+        command.env(
+            "CONSOLE_SCREENSHOTS",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(dir),
+        );
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = tokio::time::timeout(SCRIPT_DEADLINE, command.output())
+        .await
+        .unwrap_or_else(|_| server.fail("the browser script did not finish within its deadline"))
+        .expect("node runs (apt-get install -y nodejs)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        server.fail(&format!(
+            "the browser script failed ({}):\n{stdout}\n{stderr}",
+            output.status
+        ));
+    }
+    assert!(
+        stdout.contains("console browser test passed"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn console_manages_topics_messages_groups_and_subscriptions_in_a_browser() {
+    chromium();
+    let server = Server::start().await;
+    let page = server
+        .http_client()
+        .get(server.url("/console/"))
+        .send()
+        .await
+        .expect("GET /console/");
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page
+        .text()
+        .await
+        .unwrap()
+        .contains(r#"<meta name="herald-auth" content="off" />"#));
+    run_script(&server, &[]).await;
+}
+
+#[tokio::test]
+async fn console_signs_in_with_client_credentials_when_auth_is_on() {
+    chromium();
+    // The client is made with authentication off (as the bootstrap admin would), then the node
+    // restarts with it on.
+    let mut server = Server::start().await;
+    let secret = create_client(&server, "console-ops", &["admin"]).await;
+    // Tokens of 4 minutes: the console asks for the secret again 5 minutes before expiry, so
+    // the script sees its renewal at once.
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("herald.toml");
+    std::fs::write(&config, "[auth]\ntoken_lifetime_ms = 240000\n").unwrap();
+    server.set_extra_args(vec![
+        "--auth".to_string(),
+        "--config".to_string(),
+        config.to_str().unwrap().to_string(),
+    ]);
+    server.restart().await;
+    let page = server
+        .http_client()
+        .get(server.url("/console/"))
+        .send()
+        .await
+        .expect("GET /console/");
+    assert_eq!(
+        page.status(),
+        StatusCode::OK,
+        "the console's files are public"
+    );
+    assert!(page
+        .text()
+        .await
+        .unwrap()
+        .contains(r#"<meta name="herald-auth" content="on" />"#));
+    run_script(
+        &server,
+        &[
+            ("HERALD_CLIENT_ID", "console-ops"),
+            ("HERALD_CLIENT_SECRET", &secret),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn console_adds_a_node_and_drains_it() {
+    chromium();
+    let mut cluster = TestCluster::start(1).await;
+    let joining = cluster.start_joining_node().await;
+    let node = cluster.node(joining);
+    let join = format!("{joining},{},{}", node.http_addr(), node.raft_addr());
+    run_script(cluster.node(1), &[("HERALD_JOIN_NODE", &join)]).await;
+}

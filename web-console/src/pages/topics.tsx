@@ -1,0 +1,267 @@
+import { useState } from "preact/hooks";
+import { enc, type Topic } from "../lib/api";
+import { api } from "../lib/client";
+import { formatBytes, formatDuration, formatNumber, formatRate } from "../lib/format";
+import { isInternal, ratesByLabel } from "../lib/metrics";
+import { navigate } from "../lib/router";
+import { ConfirmButton, ErrorText, Field, Link, useAction, useLoad } from "../components/ui";
+import { useMetrics } from "./overview";
+
+/** Messages a topic holds now: over its partitions, high watermark minus log start. */
+export function messageCount(topic: Topic): number {
+  return topic.partitions.reduce((sum, p) => sum + Math.max(0, p.high_watermark - p.log_start_offset), 0);
+}
+
+export function Topics() {
+  const topics = useLoad(() => api.get<{ topics: Topic[] }>("/v1/topics"), [], 5000);
+  const { scrape, previous } = useMetrics();
+  const rates = scrape ? ratesByLabel(previous, scrape, "herald_produced_messages_total", "topic") : new Map<string, number>();
+  const [filter, setFilter] = useState("");
+  const [showInternal, setShowInternal] = useState(false);
+  const all = topics.data?.topics ?? [];
+  const shown = all
+    .filter((t) => (showInternal || !isInternal(t.name)) && t.name.includes(filter))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  return (
+    <>
+      <h1>Topics</h1>
+      <CreateTopic onCreated={(name) => navigate(`/topics/${enc(name)}`)} />
+      <div class="toolbar">
+        <Field label="Filter by name">
+          {(id) => <input id={id} type="search" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} />}
+        </Field>
+        <label class="check">
+          <input type="checkbox" checked={showInternal} onChange={(e) => setShowInternal(e.currentTarget.checked)} /> Internal topics
+        </label>
+        <span class="note" data-testid="topic-count">
+          {topics.data ? `${shown.length} of ${all.length} topics` : "loading…"}
+        </span>
+      </div>
+      <ErrorText error={topics.error} />
+      <div class="table-wrap">
+        <table data-testid="topics-table">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col" class="num">Partitions</th>
+              <th scope="col" class="num">Replicas</th>
+              <th scope="col" class="num">Messages</th>
+              <th scope="col" class="num">Produce rate</th>
+              <th scope="col">Retention</th>
+              <th scope="col">Cleanup</th>
+              <th scope="col">Compression</th>
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((topic) => (
+              <tr key={topic.name}>
+                <td>
+                  <Link href={`/topics/${enc(topic.name)}`}>{topic.name}</Link>
+                </td>
+                <td class="num">{topic.partitions.length}</td>
+                <td class="num">{topic.replication_factor}</td>
+                <td class="num">{formatNumber(messageCount(topic))}</td>
+                <td class="num">{formatRate(rates.get(topic.name) ?? (previous ? 0 : undefined))}</td>
+                <td>
+                  {formatDuration(topic.config.retention_ms)}
+                  {topic.config.retention_bytes >= 0 && ` / ${formatBytes(topic.config.retention_bytes)}`}
+                </td>
+                <td>{topic.config.cleanup_policy}</td>
+                <td>{topic.config.compression}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <p class="note">Messages: what the partitions hold now (high watermark minus log start). Produce rate: this node's metrics.</p>
+    </>
+  );
+}
+
+function CreateTopic(props: { onCreated: (name: string) => void }) {
+  const [name, setName] = useState("");
+  const [partitions, setPartitions] = useState("1");
+  const [replication, setReplication] = useState("1");
+  const [busy, error, act] = useAction();
+  return (
+    <details class="panel">
+      <summary>Create a topic</summary>
+      <form
+        aria-label="Create a topic"
+        onSubmit={(event) => {
+          event.preventDefault();
+          act(async () => {
+            await api.post("/v1/topics", { name, partitions: Number(partitions), replication_factor: Number(replication) });
+            props.onCreated(name);
+          });
+        }}
+      >
+        <div class="row">
+          <Field label="Name">{(id) => <input id={id} required pattern="[A-Za-z0-9._\-]{1,249}" value={name} onInput={(e) => setName(e.currentTarget.value)} />}</Field>
+          <Field label="Partitions">
+            {(id) => <input id={id} type="number" min={1} max={1024} required value={partitions} onInput={(e) => setPartitions(e.currentTarget.value)} />}
+          </Field>
+          <Field label="Replication factor">
+            {(id) => <input id={id} type="number" min={1} required value={replication} onInput={(e) => setReplication(e.currentTarget.value)} />}
+          </Field>
+        </div>
+        <button type="submit" disabled={busy}>
+          Create topic
+        </button>
+        <ErrorText error={error} />
+      </form>
+    </details>
+  );
+}
+
+export function TopicDetail({ name }: { name: string }) {
+  const topic = useLoad(() => api.get<Topic>(`/v1/topics/${enc(name)}`), [name], 3000);
+  const t = topic.data;
+  return (
+    <>
+      <p class="crumbs">
+        <Link href="/topics">Topics</Link> /
+      </p>
+      <h1>{name}</h1>
+      <ErrorText error={topic.error} />
+      {t && (
+        <>
+          <p>
+            <Link href={`/messages?topic=${enc(name)}`}>Browse messages</Link> · {t.partitions.length} partitions · replication factor{" "}
+            {t.replication_factor} · {formatNumber(messageCount(t))} messages
+          </p>
+          <h2>Partitions</h2>
+          <div class="table-wrap">
+            <table data-testid="partitions-table">
+              <thead>
+                <tr>
+                  <th scope="col" class="num">Partition</th>
+                  <th scope="col">Leader</th>
+                  <th scope="col">Replicas</th>
+                  <th scope="col">In sync</th>
+                  <th scope="col" class="num">Log start</th>
+                  <th scope="col" class="num">High watermark</th>
+                </tr>
+              </thead>
+              <tbody>
+                {t.partitions.map((p) => (
+                  <tr key={p.partition}>
+                    <td class="num">{p.partition}</td>
+                    <td>{p.leader ?? <span class="status status-down">none</span>}</td>
+                    <td>{p.replicas.join(", ")}</td>
+                    <td>
+                      {p.in_sync.join(", ")}
+                      {p.in_sync.length < p.replicas.length && <span class="badge warn">under-replicated</span>}
+                    </td>
+                    <td class="num">{formatNumber(p.log_start_offset)}</td>
+                    <td class="num">{formatNumber(p.high_watermark)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <div class="columns">
+            <GrowPartitions topic={t} onDone={topic.reload} />
+            <Configure topic={t} onDone={topic.reload} />
+          </div>
+          <h2>Delete</h2>
+          <p>Deleting a topic removes its messages on every node; it cannot be undone.</p>
+          <ConfirmButton
+            label="Delete topic"
+            name={name}
+            what={`Delete topic ${name} and all its messages?`}
+            onConfirm={async () => {
+              await api.delete(`/v1/topics/${enc(name)}`);
+              navigate("/topics");
+            }}
+          />
+        </>
+      )}
+    </>
+  );
+}
+
+function GrowPartitions({ topic, onDone }: { topic: Topic; onDone: () => void }) {
+  const [count, setCount] = useState(String(topic.partitions.length + 1));
+  const [busy, error, act, done] = useAction();
+  return (
+    <form
+      class="panel"
+      aria-label="Grow partitions"
+      onSubmit={(event) => {
+        event.preventDefault();
+        act(async () => {
+          await api.patch(`/v1/topics/${enc(topic.name)}`, { partitions: Number(count) });
+          onDone();
+          return `now ${count} partitions`;
+        });
+      }}
+    >
+      <h2>Grow partitions</h2>
+      <p class="note">Partitions only grow. Keys map to partitions by their count: a key's new messages may go to another partition.</p>
+      <Field label="Partitions">
+        {(id) => <input id={id} type="number" min={topic.partitions.length + 1} max={1024} required value={count} onInput={(e) => setCount(e.currentTarget.value)} />}
+      </Field>
+      <button type="submit" disabled={busy}>
+        Grow
+      </button>
+      {done && <p role="status">{done}</p>}
+      <ErrorText error={error} />
+    </form>
+  );
+}
+
+function Configure({ topic, onDone }: { topic: Topic; onDone: () => void }) {
+  const [retentionMs, setRetentionMs] = useState(String(topic.config.retention_ms));
+  const [retentionBytes, setRetentionBytes] = useState(String(topic.config.retention_bytes));
+  const [cleanup, setCleanup] = useState(topic.config.cleanup_policy);
+  const [compression, setCompression] = useState(topic.config.compression);
+  const [busy, error, act, done] = useAction();
+  return (
+    <form
+      class="panel"
+      aria-label="Configure"
+      onSubmit={(event) => {
+        event.preventDefault();
+        act(async () => {
+          await api.patch(`/v1/topics/${enc(topic.name)}`, {
+            config: { retention_ms: Number(retentionMs), retention_bytes: Number(retentionBytes), cleanup_policy: cleanup, compression },
+          });
+          onDone();
+          return "saved";
+        });
+      }}
+    >
+      <h2>Configuration</h2>
+      <Field label="Retention (ms)" hint={`${formatDuration(Number(retentionMs))}; -1 keeps messages forever`}>
+        {(id) => <input id={id} type="number" min={-1} required value={retentionMs} onInput={(e) => setRetentionMs(e.currentTarget.value)} />}
+      </Field>
+      <Field label="Retention bytes per partition" hint={`${formatBytes(Number(retentionBytes))}; -1 is unlimited`}>
+        {(id) => <input id={id} type="number" min={-1} required value={retentionBytes} onInput={(e) => setRetentionBytes(e.currentTarget.value)} />}
+      </Field>
+      <Field label="Cleanup policy">
+        {(id) => (
+          <select id={id} value={cleanup} onChange={(e) => setCleanup(e.currentTarget.value)}>
+            <option value="delete">delete</option>
+            <option value="compact">compact</option>
+            <option value="compact,delete">compact,delete</option>
+          </select>
+        )}
+      </Field>
+      <Field label="Compression">
+        {(id) => (
+          <select id={id} value={compression} onChange={(e) => setCompression(e.currentTarget.value)}>
+            <option value="none">none</option>
+            <option value="lz4">lz4</option>
+            <option value="zstd">zstd</option>
+          </select>
+        )}
+      </Field>
+      <button type="submit" disabled={busy}>
+        Save configuration
+      </button>
+      {done && <p role="status">{done}</p>}
+      <ErrorText error={error} />
+    </form>
+  );
+}
