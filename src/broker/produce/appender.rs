@@ -15,6 +15,10 @@
 //! requests in the queue are proposed together, each as its own entry, in order: they share the
 //! log write and its fsync, not an entry.
 //!
+//! A *stored* request (a producer's `application/vnd.herald.batch`) carries a batch already in
+//! the stored layout instead of records: it is proposed alone, as its own entry, byte for byte,
+//! since merging it with others would mean decoding and encoding it again.
+//!
 //! **Bounds.** A leader that cannot reach a quorum never finishes its append, so without a
 //! bound its queue would take every request's records. The appender counts the encoded bytes it
 //! holds, queued and being proposed, and refuses a request that would take it past
@@ -28,11 +32,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::appender_writes::{append_each, append_merged, PartitionLog};
+use super::appender_writes::{append_each, append_merged, append_stored, PartitionLog};
 use super::idempotence::{Landing, OnceClaim};
 use super::MAX_MESSAGES_PER_REQUEST;
 use crate::broker::BrokerError;
@@ -81,6 +86,8 @@ impl Appenders {
 /// One request's records for a partition, and how to write them.
 pub(in crate::broker) struct AppendRequest {
     pub records: Vec<Record>,
+    /// A batch already in the stored layout (then `records` is empty): goes alone, as is.
+    pub stored: Option<Bytes>,
     pub compression: Compression,
     /// `acks=leader`: answer once the leader has the batch durable, before a quorum has it.
     pub leader_ack: bool,
@@ -110,6 +117,7 @@ struct Queue {
 /// A request waiting its turn.
 pub(super) struct Pending {
     pub records: Vec<Record>,
+    pub stored: Option<Bytes>,
     /// The records' encoded size.
     pub bytes: usize,
     pub compression: Compression,
@@ -175,7 +183,10 @@ impl PartitionAppender {
         log: Arc<L>,
         request: AppendRequest,
     ) -> Result<(Queued, oneshot::Receiver<AppendOutcome>), BrokerError> {
-        let bytes = request.records.iter().map(Record::encoded_len).sum();
+        let bytes = match &request.stored {
+            Some(batch) => batch.len(),
+            None => request.records.iter().map(Record::encoded_len).sum(),
+        };
         let (done, outcome) = oneshot::channel();
         let (id, start_draining) = {
             let mut queue = self.queue.lock();
@@ -194,6 +205,7 @@ impl PartitionAppender {
                 id,
                 Pending {
                     records: request.records,
+                    stored: request.stored,
                     bytes,
                     compression: request.compression,
                     leader_ack: request.leader_ack,
@@ -259,7 +271,9 @@ impl PartitionAppender {
                 self.take_run(&mut queue)
             };
             if let Some(first) = taken.first() {
-                if first.once.is_some() {
+                if first.stored.is_some() {
+                    append_stored(&*log, taken).await;
+                } else if first.once.is_some() {
                     append_each(&*log, taken).await;
                 } else {
                     append_merged(&*log, taken).await;
@@ -289,7 +303,10 @@ impl PartitionAppender {
                 continue;
             }
             if let Some(first) = taken.first() {
-                let same_kind = first.once.is_some() == pending.once.is_some();
+                // A stored batch goes alone: nothing merges with it.
+                let same_kind = first.once.is_some() == pending.once.is_some()
+                    && first.stored.is_none()
+                    && pending.stored.is_none();
                 let fits = bytes + pending.bytes <= MAX_MERGED_BYTES
                     && records + pending.records.len() <= MAX_MESSAGES_PER_REQUEST;
                 if !same_kind || !fits {

@@ -136,6 +136,32 @@ pub(super) async fn append_merged(log: &impl PartitionLog, taken: Vec<Pending>) 
             return;
         }
     };
+    replicate(log, batch, quorum_waiters, leader_waiters).await;
+}
+
+/// Writes one request's batch, already in the stored layout, as its own entry, byte for byte.
+pub(super) async fn append_stored(log: &impl PartitionLog, taken: Vec<Pending>) {
+    for pending in taken {
+        let Some(batch) = pending.stored else {
+            continue;
+        };
+        let waiter = vec![(0, pending.done)];
+        if pending.leader_ack {
+            replicate(log, batch, Vec::new(), waiter).await;
+        } else {
+            replicate(log, batch, waiter, Vec::new()).await;
+        }
+    }
+}
+
+/// Replicates `batch` and tells each waiter where its records landed: the leader waiters as
+/// soon as the leader has it durable, the quorum waiters once a quorum has it.
+async fn replicate(
+    log: &impl PartitionLog,
+    batch: Bytes,
+    quorum_waiters: Vec<(u64, oneshot::Sender<AppendOutcome>)>,
+    mut leader_waiters: Vec<(u64, oneshot::Sender<AppendOutcome>)>,
+) {
     let outcome = if leader_waiters.is_empty() {
         log.append(batch).await
     } else {
