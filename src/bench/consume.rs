@@ -111,13 +111,13 @@ fn count_json(body: &[u8]) -> Result<Counted, String> {
 }
 
 /// Counts a binary read's frames (8-byte base offset, then a stored batch), checking each
-/// batch as a consumer would; records before `from` (the first batch may start earlier) and
-/// past `max` are not counted.
+/// batch as a consumer would; records before `from` (the first batch may start earlier) are
+/// not counted. Reads are by whole batches, so a read may hold more than it asked for: every
+/// record at or after `from` is counted, since the next read starts after them.
 fn count_batches(
     body: &[u8],
     headers: &reqwest::header::HeaderMap,
     from: u64,
-    max: u64,
 ) -> Result<Counted, String> {
     use crate::domain::batch::{visit_records, BATCH_HEADER_LEN};
     let header = |name: &str| -> Result<u64, String> {
@@ -140,7 +140,7 @@ fn count_batches(
         let batch = rest.get(8..end).ok_or("a batch cut short")?;
         visit_records(batch, |record| {
             let offset = base_offset + u64::from(record.offset_delta);
-            if offset >= from && count < max {
+            if offset >= from {
                 count += 1;
                 bytes += record.value.len() as u64;
             }
@@ -232,7 +232,7 @@ pub(super) async fn worker(
                 _ => 0,
             };
             let counted = if binary {
-                count_batches(&body, &headers, from, want)
+                count_batches(&body, &headers, from)
             } else {
                 count_json(&body)
             };
@@ -344,6 +344,36 @@ mod tests {
             .collect();
         assert_eq!(sizes, vec![4, 7, 5, 0]);
         assert_eq!((fetched.next_offset, fetched.high_watermark), (4, 9));
+    }
+
+    #[test]
+    fn binary_reads_count_every_record_from_the_offset_on() {
+        use crate::domain::batch::{encode_batch, ProducerStamp};
+        use crate::domain::{Compression, Record, RecordValue};
+        let batch = |count: u32| {
+            let records: Vec<Record> = (0..count)
+                .map(|delta| Record {
+                    offset_delta: delta,
+                    timestamp: 0,
+                    key: None,
+                    value: RecordValue::Bytes(bytes::Bytes::from_static(b"abc")),
+                    headers: Vec::new(),
+                })
+                .collect();
+            encode_batch(&records, Compression::None, ProducerStamp::NONE).unwrap()
+        };
+        let mut body = Vec::new();
+        for (base, count) in [(10u64, 4u32), (14, 3)] {
+            body.extend_from_slice(&base.to_be_bytes());
+            body.extend_from_slice(&batch(count));
+        }
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("herald-next-offset", 17.into());
+        headers.insert("herald-high-watermark", 20.into());
+        let counted = count_batches(&body, &headers, 12).unwrap();
+        assert_eq!((counted.count, counted.bytes), (5, 15));
+        assert_eq!((counted.next_offset, counted.high_watermark), (17, 20));
+        assert!(count_batches(&body[..body.len() - 1], &headers, 0).is_err());
     }
 
     #[test]
