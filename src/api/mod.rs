@@ -12,6 +12,7 @@ pub mod audit;
 pub mod audit_layer;
 pub mod auth_clients;
 pub mod auth_policies;
+pub mod batch_body;
 pub mod client_address;
 pub mod cluster;
 pub mod console;

@@ -193,6 +193,11 @@ pub const ROUTES: &[(&str, &str, Requirement)] = &[
         Right(Consume, "topic:{topic}"),
     ),
     (
+        "POST",
+        "/v1/topics/{topic}/partitions/{partition}/messages",
+        Right(Produce, "topic:{topic}"),
+    ),
+    (
         "GET",
         "/v1/topics/{topic}/partitions/{partition}/offsets",
         Right(Consume, "topic:{topic}"),

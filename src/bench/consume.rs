@@ -19,6 +19,8 @@ use super::produce::warm_up;
 use super::stats::{Report, WorkerStats};
 use crate::cli::client::{Api, OffsetSpec, ProblemError};
 
+const BATCH_MEDIA_TYPE: &str = "application/vnd.herald.batch";
+
 /// A partition is given up after this many failed reads in a row.
 const MAX_CONSECUTIVE_ERRORS: u32 = 3;
 
@@ -37,6 +39,10 @@ pub struct BenchConsumeArgs {
     /// Stop after reading this many messages (or at the end of the topic, if sooner).
     #[arg(long, default_value_t = 1_000_000)]
     pub messages: u64,
+    /// Read stored batches (`Accept: application/vnd.herald.batch`, docs/binary-batches.md)
+    /// instead of JSON; every batch's CRC is checked and its records walked.
+    #[arg(long)]
+    pub binary: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -81,6 +87,75 @@ pub fn base64_decoded_len(encoded: &str) -> u64 {
     (trimmed.len() as u64 * 3) / 4
 }
 
+/// A read answer, counted: messages at or after the offset asked for, their value bytes, and
+/// where the partition's next read starts and its high watermark.
+struct Counted {
+    count: u64,
+    bytes: u64,
+    next_offset: u64,
+    high_watermark: u64,
+}
+
+fn count_json(body: &[u8]) -> Result<Counted, String> {
+    let fetched: Fetched<'_> = serde_json::from_slice(body).map_err(|error| error.to_string())?;
+    Ok(Counted {
+        count: fetched.messages.len() as u64,
+        bytes: fetched
+            .messages
+            .iter()
+            .map(FetchedMessage::value_bytes)
+            .sum(),
+        next_offset: fetched.next_offset,
+        high_watermark: fetched.high_watermark,
+    })
+}
+
+/// Counts a binary read's frames (8-byte base offset, then a stored batch), checking each
+/// batch as a consumer would; records before `from` (the first batch may start earlier) are
+/// not counted. Reads are by whole batches, so a read may hold more than it asked for: every
+/// record at or after `from` is counted, since the next read starts after them.
+fn count_batches(
+    body: &[u8],
+    headers: &reqwest::header::HeaderMap,
+    from: u64,
+) -> Result<Counted, String> {
+    use crate::domain::batch::{visit_records, BATCH_HEADER_LEN};
+    let header = |name: &str| -> Result<u64, String> {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| format!("no {name} header"))
+    };
+    let (mut count, mut bytes) = (0u64, 0u64);
+    let mut rest = body;
+    while !rest.is_empty() {
+        let frame_header = rest
+            .get(..8 + BATCH_HEADER_LEN)
+            .ok_or("a frame cut short")?;
+        let base_offset = u64::from_be_bytes(frame_header[..8].try_into().unwrap_or_default());
+        let records_len =
+            u32::from_be_bytes(frame_header[8 + 45..8 + 49].try_into().unwrap_or_default());
+        let end = 8 + BATCH_HEADER_LEN + records_len as usize;
+        let batch = rest.get(8..end).ok_or("a batch cut short")?;
+        visit_records(batch, |record| {
+            let offset = base_offset + u64::from(record.offset_delta);
+            if offset >= from {
+                count += 1;
+                bytes += record.value.len() as u64;
+            }
+        })
+        .map_err(|error| format!("batch at {base_offset}: {error}"))?;
+        rest = &rest[end..];
+    }
+    Ok(Counted {
+        count,
+        bytes,
+        next_offset: header("herald-next-offset")?,
+        high_watermark: header("herald-high-watermark")?,
+    })
+}
+
 /// One partition a worker reads.
 struct PartitionCursor {
     partition: u32,
@@ -97,6 +172,7 @@ pub(super) async fn worker(
     partitions: Vec<u32>,
     max_messages: u32,
     budget: Arc<Budget>,
+    binary: bool,
 ) -> WorkerStats {
     let mut stats = WorkerStats::new();
     let mut cursors: Vec<PartitionCursor> = partitions
@@ -116,12 +192,17 @@ pub(super) async fn worker(
             }
             let url = api.fetch_url(&topic, cursor.partition, cursor.offset, want as u32, 0);
             let started = Instant::now();
-            let request = api.authorized(api.http().get(url.clone())).await;
+            let mut request = api.http().get(url.clone());
+            if binary {
+                request = request.header(reqwest::header::ACCEPT, BATCH_MEDIA_TYPE);
+            }
+            let request = api.authorized(request).await;
             let outcome = match request.send().await {
                 Ok(response) => {
                     let status = response.status();
+                    let headers = response.headers().clone();
                     match response.bytes().await {
-                        Ok(body) if status.is_success() => Ok((body, started.elapsed())),
+                        Ok(body) if status.is_success() => Ok((body, headers, started.elapsed())),
                         Ok(body) => Err(ProblemError::from_parts(
                             Method::GET,
                             url.path().to_string(),
@@ -136,7 +217,7 @@ pub(super) async fn worker(
                 }
                 Err(error) => Err(format!("GET {}: {error}", url.path())),
             };
-            let (body, latency) = match outcome {
+            let (body, headers, latency) = match outcome {
                 Ok(answer) => answer,
                 Err(message) => {
                     budget.give_back(want);
@@ -146,7 +227,16 @@ pub(super) async fn worker(
                     continue;
                 }
             };
-            let fetched: Fetched<'_> = match serde_json::from_slice(&body) {
+            let from = match cursor.offset {
+                OffsetSpec::At(offset) => offset,
+                _ => 0,
+            };
+            let counted = if binary {
+                count_batches(&body, &headers, from)
+            } else {
+                count_json(&body)
+            };
+            let fetched = match counted {
                 Ok(fetched) => fetched,
                 Err(error) => {
                     budget.give_back(want);
@@ -157,12 +247,7 @@ pub(super) async fn worker(
                 }
             };
             cursor.errors_in_a_row = 0;
-            let count = fetched.messages.len() as u64;
-            let bytes: u64 = fetched
-                .messages
-                .iter()
-                .map(FetchedMessage::value_bytes)
-                .sum();
+            let (count, bytes) = (fetched.count, fetched.bytes);
             budget.give_back(want.saturating_sub(count));
             stats.record_success(count, bytes, latency);
             let moved = cursor.offset != OffsetSpec::At(fetched.next_offset);
@@ -205,6 +290,7 @@ pub async fn run(server: &str, args: BenchConsumeArgs) -> anyhow::Result<Report>
         "partitions": partitions.len(),
         "connections": assignment.len(),
         "max_messages": args.max_messages,
+        "mode": if args.binary { "binary" } else { "json" },
     });
 
     let budget = Arc::new(Budget::new(args.messages));
@@ -220,6 +306,7 @@ pub async fn run(server: &str, args: BenchConsumeArgs) -> anyhow::Result<Report>
                 mine,
                 args.max_messages,
                 Arc::clone(&budget),
+                args.binary,
             ))
         })
         .collect();
@@ -257,6 +344,36 @@ mod tests {
             .collect();
         assert_eq!(sizes, vec![4, 7, 5, 0]);
         assert_eq!((fetched.next_offset, fetched.high_watermark), (4, 9));
+    }
+
+    #[test]
+    fn binary_reads_count_every_record_from_the_offset_on() {
+        use crate::domain::batch::{encode_batch, ProducerStamp};
+        use crate::domain::{Compression, Record, RecordValue};
+        let batch = |count: u32| {
+            let records: Vec<Record> = (0..count)
+                .map(|delta| Record {
+                    offset_delta: delta,
+                    timestamp: 0,
+                    key: None,
+                    value: RecordValue::Bytes(bytes::Bytes::from_static(b"abc")),
+                    headers: Vec::new(),
+                })
+                .collect();
+            encode_batch(&records, Compression::None, ProducerStamp::NONE).unwrap()
+        };
+        let mut body = Vec::new();
+        for (base, count) in [(10u64, 4u32), (14, 3)] {
+            body.extend_from_slice(&base.to_be_bytes());
+            body.extend_from_slice(&batch(count));
+        }
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("herald-next-offset", 17.into());
+        headers.insert("herald-high-watermark", 20.into());
+        let counted = count_batches(&body, &headers, 12).unwrap();
+        assert_eq!((counted.count, counted.bytes), (5, 15));
+        assert_eq!((counted.next_offset, counted.high_watermark), (17, 20));
+        assert!(count_batches(&body[..body.len() - 1], &headers, 0).is_err());
     }
 
     #[test]

@@ -63,6 +63,10 @@ pub struct BenchProduceArgs {
     /// One message per application/octet-stream POST (the body is the value).
     #[arg(long)]
     pub raw: bool,
+    /// Send each request as one batch in the stored layout (`application/vnd.herald.batch`,
+    /// docs/binary-batches.md) to one partition, the partitions taken in turn.
+    #[arg(long, conflicts_with_all = ["raw", "bytes"])]
+    pub binary: bool,
     /// Cap on requests per second across all workers (latency is then measured from each
     /// request's scheduled time).
     #[arg(long)]
@@ -78,7 +82,8 @@ pub struct BenchProduceArgs {
 
 /// Everything the workers share.
 struct Shared {
-    url: Url,
+    /// The URLs requests go to, taken in turn (one per partition for batches).
+    urls: Vec<Url>,
     mode: BodyMode,
     bodies: Bodies,
     budget: Budget,
@@ -98,6 +103,7 @@ async fn worker(api: Api, shared: Arc<Shared>, index: usize) -> WorkerStats {
             break;
         }
         let body = shared.bodies.get(count, turn);
+        let url = &shared.urls[turn % shared.urls.len()];
         turn += 1;
         let started = match &shared.pacer {
             Some(pacer) => pacer.wait().await,
@@ -105,14 +111,14 @@ async fn worker(api: Api, shared: Arc<Shared>, index: usize) -> WorkerStats {
         };
         let request = api
             .http()
-            .post(shared.url.clone())
+            .post(url.clone())
             .header(reqwest::header::CONTENT_TYPE, shared.mode.content_type())
             .body(body);
         let sent = api.authorized(request).await.send().await;
         let response = match sent {
             Ok(response) => response,
             Err(error) => {
-                stats.record_error(format!("POST {}: {error}", shared.url.path()));
+                stats.record_error(format!("POST {}: {error}", url.path()));
                 consecutive_transport_errors += 1;
                 if consecutive_transport_errors >= MAX_CONSECUTIVE_TRANSPORT_ERRORS {
                     shared.abort.store(true, Ordering::Relaxed);
@@ -132,7 +138,7 @@ async fn worker(api: Api, shared: Arc<Shared>, index: usize) -> WorkerStats {
                 stats.record_success(written, written * shared.message_size, started.elapsed());
                 stats.record_error(format!(
                     "POST {}: 207, {unwritten} of {count} message(s) not written: {sample}",
-                    shared.url.path()
+                    url.path()
                 ));
             }
             Ok(_) if status.is_success() => {
@@ -140,15 +146,14 @@ async fn worker(api: Api, shared: Arc<Shared>, index: usize) -> WorkerStats {
             }
             Ok(answer) => {
                 let text = String::from_utf8_lossy(&answer);
-                let path = shared.url.path().to_string();
+                let path = url.path().to_string();
                 stats.record_error(
                     ProblemError::from_parts(Method::POST, path, status, &text).to_string(),
                 );
             }
-            Err(error) => stats.record_error(format!(
-                "POST {}: reading the answer: {error}",
-                shared.url.path()
-            )),
+            Err(error) => {
+                stats.record_error(format!("POST {}: reading the answer: {error}", url.path()))
+            }
         }
     }
     stats
@@ -228,6 +233,7 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         "--batch-size must be at least 1"
     );
     let mode = match (args.raw, args.bytes) {
+        _ if args.binary => BodyMode::Batch,
         (true, _) => BodyMode::Raw,
         (false, true) => BodyMode::JsonBase64,
         (false, false) => BodyMode::JsonString,
@@ -279,7 +285,12 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
     // Everything is ready: the clock and the pacer's schedule start now.
     let started = Instant::now();
     let shared = Arc::new(Shared {
-        url: admin.produce_url(&args.topic, args.acks),
+        urls: match mode {
+            BodyMode::Batch => (0..partitions as u32)
+                .map(|partition| admin.produce_batch_url(&args.topic, partition, args.acks))
+                .collect(),
+            _ => vec![admin.produce_url(&args.topic, args.acks)],
+        },
         mode,
         bodies,
         budget: Budget::new(args.messages),

@@ -19,6 +19,9 @@ pub enum BodyMode {
     JsonBase64,
     /// The raw value as an `application/octet-stream` body.
     Raw,
+    /// One batch in the stored layout (`application/vnd.herald.batch`, docs/binary-batches.md)
+    /// of bytes values, posted to one partition.
+    Batch,
 }
 
 impl BodyMode {
@@ -27,12 +30,14 @@ impl BodyMode {
             BodyMode::JsonString => "json",
             BodyMode::JsonBase64 => "json-b64",
             BodyMode::Raw => "raw",
+            BodyMode::Batch => "binary",
         }
     }
 
     pub(super) fn content_type(self) -> &'static str {
         match self {
             BodyMode::Raw => "application/octet-stream",
+            BodyMode::Batch => "application/vnd.herald.batch",
             _ => "application/json",
         }
     }
@@ -94,6 +99,9 @@ pub fn keyed_request_body(
     if mode == BodyMode::Raw {
         return Bytes::from(payload(size, seed, mode));
     }
+    if mode == BodyMode::Batch {
+        return batch_body(count, size, seed, keys);
+    }
     let (field, encoded_len) = match mode {
         BodyMode::JsonBase64 => ("value_b64", size.div_ceil(3) * 4),
         _ => ("value", size),
@@ -126,6 +134,32 @@ pub fn keyed_request_body(
     }
     body.push_str("]}");
     Bytes::from(body)
+}
+
+/// A batch in the stored layout of `count` bytes values, timestamped now, uncompressed.
+fn batch_body(count: u64, size: usize, seed: u64, keys: Option<Keys>) -> Bytes {
+    use crate::domain::batch::{encode_batch, ProducerStamp};
+    use crate::domain::{Compression, Record, RecordKey, RecordValue};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            offset_delta: i as u32,
+            timestamp: now,
+            key: keys.map(|keys| {
+                RecordKey::Text(format!("k{}", (keys.first + i) % keys.distinct.max(1)))
+            }),
+            value: RecordValue::Bytes(Bytes::from(payload(
+                size,
+                seed.wrapping_mul(1_000_003).wrapping_add(i),
+                BodyMode::Batch,
+            ))),
+            headers: Vec::new(),
+        })
+        .collect();
+    // Bench sizes (at most 100,000 records, values of a few KB) always encode.
+    encode_batch(&records, Compression::None, ProducerStamp::NONE).unwrap_or_default()
 }
 
 /// The prebuilt bodies of a run: full batches, plus the one smaller batch at the end when
@@ -216,6 +250,17 @@ mod tests {
             .decode(encoded)
             .unwrap();
         assert_eq!(decoded.len(), 1000);
+    }
+
+    #[test]
+    fn batch_bodies_are_valid_batches_of_the_size() {
+        let body = request_body(5, 100, 1, BodyMode::Batch);
+        let (header, records) = crate::domain::batch::decode_batch(&body).expect("a batch");
+        assert_eq!(header.record_count, 5);
+        assert!(records
+            .iter()
+            .all(|record| record.value.as_bytes().len() == 100));
+        assert_ne!(records[0].value, records[1].value, "values differ");
     }
 
     #[test]

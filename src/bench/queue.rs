@@ -329,6 +329,7 @@ pub async fn run(server: &str, args: BenchQueueArgs) -> anyhow::Result<QueueRepo
                 mine,
                 args.max_messages,
                 budget.clone(),
+                false,
             ))
         })
         .collect();

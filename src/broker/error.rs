@@ -66,6 +66,10 @@ pub enum BrokerError {
     /// The `Idempotency-Key` was used before for a different request.
     #[error("Idempotency-Key '{0}' was already used for a different request to this topic; a retry must send the same request")]
     IdempotencyKeyReused(String),
+    /// A produced `application/vnd.herald.batch` body that can not be stored as it is, with its
+    /// stable code (`invalid_batch`, `batch_crc_mismatch`, `unsupported_batch_version`).
+    #[error("{message}")]
+    InvalidBatch { code: ErrorCode, message: String },
     /// A fault of ours (storage, raft): logged in full, answered as a bare 500.
     #[error("internal error: {0}")]
     Internal(String),
@@ -89,7 +93,9 @@ impl BrokerError {
             BrokerError::Timeout(_) => ErrorCode::Timeout,
             BrokerError::Unavailable(_) => ErrorCode::Unavailable,
             BrokerError::Overloaded(_) => ErrorCode::Overloaded,
-            BrokerError::Conflict { code, .. } | BrokerError::NotFound { code, .. } => *code,
+            BrokerError::Conflict { code, .. }
+            | BrokerError::NotFound { code, .. }
+            | BrokerError::InvalidBatch { code, .. } => *code,
             BrokerError::NodeNotFound(_) => ErrorCode::NodeNotFound,
             BrokerError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequence,
             BrokerError::ProducerFenced(_) => ErrorCode::ProducerFenced,

@@ -132,6 +132,16 @@ error_codes! {
     Unauthorized = ("unauthorized", 401, "Unauthorized"),
     /// 403: the token is valid but none of its roles has the right the operation needs.
     Forbidden = ("forbidden", 403, "Forbidden"),
+    /// 400: an `application/vnd.herald.batch` body is not a batch Herald can store as it is
+    /// (truncated, bad magic, an inconsistent length, count or record, a field a producer must
+    /// leave alone); nothing was written.
+    InvalidBatch = ("invalid_batch", 400, "Invalid batch"),
+    /// 400: an `application/vnd.herald.batch` body's CRC-32C does not match its bytes (damaged
+    /// on the way, or computed over the wrong range); nothing was written.
+    BatchCrcMismatch = ("batch_crc_mismatch", 400, "Batch CRC mismatch"),
+    /// 400: an `application/vnd.herald.batch` body has a layout version this server does not
+    /// read; nothing was written.
+    UnsupportedBatchVersion = ("unsupported_batch_version", 400, "Unsupported batch version"),
 }
 
 impl ErrorCode {

@@ -11,11 +11,24 @@ use super::forward::RawRead;
 use super::{
     Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec,
 };
-use crate::domain::batch::decode_batch;
+use crate::domain::batch::{decode_batch, decode_header};
 use crate::raft::{PartitionReplica, ReadLimits, Watermarks};
 
 /// The most messages one fetch answers.
 pub const MAX_FETCH_MESSAGES: usize = 10_000;
+/// Stored batches as a read found them, with where the next read starts.
+#[derive(Debug, Clone)]
+pub struct BatchFetch {
+    /// The offset the read started at (`earliest`/`latest` resolved).
+    pub from: u64,
+    /// `(base_offset, batch)` in log order, each batch byte for byte as stored.
+    pub batches: Vec<(u64, bytes::Bytes)>,
+    /// Where the batches end: the offset to read from next.
+    pub next_offset: u64,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+}
+
 /// The longest long poll a leader serves, whoever asks.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 
@@ -98,6 +111,41 @@ impl Broker {
         Ok(FetchResult {
             topic: request.topic,
             messages,
+            next_offset,
+            high_watermark: read.high_watermark,
+            log_start_offset: read.log_start_offset,
+        })
+    }
+
+    /// A read answering the stored batches as they are, for clients that decode the stored
+    /// layout themselves (`Accept: application/vnd.herald.batch`): whole batches, the first
+    /// possibly starting before the offset asked for, within `max_messages` records (the first
+    /// batch whatever its size) and the node's `fetch_max_bytes`.
+    pub async fn fetch_batches(&self, request: FetchRequest) -> BrokerResult<BatchFetch> {
+        let topic = self.topic(&request.topic)?;
+        let group = self.assignment(&topic, request.partition)?.group_id;
+        drop(topic);
+        let limits = ReadLimits {
+            max_records: request.max_messages.clamp(1, MAX_FETCH_MESSAGES),
+            max_bytes: self.inner.options.fetch_max_bytes.max(1),
+        };
+        let read = self
+            .read_batches(group, request.offset, limits, request.max_wait)
+            .await?;
+        let mut next_offset = read.from;
+        let mut bytes = 0usize;
+        for (base_offset, batch) in &read.batches {
+            let header = decode_header(batch).map_err(|error| {
+                BrokerError::Internal(format!("stored batch at offset {base_offset}: {error}"))
+            })?;
+            next_offset = next_offset.max(base_offset + u64::from(header.offset_span));
+            bytes += batch.len();
+        }
+        metrics::counter!("herald_consumed_bytes_total", "topic" => request.topic.clone())
+            .increment(bytes as u64);
+        Ok(BatchFetch {
+            from: read.from,
+            batches: read.batches,
             next_offset,
             high_watermark: read.high_watermark,
             log_start_offset: read.log_start_offset,

@@ -25,7 +25,7 @@ use super::queue::stats::{stats_here, QueueStats};
 use super::queue::wait::wait_here;
 use super::{Broker, BrokerError, BrokerResult, OffsetSpec};
 use crate::cluster::{BrokerService, Route, BROKER_SERVICE};
-use crate::domain::batch::{decode_batch, encode_batch, ProducerStamp};
+use crate::domain::batch::{decode_batch, decode_header, encode_batch, ProducerStamp};
 use crate::domain::subscriptions::RetryPolicy;
 use crate::domain::{Compression, Record};
 use crate::raft::{
@@ -253,6 +253,7 @@ impl Broker {
     ) -> BrokerResult<Landing> {
         let request = AppendRequest {
             records,
+            stored: None,
             compression,
             leader_ack,
             once,
@@ -260,6 +261,58 @@ impl Broker {
         };
         let appender = self.inner.appenders.for_group(replica.group());
         appender.append(replica, request).await
+    }
+
+    /// Appends `batch` (in the stored layout, checked) to the partition of `group` on its
+    /// leader, alone and byte for byte; answers its base offset once a quorum has it, or with
+    /// `leader_ack` once the leader has it durable. Not proposed by `deadline`, it is never
+    /// written.
+    pub(super) async fn append_stored(
+        &self,
+        group: u64,
+        batch: Bytes,
+        leader_ack: bool,
+        deadline: Instant,
+    ) -> BrokerResult<u64> {
+        let request = || {
+            Ok(ForwardRequest::AppendStored {
+                group,
+                batch: batch.clone(),
+                leader_ack,
+            })
+        };
+        let local = |replica: Arc<PartitionReplica>| {
+            self.append_stored_here(replica, batch.clone(), leader_ack, deadline)
+        };
+        self.on_leader(group, request, Duration::ZERO, local, |reply| match reply {
+            ForwardReply::Appended(result) => Some(result),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn append_stored_here(
+        &self,
+        replica: Arc<PartitionReplica>,
+        batch: Bytes,
+        leader_ack: bool,
+        deadline: Instant,
+    ) -> BrokerResult<u64> {
+        let request = AppendRequest {
+            records: Vec::new(),
+            stored: Some(batch),
+            compression: Compression::None,
+            leader_ack,
+            once: None,
+            deadline,
+        };
+        let appender = self.inner.appenders.for_group(replica.group());
+        match appender.append(replica, request).await? {
+            Landing::Appended { base_offset } => Ok(base_offset),
+            other => Err(BrokerError::Internal(format!(
+                "a stored batch landed as {other:?}"
+            ))),
+        }
     }
 
     /// Reads stored batches of `group` on its leader.
@@ -481,6 +534,21 @@ impl Broker {
                             Some((claim, header.producer)),
                             append_deadline,
                         )
+                        .await
+                        .map_err(WireError::from),
+                    Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),
+                },
+            }),
+            ForwardRequest::AppendStored {
+                group,
+                batch,
+                leader_ack,
+            } => ForwardReply::Appended(match leading(group) {
+                None => Err(WireError::NotLeader),
+                // The sending node checked the batch; its CRC still guards the hop.
+                Some(replica) => match decode_header(&batch) {
+                    Ok(_) => self
+                        .append_stored_here(replica, batch, leader_ack, append_deadline)
                         .await
                         .map_err(WireError::from),
                     Err(error) => Err(WireError::Failed(format!("bad forwarded batch: {error}"))),

@@ -73,6 +73,14 @@ pub(super) enum ForwardRequest {
         retry: RetryPolicy,
         max_wait_ms: u64,
     },
+    /// A producer's batch in the stored layout (`application/vnd.herald.batch`), checked by
+    /// the node it was sent to: appended alone and byte for byte. Answered with `Appended`.
+    AppendStored {
+        group: u64,
+        batch: Bytes,
+        /// `acks=leader`: answer at the leader's own fsync.
+        leader_ack: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -26,10 +26,12 @@ pub mod types;
 
 pub use error::{BrokerError, BrokerResult};
 pub use error_code::ErrorCode;
+pub use fetch::BatchFetch;
 pub use groups::lag_age::GroupLagAge;
 pub use groups::member_stream::{MemberEvent, MemberHandle, MemberStream};
 pub use groups::types::*;
 pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
+pub use produce::stored::BatchLanding;
 pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
 // The produce path's parts, under the names the rest of broker/ knows them by.
 use produce::{appender, idempotence};

@@ -204,6 +204,14 @@ pub struct ProduceResponse {
     pub offsets: Vec<ProducedOffset>,
 }
 
+/// The answer to a batch produce (`application/vnd.herald.batch`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct BatchProduceResponse {
+    pub partition: u32,
+    pub base_offset: Option<u64>,
+    pub record_count: u32,
+}
+
 /// The answer to a partition read. Messages stay raw JSON: the CLI prints them as the server sent
 /// them.
 #[derive(Debug, Clone, Deserialize)]
@@ -387,6 +395,33 @@ impl Api {
         let mut url = self.url(&["v1", "topics", topic, "messages"]);
         url.query_pairs_mut().append_pair("acks", acks.as_str());
         url
+    }
+
+    /// Where a batch in the stored layout is produced to one partition.
+    pub fn produce_batch_url(&self, topic: &str, partition: u32, acks: Acks) -> Url {
+        let partition = partition.to_string();
+        let mut url = self.url(&["v1", "topics", topic, "partitions", &partition, "messages"]);
+        url.query_pairs_mut().append_pair("acks", acks.as_str());
+        url
+    }
+
+    /// Produces one batch in the stored layout to `partition`.
+    pub async fn produce_batch(
+        &self,
+        topic: &str,
+        partition: u32,
+        acks: Acks,
+        batch: bytes::Bytes,
+    ) -> anyhow::Result<BatchProduceResponse> {
+        let request = self
+            .http
+            .post(self.produce_batch_url(topic, partition, acks))
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/vnd.herald.batch",
+            )
+            .body(batch);
+        self.send_json(request).await
     }
 
     /// Produces a JSON batch (`body` is `{"messages":[...]}`).

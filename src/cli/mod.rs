@@ -129,6 +129,10 @@ pub struct ProduceArgs {
     /// Send each line as raw bytes (value_b64) instead of as JSON (or a JSON string).
     #[arg(long)]
     pub bytes: bool,
+    /// Send the lines as batches in Herald's stored layout (`application/vnd.herald.batch`,
+    /// docs/binary-batches.md), stored as sent; needs --partition.
+    #[arg(long, requires = "partition")]
+    pub binary: bool,
 }
 
 /// What `herald consume` prints per message.

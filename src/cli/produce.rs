@@ -10,11 +10,15 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use base64::Engine;
+use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::client::{Api, ProduceResponse};
 use super::ProduceArgs;
+use crate::domain::batch::{encode_batch, ProducerStamp};
+use crate::domain::{Compression, Record, RecordKey, RecordValue};
 
 /// How a stdin line becomes a message's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +73,40 @@ pub fn line_to_message(
         }
     }
     Ok(Value::Object(message))
+}
+
+/// Turns one line (without its newline) into a record of a binary batch (`--binary`): the value
+/// as [`line_to_message`] would send it, as the stored layout holds it.
+pub fn line_to_record(
+    line: &[u8],
+    mode: ValueMode,
+    key: Option<&str>,
+    offset_delta: u32,
+    timestamp: i64,
+    line_number: u64,
+) -> anyhow::Result<Record> {
+    let value = match mode {
+        ValueMode::Bytes => RecordValue::Bytes(Bytes::copy_from_slice(line)),
+        ValueMode::JsonOrString => {
+            let text = std::str::from_utf8(line).map_err(|_| {
+                anyhow::anyhow!(
+                    "stdin line {line_number} is not valid UTF-8; use --bytes to send raw bytes"
+                )
+            })?;
+            let json = match serde_json::from_str::<&RawValue>(text) {
+                Ok(raw) => raw.get().to_string(),
+                Err(_) => Value::String(text.to_string()).to_string(),
+            };
+            RecordValue::Json(Bytes::from(json))
+        }
+    };
+    Ok(Record {
+        offset_delta,
+        timestamp,
+        key: key.map(|key| RecordKey::Text(key.to_string())),
+        value,
+        headers: Vec::new(),
+    })
 }
 
 /// What was produced, per partition, for the summary on stderr.
@@ -194,6 +232,90 @@ async fn flush(
     }
 }
 
+/// Sends the records as one batch in the stored layout (`--binary`) and records it.
+async fn flush_binary(
+    api: &Api,
+    args: &ProduceArgs,
+    partition: u32,
+    records: &mut Vec<Record>,
+    summary: &mut ProduceSummary,
+) -> anyhow::Result<()> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let count = records.len() as u64;
+    let batch = encode_batch(records, Compression::None, ProducerStamp::NONE)
+        .context("encoding a batch")?;
+    records.clear();
+    let landing = api
+        .produce_batch(&args.topic, partition, args.acks, batch)
+        .await
+        .with_context(|| {
+            format!(
+                "a batch of {count} message(s) failed after {} message(s) were produced",
+                summary.messages
+            )
+        })?;
+    summary.requests += 1;
+    summary.messages += count;
+    let entry = summary
+        .partitions
+        .entry(partition)
+        .or_insert((0, None, None));
+    entry.0 += count;
+    if let Some(base) = landing.base_offset {
+        entry.1 = Some(entry.1.map_or(base, |low: u64| low.min(base)));
+        entry.2 = Some(
+            entry
+                .2
+                .map_or(base + count - 1, |high: u64| high.max(base + count - 1)),
+        );
+    }
+    Ok(())
+}
+
+/// Runs `herald produce --binary`: the lines in batches of the stored layout, to one partition.
+async fn run_binary(api: Api, args: ProduceArgs, mode: ValueMode) -> anyhow::Result<()> {
+    let partition = args
+        .partition
+        .context("--binary sends each batch to one partition: give it with --partition")?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64);
+    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut summary = ProduceSummary::default();
+    let mut records = Vec::with_capacity(args.batch_size);
+    let mut line = Vec::new();
+    let mut line_number = 0u64;
+    loop {
+        line.clear();
+        let read = stdin
+            .read_until(b'\n', &mut line)
+            .await
+            .context("could not read stdin")?;
+        if read == 0 {
+            break;
+        }
+        line_number += 1;
+        let content = strip_newline(&line, mode);
+        let delta = records.len() as u32;
+        records.push(line_to_record(
+            content,
+            mode,
+            args.key.as_deref(),
+            delta,
+            now,
+            line_number,
+        )?);
+        if records.len() >= args.batch_size {
+            flush_binary(&api, &args, partition, &mut records, &mut summary).await?;
+        }
+    }
+    flush_binary(&api, &args, partition, &mut records, &mut summary).await?;
+    eprint!("{}", summary.render(&args.topic));
+    Ok(())
+}
+
 /// Runs `herald produce`.
 pub async fn run(server: &str, args: ProduceArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
@@ -203,6 +325,9 @@ pub async fn run(server: &str, args: ProduceArgs) -> anyhow::Result<()> {
     } else {
         ValueMode::JsonOrString
     };
+    if args.binary {
+        return run_binary(api, args, mode).await;
+    }
     let mut stdin = BufReader::new(tokio::io::stdin());
     let mut summary = ProduceSummary::default();
     let mut batch = Vec::with_capacity(args.batch_size);
@@ -242,6 +367,29 @@ mod tests {
     use super::*;
     use crate::cli::client::ProducedOffset;
     use serde_json::json;
+
+    #[test]
+    fn binary_records_keep_json_lines_and_quote_the_rest() {
+        let record =
+            line_to_record(br#"{"a": 1}"#, ValueMode::JsonOrString, Some("k"), 3, 9, 1).unwrap();
+        assert_eq!(
+            record.value,
+            RecordValue::Json(Bytes::from_static(br#"{"a": 1}"#))
+        );
+        assert_eq!(record.key, Some(RecordKey::Text("k".into())));
+        assert_eq!((record.offset_delta, record.timestamp), (3, 9));
+        let text = line_to_record(b"hello", ValueMode::JsonOrString, None, 0, 0, 1).unwrap();
+        assert_eq!(
+            text.value,
+            RecordValue::Json(Bytes::from_static(b"\"hello\""))
+        );
+        let bytes = line_to_record(&[0, 255], ValueMode::Bytes, None, 0, 0, 1).unwrap();
+        assert_eq!(
+            bytes.value,
+            RecordValue::Bytes(Bytes::from_static(&[0, 255]))
+        );
+        assert!(line_to_record(&[0xff], ValueMode::JsonOrString, None, 0, 0, 7).is_err());
+    }
 
     #[test]
     fn json_lines_are_sent_as_json() {

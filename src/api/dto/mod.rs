@@ -10,6 +10,8 @@ pub mod headers;
 pub mod idempotence;
 pub mod produce;
 pub mod produce_answer;
+pub mod produce_batch;
+mod produce_borrowed;
 pub mod produce_limits;
 pub mod producer;
 pub mod redrive;

@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::headers::deserialize_present_raw;
 use super::idempotence::producer_fields;
 use super::produce_limits::{deserialize_bounded_headers, deserialize_messages};
-use crate::api::extract::{json_from_bytes, ContentType};
+use crate::api::extract::ContentType;
 use crate::api::problem::ApiError;
 use crate::broker::queue::message_times;
 use crate::broker::{Acks, ProduceMessage, ProducerFields};
@@ -304,7 +304,7 @@ pub fn decode_produce(
                  put them in each JSON message instead",
             ));
         }
-        json_from_bytes::<ProduceRequest>(&body)?.into_domain()
+        super::produce_borrowed::decode_json_produce(&body)
     } else if content_type.is_octet_stream() {
         Ok(DecodedProduce {
             messages: vec![ProduceMessage {

@@ -11,19 +11,19 @@ use std::fmt;
 use serde::de::{Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserializer;
 
-use super::produce::ProduceMessageDto;
 use crate::broker::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
 
 /// Reads the `messages` array, at most [`MAX_MESSAGES_PER_REQUEST`] of them: one more is
 /// skipped without being decoded, and refused.
-pub fn deserialize_messages<'de, D>(deserializer: D) -> Result<Vec<ProduceMessageDto>, D::Error>
+pub fn deserialize_messages<'de, D, M>(deserializer: D) -> Result<Vec<M>, D::Error>
 where
     D: Deserializer<'de>,
+    M: serde::Deserialize<'de>,
 {
-    struct MessagesVisitor;
+    struct MessagesVisitor<M>(std::marker::PhantomData<M>);
 
-    impl<'de> Visitor<'de> for MessagesVisitor {
-        type Value = Vec<ProduceMessageDto>;
+    impl<'de, M: serde::Deserialize<'de>> Visitor<'de> for MessagesVisitor<M> {
+        type Value = Vec<M>;
 
         fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
             write!(
@@ -49,7 +49,7 @@ where
         }
     }
 
-    deserializer.deserialize_seq(MessagesVisitor)
+    deserializer.deserialize_seq(MessagesVisitor(std::marker::PhantomData))
 }
 
 /// Reads `{"name": "value", ...}` into pairs, in the order the client wrote them, at most

@@ -24,6 +24,10 @@
 //! client after the first attempt was answered, so the dedup window sees them in order however
 //! many entries are in flight.
 //!
+//! A *stored* request (a producer's `application/vnd.herald.batch`) carries a batch already in
+//! the stored layout instead of records: it is proposed alone, as its own entry, byte for byte,
+//! since merging it with others would mean decoding and encoding it again.
+//!
 //! **Bounds.** A leader that cannot reach a quorum never finishes its appends, so without a
 //! bound its queue would take every request's records. The appender counts the encoded bytes it
 //! holds, queued and in flight, and refuses a request that would take it past
@@ -37,11 +41,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Semaphore};
 use tokio::time::Instant;
 
-use super::appender_writes::{propose_each, propose_merged, PartitionLog};
+use super::appender_writes::{propose_each, propose_merged, propose_stored, PartitionLog};
 use super::idempotence::{Landing, OnceClaim};
 use super::MAX_MESSAGES_PER_REQUEST;
 use crate::broker::BrokerError;
@@ -99,6 +104,8 @@ impl Appenders {
 /// One request's records for a partition, and how to write them.
 pub(in crate::broker) struct AppendRequest {
     pub records: Vec<Record>,
+    /// A batch already in the stored layout (then `records` is empty): goes alone, as is.
+    pub stored: Option<Bytes>,
     pub compression: Compression,
     /// `acks=leader`: answer once the leader has the batch durable, before a quorum has it.
     pub leader_ack: bool,
@@ -132,6 +139,7 @@ struct Queue {
 /// A request waiting its turn.
 pub(super) struct Pending {
     pub records: Vec<Record>,
+    pub stored: Option<Bytes>,
     /// The records' encoded size.
     pub bytes: usize,
     pub compression: Compression,
@@ -199,7 +207,10 @@ impl PartitionAppender {
         log: Arc<L>,
         request: AppendRequest,
     ) -> Result<(Queued, oneshot::Receiver<AppendOutcome>), BrokerError> {
-        let bytes = request.records.iter().map(Record::encoded_len).sum();
+        let bytes = match &request.stored {
+            Some(batch) => batch.len(),
+            None => request.records.iter().map(Record::encoded_len).sum(),
+        };
         let (done, outcome) = oneshot::channel();
         let (id, start_draining) = {
             let mut queue = self.queue.lock();
@@ -218,6 +229,7 @@ impl PartitionAppender {
                 id,
                 Pending {
                     records: request.records,
+                    stored: request.stored,
                     bytes,
                     compression: request.compression,
                     leader_ack: request.leader_ack,
@@ -290,7 +302,9 @@ impl PartitionAppender {
             let Some(first) = taken.first() else {
                 continue;
             };
-            let answering = if first.once.is_some() {
+            let answering = if first.stored.is_some() {
+                propose_stored(&*log, taken).await
+            } else if first.once.is_some() {
                 propose_each(&*log, taken).await
             } else {
                 propose_merged(&*log, taken).await
@@ -330,7 +344,10 @@ impl PartitionAppender {
                 continue;
             }
             if let Some(first) = taken.first() {
-                let same_kind = first.once.is_some() == pending.once.is_some();
+                // A stored batch goes alone: nothing merges with it.
+                let same_kind = first.once.is_some() == pending.once.is_some()
+                    && first.stored.is_none()
+                    && pending.stored.is_none();
                 let fits = bytes + pending.bytes <= MAX_MERGED_BYTES
                     && records + pending.records.len() <= MAX_MESSAGES_PER_REQUEST;
                 if !same_kind || !fits {

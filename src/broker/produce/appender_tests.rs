@@ -197,6 +197,7 @@ fn records(tag: u8, count: usize, value_len: usize) -> Vec<Record> {
 fn request(records: Vec<Record>, deadline: Instant) -> AppendRequest {
     AppendRequest {
         records,
+        stored: None,
         compression: Compression::None,
         leader_ack: false,
         once: None,

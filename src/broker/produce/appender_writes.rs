@@ -139,6 +139,38 @@ pub(super) async fn propose_merged(log: &impl PartitionLog, taken: Vec<Pending>)
             return async {}.boxed();
         }
     };
+    propose_and_answer(log, batch, quorum_waiters, leader_waiters).await
+}
+
+/// Proposes each request's batch, already in the stored layout (a producer's
+/// `application/vnd.herald.batch`), as its own entry, byte for byte, in order; returns once they
+/// are proposed, with what answers them.
+pub(super) async fn propose_stored(log: &impl PartitionLog, taken: Vec<Pending>) -> Answering {
+    let mut answering = Vec::with_capacity(taken.len());
+    for pending in taken {
+        let Some(batch) = pending.stored else {
+            continue;
+        };
+        let waiter = vec![(0, pending.done)];
+        let (quorum_waiters, leader_waiters) = if pending.leader_ack {
+            (Vec::new(), waiter)
+        } else {
+            (waiter, Vec::new())
+        };
+        answering.push(propose_and_answer(log, batch, quorum_waiters, leader_waiters).await);
+    }
+    futures::future::join_all(answering).map(|_| ()).boxed()
+}
+
+/// Proposes `batch`; returns once it is proposed, with what tells each waiter where its records
+/// landed: the leader waiters as soon as the leader alone has it durable (when that can be told
+/// for certain), the quorum waiters once a quorum has it.
+async fn propose_and_answer(
+    log: &impl PartitionLog,
+    batch: Bytes,
+    quorum_waiters: Vec<(u64, oneshot::Sender<AppendOutcome>)>,
+    mut leader_waiters: Vec<(u64, oneshot::Sender<AppendOutcome>)>,
+) -> Answering {
     let (early, early_base) = if leader_waiters.is_empty() {
         (None, None)
     } else {

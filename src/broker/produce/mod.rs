@@ -15,6 +15,7 @@ mod appender_writes;
 pub(super) mod idempotence;
 mod partial;
 mod producers;
+pub(super) mod stored;
 
 #[cfg(test)]
 mod appender_tests;

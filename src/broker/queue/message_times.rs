@@ -30,6 +30,15 @@ pub fn stamp(
 
 /// Refuses a message whose reserved time headers are not decimal epoch ms (0 to 2^63-1).
 pub fn check(headers: &[(String, String)]) -> Result<(), String> {
+    check_pairs(
+        headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str())),
+    )
+}
+
+/// [`check`] of headers read in place (a producer's stored-layout batch).
+pub fn check_pairs<'h>(headers: impl Iterator<Item = (&'h str, &'h str)>) -> Result<(), String> {
     for (name, value) in headers {
         if (name == DELIVER_AT_HEADER || name == EXPIRES_AT_HEADER) && parse(value).is_none() {
             return Err(format!(

@@ -1,7 +1,7 @@
 //! Writing a batch: the header a run of records needs, and the header and (compressed) records
 //! section laid out as the module documentation describes.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 
 use super::records::encode_record;
 use super::{
@@ -136,23 +136,31 @@ fn write_batch(
         .iter()
         .map(|r| r.encoded_len() + crate::domain::record::MAX_DELTA_GROWTH)
         .sum();
-    let mut section = Vec::with_capacity(estimate.min(MAX_UNCOMPRESSED_LEN));
+    // The records go right after room for the header, so an uncompressed batch is built in
+    // place: its bytes are written once, and the buffer becomes the batch without a copy.
+    let mut out = Vec::with_capacity(BATCH_HEADER_LEN + estimate.min(MAX_UNCOMPRESSED_LEN));
+    out.resize(BATCH_HEADER_LEN, 0);
     for record in records {
-        encode_record(&mut section, record, extent.first_timestamp);
-        if section.len() > MAX_UNCOMPRESSED_LEN {
-            return Err(BatchError::TooLarge(section.len()));
+        encode_record(&mut out, record, extent.first_timestamp);
+        if out.len() - BATCH_HEADER_LEN > MAX_UNCOMPRESSED_LEN {
+            return Err(BatchError::TooLarge(out.len() - BATCH_HEADER_LEN));
         }
     }
-    let uncompressed_len = section.len();
-
-    let stored = match compression {
-        Compression::None => section,
-        Compression::Lz4 => lz4_flex::block::compress(&section),
-        Compression::Zstd => zstd::bulk::compress(&section, 1)
-            .map_err(|err| BatchError::Compression(err.to_string()))?,
+    let uncompressed_len = out.len() - BATCH_HEADER_LEN;
+    let compressed = match compression {
+        Compression::None => None,
+        Compression::Lz4 => Some(lz4_flex::block::compress(&out[BATCH_HEADER_LEN..])),
+        Compression::Zstd => Some(
+            zstd::bulk::compress(&out[BATCH_HEADER_LEN..], 1)
+                .map_err(|err| BatchError::Compression(err.to_string()))?,
+        ),
     };
-    let records_len =
-        u32::try_from(stored.len()).map_err(|_| BatchError::TooLarge(stored.len()))?;
+    if let Some(compressed) = compressed {
+        out.truncate(BATCH_HEADER_LEN);
+        out.extend_from_slice(&compressed);
+    }
+    let records_len = out.len() - BATCH_HEADER_LEN;
+    let records_len = u32::try_from(records_len).map_err(|_| BatchError::TooLarge(records_len))?;
     let uncompressed_len =
         u32::try_from(uncompressed_len).map_err(|_| BatchError::TooLarge(uncompressed_len))?;
     let mut attributes = compression.codec_id();
@@ -160,23 +168,22 @@ fn write_batch(
         attributes |= ATTR_COMPACTED;
     }
 
-    let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + stored.len());
-    out.put_u8(BATCH_MAGIC);
-    out.put_u8(BATCH_VERSION);
-    out.put_u32(0); // CRC, filled in below once everything it covers is written.
-    out.put_u8(attributes);
-    out.put_u32(record_count);
-    out.put_u32(extent.offset_span);
-    out.put_i64(extent.first_timestamp);
-    out.put_i64(extent.max_timestamp);
-    out.put_i64(producer.producer_id);
-    out.put_i16(producer.producer_epoch);
-    out.put_i32(producer.base_sequence);
-    out.put_u32(records_len);
-    out.put_u32(uncompressed_len);
-    debug_assert_eq!(out.len(), BATCH_HEADER_LEN);
-    out.put_slice(&stored);
+    let mut header = &mut out[..BATCH_HEADER_LEN];
+    header.put_u8(BATCH_MAGIC);
+    header.put_u8(BATCH_VERSION);
+    header.put_u32(0); // CRC, filled in below once everything it covers is written.
+    header.put_u8(attributes);
+    header.put_u32(record_count);
+    header.put_u32(extent.offset_span);
+    header.put_i64(extent.first_timestamp);
+    header.put_i64(extent.max_timestamp);
+    header.put_i64(producer.producer_id);
+    header.put_i16(producer.producer_epoch);
+    header.put_i32(producer.base_sequence);
+    header.put_u32(records_len);
+    header.put_u32(uncompressed_len);
+    debug_assert!(header.is_empty());
     let crc = crc32c::crc32c(&out[CRC_END..]);
     out[CRC_START..CRC_END].copy_from_slice(&crc.to_be_bytes());
-    Ok(out.freeze())
+    Ok(Bytes::from(out))
 }

@@ -120,6 +120,30 @@ impl<'a> RecordView<'a> {
         None
     }
 
+    /// The record's headers in order, borrowed from the batch.
+    pub fn headers(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        let mut reader = Reader { buf: self.headers };
+        // The walk that made this view checked every header: `ok()` never ends it early.
+        (0..self.header_count).map_while(move |_| reader.header().ok())
+    }
+
+    /// How many headers the record has.
+    pub fn header_count(&self) -> usize {
+        self.header_count
+    }
+
+    /// What [`Record::encoded_len`] answers for this record: its encoded length as the first
+    /// record of a batch (the measure of a topic's `max_message_bytes`).
+    pub fn encoded_len(&self) -> usize {
+        let prefixed = |len: usize| varint_len(len as u64) + len;
+        1 + 1
+            + 1
+            + self.key.map_or(0, |key| prefixed(key.len()))
+            + prefixed(self.value.len())
+            + varint_len(self.header_count as u64)
+            + self.headers.len()
+    }
+
     /// Whether the record is a tombstone, by the rule of [`Record::is_tombstone`]: a JSON value
     /// that is `null`, ASCII whitespace around it aside.
     #[inline]

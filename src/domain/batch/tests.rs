@@ -883,3 +883,61 @@ fn varints_round_trip() {
     assert_eq!(zigzag(-1), 1);
     assert_eq!(zigzag(1), 2);
 }
+
+/// The worked example of docs/binary-batches.md, byte for byte: the document and the encoder
+/// must not drift apart.
+#[test]
+fn the_documented_example_is_what_the_encoder_writes() {
+    let records = vec![
+        Record {
+            offset_delta: 0,
+            timestamp: 1_700_000_000_000,
+            key: Some(RecordKey::Text("k1".into())),
+            value: RecordValue::Json(Bytes::from_static(br#"{"a":1}"#)),
+            headers: vec![("h".into(), "v".into())],
+        },
+        Record {
+            offset_delta: 1,
+            timestamp: 1_700_000_000_005,
+            key: None,
+            value: RecordValue::Bytes(Bytes::from_static(&[0xff])),
+            headers: Vec::new(),
+        },
+    ];
+    let batch = encode_batch(&records, Compression::None, ProducerStamp::NONE).expect("encode");
+    let hex: String = batch.iter().map(|byte| format!("{byte:02x}")).collect();
+    let documented = concat!(
+        "48",
+        "01",
+        "a3279707",
+        "00",
+        "00000002",
+        "00000002",
+        "0000018bcfe56800",
+        "0000018bcfe56805",
+        "ffffffffffffffff",
+        "ffff",
+        "ffffffff",
+        "00000019",
+        "00000019",
+        "07",
+        "00",
+        "00",
+        "02",
+        "6b31",
+        "07",
+        "7b2261223a317d",
+        "01",
+        "01",
+        "68",
+        "01",
+        "76",
+        "00",
+        "01",
+        "0a",
+        "01",
+        "ff",
+        "00",
+    );
+    assert_eq!(hex, documented, "{hex}");
+}
