@@ -550,6 +550,8 @@ async fn a_socket_closes_when_its_token_expires_unless_renewed() {
     assert_eq!(answer["id"], "renew");
     assert_eq!(answer["subject"], "producer");
     assert_eq!(answer["expires_at_ms"], expires_at_ms(&second));
+    // Past the first token's expiry (a time, not an event to wait for): the socket must still
+    // serve on the renewed token.
     sleep_until_ms(expires_at_ms(&first) + 300).await;
     send(
         &mut socket,
