@@ -48,6 +48,7 @@ fn token_settings(config: &Config) -> crate::broker::auth::tokens::TokenSettings
             .unwrap_or_else(|| format!("{scheme}://{}", config.http_addr)),
         audience: config.auth.audience.clone(),
         lifetime: Duration::from_millis(config.auth.token_lifetime_ms),
+        max_session: Duration::from_millis(config.auth.max_session_ms),
         leeway: Duration::from_millis(config.auth.clock_leeway_ms),
         builtin_enabled: config.auth.builtin_issuer_enabled,
     }

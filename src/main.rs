@@ -242,6 +242,13 @@ struct ServeArgs {
     /// Log lines: auto (JSON when stdout is not a terminal), text or json [default: auto].
     #[arg(long, env = "HERALD_LOG_FORMAT", value_enum)]
     log_format: Option<herald::config::LogFormat>,
+    /// Export spans over OTLP/HTTP (protobuf) to this collector URL, e.g.
+    /// http://127.0.0.1:4318 (sends to /v1/traces) [default: none, no export].
+    #[arg(long, env = "HERALD_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+    /// The share of traces this node starts that it exports, 0.0 to 1.0 [default: 1.0].
+    #[arg(long, env = "HERALD_OTLP_SAMPLE_RATIO")]
+    otlp_sample_ratio: Option<f64>,
 }
 
 impl ServeArgs {
@@ -350,6 +357,12 @@ impl ServeArgs {
         if let Some(format) = self.log_format {
             config.telemetry.log_format = format;
         }
+        if let Some(endpoint) = self.otlp_endpoint {
+            config.telemetry.otlp_endpoint = Some(endpoint);
+        }
+        if let Some(ratio) = self.otlp_sample_ratio {
+            config.telemetry.otlp_sample_ratio = ratio;
+        }
         if let Some(path) = self.rpc_tls_cert {
             config.tls.rpc_cert_file = Some(path);
         }
@@ -403,7 +416,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         match cli.command {
             Command::Serve(args) => {
                 let config = args.into_config()?;
-                herald::telemetry::init_logging(&config.telemetry);
+                config.validate()?;
+                // Dropped when serving ends, after the last request: it exports the spans
+                // still queued.
+                let _exporting =
+                    herald::telemetry::init_logging(&config.telemetry, config.node_id)?;
                 herald::app::serve(config).await
             }
             Command::Topics { server, command } => cli::run_topics(&server.server, command).await,

@@ -5,8 +5,9 @@
 //! produced over plain HTTP, sees a consumer group's lag fall when it commits, grows a topic,
 //! deletes one behind its confirmation, redrives a dead letter, and checks the pages on a phone
 //! screen; with `--auth` it signs in with client credentials (keeping the token, not the secret),
-//! works with the token, renews it before it expires (the secret asked again; the live tail's
-//! socket takes the new token), and signs out; in a cluster it adds a node started with `--join` and
+//! works with the token, renews it silently before it expires (token exchange; the live tail's
+//! socket takes the new token), asks for the secret again once a rotated secret ends the
+//! session, and signs out; in a cluster it adds a node started with `--join` and
 //! drains it again, following its progress. Every run fails on any error the page logs.
 //!
 //! `CONSOLE_SCREENSHOTS=docs/console cargo test --test console` also saves a screenshot of each
@@ -114,11 +115,11 @@ async fn console_signs_in_with_client_credentials_when_auth_is_on() {
     // restarts with it on.
     let mut server = Server::start().await;
     let secret = create_client(&server, "console-ops", &["admin"]).await;
-    // Tokens of 4 minutes: the console asks for the secret again 5 minutes before expiry, so
-    // the script sees its renewal at once.
+    // Tokens of 20 s: the console renews them silently after 16 s, so the script sees a
+    // renewal soon.
     let config_dir = tempfile::tempdir().unwrap();
     let config = config_dir.path().join("herald.toml");
-    std::fs::write(&config, "[auth]\ntoken_lifetime_ms = 240000\n").unwrap();
+    std::fs::write(&config, "[auth]\ntoken_lifetime_ms = 20000\n").unwrap();
     server.set_extra_args(vec![
         "--auth".to_string(),
         "--config".to_string(),

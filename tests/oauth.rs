@@ -1,9 +1,12 @@
 //! The built-in OAuth2 issuer: clients created with a secret shown once, the client-credentials
 //! grant by HTTP Basic and by form (through the `oauth2` crate, as a client library would), its
 //! RFC 6749 errors, the JWKS and discovery document naming the key tokens are signed with, and
-//! secret rotation and deletion taking effect at once.
+//! secret rotation and deletion taking effect at once, and renewal of a token by token exchange
+//! (RFC 8693) until its secret is rotated.
 
 mod common;
+
+use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -157,5 +160,122 @@ async fn rotation_and_deletion_take_effect_at_once() {
     assert_eq!(
         server.get("/v1/auth/clients/etl").await.status(),
         StatusCode::NOT_FOUND
+    );
+}
+
+/// A token exchange (RFC 8693) of `token` for its successor: the answer's status and body.
+async fn renew(server: &Server, token: &str) -> (StatusCode, Value) {
+    let body = format!(
+        "grant_type={}&subject_token={token}&subject_token_type={}",
+        "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange",
+        "urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aaccess_token"
+    );
+    let response = server
+        .http_client()
+        .post(server.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+fn claims(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("a JWT");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("JSON")
+}
+
+#[tokio::test]
+async fn a_token_is_renewed_without_the_secret_until_the_secret_is_rotated() {
+    // Clients are made with authentication off, then the node restarts with it on.
+    let mut server = Server::start().await;
+    let secret = create_client(&server, "console", &["viewer"]).await;
+    let admin_secret = create_client(&server, "admin", &["admin"]).await;
+    server.set_extra_args(vec!["--auth".to_string()]);
+    server.restart().await;
+    let admin = common::auth::token(&server, "admin", &admin_secret).await;
+    let first = common::auth::token(&server, "console", &secret).await;
+
+    let (status, renewed) = renew(&server, &first).await;
+    assert_eq!(status, StatusCode::OK, "{renewed}");
+    assert_eq!(
+        renewed["issued_token_type"],
+        "urn:ietf:params:oauth:token-type:access_token"
+    );
+    let second = renewed["access_token"]
+        .as_str()
+        .expect("a token")
+        .to_string();
+    assert_ne!(second, first);
+    let (before, after) = (claims(&first), claims(&second));
+    assert_eq!(after["sub"], "console");
+    assert_eq!(after["auth_time"], before["auth_time"], "the same session");
+    // The successor works like the original.
+    let topics = server
+        .http_client()
+        .get(server.url("/v1/topics"))
+        .bearer_auth(&second)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(topics.status(), StatusCode::OK);
+
+    // Garbage, a missing type and a foreign grant are refused without a token.
+    let (status, body) = renew(&server, "not.a.token").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"], "invalid_grant", "{body}");
+    let missing_type = server
+        .http_client()
+        .post(server.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange&subject_token={second}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing_type.status(), StatusCode::BAD_REQUEST);
+    let body: Value = missing_type.json().await.unwrap();
+    assert_eq!(body["error"], "invalid_request", "{body}");
+
+    // Rotating the secret (it leaked, say) ends the session: its tokens are not renewed.
+    // Session starts are whole seconds (`auth_time`), and a rotation within the session's
+    // first second cannot be told from one just before it: rotate in a later second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let rotated = server
+        .http_client()
+        .post(server.url("/v1/auth/clients/console/secret"))
+        .bearer_auth(&admin)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rotated.status(), StatusCode::OK);
+    let (status, body) = renew(&server, &second).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"], "invalid_grant");
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("rotated"),
+        "{body}"
+    );
+
+    let discovery: Value = server
+        .get("/.well-known/openid-configuration")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        discovery["grant_types_supported"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|grant| grant == "urn:ietf:params:oauth:grant-type:token-exchange"),
+        "{discovery}"
     );
 }

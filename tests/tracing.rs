@@ -1,10 +1,12 @@
 //! W3C trace context through Herald: a produce request's `traceparent` travels in the
 //! produced messages' headers to every kind of delivery, a message's own `traceparent` is kept,
-//! an idempotent retry under a new trace context is still the same message, and a JSON log line
-//! of a request carries the client's trace id.
+//! an idempotent retry under a new trace context is still the same message, a JSON log line
+//! of a request carries the client's trace id, and with `--otlp-endpoint` the request's span and
+//! its raft proposal's span reach an OTLP collector in the client's trace.
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{poll, Server};
@@ -184,4 +186,167 @@ async fn json_log_lines_of_a_request_carry_its_trace_id() {
         parsed["timestamp"].is_string() && parsed["level"].is_string(),
         "{line}"
     );
+}
+
+/// An OTLP/HTTP collector stub on loopback: keeps the body of every `POST /v1/traces`.
+struct Collector {
+    url: String,
+    bodies: Arc<Mutex<Vec<bytes::Bytes>>>,
+}
+
+impl Collector {
+    async fn start() -> Collector {
+        let bodies: Arc<Mutex<Vec<bytes::Bytes>>> = Arc::default();
+        let kept = bodies.clone();
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: bytes::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    kept.lock().expect("bodies").push(body);
+                    // An empty ExportTraceServiceResponse: everything was accepted.
+                    (
+                        [("content-type", "application/x-protobuf")],
+                        Vec::<u8>::new(),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the collector");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Collector { url, bodies }
+    }
+
+    /// Every span exported so far, with its resource's `service.name`.
+    fn spans(&self) -> Vec<(String, opentelemetry_proto::tonic::trace::v1::Span)> {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use prost::Message as _;
+        let bodies = self.bodies.lock().expect("bodies").clone();
+        let mut spans = Vec::new();
+        for body in bodies {
+            let request = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf body");
+            for resource_spans in request.resource_spans {
+                let service = resource_spans
+                    .resource
+                    .iter()
+                    .flat_map(|resource| &resource.attributes)
+                    .find(|attribute| attribute.key == "service.name")
+                    .map(|attribute| format!("{:?}", attribute.value))
+                    .unwrap_or_default();
+                for scope in resource_spans.scope_spans {
+                    spans.extend(scope.spans.into_iter().map(|span| (service.clone(), span)));
+                }
+            }
+        }
+        spans
+    }
+}
+
+fn from_hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|index| u8::from_str_radix(&text[index..index + 2], 16).expect("hex"))
+        .collect()
+}
+
+#[tokio::test]
+async fn spans_of_a_traced_produce_reach_an_otlp_collector_in_the_clients_trace() {
+    let collector = Collector::start().await;
+    let server = Server::start_with(&["--otlp-endpoint", &collector.url]).await;
+    server.create_topic("exported", 1).await;
+    server.wait_for_leaders("exported").await;
+    let body = json!({"messages": [{"value": "a"}, {"value": "b"}]});
+    // A client that decided not to sample its trace: nothing of it is exported.
+    let unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let (status, answer) = produce_traced(&server, "exported", &body, unsampled).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let (status, answer) = produce_traced(&server, "exported", &body, TRACEPARENT).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+
+    let trace_id = from_hex(TRACE_ID);
+    let client_span_id = from_hex("00f067aa0ba902b7");
+    // The SDK exports in batches every 5 s.
+    let spans = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async {
+            let spans = collector.spans();
+            let ours = spans
+                .iter()
+                .filter(|(_, span)| span.trace_id == trace_id)
+                .count();
+            if ours >= 2 {
+                Ok(spans)
+            } else {
+                Err(format!(
+                    "{} spans exported, {ours} of the trace",
+                    spans.len()
+                ))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+
+    let request = spans
+        .iter()
+        .map(|(_, span)| span)
+        .find(|span| span.trace_id == trace_id && span.name == "POST /v1/topics/{topic}/messages")
+        .unwrap_or_else(|| panic!("no request span: {spans:?}"));
+    assert_eq!(
+        request.parent_span_id, client_span_id,
+        "the client's span is its parent"
+    );
+    assert_eq!(
+        request.kind,
+        opentelemetry_proto::tonic::trace::v1::span::SpanKind::Server as i32
+    );
+    let status_code = request
+        .attributes
+        .iter()
+        .find(|attribute| attribute.key == "http.response.status_code")
+        .map(|attribute| format!("{:?}", attribute.value));
+    assert!(
+        status_code
+            .as_deref()
+            .is_some_and(|value| value.contains("200")),
+        "{status_code:?}"
+    );
+    let proposal = spans
+        .iter()
+        .map(|(_, span)| span)
+        .find(|span| span.trace_id == trace_id && span.name == "raft propose")
+        .unwrap_or_else(|| panic!("no raft proposal span: {spans:?}"));
+    assert_eq!(
+        proposal.parent_span_id, request.span_id,
+        "the proposal is the request's child"
+    );
+    assert!(proposal.end_time_unix_nano >= proposal.start_time_unix_nano);
+    assert!(
+        spans.iter().all(|(service, _)| service.contains("herald")),
+        "service.name is herald: {spans:?}"
+    );
+    // Exported after the unsampled request's spans would have been: none of them are there.
+    let unsampled_trace = from_hex("0af7651916cd43dd8448eb211c80319c");
+    assert!(
+        spans
+            .iter()
+            .all(|(_, span)| span.trace_id != unsampled_trace),
+        "an unsampled trace was exported"
+    );
+}
+
+#[tokio::test]
+async fn a_node_refuses_an_otlp_endpoint_that_is_not_an_http_url() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["serve", "--otlp-endpoint", "collector:4318", "--data-dir"])
+        .arg(tempfile::tempdir().expect("tempdir").path())
+        .output()
+        .expect("run herald");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("otlp_endpoint"), "{stderr}");
 }

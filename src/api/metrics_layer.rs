@@ -19,12 +19,15 @@ pub const REQUEST_DURATION_SECONDS: &str = "herald_http_request_duration_seconds
 /// The route label of requests no route matched.
 const UNMATCHED: &str = "unmatched";
 
-/// Route layer: copies the matched route pattern onto the response.
+/// Route layer: copies the matched route pattern and the method onto the response (the
+/// request's span is named by both, see `trace::response_span`).
 pub async fn remember_route(request: Request, next: Next) -> Response {
     let matched = request.extensions().get::<MatchedPath>().cloned();
+    let method = request.method().clone();
     let mut response = next.run(request).await;
     if let Some(matched) = matched {
         response.extensions_mut().insert(matched);
+        response.extensions_mut().insert(method);
     }
     response
 }

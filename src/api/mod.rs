@@ -55,8 +55,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{middleware, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::broker::Broker;
@@ -244,7 +243,7 @@ pub(crate) fn with_layers(
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(trace::request_span)
-                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+                .on_response(trace::response_span),
         )
 }
 

@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use super::dto::auth::{JwkSet, OAuthError, OpenIdConfiguration, TokenRequestForm, TokenResponse};
 use super::extract::{ApiBytes, ContentType};
 use super::AppState;
-use crate::broker::auth::service::{Auth, GrantError};
+use crate::broker::auth::service::{Auth, GrantError, IssuedToken};
 
 pub const TOKEN_PATH: &str = "/oauth/token";
 pub const JWKS_PATH: &str = "/oauth/jwks.json";
@@ -29,7 +29,20 @@ const ISSUER_DISABLED: &str =
     "this cluster's built-in issuer is disabled: get a token from its external OIDC issuer";
 
 /// The token request's parameters; others are ignored.
-const FORM_PARAMETERS: [&str; 4] = ["grant_type", "client_id", "client_secret", "scope"];
+const FORM_PARAMETERS: [&str; 7] = [
+    "grant_type",
+    "client_id",
+    "client_secret",
+    "scope",
+    "subject_token",
+    "subject_token_type",
+    "requested_token_type",
+];
+
+/// RFC 8693 token exchange: a valid token for its successor (a renewal).
+pub const TOKEN_EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// RFC 8693 § 3: the type of an access token, the only kind exchanged and issued.
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -122,19 +135,25 @@ fn credentials(
     }
 }
 
-/// Get an access token (OAuth2 client credentials).
+/// Get an access token (OAuth2 client credentials), or renew one (token exchange).
 ///
 /// RFC 6749 § 4.4: `grant_type=client_credentials`, the client authenticated with HTTP Basic or
 /// `client_id` and `client_secret` in the form. Answers a Bearer token (an ES256 JWT) and how
 /// many seconds it lasts.
+///
+/// RFC 8693: `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` with a valid token of
+/// this cluster as `subject_token` (`subject_token_type=urn:ietf:params:oauth:token-type:access_token`)
+/// answers its successor, for the same client, without the secret: how a holder of a token
+/// (the web console) stays signed in. A session is renewed until `[auth] max_session_ms` after
+/// the secret was presented, and ends when the client is deleted or its secret rotated.
 #[utoipa::path(
     post,
     path = "/oauth/token",
     tag = "auth",
-    request_body(content = TokenRequestForm, description = "`grant_type=client_credentials` (and `client_id`, `client_secret` without HTTP Basic)", content_type = "application/x-www-form-urlencoded"),
+    request_body(content = TokenRequestForm, description = "`grant_type=client_credentials` (and `client_id`, `client_secret` without HTTP Basic), or `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` with `subject_token` and `subject_token_type`", content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "A token", body = TokenResponse),
-        (status = 400, description = "`invalid_request` or `unsupported_grant_type`", body = OAuthError),
+        (status = 400, description = "`invalid_request`, `unsupported_grant_type`, or `invalid_grant` (a token exchange's token is expired, its client deleted, its session past `max_session_ms` or begun before a secret rotation)", body = OAuthError),
         (status = 401, description = "`invalid_client`: unknown client or wrong secret", body = OAuthError),
         (status = 503, description = "`temporarily_unavailable`: no metadata leader to create the first signing key", body = OAuthError),
     )
@@ -174,32 +193,72 @@ async fn token(
         }
     }
     match form.get("grant_type").map(String::as_str) {
-        Some("client_credentials") => {}
-        Some(other) => {
-            return oauth_error(
-                StatusCode::BAD_REQUEST,
-                "unsupported_grant_type",
-                format!("grant_type '{other}' is not supported: use client_credentials"),
-            )
+        Some("client_credentials") => {
+            let (client_id, secret) = match credentials(&headers, &form) {
+                Ok(pair) => pair,
+                Err(refusal) => return refusal.into_response(),
+            };
+            answer(auth.issue_token(&client_id, &secret).await, None)
         }
-        None => {
-            return oauth_error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "grant_type is required",
-            )
-        }
+        Some(TOKEN_EXCHANGE_GRANT) => match exchanged_token(&form) {
+            Ok(subject_token) => answer(
+                auth.renew_token(subject_token).await,
+                Some(ACCESS_TOKEN_TYPE),
+            ),
+            Err(refusal) => refusal.into_response(),
+        },
+        Some(other) => oauth_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            format!(
+                "grant_type '{other}' is not supported: use client_credentials or {TOKEN_EXCHANGE_GRANT}"
+            ),
+        ),
+        None => oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "grant_type is required",
+        ),
     }
-    let (client_id, secret) = match credentials(&headers, &form) {
-        Ok(pair) => pair,
-        Err(refusal) => return refusal.into_response(),
+}
+
+/// A token exchange's `subject_token`, when the request asks for an access token for an
+/// access token (RFC 8693 § 2.1).
+fn exchanged_token(form: &HashMap<String, String>) -> Result<&str, Refusal> {
+    let refusal = |description| Refusal {
+        status: StatusCode::BAD_REQUEST,
+        error: "invalid_request",
+        description,
     };
-    match auth.issue_token(&client_id, &secret).await {
+    let subject_token = form
+        .get("subject_token")
+        .filter(|token| !token.is_empty())
+        .ok_or_else(|| refusal("subject_token is required"))?;
+    if form.get("subject_token_type").map(String::as_str) != Some(ACCESS_TOKEN_TYPE) {
+        return Err(refusal(
+            "subject_token_type must be urn:ietf:params:oauth:token-type:access_token",
+        ));
+    }
+    if form
+        .get("requested_token_type")
+        .is_some_and(|requested| requested != ACCESS_TOKEN_TYPE)
+    {
+        return Err(refusal(
+            "requested_token_type must be urn:ietf:params:oauth:token-type:access_token (or absent)",
+        ));
+    }
+    Ok(subject_token)
+}
+
+/// The token endpoint's answer to a grant: the token, or the RFC 6749 § 5.2 error.
+fn answer(issued: Result<IssuedToken, GrantError>, token_type: Option<&'static str>) -> Response {
+    match issued {
         Ok(issued) => {
             let mut response = Json(TokenResponse {
                 access_token: issued.access_token,
                 token_type: "Bearer",
                 expires_in: issued.expires_in_s,
+                issued_token_type: token_type,
             })
             .into_response();
             response
@@ -217,6 +276,9 @@ async fn token(
             "invalid_client",
             "the client id or secret is wrong",
         ),
+        Err(GrantError::InvalidGrant(reason)) => {
+            oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", reason)
+        }
         Err(GrantError::Broker(error)) => {
             tracing::warn!(%error, "issuing a token failed");
             oauth_error(
@@ -252,7 +314,7 @@ async fn openid_configuration(State(auth): State<Auth>) -> Json<OpenIdConfigurat
         token_endpoint: format!("{issuer}{TOKEN_PATH}"),
         jwks_uri: format!("{issuer}{JWKS_PATH}"),
         issuer,
-        grant_types_supported: vec!["client_credentials"],
+        grant_types_supported: vec!["client_credentials", TOKEN_EXCHANGE_GRANT],
         token_endpoint_auth_methods_supported: vec!["client_secret_basic", "client_secret_post"],
         id_token_signing_alg_values_supported: vec!["ES256"],
         response_types_supported: vec!["token"],

@@ -3,12 +3,19 @@
 //! its consumers.
 //!
 //! A request's span records its request id and, when the client sent a valid `traceparent`,
-//! its trace id, so a JSON log line of any event in the request names both.
+//! its trace id, so a JSON log line of any event in the request names both. When spans are
+//! exported (`--otlp-endpoint`), the request's span is a server span in the client's trace,
+//! named by its route (`POST /v1/topics/{topic}/messages`), with its status.
 
+use std::time::Duration;
+
+use axum::extract::MatchedPath;
 use axum::http::HeaderMap;
+use axum::response::Response;
 
 use super::request_id::RequestId;
 use crate::broker::ProduceMessage;
+use crate::telemetry::otlp::{rename, set_remote_parent};
 use crate::telemetry::trace_context::{TraceParent, TRACEPARENT};
 
 /// The span of a request (tower-http's trace layer makes it): method, URI, request id (the
@@ -26,11 +33,39 @@ pub fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
         version = ?request.version(),
         request_id = id,
         trace_id = tracing::field::Empty,
+        otel.name = %request.method(),
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.route = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
     );
     if let Some(trace) = client_traceparent(request.headers()) {
         span.record("trace_id", trace.trace_id_hex().as_str());
+        set_remote_parent(&span, &trace);
     }
     span
+}
+
+/// Completes a request's span once its response is ready: the route it matched (which names
+/// the exported span, as OpenTelemetry's HTTP conventions ask) and the status, a 5xx marking
+/// the span failed.
+pub fn response_span(response: &Response, latency: Duration, span: &tracing::Span) {
+    let status = response.status();
+    if let Some(route) = response.extensions().get::<MatchedPath>() {
+        span.record("http.route", route.as_str());
+        if let Some(method) = response.extensions().get::<axum::http::Method>() {
+            rename(span, format!("{method} {}", route.as_str()));
+        }
+    }
+    span.record("http.response.status_code", status.as_u16());
+    if status.is_server_error() {
+        span.record("otel.status_code", "error");
+    }
+    tracing::debug!(
+        status = status.as_u16(),
+        latency_ms = latency.as_millis() as u64,
+        "finished processing request"
+    );
 }
 
 /// Gives every message without a `traceparent` header the client's `traceparent` (the

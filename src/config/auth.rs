@@ -27,6 +27,11 @@ pub struct AuthConfig {
     /// How long an issued token lasts. 1000 to 86400000; below a minute is for tests of
     /// token expiry, since clients then fetch tokens all the time.
     pub token_lifetime_ms: u64,
+    /// How long a token can be renewed for without the client's secret: a token exchange
+    /// (`grant_type=urn:ietf:params:oauth:grant-type:token-exchange`, what the web console
+    /// uses) gives a valid token a successor until this long after the secret was last
+    /// presented. 60000 (a minute) to 604800000 (a week); default 12 hours.
+    pub max_session_ms: u64,
     /// The clock skew tolerated between nodes and clients when checking a token's times.
     pub clock_leeway_ms: u64,
     /// On a cluster's first start, create the OAuth2 client `admin` (role `admin`), print its
@@ -47,6 +52,7 @@ impl Default for AuthConfig {
             issuer: None,
             audience: "herald".into(),
             token_lifetime_ms: 3_600_000,
+            max_session_ms: 43_200_000,
             clock_leeway_ms: 5_000,
             bootstrap_admin: true,
             builtin_issuer_enabled: true,
@@ -205,6 +211,11 @@ impl AuthConfig {
         if !(1_000..=86_400_000).contains(&self.token_lifetime_ms) {
             return Err(ConfigError::Invalid(
                 "auth.token_lifetime_ms must be 1000 (a second) to 86400000 (a day)".into(),
+            ));
+        }
+        if !(60_000..=604_800_000).contains(&self.max_session_ms) {
+            return Err(ConfigError::Invalid(
+                "auth.max_session_ms must be 60000 (a minute) to 604800000 (a week)".into(),
             ));
         }
         if self.audience.is_empty() || self.issuer.as_deref() == Some("") {

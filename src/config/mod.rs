@@ -411,6 +411,7 @@ impl Config {
         self.auth.validate()?;
         self.audit.validate()?;
         self.quotas.validate()?;
+        self.telemetry.validate()?;
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),

@@ -1,5 +1,5 @@
-//! Process-wide telemetry: the tracing subscriber (logs), W3C trace context and the Prometheus
-//! metrics recorder.
+//! Process-wide telemetry: the tracing subscriber (logs, and spans exported over OTLP), W3C
+//! trace context and the Prometheus metrics recorder.
 //!
 //! Both are global and installed once; the functions are safe to call again (tests, embedded
 //! nodes), answering the already-installed state.
@@ -12,6 +12,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 mod logs;
+pub mod otlp;
 pub mod trace_context;
 
 pub use logs::init_logging;

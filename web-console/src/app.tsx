@@ -12,8 +12,11 @@ import { SubscriptionDetail, Subscriptions } from "./pages/subscriptions";
 import { ClusterPage } from "./pages/cluster";
 import { Security } from "./pages/security";
 
-/** Show the sign-in again this long before the token expires. */
-const RENEW_BEFORE_MS = 5 * 60 * 1000;
+/**
+ * The token is renewed silently; if that keeps failing, ask for the secret this long before it
+ * expires (or in its last tenth, for tokens of under 10 minutes).
+ */
+const PROMPT_BEFORE_MS = 60 * 1000;
 
 const NAV: [string, string][] = [
   ["/", "Overview"],
@@ -66,7 +69,7 @@ export function App() {
       setTick((n) => n + 1);
     });
   }, []);
-  // Re-render every 15 s so the renewal prompt appears in time.
+  // Re-render every 15 s so the last-minute prompt appears in time.
   useEffect(() => {
     const timer = setInterval(() => setTick((n) => n + 1), 15_000);
     return () => clearInterval(timer);
@@ -96,6 +99,7 @@ export function App() {
 
   const session = api.current;
   const remaining = session ? session.expiresAtMs - api.now() : Infinity;
+  const promptBefore = Math.min(PROMPT_BEFORE_MS, (session?.lifetimeMs ?? Infinity) / 10);
   const page = route(path, query);
   const section = NAV.filter(([href]) => href !== "/" && (path === href || path.startsWith(`${href}/`)))[0]?.[0] ?? (path === "/" ? "/" : "");
   return (
@@ -129,11 +133,12 @@ export function App() {
           )}
         </div>
       </header>
-      {session && remaining < RENEW_BEFORE_MS && (
+      {session && (api.renewalRefused !== null || remaining < promptBefore) && (
         <section class="renew" aria-label="Session ending">
           <p>
-            Your session ends in {formatDuration(Math.max(0, remaining))}. The console keeps only the token, never the
-            secret: enter the secret again to continue.
+            Your session ends in {formatDuration(Math.max(0, remaining))}
+            {api.renewalRefused !== null ? `: the node will not renew it (${api.renewalRefused})` : ": it could not be renewed"}. The
+            console keeps only the token, never the secret: enter the secret again to continue.
           </p>
           <SignIn clientId={session.clientId} onDone={() => setTick((n) => n + 1)} />
         </section>

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { Api, ApiError } from "../src/lib/api";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { Api, ApiError, RENEW_RETRY_MS } from "../src/lib/api";
 
 interface Call {
   url: string;
@@ -63,9 +63,9 @@ describe("Api", () => {
   it("exchanges client credentials for a token, keeping the token and never the secret", async () => {
     const storage = memoryStorage();
     const { calls, fetcher } = fakeFetch([json(200, { access_token: "tok-1", token_type: "Bearer", expires_in: 3600 }), json(200, { topics: [] })]);
-    const api = new Api({ fetch: fetcher, storage, now: () => 1_000_000 });
+    const api = new Api({ fetch: fetcher, storage, now: () => 1_000_000, autoRenew: false });
     const session = await api.signIn("admin", "s3cret");
-    expect(session).toEqual({ token: "tok-1", clientId: "admin", expiresAtMs: 1_000_000 + 3_600_000 });
+    expect(session).toEqual({ token: "tok-1", clientId: "admin", expiresAtMs: 1_000_000 + 3_600_000, lifetimeMs: 3_600_000 });
     expect(calls[0].url).toBe("/oauth/token");
     expect((calls[0].init.headers as Record<string, string>)["content-type"]).toBe("application/x-www-form-urlencoded");
     expect(new URLSearchParams(String(calls[0].init.body)).get("grant_type")).toBe("client_credentials");
@@ -90,7 +90,7 @@ describe("Api", () => {
       json(200, { access_token: "tok", expires_in: 60 }),
       json(401, { code: "unauthorized", detail: "token expired", status: 401 }, "application/problem+json"),
     ]);
-    const api = new Api({ fetch: fetcher, storage, now: () => now });
+    const api = new Api({ fetch: fetcher, storage, now: () => now, autoRenew: false });
     let changes = 0;
     api.subscribe(() => changes++);
     await api.signIn("c", "s");
@@ -101,7 +101,7 @@ describe("Api", () => {
     expect(changes).toBe(2);
 
     const { fetcher: again } = fakeFetch([json(200, { access_token: "tok2", expires_in: 60 })]);
-    const later = new Api({ fetch: again, now: () => now });
+    const later = new Api({ fetch: again, now: () => now, autoRenew: false });
     await later.signIn("c", "s");
     now = 61_000;
     expect(later.current).toBeNull();
@@ -110,15 +110,74 @@ describe("Api", () => {
   it("restores a stored session that has not expired", () => {
     const storage = memoryStorage();
     storage.setItem("herald-console-session", JSON.stringify({ token: "t", clientId: "c", expiresAtMs: 5000 }));
-    expect(new Api({ storage, now: () => 1000 }).current?.token).toBe("t");
-    expect(new Api({ storage, now: () => 6000 }).current).toBeNull();
+    expect(new Api({ storage, now: () => 1000, autoRenew: false }).current?.token).toBe("t");
+    expect(new Api({ storage, now: () => 6000, autoRenew: false }).current).toBeNull();
   });
 
   it("builds the WebSocket URL with the token as access_token", async () => {
     const { fetcher } = fakeFetch([json(200, { access_token: "a b", expires_in: 60 })]);
-    const api = new Api({ fetch: fetcher });
+    const api = new Api({ fetch: fetcher, autoRenew: false });
     expect(api.webSocketUrl({ protocol: "http:", host: "127.0.0.1:8080" })).toBe("ws://127.0.0.1:8080/v1/ws");
     await api.signIn("c", "s");
     expect(api.webSocketUrl({ protocol: "https:", host: "h" })).toBe("wss://h/v1/ws?access_token=a%20b");
+  });
+
+  describe("renewal", () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it("renews the token by token exchange once 80% of its life passed, never sending the secret", async () => {
+      vi.useFakeTimers();
+      const storage = memoryStorage();
+      const { calls, fetcher } = fakeFetch([
+        json(200, { access_token: "tok-1", expires_in: 100 }),
+        json(200, { access_token: "tok-2", expires_in: 100, issued_token_type: "urn:ietf:params:oauth:token-type:access_token" }),
+      ]);
+      const api = new Api({ fetch: fetcher, storage, now: () => Date.now() });
+      await api.signIn("console", "s3cret");
+      await vi.advanceTimersByTimeAsync(79_000);
+      expect(calls.length).toBe(1);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(calls.length).toBe(2);
+      const form = new URLSearchParams(String(calls[1].init.body));
+      expect(form.get("grant_type")).toBe("urn:ietf:params:oauth:grant-type:token-exchange");
+      expect(form.get("subject_token")).toBe("tok-1");
+      expect(form.get("subject_token_type")).toBe("urn:ietf:params:oauth:token-type:access_token");
+      expect(String(calls[1].init.body)).not.toContain("s3cret");
+      expect(api.current?.token).toBe("tok-2");
+      expect(api.current?.clientId).toBe("console");
+      expect([...storage.items.values()].join("")).toContain("tok-2");
+      expect(api.renewalRefused).toBeNull();
+    });
+
+    it("asks for the secret when the node refuses, and retries when it is unreachable", async () => {
+      vi.useFakeTimers();
+      let down = true;
+      const calls: string[] = [];
+      const fetcher = (async (_url: string, init: RequestInit) => {
+        const form = new URLSearchParams(String(init.body));
+        calls.push(form.get("grant_type") ?? "");
+        if (form.get("grant_type") === "client_credentials") return json(200, { access_token: "tok-1", expires_in: 100 });
+        if (down) throw new TypeError("Failed to fetch");
+        return json(400, { error: "invalid_grant", error_description: "the client's secret was rotated" });
+      }) as unknown as typeof fetch;
+      const api = new Api({ fetch: fetcher, now: () => Date.now() });
+      let changes = 0;
+      api.subscribe(() => changes++);
+      await api.signIn("console", "s");
+      await vi.advanceTimersByTimeAsync(80_000);
+      expect(calls.length).toBe(2);
+      expect(api.renewalRefused).toBeNull();
+      down = false;
+      await vi.advanceTimersByTimeAsync(RENEW_RETRY_MS);
+      expect(calls.length).toBe(3);
+      expect(api.renewalRefused).toBe("the client's secret was rotated");
+      expect(api.current?.token).toBe("tok-1");
+      expect(changes).toBe(2);
+      // Nothing more is tried; signing in again clears the refusal.
+      await vi.advanceTimersByTimeAsync(15_000);
+      expect(calls.length).toBe(3);
+    });
   });
 });

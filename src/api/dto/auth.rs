@@ -59,18 +59,25 @@ pub struct ClientList {
     pub clients: Vec<ClientDto>,
 }
 
-/// RFC 6749 § 4.4.2: the client-credentials form (`application/x-www-form-urlencoded`).
-/// Documents the body; the handler reads the form itself.
+/// RFC 6749 § 4.4.2: the client-credentials form, or RFC 8693's token-exchange form
+/// (`application/x-www-form-urlencoded`). Documents the body; the handler reads the form itself.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
 pub struct TokenRequestForm {
-    /// Only `client_credentials`.
-    #[schema(pattern = "^client_credentials$")]
+    /// `client_credentials`, or `urn:ietf:params:oauth:grant-type:token-exchange` to renew a
+    /// token.
+    #[schema(pattern = "^(client_credentials|urn:ietf:params:oauth:grant-type:token-exchange)$")]
     pub grant_type: String,
     /// With `client_secret`, instead of HTTP Basic.
     pub client_id: Option<String>,
     pub client_secret: Option<String>,
     /// Ignored: a token carries its client's roles.
     pub scope: Option<String>,
+    /// Token exchange: the token to renew.
+    pub subject_token: Option<String>,
+    /// Token exchange: `urn:ietf:params:oauth:token-type:access_token`.
+    pub subject_token_type: Option<String>,
+    /// Token exchange: absent or `urn:ietf:params:oauth:token-type:access_token`.
+    pub requested_token_type: Option<String>,
 }
 
 /// RFC 6749 § 5.1: a successful token response.
@@ -81,12 +88,17 @@ pub struct TokenResponse {
     pub token_type: &'static str,
     /// Seconds the token lasts.
     pub expires_in: u64,
+    /// RFC 8693: `urn:ietf:params:oauth:token-type:access_token`, in the answer to a token
+    /// exchange only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issued_token_type: Option<&'static str>,
 }
 
 /// RFC 6749 § 5.2: an error of the token endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct OAuthError {
-    /// `invalid_request`, `invalid_client`, `unsupported_grant_type` or `server_error`.
+    /// `invalid_request`, `invalid_client`, `invalid_grant`, `unsupported_grant_type` or
+    /// `temporarily_unavailable`.
     pub error: &'static str,
     pub error_description: String,
 }

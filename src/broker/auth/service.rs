@@ -48,6 +48,10 @@ pub enum GrantError {
     /// Unknown client or wrong secret (the same answer for both, so ids cannot be probed).
     #[error("the client id or secret is wrong")]
     InvalidClient,
+    /// A renewal's token is not one this cluster would renew (expired, its client gone, its
+    /// session too old or begun before the secret's rotation).
+    #[error("{0}")]
+    InvalidGrant(String),
     /// `[auth] builtin_issuer_enabled = false`: tokens come from an external issuer.
     #[error("the built-in issuer is disabled")]
     IssuerDisabled,
@@ -228,8 +232,36 @@ impl Auth {
             return Err(GrantError::InvalidClient);
         }
         let key = self.current_signing_key().await?;
-        let (access_token, expires_in_s) = tokens::issue(&key, &self.settings, client_id, now_ms())
-            .map_err(|error| BrokerError::Internal(error.to_string()))?;
+        let (access_token, expires_in_s) =
+            tokens::issue(&key, &self.settings, client_id, now_ms(), None)
+                .map_err(|error| BrokerError::Internal(error.to_string()))?;
+        Ok(IssuedToken {
+            access_token,
+            expires_in_s,
+        })
+    }
+
+    /// The token-exchange grant: a successor for a valid token of the built-in issuer, for the
+    /// same client and the same session (so the web console stays signed in holding a token,
+    /// never a secret), until `max_session` after the client presented its secret.
+    pub async fn renew_token(&self, token: &str) -> Result<IssuedToken, GrantError> {
+        if !self.settings.builtin_enabled {
+            return Err(GrantError::IssuerDisabled);
+        }
+        let (client_id, auth_time_s) = {
+            let metadata = self.broker.cluster().metadata();
+            tokens::renewal(token, &metadata.auth, &self.settings)
+                .map_err(|error| GrantError::InvalidGrant(error.to_string()))?
+        };
+        let key = self.current_signing_key().await?;
+        let (access_token, expires_in_s) = tokens::issue(
+            &key,
+            &self.settings,
+            &client_id,
+            now_ms(),
+            Some(auth_time_s),
+        )
+        .map_err(|error| BrokerError::Internal(error.to_string()))?;
         Ok(IssuedToken {
             access_token,
             expires_in_s,

@@ -24,6 +24,8 @@ pub struct TokenSettings {
     /// `aud`: who the token is for.
     pub audience: String,
     pub lifetime: Duration,
+    /// How long after a client presented its secret its tokens may still be renewed.
+    pub max_session: Duration,
     /// Clock skew tolerated between nodes (and clients), for `exp` and `nbf`.
     pub leeway: Duration,
     /// Whether the built-in issuer issues tokens and its tokens are accepted (false when only
@@ -40,6 +42,11 @@ pub struct Claims {
     pub nbf: i64,
     pub exp: i64,
     pub jti: String,
+    /// When the client last presented its secret (seconds), kept by every renewal: bounds
+    /// how long a token can be renewed without it. Absent in tokens issued before renewal
+    /// existed, whose `iat` stands for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_time: Option<i64>,
 }
 
 /// Who a valid token speaks for.
@@ -61,12 +68,15 @@ pub enum TokenError {
     Invalid(String),
 }
 
-/// A new token for `subject`, and how many seconds it lasts.
+/// A new token for `subject`, and how many seconds it lasts. `auth_time_s` is when the client
+/// presented its secret: now for the client-credentials grant, the renewed token's for a
+/// renewal.
 pub fn issue(
     key: &SigningKeyRecord,
     settings: &TokenSettings,
     subject: &str,
     now_ms: i64,
+    auth_time_s: Option<i64>,
 ) -> Result<(String, u64), TokenError> {
     let now = now_ms / 1000;
     let lifetime = settings.lifetime.as_secs().max(1);
@@ -81,6 +91,7 @@ pub fn issue(
         nbf: now,
         exp: now + lifetime as i64,
         jti: URL_SAFE_NO_PAD.encode(jti),
+        auth_time: Some(auth_time_s.unwrap_or(now)),
     };
     let mut header = Header::new(Algorithm::ES256);
     header.kid = Some(key.kid.clone());
@@ -127,6 +138,41 @@ fn now_s() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_secs() as i64)
         .unwrap_or(0)
+}
+
+/// What a renewal of `token` carries over: its client and when that client presented its
+/// secret. Refused unless the token is valid now (signature, times, client still there) and
+/// the session it belongs to is younger than `max_session`.
+pub fn renewal(
+    token: &str,
+    state: &AuthState,
+    settings: &TokenSettings,
+) -> Result<(String, i64), TokenError> {
+    let now_s = now_s();
+    let verified = verify(token, state, settings, now_s)?;
+    let principal = principal(&verified, state, settings)?;
+    let auth_time = verified.claims.auth_time.unwrap_or(verified.claims.iat);
+    let max_session_s = i64::try_from(settings.max_session.as_secs()).unwrap_or(i64::MAX);
+    if now_s.saturating_sub(auth_time) > max_session_s {
+        return Err(TokenError::Invalid(format!(
+            "the session began {}s ago, past max_session ({max_session_s}s): get a token with the client's secret",
+            now_s - auth_time
+        )));
+    }
+    // A rotated secret ends the sessions begun with the old one: rotating a leaked secret
+    // must also stop whoever holds a token from renewing it.
+    let rotated_at_ms = state
+        .clients
+        .get(&principal.subject)
+        .map_or(0, |client| client.secret_rotated_at_ms);
+    // `auth_time` is whole seconds: a session that began in an earlier second than the
+    // rotation began with the old secret.
+    if auth_time < rotated_at_ms / 1000 {
+        return Err(TokenError::Invalid(
+            "the client's secret was rotated after this session began: get a token with the new secret".into(),
+        ));
+    }
+    Ok((principal.subject, auth_time))
 }
 
 /// Checks a token of the built-in issuer: signature by a key the cluster holds, issuer,
@@ -255,6 +301,7 @@ mod tests {
             issuer: "http://127.0.0.1:8080".into(),
             audience: "herald".into(),
             lifetime: Duration::from_secs(3600),
+            max_session: Duration::from_secs(12 * 3600),
             leeway: Duration::from_secs(5),
             builtin_enabled: true,
         }
@@ -286,7 +333,7 @@ mod tests {
     fn issued_tokens_validate_with_the_clients_current_roles() {
         let mut state = state_with_client();
         let key = state.current_signing_key().unwrap().clone();
-        let (token, lasts) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        let (token, lasts) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         assert_eq!(lasts, 3600);
         let principal = validate(&token, &state, &settings()).unwrap();
         assert_eq!(principal.subject, "billing");
@@ -300,10 +347,51 @@ mod tests {
     }
 
     #[test]
+    fn a_renewal_keeps_the_session_start_and_ends_with_the_session_or_the_secret() {
+        let mut state = state_with_client();
+        let key = state.current_signing_key().unwrap().clone();
+        let began_ms = now_ms() - 3_600_000;
+        let (token, _) = issue(&key, &settings(), "billing", began_ms, None).unwrap();
+        let (subject, auth_time) = renewal(&token, &state, &settings()).unwrap();
+        assert_eq!((subject.as_str(), auth_time), ("billing", began_ms / 1000));
+        // The successor carries the same session start, so renewing it again is bounded too.
+        let (next, _) = issue(&key, &settings(), &subject, now_ms(), Some(auth_time)).unwrap();
+        assert_eq!(
+            renewal(&next, &state, &settings()).unwrap().1,
+            began_ms / 1000
+        );
+
+        // Past max_session, a valid token is no longer renewed.
+        let short = TokenSettings {
+            max_session: Duration::from_secs(1800),
+            ..settings()
+        };
+        assert!(validate(&next, &state, &short).is_ok());
+        let error = renewal(&next, &state, &short).unwrap_err();
+        assert!(error.to_string().contains("max_session"), "{error}");
+
+        // A secret rotated after the session began ends it.
+        state.apply(&AuthCommand::RotateClientSecret {
+            client_id: "billing".into(),
+            secret_hash: "$argon2id$y".into(),
+            rotated_at_ms: now_ms(),
+        });
+        let error = renewal(&next, &state, &settings()).unwrap_err();
+        assert!(error.to_string().contains("rotated"), "{error}");
+
+        // A deleted client's token is not renewed.
+        state.apply(&AuthCommand::DeleteClient {
+            client_id: "billing".into(),
+        });
+        let (fresh, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
+        assert!(renewal(&fresh, &state, &settings()).is_err());
+    }
+
+    #[test]
     fn tampered_foreign_and_expired_tokens_are_refused() {
         let state = state_with_client();
         let key = state.current_signing_key().unwrap().clone();
-        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
         parts[1] = URL_SAFE_NO_PAD.encode(
             br#"{"iss":"http://127.0.0.1:8080","sub":"billing","aud":"herald","iat":1,"nbf":1,"exp":99999999999,"jti":"x"}"#,
@@ -312,12 +400,19 @@ mod tests {
 
         // Signed by a key the cluster does not hold.
         let stranger = generate_signing_key(0).unwrap();
-        let (foreign, _) = issue(&stranger, &settings(), "billing", now_ms()).unwrap();
+        let (foreign, _) = issue(&stranger, &settings(), "billing", now_ms(), None).unwrap();
         let error = validate(&foreign, &state, &settings()).unwrap_err();
         assert!(error.to_string().contains("unknown signing key"), "{error}");
 
         // Long expired.
-        let (old, _) = issue(&key, &settings(), "billing", now_ms() - 10 * 3_600_000).unwrap();
+        let (old, _) = issue(
+            &key,
+            &settings(),
+            "billing",
+            now_ms() - 10 * 3_600_000,
+            None,
+        )
+        .unwrap();
         assert!(validate(&old, &state, &settings()).is_err());
 
         // Another audience.
@@ -325,7 +420,7 @@ mod tests {
             audience: "elsewhere".into(),
             ..settings()
         };
-        let (elsewhere, _) = issue(&key, &other, "billing", now_ms()).unwrap();
+        let (elsewhere, _) = issue(&key, &other, "billing", now_ms(), None).unwrap();
         assert!(validate(&elsewhere, &state, &settings()).is_err());
     }
 
@@ -334,7 +429,7 @@ mod tests {
         let mut state = state_with_client();
         let key = state.current_signing_key().unwrap().clone();
         let verified = VerifiedTokens::new(16);
-        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
         assert_eq!(verified.len(), 1);
         // A remembered token answers the client's current roles...
@@ -345,7 +440,7 @@ mod tests {
         // ...and stops validating once its key is dropped.
         let mut state = state_with_client();
         let key = state.current_signing_key().unwrap().clone();
-        let (token, _) = issue(&key, &settings(), "billing", now_ms()).unwrap();
+        let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
         state.apply(&AuthCommand::AddSigningKey {
             key: generate_signing_key(now_ms()).unwrap(),
@@ -362,7 +457,7 @@ mod tests {
     fn a_retired_key_validates_its_tokens_until_it_is_dropped() {
         let mut state = state_with_client();
         let old_key = state.current_signing_key().unwrap().clone();
-        let (token, _) = issue(&old_key, &settings(), "billing", now_ms() - 1000).unwrap();
+        let (token, _) = issue(&old_key, &settings(), "billing", now_ms() - 1000, None).unwrap();
         state.apply(&AuthCommand::AddSigningKey {
             key: generate_signing_key(now_ms()).unwrap(),
         });

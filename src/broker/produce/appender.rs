@@ -45,6 +45,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Semaphore};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::appender_writes::{propose_each, propose_merged, propose_stored, PartitionLog};
 use super::idempotence::{Landing, OnceClaim};
@@ -147,6 +148,9 @@ pub(super) struct Pending {
     pub once: Option<(OnceClaim, ProducerStamp)>,
     deadline: Instant,
     pub done: oneshot::Sender<AppendOutcome>,
+    /// The span of the request that sent it: the raft proposal's span is its child (or
+    /// follows from it when the proposal carries several requests).
+    span: tracing::Span,
 }
 
 impl Pending {
@@ -236,6 +240,7 @@ impl PartitionAppender {
                     once: request.once,
                     deadline: request.deadline,
                     done,
+                    span: tracing::Span::current(),
                 },
             );
             (id, !std::mem::replace(&mut queue.draining, true))
@@ -302,21 +307,45 @@ impl PartitionAppender {
             let Some(first) = taken.first() else {
                 continue;
             };
+            let span = self.proposal_span(&taken, bytes);
             let answering = if first.stored.is_some() {
-                propose_stored(&*log, taken).await
+                propose_stored(&*log, taken).instrument(span.clone()).await
             } else if first.once.is_some() {
-                propose_each(&*log, taken).await
+                propose_each(&*log, taken).instrument(span.clone()).await
             } else {
-                propose_merged(&*log, taken).await
+                propose_merged(&*log, taken).instrument(span.clone()).await
             };
             let appender = self.clone();
-            tokio::spawn(async move {
-                answering.await;
-                appender.queue.lock().held_bytes -= bytes;
-                queued_bytes_gauge().decrement(bytes as f64);
-                drop(slot);
-            });
+            tokio::spawn(
+                async move {
+                    answering.await;
+                    appender.queue.lock().held_bytes -= bytes;
+                    queued_bytes_gauge().decrement(bytes as f64);
+                    drop(slot);
+                }
+                .instrument(span),
+            );
         }
+    }
+
+    /// The span of one proposal, from the moment it is proposed until raft has its outcome:
+    /// the first request's child, following from the others it carries, so each request's
+    /// trace shows the raft round trip its messages waited for.
+    fn proposal_span(&self, taken: &[Pending], bytes: usize) -> tracing::Span {
+        let records: usize = taken.iter().map(|pending| pending.records.len()).sum();
+        let span = tracing::info_span!(
+            parent: taken.first().and_then(|pending| pending.span.id()),
+            "raft.propose",
+            otel.name = "raft propose",
+            partition_group = self.group,
+            requests = taken.len(),
+            records,
+            bytes,
+        );
+        for pending in taken.iter().skip(1) {
+            span.follows_from(&pending.span);
+        }
+        span
     }
 
     /// How many entries are in flight now.

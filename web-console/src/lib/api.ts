@@ -1,6 +1,9 @@
 // The console's client of the node's HTTP API (docs: /docs, openapi/herald.json). Same origin:
 // the console is served by the node it manages. With authentication on, it holds an access token
-// from /oauth/token; the client secret typed at sign-in is sent once and never kept.
+// from /oauth/token; the client secret typed at sign-in is sent once and never kept. The token is
+// renewed before it expires by exchanging it for its successor (RFC 8693 token exchange), which
+// the node grants until the session is older than its max_session_ms or the client's secret was
+// rotated; then the page asks for the secret again.
 
 export class ApiError extends Error {
   constructor(
@@ -17,7 +20,16 @@ export interface Session {
   clientId: string;
   /** Epoch ms at which the token stops being accepted. */
   expiresAtMs: number;
+  /** How long the token lasts from its issue (ms): it is renewed when RENEW_AT_SHARE of it passed. */
+  lifetimeMs?: number;
 }
+
+/** Renew a token once this share of its lifetime has passed. */
+export const RENEW_AT_SHARE = 0.8;
+/** A renewal that failed for a reason other than a refusal (the node unreachable) is tried again this much later. */
+export const RENEW_RETRY_MS = 10_000;
+const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
 
 export interface ApiOptions {
   /** Prefix of every URL (empty: same origin). */
@@ -26,6 +38,8 @@ export interface ApiOptions {
   /** Where the session survives a reload of the tab (sessionStorage); null: nowhere. */
   storage?: Pick<Storage, "getItem" | "setItem" | "removeItem"> | null;
   now?: () => number;
+  /** Renew the token before it expires (default true). */
+  autoRenew?: boolean;
 }
 
 const SESSION_KEY = "herald-console-session";
@@ -37,17 +51,25 @@ export class Api {
   readonly now: () => number;
   private session: Session | null = null;
   private readonly listeners = new Set<() => void>();
+  private readonly autoRenew: boolean;
+  private renewTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Why the node refused to renew the session's token (the secret is needed again), or null. */
+  renewalRefused: string | null = null;
 
   constructor(options: ApiOptions = {}) {
     this.base = options.base ?? "";
     this.fetcher = options.fetch ?? ((input, init) => fetch(input, init));
     this.storage = options.storage ?? null;
     this.now = options.now ?? (() => Date.now());
+    this.autoRenew = options.autoRenew ?? true;
     const saved = this.storage?.getItem(SESSION_KEY);
     if (saved) {
       try {
         const session = JSON.parse(saved) as Session;
-        if (session.expiresAtMs > this.now()) this.session = session;
+        if (session.expiresAtMs > this.now()) {
+          this.session = session;
+          this.scheduleRenewal();
+        }
       } catch {
         this.storage?.removeItem(SESSION_KEY);
       }
@@ -68,14 +90,58 @@ export class Api {
 
   private setSession(session: Session | null) {
     this.session = session;
+    this.renewalRefused = null;
     if (session) this.storage?.setItem(SESSION_KEY, JSON.stringify(session));
     else this.storage?.removeItem(SESSION_KEY);
+    this.scheduleRenewal();
+    this.notify();
+  }
+
+  private notify() {
     for (const listener of this.listeners) listener();
   }
 
   /** Exchanges client credentials for a token (client credentials grant); keeps only the token. */
-  async signIn(clientId: string, clientSecret: string): Promise<Session> {
-    const form = new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret });
+  signIn(clientId: string, clientSecret: string): Promise<Session> {
+    return this.grant(new URLSearchParams({ grant_type: "client_credentials", client_id: clientId, client_secret: clientSecret }), clientId);
+  }
+
+  /** Exchanges the session's token for its successor (token exchange), without the secret. */
+  renew(): Promise<Session> {
+    const session = this.current;
+    if (!session) return Promise.reject(new ApiError(401, "", "not signed in"));
+    const form = new URLSearchParams({ grant_type: TOKEN_EXCHANGE, subject_token: session.token, subject_token_type: ACCESS_TOKEN_TYPE });
+    return this.grant(form, session.clientId);
+  }
+
+  private scheduleRenewal() {
+    if (this.renewTimer !== null) clearTimeout(this.renewTimer);
+    this.renewTimer = null;
+    const session = this.session;
+    if (!session || !this.autoRenew) return;
+    // A session restored from before renewal existed has no lifetime: renew it at once.
+    const lifetimeMs = session.lifetimeMs ?? 0;
+    const renewAtMs = session.expiresAtMs - lifetimeMs * (1 - RENEW_AT_SHARE);
+    this.renewTimer = setTimeout(() => void this.renewNow(), Math.max(0, renewAtMs - this.now()));
+  }
+
+  private async renewNow() {
+    this.renewTimer = null;
+    try {
+      await this.renew();
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 400) {
+        // The node will not renew this session (secret rotated, session too old): ask for the secret.
+        this.renewalRefused = error.detail;
+        this.notify();
+      } else if (this.current) {
+        this.renewTimer = setTimeout(() => void this.renewNow(), RENEW_RETRY_MS);
+      }
+    }
+  }
+
+  /** One token request; the token it answers becomes the session. */
+  private async grant(form: URLSearchParams, clientId: string): Promise<Session> {
     const response = await this.fetcher(`${this.base}/oauth/token`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
@@ -87,7 +153,7 @@ export class Api {
       throw new ApiError(response.status, error.error ?? "", error.error_description ?? response.statusText);
     }
     const { access_token, expires_in } = body as { access_token: string; expires_in: number };
-    const session = { token: access_token, clientId, expiresAtMs: this.now() + expires_in * 1000 };
+    const session = { token: access_token, clientId, expiresAtMs: this.now() + expires_in * 1000, lifetimeMs: expires_in * 1000 };
     this.setSession(session);
     return session;
   }
