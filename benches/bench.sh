@@ -76,6 +76,15 @@ bench() {
         { echo "herald bench $kind $* failed:" >&2; tail -5 "$DIR/bench.log" >&2; exit 1; }
 }
 write_bytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
+# cpu_ticks: "busy total" jiffies of all cores so far (/proc/stat); cpu_busy BEFORE: the share of
+# the machine's cores busy since BEFORE was taken (1.0: every core all the time), which says
+# whether a row was bound by the CPU.
+cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+cpu_busy() {
+    local now
+    now=$(cpu_ticks)
+    python3 -c "b0, t0 = map(int, '$1'.split()); b1, t1 = map(int, '$now'.split()); print(round((b1 - b0) / max(1, t1 - t0), 3))"
+}
 # settle PID: waits (at most 30 s) until PID wrote nothing for 2 s: flushes and compactions of
 # what was produced count toward its write amplification.
 settle() {
@@ -134,10 +143,12 @@ produce_row() {
     shift 5
     settle "$NODE"
     before=$(write_bytes "$NODE")
+    cpu=$(cpu_ticks)
     out=$(bench produce "$HTTP" --topic "$topic" --partitions 4 --message-size "$size" --connections 8 --messages "$count" "$@")
+    cpu=$(cpu_busy "$cpu")
     settle "$NODE"
     after=$(write_bytes "$NODE")
-    record "$row" "$round" "{\"disk_bytes_per_value_byte\": $(python3 -c "print(($after - $before) / ($size * $count))")}" "$out"
+    record "$row" "$round" "{\"disk_bytes_per_value_byte\": $(python3 -c "print(($after - $before) / ($size * $count))"), \"cpu_busy\": $cpu}" "$out"
 }
 for round in $(seq 1 "$ROUNDS"); do
     produce_row produce-1KB "$round" "k$round" 1000 "$MSGS_1K" --batch-size 1000
@@ -154,7 +165,9 @@ for round in $(seq 1 "$ROUNDS"); do
         produce_row produce-100B-binary "$round" "hb$round" 100 "$MSGS_100" --batch-size 1000 --binary
         delete_topic "$HTTP" "hb$round"
     fi
-    record single-100B "$round" '{}' "$(bench produce "$HTTP" --topic "s$round" --message-size 100 --raw --connections 64 --messages "$MSGS_SINGLE")"
+    cpu=$(cpu_ticks)
+    out=$(bench produce "$HTTP" --topic "s$round" --message-size 100 --raw --connections 64 --messages "$MSGS_SINGLE")
+    record single-100B "$round" "{\"cpu_busy\": $(cpu_busy "$cpu")}" "$out"
     delete_topic "$HTTP" "s$round"
 done
 # A tenth of the median 100 B peak, in requests per second, for TENTH_SECONDS.
@@ -196,7 +209,9 @@ for round in $(seq 1 "$ROUNDS"); do
     done
     # The load goes to the partition's leader, so nothing is forwarded.
     leader=$(curl -sf "http://127.0.0.1:$((BASE_PORT + 21))/v1/topics/rf3" | json "(lambda l: l['id'] if isinstance(l, dict) else l)(d['partitions'][0]['leader'])")
-    record rf3-100B "$round" '{}' "$(bench produce "$((BASE_PORT + 20 + leader))" --topic rf3 --message-size 100 --batch-size 1000 --connections 8 --messages "$MSGS_RF3")"
+    cpu=$(cpu_ticks)
+    out=$(bench produce "$((BASE_PORT + 20 + leader))" --topic rf3 --message-size 100 --batch-size 1000 --connections 8 --messages "$MSGS_RF3")
+    record rf3-100B "$round" "{\"cpu_busy\": $(cpu_busy "$cpu")}" "$out"
     for pid in "${nodes[@]}"; do stop_pid "$pid"; done
     rm -rf "$DIR"/rf3-*
 done
@@ -220,7 +235,7 @@ for row, label in [("sink-1KB", "1000 x 1 KB"), ("sink-100B", "1000 x 100 B"), (
     print(f"  HTTP + load generator against a do-nothing sink, {label}: {med(row,'messages_per_sec'):,.0f} msgs/s, "
           f"{med(row,'mb_per_sec'):,.1f} MB/s, {med(row,'requests_per_sec'):,.0f} req/s, p99 {med(row,'latency_ms','p99'):.2f} ms")
 print()
-head = f"{'row':22} {'msgs/s':>11} {'MB/s':>8} {'req/s':>9} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'/sink':>6} {'disk/ceil':>9} {'WA':>5}  target"
+head = f"{'row':22} {'msgs/s':>11} {'MB/s':>8} {'req/s':>9} {'p99 ms':>8} {'p99.9 ms':>9} {'max ms':>8} {'/sink':>6} {'disk/ceil':>9} {'WA':>5} {'cpu':>5}  target"
 print(head)
 print("-" * len(head))
 targets = {
@@ -241,13 +256,15 @@ for row in ["produce-1KB", "produce-1KB-binary", "produce-100B", "produce-100B-b
     ratio = msgs / med(sink, "messages_per_sec") if sink and sink in rows else None
     wa = med(row, "disk_bytes_per_value_byte") if "disk_bytes_per_value_byte" in rows[row][0] else None
     disk_ratio = med(row, "mb_per_sec") * wa / disk if wa is not None else None
+    cpu = med(row, "cpu_busy") if "cpu_busy" in rows[row][0] else None
     print(f"{row:22} {msgs:>11,.0f} {med(row,'mb_per_sec'):>8.1f} {med(row,'requests_per_sec'):>9,.0f} "
           f"{med(row,'latency_ms','p99'):>8.2f} {med(row,'latency_ms','p999'):>9.2f} {med(row,'latency_ms','max'):>8.1f} "
-          f"{fmt(ratio, '6.2f'):>6} {fmt(disk_ratio, '9.2f'):>9} {fmt(wa, '5.2f'):>5}  {targets[row]}")
+          f"{fmt(ratio, '6.2f'):>6} {fmt(disk_ratio, '9.2f'):>9} {fmt(wa, '5.2f'):>5} {fmt(cpu, '5.2f'):>5}  {targets[row]}")
     errors = sum(r["errors"] for r in rows[row])
     if errors:
         print(f"  {row}: {errors} failed requests, e.g. {rows[row][0]['error_samples'][:2]}")
 print(f"\npeak RSS of the single node over its rows: {rss_kb / 1024:,.0f} MiB")
 print("/sink: messages/s as a share of the same load against the do-nothing sink; disk/ceil: bytes the node "
-      "wrote (MB/s x WA) as a share of the disk ceiling; WA: bytes written to disk per value byte produced.")
+      "wrote (MB/s x WA) as a share of the disk ceiling; WA: bytes written to disk per value byte produced; "
+      "cpu: share of all cores busy during the row (node, load generator and all).")
 PY

@@ -55,6 +55,9 @@ pub async fn run(args: BenchSinkArgs) -> anyhow::Result<()> {
         .route("/v1/topics", post(create_topic))
         .route("/v1/topics/{topic}", get(topic))
         .route("/v1/topics/{topic}/messages", post(produce))
+        // Stands in for an OTLP collector too (`--otlp-endpoint` at the sink), so the cost of
+        // exporting spans is measured without a collector's own work.
+        .route("/v1/traces", post(|| async { "" }))
         .layer(axum::extract::DefaultBodyLimit::max(args.max_body_bytes))
         .with_state(sink);
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
