@@ -16,6 +16,7 @@
 #   make bench                 # full run, about 10-15 min on 2 cores
 #   QUICK=1 make bench         # a 2-minute smoke run: one round, small counts
 #   HERALD=/path/to/herald benches/bench.sh   # measure another binary (no build)
+#   HERALD=old LOADGEN=new benches/bench.sh    # an older node, driven by the same load generator
 #
 # Every figure is printed with the exact `herald bench` arguments in results.tsv (kept with
 # KEEP=DIR). The machine is shared by the node and the load generator: compare figures of one run.
@@ -41,6 +42,9 @@ if [ -z "${HERALD:-}" ]; then
     cargo build --release --bin herald >&2
     HERALD=${CARGO_TARGET_DIR:-target}/release/herald
 fi
+# The binary whose `herald bench` loads the node and serves the sink: comparing two nodes, keep
+# it the same for both (an older binary may lack `bench sink`).
+LOADGEN=${LOADGEN:-$HERALD}
 DIR=$(mktemp -d "$BENCH_DIR/herald-bench.XXXXXX")
 declare -a PIDS=()
 cleanup() {
@@ -72,7 +76,7 @@ PY
 bench() {
     local kind=$1 port=$2
     shift 2
-    timeout "$BENCH_TIMEOUT_S" "$HERALD" bench "$kind" --server "http://127.0.0.1:$port" "$@" --json 2>>"$DIR/bench.log" ||
+    timeout "$BENCH_TIMEOUT_S" "$LOADGEN" bench "$kind" --server "http://127.0.0.1:$port" "$@" --json 2>>"$DIR/bench.log" ||
         { echo "herald bench $kind $* failed:" >&2; tail -5 "$DIR/bench.log" >&2; exit 1; }
 }
 write_bytes() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
@@ -108,7 +112,7 @@ start_node() {
 stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 delete_topic() { curl -sf -m 60 -XDELETE "http://127.0.0.1:$1/v1/topics/$2" >/dev/null || true; }
 
-echo "herald: $HERALD ($("$HERALD" --version)); $(nproc) cores; rounds $ROUNDS${QUICK:+ (QUICK)}" >&2
+echo "herald: $HERALD ($("$HERALD" --version)), load generator $LOADGEN; $(nproc) cores; rounds $ROUNDS${QUICK:+ (QUICK)}" >&2
 
 # --- Ceiling 1: the disk, sequential writes with fdatasync after each MiB.
 for round in $(seq 1 "$ROUNDS"); do
@@ -121,7 +125,7 @@ done
 
 # --- Ceiling 2: the load generator and HTTP against a sink that does nothing.
 SINK_PORT=$BASE_PORT
-"$HERALD" bench sink --listen "127.0.0.1:$SINK_PORT" 2>>"$DIR/sink.log" &
+"$LOADGEN" bench sink --listen "127.0.0.1:$SINK_PORT" 2>>"$DIR/sink.log" &
 SINK_PID=$!
 PIDS+=("$SINK_PID")
 wait_for_ports "$SINK_PORT"

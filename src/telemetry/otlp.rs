@@ -11,6 +11,7 @@
 //! Only this module and [`super::logs`] name OpenTelemetry types: the rest of Herald parents a
 //! request's span on its client's trace with [`set_remote_parent`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -32,6 +33,15 @@ use crate::config::TelemetryConfig;
 
 /// How long one export may take before the batch is given up (the collector is unreachable).
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether spans are exported: the OpenTelemetry fields of a request's span are recorded only
+/// then, since every field recorded costs the log layer a re-serialization of the span's fields.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process exports spans (`--otlp-endpoint`).
+pub fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
 
 /// The name spans are exported under (`service.name`).
 const SERVICE_NAME: &str = "herald";
@@ -96,6 +106,7 @@ where
         .with_tracer(tracer)
         .with_threads(false)
         .with_filter(Targets::new().with_target("herald", Level::INFO));
+    EXPORTING.store(true, Ordering::Relaxed);
     tracing::info!(%url, ratio = config.otlp_sample_ratio, "exporting spans over OTLP");
     Ok(Some((Box::new(layer), TracerGuard { provider })))
 }

@@ -449,7 +449,9 @@ async fn merged_batches_stay_within_the_record_and_encoded_byte_caps() {
 #[tokio::test]
 async fn several_entries_are_in_flight_and_offsets_stay_in_request_order() {
     let log = Arc::new(HeldLog::default());
-    let appender = Appenders::new(1 << 20, 3).for_group(1);
+    let appender = Appenders::new(1 << 20, 3)
+        .pipelining_everything()
+        .for_group(1);
     let mut handles = Vec::new();
     for (proposed, (tag, count)) in [(b'a', 2), (b'b', 3), (b'c', 4)].into_iter().enumerate() {
         handles.push(spawn_append(
@@ -589,7 +591,7 @@ async fn an_acks_leader_request_does_not_wait_behind_an_earlier_quorum() {
 #[tokio::test]
 async fn the_byte_bound_counts_entries_in_flight() {
     let log = Arc::new(HeldLog::default());
-    let appender = Appenders::new(100, 4).for_group(1);
+    let appender = Appenders::new(100, 4).pipelining_everything().for_group(1);
     let mut in_flight = Vec::new();
     for (proposed, tag) in [b'a', b'b'].into_iter().enumerate() {
         in_flight.push(spawn_append(
@@ -615,4 +617,48 @@ async fn the_byte_bound_counts_entries_in_flight() {
         answer(handle).await.expect("written");
     }
     until("released", || appender.held_bytes() == 0).await;
+}
+
+/// With entries in flight, a small run waits for one of them to be answered and goes out
+/// merged (single messages do not become many tiny entries), while a run of at least
+/// `PIPELINE_MIN_BYTES` is proposed at once.
+#[tokio::test]
+async fn small_runs_wait_for_an_answer_while_large_ones_are_pipelined() {
+    let log = Arc::new(HeldLog::default());
+    let appender = Appenders::new(usize::MAX, 4).for_group(1);
+    let first = spawn_append(&appender, &log, request(records(b'a', 1, 5), far()));
+    until("the first request is proposed", || log.proposals() == 1).await;
+    let small =
+        [b'b', b'c'].map(|tag| spawn_append(&appender, &log, request(records(tag, 1, 5), far())));
+    until("the small ones wait", || appender.waiting() == 2).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        log.proposals(),
+        1,
+        "no entry of its own while the first is in flight"
+    );
+
+    // A large request arrives: what waits is large enough now, and goes at once.
+    let value_len = super::appender::PIPELINE_MIN_BYTES / 10;
+    let large = spawn_append(
+        &appender,
+        &log,
+        request(records(b'd', 10, value_len), far()),
+    );
+    until("the waiting run is proposed with the large one", || {
+        log.proposals() == 2
+    })
+    .await;
+    assert_eq!(log.proposed_tags()[1], vec![b'b', b'c', b'd']);
+    assert_eq!(appender.in_flight(), 2);
+    log.release();
+    for handle in [first, large].into_iter().chain(small) {
+        assert!(matches!(answer(handle).await, Ok(Landing::Appended { .. })));
+    }
+
+    // Once nothing is in flight, a small request goes at once.
+    let alone = spawn_append(&appender, &log, request(records(b'e', 1, 5), far()));
+    until("proposed at once", || log.proposals() == 3).await;
+    log.release();
+    assert!(matches!(answer(alone).await, Ok(Landing::Appended { .. })));
 }
