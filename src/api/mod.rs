@@ -49,6 +49,7 @@ pub mod topics;
 pub mod trace;
 
 use std::any::Any;
+use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::response::{IntoResponse, Response};
@@ -89,9 +90,23 @@ pub struct ApiConfig {
     pub public_metrics: bool,
 }
 
-/// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`).
+/// The state handlers extract from (as `State<Broker>` or `State<PrometheusHandle>`). One
+/// `Arc`: axum clones the state for every request and every middleware on its way, and a
+/// clone of the fields themselves (a dozen reference counts) showed as 5% of a single-message
+/// produce's CPU.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppStateInner>);
+
+impl std::ops::Deref for AppState {
+    type Target = AppStateInner;
+
+    fn deref(&self) -> &AppStateInner {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct AppStateInner {
     pub broker: Broker,
     pub metrics: PrometheusHandle,
     pub shutdown: shutdown::Shutdown,
@@ -203,7 +218,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             access.clone(),
             access::enforce,
         ))
-        .with_state(AppState {
+        .with_state(AppState(Arc::new(AppStateInner {
             auth,
             access,
             broker,
@@ -212,7 +227,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             event_streams: events::EventStreams::new(config.event_streams),
             ws: config.ws,
             auditing: config.auditing.clone(),
-        });
+        })));
     // Outermost first: request id -> audit -> authentication and rights -> quotas -> the rest.
     with_layers(routes, config.max_body_bytes, config.limits)
         .layer(middleware::from_fn_with_state(
