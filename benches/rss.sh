@@ -16,18 +16,10 @@ RETENTION_BYTES=${RETENTION_BYTES:-1073741824}
 PARTITIONS=${PARTITIONS:-4}
 CHUNK=${CHUNK:-2000000}
 PORT=${PORT:-19740}
-DIR=$(mktemp -d /var/tmp/herald-rss.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
 
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
+bench_workdir rss
 
 # Retention checked every 10 s (default 5 min), so at full rate the disk use stays near
 # PARTITIONS x RETENTION_BYTES instead of growing for 5 minutes at a time.

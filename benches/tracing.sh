@@ -14,18 +14,10 @@ ROUNDS=${ROUNDS:-3}
 SINGLE=${SINGLE:-60000}
 BATCHED=${BATCHED:-1000000}
 PORT=${PORT:-19720}
-DIR=$(mktemp -d /var/tmp/herald-tracing.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
 
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
+bench_workdir tracing
 
 COLLECTOR=$((PORT + 5))
 "$HERALD" bench sink --listen "127.0.0.1:$COLLECTOR" >>"$DIR/collector.log" 2>&1 &

@@ -243,7 +243,24 @@ async fn a_token_is_renewed_without_the_secret_until_the_secret_is_rotated() {
     // Rotating the secret (it leaked, say) ends the session: its tokens are not renewed.
     // Session starts are whole seconds (`auth_time`), and a rotation within the session's
     // first second cannot be told from one just before it: rotate in a later second.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let began = after["auth_time"].as_i64().expect("auth_time");
+    common::poll(
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+        || async {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            if now > began {
+                Ok(())
+            } else {
+                Err(format!("still second {began} of the session"))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| panic!("{seen}"));
     let rotated = server
         .http_client()
         .post(server.url("/v1/auth/clients/console/secret"))

@@ -6,6 +6,8 @@
 #   median     the median of the numbers read from stdin (one a line or separated by spaces)
 #   wait_for_ports PORT...  waits (60 s at most) until the nodes on 127.0.0.1:PORT answer /readyz;
 #              on failure prints the tail of "$DIR"/*.log (the caller's node logs) and exits
+#   bench_workdir NAME  makes DIR (a fresh /var/tmp/herald-NAME.XXXXXX) and PIDS (the processes
+#              the script starts), and on exit kills every pid in PIDS and removes DIR
 
 now_ms() { date +%s%3N; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
@@ -18,4 +20,16 @@ wait_for_ports() {
             sleep 0.1
         done
     done
+}
+
+bench_workdir() {
+    DIR=$(mktemp -d "/var/tmp/herald-$1.XXXXXX")
+    PIDS=()
+    trap bench_cleanup EXIT
+}
+bench_cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$DIR"
 }

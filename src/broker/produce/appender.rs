@@ -56,6 +56,7 @@ use super::MAX_MESSAGES_PER_REQUEST;
 use crate::broker::BrokerError;
 use crate::domain::batch::ProducerStamp;
 use crate::domain::{Compression, Record};
+use crate::telemetry::otlp::exporting;
 
 /// The most encoded record bytes merged into one raft entry; a single larger request still
 /// goes alone.
@@ -404,7 +405,12 @@ impl PartitionAppender {
     /// The span of one proposal, from the moment it is proposed until raft has its outcome:
     /// the first request's child, following from the others it carries, so each request's
     /// trace shows the raft round trip its messages waited for.
+    /// None when spans are not exported: nothing logs inside a proposal, and an enabled span
+    /// per entry would cost the log layer its fields' formatting for nothing.
     fn proposal_span(&self, taken: &[Pending], bytes: usize) -> tracing::Span {
+        if !exporting() {
+            return tracing::Span::none();
+        }
         let records: usize = taken.iter().map(|pending| pending.records.len()).sum();
         let span = tracing::info_span!(
             parent: taken.first().and_then(|pending| pending.span.id()),

@@ -631,6 +631,7 @@ async fn small_runs_wait_for_an_answer_while_large_ones_are_pipelined() {
     let small =
         [b'b', b'c'].map(|tag| spawn_append(&appender, &log, request(records(tag, 1, 5), far())));
     until("the small ones wait", || appender.waiting() == 2).await;
+    // That nothing is proposed can only be seen by giving the drain time to do it wrongly.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         log.proposals(),
