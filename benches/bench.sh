@@ -2,6 +2,7 @@
 # `make bench`: every figure of the produce-path table (issue 15) in one run, next to the
 # machine's own ceilings measured in the same run:
 #   disk    sequential write with fdatasync after every 1 MiB (dd oflag=dsync): what the disk takes;
+#           and the latency of one 100 KB append + fdatasync at a time: what one commit waits for;
 #   sink    `herald bench produce` against `herald bench sink`, an HTTP server that discards what
 #           it gets and answers as a produce would: what the load generator, loopback and HTTP
 #           exchange take on this machine with no broker behind them.
@@ -28,11 +29,11 @@ QUICK=${QUICK:-}
 if [ -n "$QUICK" ]; then
     ROUNDS=${ROUNDS:-1}; MSGS_1K=${MSGS_1K:-100000}; MSGS_100=${MSGS_100:-500000}
     MSGS_SINGLE=${MSGS_SINGLE:-20000}; MSGS_RF3=${MSGS_RF3:-200000}; DISK_MB=${DISK_MB:-256}
-    TENTH_SECONDS=${TENTH_SECONDS:-5}
+    TENTH_SECONDS=${TENTH_SECONDS:-5}; SYNC_COUNT=${SYNC_COUNT:-300}
 else
     ROUNDS=${ROUNDS:-3}; MSGS_1K=${MSGS_1K:-1000000}; MSGS_100=${MSGS_100:-3000000}
     MSGS_SINGLE=${MSGS_SINGLE:-200000}; MSGS_RF3=${MSGS_RF3:-2000000}; DISK_MB=${DISK_MB:-1024}
-    TENTH_SECONDS=${TENTH_SECONDS:-15}
+    TENTH_SECONDS=${TENTH_SECONDS:-15}; SYNC_COUNT=${SYNC_COUNT:-2000}
 fi
 BASE_PORT=${BASE_PORT:-18400}
 BENCH_DIR=${BENCH_DIR:-/var/tmp}
@@ -121,6 +122,28 @@ for round in $(seq 1 "$ROUNDS"); do
     ms=$(( $(now_ms) - started ))
     rm -f "$DIR/dd"
     record disk "$round" '{}' "{\"mb_per_sec\": $(python3 -c "print($DISK_MB * 1048576 / 1e6 / ($ms / 1000))")}"
+done
+
+# --- Ceiling 1b: the disk's sync latency, one 100 KB append + fdatasync at a time (what a lone
+# 1000 x 100 B request's group commit waits for): the floor under the tenth-of-peak row's p99.
+for round in $(seq 1 "$ROUNDS"); do
+    record disk-sync "$round" '{}' "$(python3 - "$DIR/sync" "$SYNC_COUNT" <<'PY'
+import json, os, sys, time
+path, count = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+block, took = os.urandom(100_000), []
+for _ in range(count):
+    started = time.perf_counter()
+    os.write(fd, block)
+    os.fdatasync(fd)
+    took.append((time.perf_counter() - started) * 1000)
+os.close(fd)
+os.unlink(path)
+took.sort()
+pick = lambda q: took[min(len(took) - 1, int(q * len(took)))]
+print(json.dumps({"p50_ms": pick(0.5), "p99_ms": pick(0.99), "p999_ms": pick(0.999), "max_ms": took[-1]}))
+PY
+)"
 done
 
 # --- Ceiling 2: the load generator and HTTP against a sink that does nothing.
@@ -235,6 +258,9 @@ def fmt(value, spec):
 disk = med("disk", "mb_per_sec")
 print(f"\nCeilings measured in this run (medians of {rounds}):")
 print(f"  disk, sequential write + fdatasync per MiB: {disk:,.0f} MB/s")
+if "disk-sync" in rows:
+    print(f"  disk, one 100 KB append + fdatasync at a time: p50 {med('disk-sync','p50_ms'):.2f} ms, "
+          f"p99 {med('disk-sync','p99_ms'):.2f} ms, p99.9 {med('disk-sync','p999_ms'):.2f} ms, max {med('disk-sync','max_ms'):.1f} ms")
 for row, label in [("sink-1KB", "1000 x 1 KB"), ("sink-100B", "1000 x 100 B"), ("sink-single", "single 100 B x 64 conn")]:
     print(f"  HTTP + load generator against a do-nothing sink, {label}: {med(row,'messages_per_sec'):,.0f} msgs/s, "
           f"{med(row,'mb_per_sec'):,.1f} MB/s, {med(row,'requests_per_sec'):,.0f} req/s, p99 {med(row,'latency_ms','p99'):.2f} ms")

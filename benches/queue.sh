@@ -21,24 +21,10 @@ ROUNDS=${ROUNDS:-5}
 MEMORY_MESSAGES=${MEMORY_MESSAGES:-1000000}
 SCENARIOS=${SCENARIOS:-"single cluster memory"}
 PORT=${PORT:-19720}
-DIR=$(mktemp -d /var/tmp/herald-queue.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
 
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
-
-stop_nodes() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    PIDS=()
-}
+bench_workdir queue
 
 # rounds SERVER ARGS...: ROUNDS runs of `herald bench queue`, then the medians.
 rounds() {

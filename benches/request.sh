@@ -14,18 +14,10 @@ HERALD=${HERALD:-${CARGO_TARGET_DIR:-/var/tmp/herald-target}/release/herald}
 REQUESTS=${REQUESTS:-20000}
 REQUESTERS=${REQUESTERS:-16}
 PORT=${PORT:-19690}
-DIR=$(mktemp -d /var/tmp/herald-request.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
 
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
+bench_workdir request
 
 echo "== one node, $REQUESTERS requesters, $REQUESTS round trips"
 "$HERALD" serve --data-dir "$DIR/single" --http-addr "127.0.0.1:$PORT" --raft-addr "127.0.0.1:$((PORT + 9))" \
@@ -33,7 +25,7 @@ echo "== one node, $REQUESTERS requesters, $REQUESTS round trips"
 PIDS+=($!)
 wait_for_ports "$PORT"
 "$HERALD" bench request --server "http://127.0.0.1:$PORT" --requesters "$REQUESTERS" --requests "$REQUESTS"
-kill -9 "${PIDS[0]}"; wait 2>/dev/null || true; PIDS=()
+stop_nodes
 
 echo "== three nodes (RF 3), requesters on node 1, responder on node 2"
 cluster="1=127.0.0.1:$((PORT + 11)),2=127.0.0.1:$((PORT + 12)),3=127.0.0.1:$((PORT + 13))"

@@ -19,18 +19,10 @@ SINGLE=${SINGLE:-50000}
 BATCH=${BATCH:-1000000}
 BATCH1K=${BATCH1K:-300000}
 PORT=${PORT:-19860}
-DIR=$(mktemp -d /var/tmp/herald-security.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
 
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
+bench_workdir security
 
 # A CA and a certificate for 127.0.0.1 / localhost, valid for a day.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=bench CA" \

@@ -29,18 +29,10 @@ ROUNDS=${ROUNDS:-3}
 NOFILE=${NOFILE:-30000}
 SCENARIOS=${SCENARIOS:-"single cluster"}
 PORT=${PORT:-19760}
-DIR=$(mktemp -d /var/tmp/herald-ws.XXXXXX)
-PIDS=()
-
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
 
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/common.sh"
+bench_workdir ws
 
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt "$NOFILE" ]; then NOFILE=$hard; fi
@@ -51,12 +43,6 @@ if [ "$CONNECTIONS" -gt "$NOFILE" ]; then
     exit 1
 fi
 LIMITS=(--ws-max-connections "$CONNECTIONS" --max-connections "$CONNECTIONS")
-
-stop_nodes() {
-    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    PIDS=()
-}
 
 # start_single / start_cluster: fresh nodes (a fresh process, so the idle step's RSS is not
 # memory the allocator kept from an earlier round); they set SERVER, PID and EXTRA.

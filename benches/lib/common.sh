@@ -8,6 +8,7 @@
 #              on failure prints the tail of "$DIR"/*.log (the caller's node logs) and exits
 #   bench_workdir NAME  makes DIR (a fresh /var/tmp/herald-NAME.XXXXXX) and PIDS (the processes
 #              the script starts), and on exit kills every pid in PIDS and removes DIR
+#   stop_nodes kills every pid in PIDS now and empties it (between phases of one script)
 
 now_ms() { date +%s%3N; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
@@ -28,8 +29,12 @@ bench_workdir() {
     trap bench_cleanup EXIT
 }
 bench_cleanup() {
+    stop_nodes
+    rm -rf "$DIR"
+}
+stop_nodes() {
     local pid
     for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    rm -rf "$DIR"
+    PIDS=()
 }

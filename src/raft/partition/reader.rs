@@ -26,12 +26,17 @@ pub struct ReadLimits {
 }
 
 fn batch_at_raft_index(store: &Store, group: u64, raft_index: u64) -> Result<Bytes, io::Error> {
-    let Some(value) = store.get(Cf::RaftLog, &keys::group_u64(group, raft_index))? else {
+    let Some(entry) = store.get_with(
+        Cf::RaftLog,
+        &keys::group_u64(group, raft_index),
+        codec::decode_entry,
+    )?
+    else {
         return Err(io::Error::other(format!(
             "group {group}: indexed raft entry {raft_index} is missing"
         )));
     };
-    match codec::decode_entry(&value)?.payload {
+    match entry?.payload {
         EntryPayload::Normal(request) => request.batch().cloned(),
         _ => None,
     }
