@@ -9,10 +9,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Stdio;
+use std::ffi::OsStr;
 use std::time::Duration;
 
+use common::browser::{chromium, run_script};
 use common::Server;
 use reqwest::StatusCode;
 
@@ -22,17 +22,7 @@ const SCRIPT_DEADLINE: Duration = Duration::from_secs(120);
 
 #[tokio::test]
 async fn example_page_shows_messages_over_websocket_and_eventsource() {
-    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} is missing: apt-get install -y chromium (or set CHROMIUM)"
-    );
-    assert!(
-        browser_dir.join("node_modules/playwright-core").exists(),
-        "playwright-core is missing: run `npm ci` in {} (make test does)",
-        browser_dir.display()
-    );
+    chromium();
 
     let server = Server::start().await;
     server.create_topic("browser-orders", 1).await;
@@ -47,27 +37,12 @@ async fn example_page_shows_messages_over_websocket_and_eventsource() {
     assert_eq!(page.status(), StatusCode::OK);
     assert!(page.text().await.unwrap().contains("new WebSocket("));
 
-    let script = tokio::process::Command::new("node")
-        .arg("examples.test.mjs")
-        .current_dir(&browser_dir)
-        .env("HERALD_URL", server.base_url())
-        .env("HERALD_TOPIC", "browser-orders")
-        .env("CHROMIUM", &chromium)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(SCRIPT_DEADLINE, script)
-        .await
-        .unwrap_or_else(|_| server.fail("the browser script did not finish within its deadline"))
-        .expect("node runs (apt-get install -y nodejs)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        server.fail(&format!(
-            "the browser script failed ({}):\n{stdout}\n{stderr}",
-            output.status
-        ));
-    }
-    assert!(stdout.contains("browser test passed"), "{stdout}\n{stderr}");
+    run_script(
+        &server,
+        "examples.test.mjs",
+        &[("HERALD_TOPIC", OsStr::new("browser-orders"))],
+        "browser test passed",
+        SCRIPT_DEADLINE,
+    )
+    .await;
 }

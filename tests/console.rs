@@ -19,11 +19,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::ffi::OsStr;
+use std::path::Path;
 use std::time::Duration;
 
 use common::auth::create_client;
+use common::browser::{self, chromium};
 use common::cluster::TestCluster;
 use common::Server;
 use reqwest::StatusCode;
@@ -32,61 +33,27 @@ use reqwest::StatusCode;
 /// usually milliseconds each) fits in this.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(240);
 
-fn browser_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js")
-}
-
-fn chromium() -> String {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        Path::new(&chromium).exists(),
-        "{chromium} is missing: apt-get install -y chromium (or set CHROMIUM)"
-    );
-    assert!(
-        browser_dir().join("node_modules/playwright-core").exists(),
-        "playwright-core is missing: run `npm ci` in {} (make test does)",
-        browser_dir().display()
-    );
-    chromium
-}
-
-/// Runs the browser script against `server` with `env`; fails the test with its output.
+/// Runs the console's browser script against `server` with `env`; fails the test with its
+/// output.
 async fn run_script(server: &Server, env: &[(&str, &str)]) {
-    let mut command = tokio::process::Command::new("node");
-    command
-        .arg("console.test.mjs")
-        .current_dir(browser_dir())
-        .env("HERALD_URL", server.base_url())
-        .env("CHROMIUM", chromium())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(dir) = std::env::var_os("CONSOLE_SCREENSHOTS") {
-        // Relative to the repository, not to tests/js where the script runs.
-        command.env(
-            "CONSOLE_SCREENSHOTS",
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(dir),
-        );
+    let mut env: Vec<(&str, &OsStr)> = env
+        .iter()
+        .map(|(key, value)| (*key, OsStr::new(value)))
+        .collect();
+    // Relative to the repository, not to tests/js where the script runs.
+    let screenshots = std::env::var_os("CONSOLE_SCREENSHOTS")
+        .map(|dir| Path::new(env!("CARGO_MANIFEST_DIR")).join(dir));
+    if let Some(dir) = &screenshots {
+        env.push(("CONSOLE_SCREENSHOTS", dir.as_os_str()));
     }
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let output = tokio::time::timeout(SCRIPT_DEADLINE, command.output())
-        .await
-        .unwrap_or_else(|_| server.fail("the browser script did not finish within its deadline"))
-        .expect("node runs (apt-get install -y nodejs)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        server.fail(&format!(
-            "the browser script failed ({}):\n{stdout}\n{stderr}",
-            output.status
-        ));
-    }
-    assert!(
-        stdout.contains("console browser test passed"),
-        "{stdout}\n{stderr}"
-    );
+    browser::run_script(
+        server,
+        "console.test.mjs",
+        &env,
+        "console browser test passed",
+        SCRIPT_DEADLINE,
+    )
+    .await;
 }
 
 #[tokio::test]

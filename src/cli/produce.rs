@@ -274,6 +274,41 @@ async fn flush_binary(
     Ok(())
 }
 
+/// Standard input a line at a time, the lines counted so errors can name them.
+struct StdinLines {
+    reader: BufReader<tokio::io::Stdin>,
+    line: Vec<u8>,
+    /// Lines read so far: the number (1-based) of the last one.
+    count: u64,
+    mode: ValueMode,
+}
+
+impl StdinLines {
+    fn new(mode: ValueMode) -> StdinLines {
+        StdinLines {
+            reader: BufReader::new(tokio::io::stdin()),
+            line: Vec::new(),
+            count: 0,
+            mode,
+        }
+    }
+
+    /// The next line without its line ending, and its number; `None` at the end of input.
+    async fn next(&mut self) -> anyhow::Result<Option<(&[u8], u64)>> {
+        self.line.clear();
+        let read = self
+            .reader
+            .read_until(b'\n', &mut self.line)
+            .await
+            .context("could not read stdin")?;
+        if read == 0 {
+            return Ok(None);
+        }
+        self.count += 1;
+        Ok(Some((strip_newline(&self.line, self.mode), self.count)))
+    }
+}
+
 /// Runs `herald produce --binary`: the lines in batches of the stored layout, to one partition.
 async fn run_binary(api: Api, args: ProduceArgs, mode: ValueMode) -> anyhow::Result<()> {
     let partition = args
@@ -282,22 +317,10 @@ async fn run_binary(api: Api, args: ProduceArgs, mode: ValueMode) -> anyhow::Res
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64);
-    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut lines = StdinLines::new(mode);
     let mut summary = ProduceSummary::default();
     let mut records = Vec::with_capacity(args.batch_size);
-    let mut line = Vec::new();
-    let mut line_number = 0u64;
-    loop {
-        line.clear();
-        let read = stdin
-            .read_until(b'\n', &mut line)
-            .await
-            .context("could not read stdin")?;
-        if read == 0 {
-            break;
-        }
-        line_number += 1;
-        let content = strip_newline(&line, mode);
+    while let Some((content, line_number)) = lines.next().await? {
         let delta = records.len() as u32;
         records.push(line_to_record(
             content,
@@ -328,22 +351,10 @@ pub async fn run(server: &str, args: ProduceArgs) -> anyhow::Result<()> {
     if args.binary {
         return run_binary(api, args, mode).await;
     }
-    let mut stdin = BufReader::new(tokio::io::stdin());
+    let mut lines = StdinLines::new(mode);
     let mut summary = ProduceSummary::default();
     let mut batch = Vec::with_capacity(args.batch_size);
-    let mut line = Vec::new();
-    let mut line_number = 0u64;
-    loop {
-        line.clear();
-        let read = stdin
-            .read_until(b'\n', &mut line)
-            .await
-            .context("could not read stdin")?;
-        if read == 0 {
-            break;
-        }
-        line_number += 1;
-        let content = strip_newline(&line, mode);
+    while let Some((content, line_number)) = lines.next().await? {
         batch.push(line_to_message(
             content,
             mode,
@@ -356,7 +367,7 @@ pub async fn run(server: &str, args: ProduceArgs) -> anyhow::Result<()> {
             flush(&api, &args, &mut batch, first_line, &mut summary).await?;
         }
     }
-    let first_line = line_number + 1 - batch.len() as u64;
+    let first_line = lines.count + 1 - batch.len() as u64;
     flush(&api, &args, &mut batch, first_line, &mut summary).await?;
     eprint!("{}", summary.render(&args.topic));
     Ok(())

@@ -33,6 +33,11 @@ pub(super) fn db_options(db: &mut Options, memtables: &WriteBufferManager) {
     // The WAL write of one writer overlaps the memtable insert of the previous one: many
     // partitions appending at once wait less on each other.
     db.set_enable_pipelined_write(true);
+    // A flush writes a memtable's worth (64 MiB) of blob and table files. Left to the kernel,
+    // those pages go to the disk in one burst when the flush syncs its files, and the WAL
+    // fdatasync that every acknowledged produce waits for queues behind the burst. Syncing
+    // them every MiB as they are written keeps what can stand in front of a commit small.
+    db.set_bytes_per_sync(1 << 20);
     // Every column family's memtables count against one budget; past it writers wait for a
     // flush instead of the heap growing (see `StoreOptions::memtable_bytes`).
     db.set_write_buffer_manager(memtables);

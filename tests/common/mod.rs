@@ -22,12 +22,14 @@
 //! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
 //! - `sse`: server-sent event streams, read as `EventSource` would;
 //! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions;
-//! - `tls`: a test certificate authority and raw HTTPS requests.
+//! - `tls`: a test certificate authority and raw HTTPS requests;
+//! - `browser`: the playwright scripts in `tests/js`, run against a node.
 
 #![allow(dead_code)]
 
 pub mod auth;
 pub mod book;
+pub mod browser;
 pub mod cluster;
 mod cluster_leaders;
 mod cluster_members;
