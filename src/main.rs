@@ -13,12 +13,6 @@ use herald::cli::{
 };
 use herald::config::Config;
 
-/// mimalloc instead of glibc's malloc for Rust's allocations (RocksDB's C++ keeps glibc's).
-/// A single-message POST allocates and frees dozens of small buffers across tokio's worker
-/// threads, and glibc's malloc and free were 22% of a node's CPU on that path.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser, Debug)]
 #[command(
     name = "herald",
