@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use common::{poll, Polled, Server};
+use common::group_flow::{commit_body, committed_offsets, id_of, poll_ok, produce_ids, topic_with};
+use common::{poll, Server};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -43,54 +44,6 @@ async fn server_with(toml: &str) -> (Server, tempfile::NamedTempFile) {
     file.write_all(toml.as_bytes()).expect("write the config");
     let path = file.path().to_string_lossy().to_string();
     (Server::start_with(&["--config", &path]).await, file)
-}
-
-async fn topic_with(server: &Server, topic: &str, partitions: u32) {
-    server.create_topic(topic, partitions).await;
-    server.wait_for_leaders(topic).await;
-}
-
-/// Produces `{"id": i}` for every id, message i to partition `i % partitions`.
-async fn produce_ids(server: &Server, topic: &str, partitions: u32, ids: std::ops::Range<u64>) {
-    let messages: Vec<Value> = ids
-        .map(|id| json!({"partition": id % u64::from(partitions), "value": {"id": id}}))
-        .collect();
-    server
-        .produce_ok(topic, &json!({ "messages": messages }))
-        .await;
-}
-
-fn id_of(value: &str) -> u64 {
-    serde_json::from_str::<Value>(value).expect("JSON")["id"]
-        .as_u64()
-        .expect("an id")
-}
-
-async fn poll_ok(server: &Server, group: &str, member: &str, body: Value) -> Polled {
-    server
-        .poll_group(group, member, &body)
-        .await
-        .unwrap_or_else(|(status, answer)| server.fail(&format!("poll: {status}: {answer}")))
-}
-
-/// Committed offsets per partition, as `GET /v1/groups/{group}` shows them.
-async fn committed_offsets(server: &Server, group: &str) -> BTreeMap<u64, u64> {
-    let described = server.describe_group(group).await;
-    described["offsets"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|offset| Some((offset["partition"].as_u64()?, offset["committed"].as_u64()?)))
-        .collect()
-}
-
-fn commit_body(member: &str, generation: u64, next: &BTreeMap<u32, u64>) -> Value {
-    let offsets: Vec<Value> = next
-        .iter()
-        .map(|(partition, offset)| json!({"topic": "orders", "partition": partition, "offset": offset}))
-        .collect();
-    json!({"member_id": member, "generation": generation, "offsets": offsets})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,91 +4,14 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
 
-use common::{Polled, Server};
+use common::group_flow::{
+    commit_body, committed_offsets, consume, id_of, join_body, poll_ok, produce_ids, topic_with,
+};
+use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-/// How long a test waits for every message to arrive.
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Produces `{"id": i}` for every id, message i to partition `i % partitions`.
-async fn produce_ids(server: &Server, topic: &str, partitions: u32, ids: std::ops::Range<u64>) {
-    let messages: Vec<Value> = ids
-        .map(|id| json!({"partition": (id % u64::from(partitions)) as u32, "value": {"id": id}}))
-        .collect();
-    server
-        .produce_ok(topic, &json!({ "messages": messages }))
-        .await;
-}
-
-fn id_of(value: &str) -> u64 {
-    let parsed: Value = serde_json::from_str(value).expect("a JSON value");
-    parsed["id"].as_u64().expect("an id")
-}
-
-async fn topic_with(server: &Server, topic: &str, partitions: u32) {
-    server.create_topic(topic, partitions).await;
-    server.wait_for_leaders(topic).await;
-}
-
-fn join_body(session_ms: u64) -> Value {
-    json!({"topics": ["orders"], "session_timeout_ms": session_ms})
-}
-
-async fn poll_ok(server: &Server, group: &str, member: &str, body: Value) -> Polled {
-    server
-        .poll_group(group, member, &body)
-        .await
-        .unwrap_or_else(|(status, answer)| server.fail(&format!("poll: {status}: {answer}")))
-}
-
-/// Polls (continuing from each answer's cursor, and committing after each poll) until `want`
-/// messages came or the deadline.
-async fn consume(server: &Server, group: &str, member: &str, want: usize) -> Vec<u64> {
-    let mut ids = Vec::new();
-    let deadline = Instant::now() + DEADLINE;
-    let mut cursor = Value::Null;
-    while ids.len() < want && Instant::now() < deadline {
-        let polled = poll_ok(
-            server,
-            group,
-            member,
-            json!({"max_messages": 100, "max_wait_ms": 200, "cursor": cursor}),
-        )
-        .await;
-        cursor = json!(polled.cursor);
-        if polled.messages.is_empty() {
-            continue;
-        }
-        ids.extend(polled.messages.iter().map(|message| id_of(&message.value)));
-        let (status, answer) = server.commit(group, &polled.commit_body(member)).await;
-        assert_eq!(status, StatusCode::NO_CONTENT, "commit: {answer}");
-    }
-    ids
-}
-
-/// Committed offsets per partition, as `GET /v1/groups/{group}` shows them.
-async fn committed_offsets(server: &Server, group: &str) -> BTreeMap<u64, u64> {
-    let described = server.describe_group(group).await;
-    described["offsets"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|offset| Some((offset["partition"].as_u64()?, offset["committed"].as_u64()?)))
-        .collect()
-}
-
-fn commit_body(member: &str, generation: u64, next: &BTreeMap<u32, u64>) -> Value {
-    let offsets: Vec<Value> = next
-        .iter()
-        .map(|(partition, offset)| json!({"topic": "orders", "partition": partition, "offset": offset}))
-        .collect();
-    json!({"member_id": member, "generation": generation, "offsets": offsets})
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lag_is_the_high_watermark_minus_the_committed_offset() {

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::group_flow::{consume, id_of, join_body, poll_ok, produce_ids, topic_with};
 use common::{poll, Member, Polled, Server};
 use parking_lot::Mutex;
 use reqwest::StatusCode;
@@ -18,62 +19,6 @@ use serde_json::{json, Value};
 /// How long a test waits for a rebalance or for every message to arrive.
 const DEADLINE: Duration = Duration::from_secs(60);
 const EVERY: Duration = Duration::from_millis(100);
-
-/// Produces `count` messages `{"id": i}`, message i to partition `i % partitions`.
-async fn produce_ids(server: &Server, topic: &str, partitions: u32, ids: std::ops::Range<u64>) {
-    let messages: Vec<Value> = ids
-        .map(|id| json!({"partition": (id % u64::from(partitions)) as u32, "value": {"id": id}}))
-        .collect();
-    server
-        .produce_ok(topic, &json!({ "messages": messages }))
-        .await;
-}
-
-fn id_of(value: &str) -> u64 {
-    let parsed: Value = serde_json::from_str(value).expect("a JSON value");
-    parsed["id"].as_u64().expect("an id")
-}
-
-async fn topic_with(server: &Server, topic: &str, partitions: u32) {
-    server.create_topic(topic, partitions).await;
-    server.wait_for_leaders(topic).await;
-}
-
-fn join_body(session_ms: u64) -> Value {
-    json!({"topics": ["orders"], "session_timeout_ms": session_ms})
-}
-
-async fn poll_ok(server: &Server, group: &str, member: &str, body: Value) -> Polled {
-    server
-        .poll_group(group, member, &body)
-        .await
-        .unwrap_or_else(|(status, answer)| server.fail(&format!("poll: {status}: {answer}")))
-}
-
-/// Polls (continuing from each answer's cursor, and committing after each poll) until `want`
-/// messages came or the deadline.
-async fn consume(server: &Server, group: &str, member: &str, want: usize) -> Vec<u64> {
-    let mut ids = Vec::new();
-    let deadline = Instant::now() + DEADLINE;
-    let mut cursor = Value::Null;
-    while ids.len() < want && Instant::now() < deadline {
-        let polled = poll_ok(
-            server,
-            group,
-            member,
-            json!({"max_messages": 100, "max_wait_ms": 200, "cursor": cursor}),
-        )
-        .await;
-        cursor = json!(polled.cursor);
-        if polled.messages.is_empty() {
-            continue;
-        }
-        ids.extend(polled.messages.iter().map(|message| id_of(&message.value)));
-        let (status, answer) = server.commit(group, &polled.commit_body(member)).await;
-        assert_eq!(status, StatusCode::NO_CONTENT, "commit: {answer}");
-    }
-    ids
-}
 
 fn assert_partitioned(members: &[&Member], partitions: u32) {
     let mut seen = BTreeSet::new();

@@ -15,11 +15,12 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::auth::create_client;
+use common::process;
 use common::Server;
 
 /// Generating a client takes a few seconds, type-checking the TypeScript one about ten, a flow
@@ -40,41 +41,17 @@ async fn secured_node(client_id: &str) -> (Server, String) {
     (server, secret)
 }
 
-/// Runs `program` in `dir` to completion within the step deadline; fails the test with its
-/// output otherwise.
+/// Runs one tool step in `dir` (see `common::process::run`) within the step deadline;
+/// answers its standard output.
 async fn run(
     server: &Server,
     what: &str,
     program: &Path,
     args: &[&str],
     dir: &Path,
-    envs: &[(&str, &str)],
+    env: &[(&str, &OsStr)],
 ) -> String {
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (name, value) in envs {
-        command.env(name, value);
-    }
-    let output = tokio::time::timeout(STEP_DEADLINE, command.output())
-        .await
-        .unwrap_or_else(|_| server.fail(&format!("{what} did not finish within {STEP_DEADLINE:?}")))
-        .unwrap_or_else(|err| {
-            server.fail(&format!("{what}: cannot run {}: {err}", program.display()))
-        });
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        server.fail(&format!(
-            "{what} failed ({}):\n{stdout}\n{stderr}",
-            output.status
-        ));
-    }
-    stdout
+    process::run(server, what, program, args, dir, env, STEP_DEADLINE).await
 }
 
 /// `name` on the PATH, or a failure saying how to install it.
@@ -127,7 +104,7 @@ async fn a_generated_python_client_runs_the_produce_read_group_and_subscription_
             &secret,
         ],
         work.path(),
-        &[("PYTHONPATH", work.path().to_str().unwrap())],
+        &[("PYTHONPATH", work.path().as_os_str())],
     )
     .await;
     assert!(stdout.contains("python sdk flow: ok"), "{stdout}");

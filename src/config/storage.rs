@@ -20,6 +20,9 @@ pub const MIN_BLOCK_CACHE_BYTES: usize = 8 << 20;
 /// The smallest memtable (`log_write_buffer_bytes`) accepted: 1 MiB.
 pub const MIN_LOG_WRITE_BUFFER_BYTES: usize = 1 << 20;
 
+/// 1 MiB: the default `bytes_per_sync`.
+pub const DEFAULT_BYTES_PER_SYNC: u64 = 1 << 20;
+
 /// RocksDB sizing and the memory budget.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -35,6 +38,10 @@ pub struct StorageConfig {
     /// Memtable size of the raft log (where produced data lands first), in bytes. At least
     /// 1 MiB.
     pub log_write_buffer_bytes: usize,
+    /// RocksDB writes its flushed and compacted files to the disk every this many bytes while
+    /// it writes them, instead of leaving the pages to the kernel until the file's final sync;
+    /// 0 leaves them to the kernel.
+    pub bytes_per_sync: u64,
 }
 
 impl Default for StorageConfig {
@@ -44,6 +51,7 @@ impl Default for StorageConfig {
             block_cache_bytes: 256 << 20,
             memtable_bytes: 256 << 20,
             log_write_buffer_bytes: 64 << 20,
+            bytes_per_sync: DEFAULT_BYTES_PER_SYNC,
         }
     }
 }
@@ -157,6 +165,9 @@ mod tests {
         assert_eq!(config.memory_budget_bytes, 2 << 30);
         assert_eq!(config.memtable_bytes, 128 << 20);
         assert_eq!(config.block_cache_bytes, 256 << 20);
+        assert_eq!(config.bytes_per_sync, DEFAULT_BYTES_PER_SYNC);
         config.validate(16 << 20).unwrap();
+        let unsynced: StorageConfig = toml::from_str("bytes_per_sync = 0\n").unwrap();
+        assert_eq!(unsynced.bytes_per_sync, 0);
     }
 }

@@ -28,6 +28,9 @@ pub struct StoreOptions {
     /// to give memory back: a disk slower than the producers makes them wait, and the heap does
     /// not grow.
     pub memtable_bytes: usize,
+    /// Flush and compaction output is synced every this many bytes as it is written (0: at
+    /// the end of each file only); see `log_layout::db_options`.
+    pub bytes_per_sync: u64,
 }
 
 impl StoreOptions {
@@ -37,6 +40,7 @@ impl StoreOptions {
             log_write_buffer_bytes: 64 << 20,
             block_cache_bytes: 256 << 20,
             memtable_bytes: 256 << 20,
+            bytes_per_sync: 1 << 20,
         }
     }
 }
@@ -74,7 +78,7 @@ impl Store {
         db_options.set_keep_log_file_num(4);
         db_options.set_max_total_wal_size(512 << 20);
         let memtables = WriteBufferManager::new_write_buffer_manager(options.memtable_bytes, true);
-        log_layout::db_options(&mut db_options, &memtables);
+        log_layout::db_options(&mut db_options, &memtables, options.bytes_per_sync);
         let cache = rocksdb::Cache::new_lru_cache(options.block_cache_bytes);
         let descriptors = Cf::ALL.iter().map(|cf| {
             let mut cf_options = Options::default();

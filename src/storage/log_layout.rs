@@ -29,15 +29,16 @@ pub const LOG_BLOB_MIN_BYTES: u64 = 4096;
 const LOG_BLOB_FILE_BYTES: u64 = 256 << 20;
 
 /// Options of the whole database that concern the log's write path and memory.
-pub(super) fn db_options(db: &mut Options, memtables: &WriteBufferManager) {
+pub(super) fn db_options(db: &mut Options, memtables: &WriteBufferManager, bytes_per_sync: u64) {
     // The WAL write of one writer overlaps the memtable insert of the previous one: many
     // partitions appending at once wait less on each other.
     db.set_enable_pipelined_write(true);
     // A flush writes a memtable's worth (64 MiB) of blob and table files. Left to the kernel,
     // those pages go to the disk in one burst when the flush syncs its files, and the WAL
     // fdatasync that every acknowledged produce waits for queues behind the burst. Syncing
-    // them every MiB as they are written keeps what can stand in front of a commit small.
-    db.set_bytes_per_sync(1 << 20);
+    // them every `bytes_per_sync` (1 MiB by default) as they are written keeps what can stand
+    // in front of a commit small.
+    db.set_bytes_per_sync(bytes_per_sync);
     // Every column family's memtables count against one budget; past it writers wait for a
     // flush instead of the heap growing (see `StoreOptions::memtable_bytes`).
     db.set_write_buffer_manager(memtables);

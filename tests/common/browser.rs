@@ -1,11 +1,11 @@
 //! Browser scripts in `tests/js` (playwright-core driving Debian's chromium) run against a
 //! node started by a test: where they live, what they need, and running one to its verdict.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use super::Server;
+use super::{process, Server};
 
 /// `tests/js`, where the scripts and their `node_modules` are.
 pub fn browser_dir() -> PathBuf {
@@ -34,33 +34,27 @@ pub fn chromium() -> String {
 pub async fn run_script(
     server: &Server,
     script: &str,
-    env: &[(&str, &std::ffi::OsStr)],
+    env: &[(&str, &OsStr)],
     passed: &str,
     deadline: Duration,
 ) {
-    let mut command = tokio::process::Command::new("node");
-    command
-        .arg(script)
-        .current_dir(browser_dir())
-        .env("HERALD_URL", server.base_url())
-        .env("CHROMIUM", chromium())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let output = tokio::time::timeout(deadline, command.output())
-        .await
-        .unwrap_or_else(|_| server.fail(&format!("{script} did not finish within {deadline:?}")))
-        .expect("node runs (apt-get install -y nodejs)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        server.fail(&format!(
-            "{script} failed ({}):\n{stdout}\n{stderr}",
-            output.status
-        ));
-    }
-    assert!(stdout.contains(passed), "{stdout}\n{stderr}");
+    let base_url = server.base_url();
+    let chromium = chromium();
+    let mut env = env.to_vec();
+    env.push(("HERALD_URL", OsStr::new(&base_url)));
+    env.push(("CHROMIUM", OsStr::new(&chromium)));
+    let stdout = process::run(
+        server,
+        script,
+        Path::new("node"),
+        [script],
+        &browser_dir(),
+        &env,
+        deadline,
+    )
+    .await;
+    assert!(
+        stdout.contains(passed),
+        "{script} did not print {passed:?}:\n{stdout}"
+    );
 }

@@ -12,7 +12,8 @@
 //! - `topics`: creating and describing topics on a single node, waiting for their leaders;
 //! - `messages`: produce, fetch and read-back helpers and the parsed shapes of their answers;
 //! - `gauges`: a node's own metrics (per-replica gauges, counters);
-//! - `groups`: consumer groups: join, heartbeat, poll, commit, describe;
+//! - `groups`: consumer groups: join, heartbeat, poll, commit, describe; `group_flow`: the
+//!   steps group tests share (ids produced over partitions, consuming and committing them);
 //! - `queues`: subscriptions: create, pull, ack/nack/extend/seek, describe;
 //! - `poll`: waiting on a condition with a deadline;
 //! - `cluster` (with the `cluster_*` files): several nodes formed into one cluster;
@@ -23,7 +24,8 @@
 //! - `sse`: server-sent event streams, read as `EventSource` would;
 //! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions;
 //! - `tls`: a test certificate authority and raw HTTPS requests;
-//! - `browser`: the playwright scripts in `tests/js`, run against a node.
+//! - `browser`: the playwright scripts in `tests/js`, run against a node;
+//! - `process`: an outside program (script, code generator, generated client) as a test step.
 
 #![allow(dead_code)]
 
@@ -39,12 +41,14 @@ mod cluster_reads;
 mod cluster_topics;
 pub mod fault_consumer;
 mod gauges;
+pub mod group_flow;
 mod groups;
 pub mod http;
 mod loopback;
 mod messages;
 mod nft;
 mod poll;
+pub mod process;
 pub mod queues;
 mod server;
 pub mod sse;
