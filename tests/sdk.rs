@@ -51,7 +51,9 @@ async fn run(
     dir: &Path,
     env: &[(&str, &OsStr)],
 ) -> String {
-    process::run(server, what, program, args, dir, env, STEP_DEADLINE).await
+    process::run(server, what, program, args, dir, env, STEP_DEADLINE)
+        .await
+        .stdout
 }
 
 /// `name` on the PATH, or a failure saying how to install it.

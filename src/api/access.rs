@@ -4,11 +4,10 @@
 //! extensions for the handler and the layers inside, and into the response's for the layers
 //! outside (the audit log).
 //!
-//! It runs as a route layer, so the matched path template and its parameters are known.
+//! It runs in the route guard, so the matched path template and its parameters are known.
 
-use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request};
 use axum::http::{header, HeaderValue};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::problem::ApiError;
@@ -62,10 +61,15 @@ pub fn refusal(denied: &Denied) -> Response {
     }
 }
 
-/// The route layer.
-pub async fn enforce(State(access): State<Access>, request: Request, next: Next) -> Response {
+/// Authenticates a request and checks its rights for its route (the route guard calls it,
+/// so the matched path is known). Answers the request, with the principal in its extensions,
+/// and the principal (none with authentication off or on a public route); or the refusal.
+pub async fn admit(
+    access: &Access,
+    request: Request,
+) -> Result<(Request, Option<Principal>), Response> {
     if !access.enabled() {
-        return next.run(request).await;
+        return Ok((request, None));
     }
     let (mut parts, body) = request.into_parts();
     let path = parts
@@ -75,12 +79,14 @@ pub async fn enforce(State(access): State<Access>, request: Request, next: Next)
         .unwrap_or_else(|| parts.uri.path().to_string());
     let Some(requirement) = rights::requirement(&parts.method, &path) else {
         tracing::error!(method = %parts.method, %path, "a route has no entry in api::rights: refused");
-        return ApiError::new(ErrorCode::Forbidden, "this route grants no rights").into_response();
+        return Err(
+            ApiError::new(ErrorCode::Forbidden, "this route grants no rights").into_response(),
+        );
     };
     match requirement {
-        Requirement::Public => return next.run(Request::from_parts(parts, body)).await,
+        Requirement::Public => return Ok((Request::from_parts(parts, body), None)),
         Requirement::Metrics if access.public_metrics() => {
-            return next.run(Request::from_parts(parts, body)).await
+            return Ok((Request::from_parts(parts, body), None))
         }
         _ => {}
     }
@@ -91,8 +97,8 @@ pub async fn enforce(State(access): State<Access>, request: Request, next: Next)
     );
     let principal = match access.authenticate(token.as_deref()).await {
         Ok(Some(principal)) => principal,
-        Ok(None) => return next.run(Request::from_parts(parts, body)).await,
-        Err(denied) => return refusal(&denied),
+        Ok(None) => return Ok((Request::from_parts(parts, body), None)),
+        Err(denied) => return Err(refusal(&denied)),
     };
     let checks = match requirement {
         Requirement::Right(action, template) => {
@@ -101,8 +107,10 @@ pub async fn enforce(State(access): State<Access>, request: Request, next: Next)
                 .ok();
             let pairs: Vec<(&str, &str)> = params.iter().flat_map(|params| params.iter()).collect();
             let Some(resource) = rights::resource(template, pairs.iter().copied()) else {
-                return ApiError::internal(format!("route {path} lacks a parameter of {template}"))
-                    .into_response();
+                return Err(ApiError::internal(format!(
+                    "route {path} lacks a parameter of {template}"
+                ))
+                .into_response());
             };
             let mut checks = vec![(action, resource)];
             checks.extend(rights::query_resources(&path, parts.uri.query()));
@@ -113,15 +121,15 @@ pub async fn enforce(State(access): State<Access>, request: Request, next: Next)
     };
     for (action, resource) in &checks {
         if let Err(denied) = access.authorize(Some(&principal), *action, resource).await {
-            return with_principal(refusal(&denied), principal);
+            return Err(with_principal(refusal(&denied), principal));
         }
     }
     parts.extensions.insert(principal.clone());
-    let response = next.run(Request::from_parts(parts, body)).await;
-    with_principal(response, principal)
+    Ok((Request::from_parts(parts, body), Some(principal)))
 }
 
-fn with_principal(mut response: Response, principal: Principal) -> Response {
+/// `response` with the principal it was answered to, for the audit log outside.
+pub(crate) fn with_principal(mut response: Response, principal: Principal) -> Response {
     response.extensions_mut().insert(principal);
     response
 }

@@ -13,9 +13,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, MatchedPath, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
+use axum::extract::{ConnectInfo, MatchedPath, Request};
+use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 
 use super::client_address::client_address;
@@ -177,74 +176,98 @@ fn kind_of(parameter: &str) -> &str {
     }
 }
 
-/// The layer between the request id and authentication.
-pub async fn record(State(auditing): State<Auditing>, request: Request, next: Next) -> Response {
-    let method = request.method().clone();
-    let uri = request.uri().clone();
-    let request_id = request.extensions().get::<RequestId>().cloned();
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(address)| address.ip());
-    // Copied only from a trusted proxy (rare), so the common path allocates nothing here.
-    let forwarded_for: Option<HeaderValue> = peer
-        .filter(|peer| auditing.trusted_proxies.contains(peer))
-        .and_then(|_| request.headers().get("x-forwarded-for").cloned());
+/// What the audit log needs of a request, taken by the envelope before the request runs.
+pub(crate) struct AuditStart {
+    method: Method,
+    uri: Uri,
+    request_id: Option<RequestId>,
+    peer: Option<IpAddr>,
+    forwarded_for: Option<HeaderValue>,
+}
 
-    let response = next.run(request).await;
-
-    let status = response.status();
-    // A shared string: cloning it costs no allocation on the (unaudited) hot path.
-    let matched = response.extensions().get::<MatchedPath>().cloned();
-    let route = matched.as_ref().map(MatchedPath::as_str);
-    let Some(audited) = audited_action(&method, route, status) else {
-        return response;
-    };
-    let allowed = status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN;
-    let (principal, roles) = match response.extensions().get::<Principal>() {
-        Some(principal) => (principal.subject.clone(), Some(principal.roles.clone())),
-        None => (ANONYMOUS.to_string(), None),
-    };
-    let inspect_body = !allowed || (audited.named_in_answer && status.is_success());
-    let (response, body) = if inspect_body {
-        read_body(response).await
-    } else {
-        (response, None)
-    };
-    let mut resource = resource_of(route, uri.path());
-    if audited.named_in_answer && status.is_success() {
-        if let Some(name) = body.as_ref().and_then(created_name) {
-            resource = format!("{}:{name}", created_kind(route));
+impl AuditStart {
+    pub(crate) fn of(auditing: &Auditing, request: &Request) -> AuditStart {
+        let peer = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(address)| address.ip());
+        // Copied only from a trusted proxy (rare), so the common path allocates nothing here.
+        let forwarded_for: Option<HeaderValue> = peer
+            .filter(|peer| auditing.trusted_proxies.contains(peer))
+            .and_then(|_| request.headers().get("x-forwarded-for").cloned());
+        AuditStart {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            request_id: request.extensions().get::<RequestId>().cloned(),
+            peer,
+            forwarded_for,
         }
     }
-    let reason = if allowed {
-        None
-    } else {
-        body.as_ref().and_then(refusal_reason)
-    };
-    let remote_addr = client_address(
-        peer,
-        forwarded_for.as_ref().and_then(|value| value.to_str().ok()),
-        &auditing.trusted_proxies,
-    );
-    auditing.log.record(AuditEvent {
-        at_ms: now_ms(),
-        principal,
-        roles,
-        action: audited.action,
-        method: method.to_string(),
-        path: uri.path().to_string(),
-        resource,
-        allowed,
-        status: status.as_u16(),
-        remote_addr: remote_addr.map(|address| address.to_string()),
-        request_id: request_id
-            .map(|id| id.as_str().to_string())
-            .unwrap_or_default(),
-        reason,
-        node_id: 0,
-    });
-    response
+
+    /// Records the request in the audit log when its action is audited, once its answer is
+    /// known (the principal, which authentication put on the response; the created resource's
+    /// name, from the body).
+    pub(crate) async fn finish(self, auditing: &Auditing, response: Response) -> Response {
+        let AuditStart {
+            method,
+            uri,
+            request_id,
+            peer,
+            forwarded_for,
+        } = self;
+        let status = response.status();
+        // A shared string: cloning it costs no allocation on the (unaudited) hot path.
+        let matched = response.extensions().get::<MatchedPath>().cloned();
+        let route = matched.as_ref().map(MatchedPath::as_str);
+        let Some(audited) = audited_action(&method, route, status) else {
+            return response;
+        };
+        let allowed = status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN;
+        let (principal, roles) = match response.extensions().get::<Principal>() {
+            Some(principal) => (principal.subject.clone(), Some(principal.roles.clone())),
+            None => (ANONYMOUS.to_string(), None),
+        };
+        let inspect_body = !allowed || (audited.named_in_answer && status.is_success());
+        let (response, body) = if inspect_body {
+            read_body(response).await
+        } else {
+            (response, None)
+        };
+        let mut resource = resource_of(route, uri.path());
+        if audited.named_in_answer && status.is_success() {
+            if let Some(name) = body.as_ref().and_then(created_name) {
+                resource = format!("{}:{name}", created_kind(route));
+            }
+        }
+        let reason = if allowed {
+            None
+        } else {
+            body.as_ref().and_then(refusal_reason)
+        };
+        let remote_addr = client_address(
+            peer,
+            forwarded_for.as_ref().and_then(|value| value.to_str().ok()),
+            &auditing.trusted_proxies,
+        );
+        auditing.log.record(AuditEvent {
+            at_ms: now_ms(),
+            principal,
+            roles,
+            action: audited.action,
+            method: method.to_string(),
+            path: uri.path().to_string(),
+            resource,
+            allowed,
+            status: status.as_u16(),
+            remote_addr: remote_addr.map(|address| address.to_string()),
+            request_id: request_id
+                .map(|id| id.as_str().to_string())
+                .unwrap_or_default(),
+            reason,
+            node_id: 0,
+        });
+        response
+    }
 }
 
 /// The client's address of a request (the peer's, or behind a trusted proxy the one it names),

@@ -8,11 +8,10 @@
 //! once with `503 overloaded` and `Retry-After`, having done nothing. Liveness, readiness and
 //! metrics are exempt from the cap (and stay cheap), so a loaded node is not declared dead.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
@@ -65,7 +64,7 @@ impl Limiter {
 /// last as long as the client listens and have their own cap, `max_sse_streams`) and the
 /// WebSocket handshake (a socket lives past any request deadline and has its own limit,
 /// `ws.max_connections`): neither cut nor counted here.
-fn is_exempt(path: &str) -> bool {
+pub(crate) fn is_exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics" | "/v1/ws") || is_event_stream(path)
 }
 
@@ -76,39 +75,43 @@ fn is_event_stream(path: &str) -> bool {
         .is_some_and(|topic| !topic.is_empty() && !topic.contains('/'))
 }
 
-/// The middleware: refuses past the cap, and ends a request at its deadline.
-pub(crate) async fn enforce(
-    State(limiter): State<Limiter>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if is_exempt(request.uri().path()) {
-        return next.run(request).await;
-    }
-    let Ok(_permit) = limiter.in_flight.clone().try_acquire_owned() else {
-        metrics::counter!(REFUSED_REQUESTS_TOTAL).increment(1);
-        return ApiError::new(
-            ErrorCode::Overloaded,
-            format!(
-                "the node has its maximum of {} requests in flight; nothing was done, retry later",
-                limiter.limits.max_concurrent_requests
-            ),
-        )
-        .into_response();
-    };
-    let timeout = limiter.limits.request_timeout;
-    match tokio::time::timeout(timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_elapsed) => {
-            metrics::counter!(TIMED_OUT_REQUESTS_TOTAL).increment(1);
-            ApiError::new(
-                ErrorCode::Timeout,
+impl Limiter {
+    /// Runs `handling` (the rest of a request's way) under the bounds: refused past the cap
+    /// (then `handling` is dropped unpolled, having done nothing), ended at the deadline.
+    /// Requests to `exempt` paths ([`is_exempt`]) run unbounded.
+    pub(crate) async fn run(
+        &self,
+        exempt: bool,
+        handling: impl Future<Output = Response>,
+    ) -> Response {
+        if exempt {
+            return handling.await;
+        }
+        let Ok(_permit) = self.in_flight.clone().try_acquire_owned() else {
+            metrics::counter!(REFUSED_REQUESTS_TOTAL).increment(1);
+            return ApiError::new(
+                ErrorCode::Overloaded,
                 format!(
-                    "the request did not finish within the server's deadline of {} ms; a change it asked for may or may not have been made",
-                    timeout.as_millis()
+                    "the node has its maximum of {} requests in flight; nothing was done, retry later",
+                    self.limits.max_concurrent_requests
                 ),
             )
-            .into_response()
+            .into_response();
+        };
+        let timeout = self.limits.request_timeout;
+        match tokio::time::timeout(timeout, handling).await {
+            Ok(response) => response,
+            Err(_elapsed) => {
+                metrics::counter!(TIMED_OUT_REQUESTS_TOTAL).increment(1);
+                ApiError::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the request did not finish within the server's deadline of {} ms; a change it asked for may or may not have been made",
+                        timeout.as_millis()
+                    ),
+                )
+                .into_response()
+            }
         }
     }
 }

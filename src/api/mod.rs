@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod console;
 pub mod docs;
 pub mod dto;
+pub(crate) mod envelope;
 pub mod events;
 pub mod examples;
 pub mod extract;
@@ -41,6 +42,7 @@ pub mod redrive;
 pub mod request_id;
 pub mod requests;
 pub mod rights;
+pub(crate) mod route_guard;
 pub mod shutdown;
 pub mod subscription_events;
 pub mod subscriptions;
@@ -48,19 +50,14 @@ pub mod tls;
 pub mod topics;
 pub mod trace;
 
-use std::any::Any;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, FromRef};
-use axum::response::{IntoResponse, Response};
 use axum::{middleware, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::broker::Broker;
-use problem::ApiError;
 
 /// What the HTTP layer needs besides the broker.
 pub struct ApiConfig {
@@ -207,20 +204,9 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         .merge(docs::router(document))
         .merge(examples::router())
         .merge(console::router(config.auth_enabled))
-        // Quotas inside authentication, so the client is known; both inside the route layers
-        // `with_layers` adds, so refusals are counted and traced like any answer; outer layers
-        // (audit) find the principal in the response.
-        .route_layer(middleware::from_fn_with_state(
-            config.quotas,
-            quota::enforce,
-        ))
-        .route_layer(middleware::from_fn_with_state(
-            access.clone(),
-            access::enforce,
-        ))
         .with_state(AppState(Arc::new(AppStateInner {
             auth,
-            access,
+            access: access.clone(),
             broker,
             metrics: config.metrics,
             shutdown: config.shutdown,
@@ -228,48 +214,47 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             ws: config.ws,
             auditing: config.auditing.clone(),
         })));
-    // Outermost first: request id -> audit -> authentication and rights -> quotas -> the rest.
-    with_layers(routes, config.max_body_bytes, config.limits)
-        .layer(middleware::from_fn_with_state(
-            config.auditing,
-            audit_layer::record,
-        ))
-        .layer(middleware::from_fn(request_id::assign))
+    with_layers(
+        routes,
+        Layers {
+            max_body_bytes: config.max_body_bytes,
+            limits: config.limits,
+            auditing: Some(config.auditing),
+            guard: route_guard::RouteGuard {
+                access: Some(access),
+                quotas: Some(config.quotas),
+            },
+        },
+    )
 }
 
-/// Wraps routes with what every request goes through. Separate from [`router`] so tests can
-/// check fallbacks and limits on routes that need no broker.
-pub(crate) fn with_layers(
-    routes: Router,
-    max_body_bytes: usize,
-    limits: limits::RequestLimits,
-) -> Router {
+/// What [`with_layers`] puts around the routes.
+pub(crate) struct Layers {
+    pub(crate) max_body_bytes: usize,
+    pub(crate) limits: limits::RequestLimits,
+    /// The audit log; none in tests of routes alone.
+    pub(crate) auditing: Option<audit_layer::Auditing>,
+    pub(crate) guard: route_guard::RouteGuard,
+}
+
+/// Wraps routes with what every request goes through: the route guard around each matched
+/// route (route memory, panics, authentication, quotas), the fallbacks, the body limit, and
+/// outermost the envelope (request id, audit, metrics, span, limits). Separate from
+/// [`router`] so tests can check fallbacks and limits on routes that need no broker.
+pub(crate) fn with_layers(routes: Router, layers: Layers) -> Router {
+    let envelope = envelope::Envelope {
+        auditing: layers.auditing,
+        limiter: limits::Limiter::new(layers.limits),
+    };
     routes
         .method_not_allowed_fallback(problem::method_not_allowed_fallback)
-        .route_layer(CatchPanicLayer::custom(panic_response))
-        .route_layer(middleware::from_fn(metrics_layer::remember_route))
-        .fallback(problem::not_found_fallback)
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(middleware::from_fn_with_state(
-            limits::Limiter::new(limits),
-            limits::enforce,
+        .route_layer(middleware::from_fn_with_state(
+            layers.guard,
+            route_guard::guard,
         ))
-        .layer(middleware::from_fn(metrics_layer::track))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(trace::request_span)
-                .on_response(trace::response_span),
-        )
-}
-
-/// A handler panicked: answer a bare 500 and keep the node serving.
-fn panic_response(payload: Box<dyn Any + Send + 'static>) -> Response {
-    let message = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("(no message)");
-    ApiError::internal(format!("handler panicked: {message}")).into_response()
+        .fallback(problem::not_found_fallback)
+        .layer(DefaultBodyLimit::max(layers.max_body_bytes))
+        .layer(middleware::from_fn_with_state(envelope, envelope::wrap))
 }
 
 #[cfg(test)]

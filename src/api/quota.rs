@@ -13,10 +13,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use axum::body::Body;
 use axum::body::HttpBody as _;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::header;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures::StreamExt;
 
 use super::problem::ApiError;
@@ -64,23 +63,27 @@ pub fn quota_exceeded(key: &QuotaKey, throttled: &Throttled) -> ApiError {
     }
 }
 
-pub async fn enforce(State(quotas): State<Quotas>, request: Request, next: Next) -> Response {
+/// Admits a request within its client's quotas (the route guard calls it, inside
+/// authentication, so the client is known). Answers the request (its body charged as it
+/// arrives when it declares no length) and the key its response is charged to with
+/// [`charge_response`] (none with quotas off or on an exempt path); or the 429 refusal.
+pub fn admit(quotas: &Quotas, request: Request) -> Result<(Request, Option<QuotaKey>), ApiError> {
     if !quotas.enabled() {
-        return next.run(request).await;
+        return Ok((request, None));
     }
     let path = request.uri().path();
     if EXEMPT_PREFIXES
         .iter()
         .any(|prefix| path.starts_with(prefix))
     {
-        return next.run(request).await;
+        return Ok((request, None));
     }
     let key = quota_key(request.extensions());
     // A body that says its length is charged before anything is read; one that streams
     // without a length is charged as it arrives.
     let declared_length = request.body().size_hint().exact();
     if let Err(throttled) = quotas.admit_request(&key, declared_length.unwrap_or(0)) {
-        return quota_exceeded(&key, &throttled).into_response();
+        return Err(quota_exceeded(&key, &throttled));
     }
     let request = if declared_length.is_none() {
         let (parts, body) = request.into_parts();
@@ -95,16 +98,16 @@ pub async fn enforce(State(quotas): State<Quotas>, request: Request, next: Next)
     } else {
         request
     };
-    let response = next.run(request).await;
-    if !response.status().is_success() {
-        return response;
-    }
-    charge_response(quotas, key, response)
+    Ok((request, Some(key)))
 }
 
 /// Charges a response's body to consume bytes: at once when its size is known, chunk by
 /// chunk (delaying chunks while the client is in debt) when it streams.
-fn charge_response(quotas: Quotas, key: QuotaKey, response: Response) -> Response {
+/// Successful answers only: a refused or failed request read nothing.
+pub fn charge_response(quotas: Quotas, key: QuotaKey, response: Response) -> Response {
+    if !response.status().is_success() {
+        return response;
+    }
     if let Some(length) = response.body().size_hint().exact() {
         quotas.charge(&key, QuotaKind::ConsumeBytes, length);
         return response;
@@ -134,6 +137,9 @@ fn charge_response(quotas: Quotas, key: QuotaKey, response: Response) -> Respons
 mod tests {
     use std::collections::HashMap;
 
+    use axum::extract::State;
+    use axum::middleware::Next;
+    use axum::response::IntoResponse;
     use axum::routing::get;
     use axum::{middleware, Router};
     use tower::ServiceExt as _;
@@ -141,13 +147,22 @@ mod tests {
     use super::*;
     use crate::broker::quota::{BucketLimit, ClientLimits, QuotaPolicy};
 
+    /// The quota part of the route guard, alone.
+    async fn with_quotas(State(quotas): State<Quotas>, request: Request, next: Next) -> Response {
+        match admit(&quotas, request) {
+            Ok((request, Some(key))) => charge_response(quotas, key, next.run(request).await),
+            Ok((request, None)) => next.run(request).await,
+            Err(refused) => refused.into_response(),
+        }
+    }
+
     /// A route behind the quota layer, behind a stand-in for authentication that puts the
     /// `Principal` named by the `x-subject` header in the request (as the real one does).
     fn app(quotas: Quotas) -> Router {
         Router::new()
             .route("/v1/topics", get(|| async { "[]" }))
             .route("/readyz", get(|| async { "ok" }))
-            .route_layer(middleware::from_fn_with_state(quotas, enforce))
+            .route_layer(middleware::from_fn_with_state(quotas, with_quotas))
             .layer(middleware::from_fn(
                 |mut request: Request, next: Next| async move {
                     let subject = request

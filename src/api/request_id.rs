@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue};
-use axum::middleware::Next;
 use axum::response::Response;
 
 /// The header that carries the id, both ways.
@@ -30,8 +29,15 @@ impl RequestId {
     }
 }
 
-/// Outermost layer: gives the request its id and answers it.
-pub async fn assign(mut request: Request, next: Next) -> Response {
+/// The id a request was given, and the header that answers it.
+pub(crate) struct AssignedId {
+    id: Arc<str>,
+    header: HeaderValue,
+}
+
+/// Gives `request` its id (the client's when well formed, else a fresh one), in its
+/// extensions for the layers and handlers inside.
+pub(crate) fn assign(request: &mut Request) -> AssignedId {
     let kept = request
         .headers()
         .get(&REQUEST_ID_HEADER)
@@ -50,10 +56,16 @@ pub async fn assign(mut request: Request, next: Next) -> Response {
         }
     };
     request.extensions_mut().insert(RequestId(id.clone()));
-    let mut response = next.run(request).await;
-    response.headers_mut().insert(REQUEST_ID_HEADER, header);
+    AssignedId { id, header }
+}
+
+/// Answers the id: in the `x-request-id` header, and in a problem answer's body.
+pub(crate) async fn answer(mut response: Response, assigned: AssignedId) -> Response {
+    response
+        .headers_mut()
+        .insert(REQUEST_ID_HEADER, assigned.header);
     if is_problem(&response) {
-        return with_id_in_problem(response, &id).await;
+        return with_id_in_problem(response, &assigned.id).await;
     }
     response
 }
@@ -130,9 +142,16 @@ fn generate() -> String {
 mod tests {
     use super::*;
     use axum::body::Body;
+    use axum::middleware::Next;
     use axum::routing::get;
     use axum::{middleware, Extension, Router};
     use tower::ServiceExt;
+
+    /// The request id part of the envelope layer, alone.
+    async fn with_id(mut request: Request, next: Next) -> Response {
+        let assigned = assign(&mut request);
+        answer(next.run(request).await, assigned).await
+    }
 
     fn app() -> Router {
         Router::new()
@@ -140,7 +159,7 @@ mod tests {
                 "/",
                 get(|Extension(id): Extension<RequestId>| async move { id.as_str().to_string() }),
             )
-            .layer(middleware::from_fn(assign))
+            .layer(middleware::from_fn(with_id))
     }
 
     async fn call(id: Option<&str>) -> (String, String) {
@@ -169,7 +188,7 @@ mod tests {
                 "/",
                 get(|| async { crate::api::problem::ApiError::invalid_request("bad") }),
             )
-            .layer(middleware::from_fn(assign));
+            .layer(middleware::from_fn(with_id));
         let request = Request::builder()
             .uri("/")
             .header("x-request-id", "req-7")

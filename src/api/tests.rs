@@ -54,7 +54,17 @@ fn app() -> Router {
         )
         .route("/panic", get(panics))
         .merge(docs::router(super::openapi()));
-    with_layers(routes, LIMIT, RequestLimits::default())
+    with_layers(routes, test_layers(RequestLimits::default()))
+}
+
+/// The layers without the audit log, authentication or quotas.
+fn test_layers(limits: RequestLimits) -> super::Layers {
+    super::Layers {
+        max_body_bytes: LIMIT,
+        limits,
+        auditing: None,
+        guard: super::route_guard::RouteGuard::default(),
+    }
 }
 
 async fn panics() -> StatusCode {
@@ -286,7 +296,7 @@ fn limited_app(limits: RequestLimits, gate: Arc<Semaphore>) -> Router {
             }
         }),
     );
-    with_layers(routes, LIMIT, limits)
+    with_layers(routes, test_layers(limits))
 }
 
 async fn problem_code(response: axum::response::Response) -> String {

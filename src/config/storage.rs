@@ -9,6 +9,12 @@
 use serde::Deserialize;
 
 use super::ConfigError;
+// The defaults are storage's own, so a store opened without a configuration file (tests, tools)
+// is tuned exactly like a node's.
+use crate::storage::{
+    DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_BYTES_PER_SYNC, DEFAULT_LOG_WRITE_BUFFER_BYTES,
+    DEFAULT_MEMTABLE_BYTES,
+};
 
 /// 1 GiB: the default `memory_budget_bytes`.
 pub const DEFAULT_MEMORY_BUDGET_BYTES: usize = 1 << 30;
@@ -19,9 +25,6 @@ pub const PROCESS_RESERVE_BYTES: usize = 128 << 20;
 pub const MIN_BLOCK_CACHE_BYTES: usize = 8 << 20;
 /// The smallest memtable (`log_write_buffer_bytes`) accepted: 1 MiB.
 pub const MIN_LOG_WRITE_BUFFER_BYTES: usize = 1 << 20;
-
-/// 1 MiB: the default `bytes_per_sync`.
-pub const DEFAULT_BYTES_PER_SYNC: u64 = 1 << 20;
 
 /// RocksDB sizing and the memory budget.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -48,9 +51,9 @@ impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig {
             memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
-            block_cache_bytes: 256 << 20,
-            memtable_bytes: 256 << 20,
-            log_write_buffer_bytes: 64 << 20,
+            block_cache_bytes: DEFAULT_BLOCK_CACHE_BYTES,
+            memtable_bytes: DEFAULT_MEMTABLE_BYTES,
+            log_write_buffer_bytes: DEFAULT_LOG_WRITE_BUFFER_BYTES,
             bytes_per_sync: DEFAULT_BYTES_PER_SYNC,
         }
     }

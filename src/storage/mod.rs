@@ -13,7 +13,10 @@ mod log_layout;
 mod syncer;
 mod write_set;
 
-pub use db::{MemoryUsage, Store, StoreOptions};
+pub use db::{
+    MemoryUsage, Store, StoreOptions, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_BYTES_PER_SYNC,
+    DEFAULT_LOG_WRITE_BUFFER_BYTES, DEFAULT_MEMTABLE_BYTES, MAX_QUICK_WRITE_BYTES,
+};
 pub use error::StorageError;
 pub use gauges::StorageGauges;
 pub use log_layout::LOG_BLOB_MIN_BYTES;

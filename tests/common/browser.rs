@@ -43,7 +43,7 @@ pub async fn run_script(
     let mut env = env.to_vec();
     env.push(("HERALD_URL", OsStr::new(&base_url)));
     env.push(("CHROMIUM", OsStr::new(&chromium)));
-    let stdout = process::run(
+    let printed = process::run(
         server,
         script,
         Path::new("node"),
@@ -53,8 +53,10 @@ pub async fn run_script(
         deadline,
     )
     .await;
-    assert!(
-        stdout.contains(passed),
-        "{script} did not print {passed:?}:\n{stdout}"
-    );
+    if !printed.stdout.contains(passed) {
+        server.fail(&format!(
+            "{script} exited successfully without printing {passed:?}:\n{}\n{}",
+            printed.stdout, printed.stderr
+        ));
+    }
 }

@@ -9,8 +9,14 @@ use std::time::Duration;
 
 use super::Server;
 
+/// What a program that exited successfully printed.
+pub struct Printed {
+    pub stdout: String,
+    pub stderr: String,
+}
+
 /// Runs `program` with `args` in `dir`, with `env` added to the test's environment, to
-/// completion within `deadline`; answers its standard output. Fails the test, with the
+/// completion within `deadline`; answers what it printed. Fails the test, with the
 /// program's output and the node's log, when it cannot start, outlives the deadline (it is
 /// killed) or exits unsuccessfully. `what` names the step in those failures.
 pub async fn run<Arg: AsRef<OsStr>>(
@@ -21,7 +27,7 @@ pub async fn run<Arg: AsRef<OsStr>>(
     dir: &Path,
     env: &[(&str, &OsStr)],
     deadline: Duration,
-) -> String {
+) -> Printed {
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
@@ -39,12 +45,12 @@ pub async fn run<Arg: AsRef<OsStr>>(
             server.fail(&format!("{what}: cannot run {}: {err}", program.display()))
         });
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     if !output.status.success() {
         server.fail(&format!(
             "{what} failed ({}):\n{stdout}\n{stderr}",
             output.status
         ));
     }
-    stdout
+    Printed { stdout, stderr }
 }

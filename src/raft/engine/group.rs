@@ -18,7 +18,7 @@ use super::registry::GroupRegistry;
 use super::state_machine::{GroupApplier, GroupStateMachine};
 use super::types::{NodeAddr, TypeConfig};
 use crate::rpc::RpcClient;
-use crate::storage::Store;
+use crate::storage::{Store, WriteSet};
 
 /// Raft timing for every group of a node. A failover takes about one election timeout; every
 /// heartbeat interval each leader sends one message per follower, so the interval is what
@@ -226,6 +226,22 @@ pub(in crate::raft) async fn transfer_leadership<SM>(
     if let Err(error) = raft.trigger().transfer_leader(to).await {
         tracing::debug!(group, to, %error, "could not transfer leadership");
     }
+}
+
+/// Writes `set` without sync: on this thread when RocksDB takes it at once (small sets, no
+/// stall), else on a blocking thread, so an async worker never sleeps in a write stall.
+pub(in crate::raft) async fn write_unsynced(
+    store: &Store,
+    set: WriteSet,
+) -> Result<(), std::io::Error> {
+    let Some(set) = store.write_unless_waiting(set)? else {
+        return Ok(());
+    };
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.write(set, false))
+        .await
+        .map_err(|join| std::io::Error::other(format!("storage task failed: {join}")))?
+        .map_err(std::io::Error::from)
 }
 
 pub(in crate::raft) async fn blocking<T: Send + 'static>(

@@ -269,8 +269,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             set.put(Cf::RaftLog, key.to_vec(), codec::encode_entry(entry)?);
         }
         metrics::counter!("herald_raft_log_appended_bytes_total").increment(set.bytes() as u64);
-        self.blocking(move |store, _| Ok(store.write(set, false)?))
-            .await?;
+        super::group::write_unsynced(&self.store, set).await?;
         self.recent.appended(&entries);
         // Visible now; durable once the syncer's next fsync covers it.
         self.store

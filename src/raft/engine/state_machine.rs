@@ -112,11 +112,7 @@ impl<A: GroupApplier> GroupStateMachine<A> {
     }
 
     async fn write(&self, writes: WriteSet) -> Result<(), io::Error> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.write(writes, false))
-            .await
-            .map_err(io::Error::other)?
-            .map_err(io::Error::from)
+        super::group::write_unsynced(&self.store, writes).await
     }
 }
 

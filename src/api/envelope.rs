@@ -1,0 +1,53 @@
+//! The envelope: the one layer every request passes first, outside the router, and its answer
+//! last. In order: the request id, the audit log's view of the request, the metrics timer,
+//! the request's span, then the limits (in-flight cap, deadline) around the router.
+//!
+//! One layer rather than one per concern: each `from_fn` layer boxes its future and clones the
+//! service below it for every request. Measured with single-message produces (64 connections,
+//! 2 cores), the seven layers this replaces cost more CPU than the handler itself.
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+use super::audit_layer::{AuditStart, Auditing};
+use super::limits::{self, Limiter};
+use super::metrics_layer::RequestTimer;
+use super::{request_id, trace};
+
+/// What the envelope needs: the audit log (none in tests of routes alone) and the limits.
+#[derive(Clone)]
+pub(crate) struct Envelope {
+    pub(crate) auditing: Option<Auditing>,
+    pub(crate) limiter: Limiter,
+}
+
+/// The layer (`axum::middleware::from_fn_with_state`).
+pub(crate) async fn wrap(
+    State(envelope): State<Envelope>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let assigned = request_id::assign(&mut request);
+    let audit = envelope
+        .auditing
+        .as_ref()
+        .map(|auditing| AuditStart::of(auditing, &request));
+    let timer = RequestTimer::start(&request);
+    let span = trace::request_span(&request);
+    let exempt = limits::is_exempt(request.uri().path());
+    let response = envelope
+        .limiter
+        .run(exempt, next.run(request))
+        .instrument(span.clone())
+        .await;
+    span.in_scope(|| trace::response_span(&response, timer.elapsed(), &span));
+    drop(span);
+    timer.record(&response);
+    let response = match (audit, &envelope.auditing) {
+        (Some(audit), Some(auditing)) => audit.finish(auditing, response).await,
+        _ => response,
+    };
+    request_id::answer(response, assigned).await
+}
