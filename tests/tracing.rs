@@ -146,9 +146,9 @@ async fn an_invalid_traceparent_is_ignored_and_an_idempotent_retry_under_a_new_t
 
 #[tokio::test]
 async fn json_log_lines_of_a_request_carry_its_trace_id() {
-    // The trace layer's own events ("started processing request", in the request's span) are
-    // at debug; the node inherits RUST_LOG (the other tests here only log more for it).
-    std::env::set_var("RUST_LOG", "info,tower_http=debug");
+    // The request's own events ("started processing request", in its span) are at debug; the
+    // node inherits RUST_LOG (the other tests here only log more for it).
+    std::env::set_var("RUST_LOG", "info,herald::api::trace=debug");
     let server = Server::start_with(&["--log-format", "json"]).await;
     server.create_topic("logged", 1).await;
     server.wait_for_leaders("logged").await;

@@ -36,6 +36,7 @@ pub(crate) async fn wrap(
         .map(|auditing| AuditStart::of(auditing, &request));
     let timer = RequestTimer::start(&request);
     let span = trace::request_span(&request);
+    trace::request_started(&span);
     let exempt = limits::is_exempt(request.uri().path());
     let response = envelope
         .limiter

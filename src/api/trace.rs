@@ -18,8 +18,8 @@ use crate::broker::ProduceMessage;
 use crate::telemetry::otlp::{exporting, rename, set_remote_parent};
 use crate::telemetry::trace_context::{TraceParent, TRACEPARENT};
 
-/// The span of a request (tower-http's trace layer makes it): method, URI, request id (the
-/// request-id layer, outside the trace layer, gave it one) and the client's trace id.
+/// The span of a request (the envelope makes it): method, URI, request id (the envelope gave
+/// it one first) and the client's trace id.
 pub fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
     let id = request
         .extensions()
@@ -50,6 +50,12 @@ pub fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
         set_remote_parent(&span, &trace);
     }
     span
+}
+
+/// The first event in a request's span (at debug: `RUST_LOG=info,herald::api::trace=debug`
+/// logs a line as each request starts and ends).
+pub fn request_started(span: &tracing::Span) {
+    span.in_scope(|| tracing::debug!("started processing request"));
 }
 
 /// Completes a request's span once its response is ready: the route it matched (which names
