@@ -141,7 +141,7 @@ impl axum::extract::FromRef<super::AppState> for Access {
 }
 
 /// A handler's view of who calls it, for the resources a request names in its body (the
-/// topics a group member joins for, the topic a subscription reads), which the route layer
+/// topics a group member joins for, the topic a subscription reads), which the route guard
 /// cannot see.
 pub struct Caller {
     access: Access,

@@ -1,11 +1,11 @@
-//! The audit middleware: after each response, decides whether the request is audited and, if
+//! The audit log's part of the envelope (`api::envelope`): after each response, decides whether the request is audited and, if
 //! so, records who did what to which resource, from where, with which outcome
 //! ([`crate::broker::audit`]). Audited: every administrative change ([`ADMIN_ACTIONS`], and
 //! any other change under `/v1/auth/` or `/v1/cluster/`), every 401 (a failed authentication,
 //! the token endpoint's `invalid_client` included) and every 403 (a denied request). Reads,
 //! produces and consumes are not (they are the hot path), unless refused.
 //!
-//! The principal is the [`Principal`] the authentication layer (inside this one) put in the
+//! The principal is the [`Principal`] authentication (in the route guard, inside) put in the
 //! response's extensions, or `anonymous`. Recording only queues the event: the answer is not
 //! delayed by the write.
 

@@ -41,7 +41,7 @@ impl Default for RequestLimits {
     }
 }
 
-/// The shared state of the limits layer.
+/// The shared state of the limits, which the envelope runs every request under.
 #[derive(Clone)]
 pub(crate) struct Limiter {
     limits: RequestLimits,

@@ -4,7 +4,7 @@
 //! with `Retry-After`, and nothing is done.
 //!
 //! It runs inside authentication, so the client is the token's subject (the `Principal` the
-//! authentication layer puts in the request's extensions); an anonymous client is its IP
+//! route guard's authentication puts in the request's extensions); an anonymous client is its IP
 //! address. A response body that streams (server-sent events, a long poll) is throttled rather
 //! than cut: each chunk that puts the client in debt is held back until the debt is paid, in
 //! that response's own task, so nobody else waits.
