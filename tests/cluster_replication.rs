@@ -258,21 +258,34 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
         .await;
 }
 
-/// `cluster_id` as each live node reports it in `GET /v1/cluster`.
+/// `cluster_id` as each live node reports it in `GET /v1/cluster`. The metadata leader proposes
+/// the id after its election and a follower applies it a heartbeat later, so a node may report
+/// none for a moment: wait (bounded) until every live node reports one.
 async fn cluster_ids(cluster: &TestCluster) -> BTreeMap<u64, String> {
-    let mut ids = BTreeMap::new();
-    for via in cluster.live_ids() {
-        let view = cluster
-            .cluster_view(via)
-            .await
-            .unwrap_or_else(|e| cluster.fail(&e));
-        let id = view["cluster_id"]
-            .as_str()
-            .filter(|id| !id.is_empty())
-            .unwrap_or_else(|| cluster.fail(&format!("node {via}: no cluster_id: {view}")));
-        ids.insert(via, id.to_string());
+    let deadline = Instant::now() + CLUSTER_DEADLINE;
+    loop {
+        let mut ids = BTreeMap::new();
+        let mut missing = None;
+        for via in cluster.live_ids() {
+            let view = cluster
+                .cluster_view(via)
+                .await
+                .unwrap_or_else(|e| cluster.fail(&e));
+            match view["cluster_id"].as_str().filter(|id| !id.is_empty()) {
+                Some(id) => {
+                    ids.insert(via, id.to_string());
+                }
+                None => missing = Some(format!("node {via}: no cluster_id: {view}")),
+            }
+        }
+        match missing {
+            None => return ids,
+            Some(why) if Instant::now() >= deadline => {
+                cluster.fail(&format!("after {CLUSTER_DEADLINE:?}: {why}"))
+            }
+            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
     }
-    ids
 }
 
 #[tokio::test]
