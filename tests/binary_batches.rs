@@ -242,6 +242,18 @@ async fn json_and_binary_produces_interleave_with_contiguous_offsets() {
     for (index, message) in messages.iter().enumerate() {
         assert_eq!(message.offset, index as u64);
     }
+
+    // Both kinds count in the partition's series (docs/operations.md): binary batches once
+    // counted in a series without the partition label.
+    assert_eq!(
+        server
+            .metric(
+                "herald_produced_messages_total",
+                &[("topic", "mixed"), ("partition", "0")]
+            )
+            .await,
+        Some((expected_next + 16 * 7) as f64)
+    );
 }
 
 /// Each malformed batch with the code it must get; `valid` is a good batch to spoil.

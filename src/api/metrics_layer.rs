@@ -7,11 +7,15 @@
 //! ([`remember_route`]), where the envelope's [`RequestTimer`] (outside the router, so it also
 //! sees 404s and rejected bodies) reads it.
 
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::Response;
+use metrics::{Counter, Histogram};
+
+use crate::telemetry::handles::HandleCache;
 
 pub const REQUESTS_TOTAL: &str = "herald_http_requests_total";
 pub const REQUEST_DURATION_SECONDS: &str = "herald_http_request_duration_seconds";
@@ -37,14 +41,15 @@ pub(crate) fn remember_route(response: &mut Response, route: Option<(MatchedPath
 
 /// Counts and times one request, from the outer layer.
 pub(crate) struct RequestTimer {
-    method: &'static str,
+    /// Index in [`METHOD_LABELS`].
+    method: usize,
     started: Instant,
 }
 
 impl RequestTimer {
     pub(crate) fn start(request: &Request) -> RequestTimer {
         RequestTimer {
-            method: method_label(request.method()),
+            method: method_index(request.method()),
             started: Instant::now(),
         }
     }
@@ -55,33 +60,47 @@ impl RequestTimer {
 
     /// Records the request, labelled by the route its response carries.
     pub(crate) fn record(&self, response: &Response) {
+        static HANDLES: LazyLock<HandleCache<(Counter, Histogram)>> =
+            LazyLock::new(HandleCache::new);
         let route = response
             .extensions()
             .get::<MatchedPath>()
-            .map(|matched| matched.as_str().to_string())
-            .unwrap_or_else(|| UNMATCHED.to_string());
-        let status = response.status().as_u16().to_string();
-        let labels = [
-            ("method", self.method.to_string()),
-            ("route", route),
-            ("status", status),
-        ];
-        metrics::counter!(REQUESTS_TOTAL, &labels).increment(1);
-        metrics::histogram!(REQUEST_DURATION_SECONDS, &labels)
-            .record(self.started.elapsed().as_secs_f64());
+            .map_or(UNMATCHED, MatchedPath::as_str);
+        let status = response.status().as_u16();
+        let method = METHOD_LABELS[self.method];
+        let method_and_status = ((self.method as u64) << 16) | u64::from(status);
+        let (requests, duration) = HANDLES.get(route, method_and_status, || {
+            let labels = [
+                ("method", method.to_string()),
+                ("route", route.to_string()),
+                ("status", status.to_string()),
+            ];
+            (
+                metrics::counter!(REQUESTS_TOTAL, &labels),
+                metrics::histogram!(REQUEST_DURATION_SECONDS, &labels),
+            )
+        });
+        requests.increment(1);
+        duration.record(self.started.elapsed().as_secs_f64());
     }
 }
 
-/// Standard methods by name, anything else as `other` (methods are client-chosen strings).
-fn method_label(method: &Method) -> &'static str {
+/// The method labels: the standard methods by name, anything else as `other` (methods are
+/// client-chosen strings).
+const METHOD_LABELS: [&str; 8] = [
+    "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "other",
+];
+
+/// The index of `method`'s label in [`METHOD_LABELS`].
+fn method_index(method: &Method) -> usize {
     match *method {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
+        Method::GET => 0,
+        Method::POST => 1,
+        Method::PUT => 2,
+        Method::PATCH => 3,
+        Method::DELETE => 4,
+        Method::HEAD => 5,
+        Method::OPTIONS => 6,
+        _ => 7,
     }
 }

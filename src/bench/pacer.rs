@@ -1,10 +1,11 @@
 //! `--rate`: a request-rate cap shared by all workers.
 //!
 //! The pacer hands out send times on a fixed schedule (one slot every `1/rate` seconds), and a
-//! worker waits for its slot before sending. Latency is then measured from the slot, not from the
-//! moment the request actually left: if the server stalls and requests queue up behind it, that
-//! queueing is part of what a client at this rate would see. Measuring from the send instead would
-//! hide it ("coordinated omission"), which matters most for the p99-at-a-tenth-of-peak figure.
+//! worker waits for its slot before sending. A worker that reaches its slot late, because the
+//! server's earlier answers were slow, measures latency from the slot, not from the moment the
+//! request actually left: if the server stalls and requests queue up behind it, that queueing is
+//! part of what a client at this rate would see. Measuring from the send instead would hide it
+//! ("coordinated omission"), which matters most for the p99-at-a-tenth-of-peak figure.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -44,11 +45,21 @@ impl Pacer {
         self.start + Duration::from_nanos(offset)
     }
 
-    /// Claims a slot and sleeps until it; returns the slot, to measure latency from.
+    /// Claims a slot and waits for it; returns the instant to measure latency from.
+    ///
+    /// A worker behind schedule (its slot has passed because earlier answers were slow) sends
+    /// at once and measures from the slot: the queueing is the server's. A worker ahead of
+    /// schedule sleeps, and tokio's timer, which ticks in milliseconds, wakes it up to a
+    /// millisecond late: that lateness is the load generator's own, so it measures from when it
+    /// woke. Measuring from the slot there added about a millisecond to every paced request
+    /// (p50 2.5 ms paced against 0.6 ms unpaced for single POSTs on an idle node).
     pub async fn wait(&self) -> Instant {
         let slot = self.claim();
+        if Instant::now() >= slot {
+            return slot;
+        }
         tokio::time::sleep_until(slot.into()).await;
-        slot
+        Instant::now()
     }
 }
 
@@ -63,6 +74,23 @@ mod tests {
         assert_eq!(pacer.claim(), start);
         assert_eq!(pacer.claim(), start + Duration::from_millis(1));
         assert_eq!(pacer.claim(), start + Duration::from_millis(2));
+    }
+
+    #[tokio::test]
+    async fn a_late_worker_measures_from_its_slot_an_early_one_from_its_wake() {
+        // Started a second ago at 10/s: the first slots have passed, so a worker claiming one
+        // is behind schedule and its latency counts from the slot.
+        let start = Instant::now() - Duration::from_secs(1);
+        let behind = Pacer::starting_at(10.0, start).unwrap();
+        assert_eq!(behind.wait().await, start);
+        assert_eq!(behind.wait().await, start + Duration::from_millis(100));
+
+        // Ahead of schedule: it sleeps until its slot and measures from its wake, never before
+        // the slot.
+        let ahead = Pacer::starting_at(20.0, Instant::now() + Duration::from_millis(30)).unwrap();
+        let slot = ahead.start;
+        let measured_from = ahead.wait().await;
+        assert!(measured_from >= slot, "{measured_from:?} before {slot:?}");
     }
 
     #[test]

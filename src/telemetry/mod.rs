@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
+pub mod handles;
 mod logs;
 pub mod otlp;
 pub mod trace_context;
@@ -66,6 +67,7 @@ pub fn init_metrics() -> anyhow::Result<PrometheusHandle> {
             upkeep.run_upkeep();
         })
         .context("starting the metrics upkeep thread")?;
+    handles::recorder_installed();
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
 

@@ -56,6 +56,7 @@ use super::MAX_MESSAGES_PER_REQUEST;
 use crate::broker::BrokerError;
 use crate::domain::batch::ProducerStamp;
 use crate::domain::{Compression, Record};
+use crate::telemetry::handles::OnceHandle;
 use crate::telemetry::otlp::exporting;
 
 /// The most encoded record bytes merged into one raft entry; a single larger request still
@@ -473,7 +474,8 @@ impl PartitionAppender {
 
 /// The encoded bytes every appender of the node holds, queued or being proposed.
 fn queued_bytes_gauge() -> metrics::Gauge {
-    metrics::gauge!("herald_produce_queued_bytes")
+    static GAUGE: OnceHandle<metrics::Gauge> = OnceHandle::new();
+    GAUGE.get(|| metrics::gauge!("herald_produce_queued_bytes"))
 }
 
 /// A request in an appender's queue, as its waiter holds it: dropping it (the produce was

@@ -21,9 +21,11 @@ pub(super) mod stored;
 mod appender_tests;
 
 use std::sync::atomic::Ordering;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use futures::future::join_all;
+use metrics::Counter;
 use tokio::time::Instant;
 
 use self::idempotence::{fenced, fingerprint_message, Landing};
@@ -33,6 +35,7 @@ use super::{Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceAnswer,
 use crate::domain::partitioner::partition_for_key;
 use crate::domain::topic::CleanupPolicy;
 use crate::domain::Record;
+use crate::telemetry::handles::HandleCache;
 
 /// The most messages one produce request may carry. The HTTP decoder stops reading at it, and
 /// it is the most records the appender merges into one raft entry.
@@ -270,7 +273,14 @@ impl Broker {
         drop(reservation);
         let answer = partial::combine(&placements, shares, idempotent)?;
         count_written(topic_name, &answer.written, answer.answer.duplicate);
-        metrics::histogram!("herald_produce_duration_seconds", "acks" => acks.as_str())
+        static DURATION: LazyLock<HandleCache<metrics::Histogram>> =
+            LazyLock::new(HandleCache::new);
+        DURATION
+            .get(
+                acks.as_str(),
+                0,
+                || metrics::histogram!("herald_produce_duration_seconds", "acks" => acks.as_str()),
+            )
             .record(started.elapsed());
         Ok(answer.answer)
     }
@@ -284,15 +294,30 @@ fn count_written(topic_name: &str, written: &[Landed], duplicate: bool) {
             .increment(1);
     }
     for share in written.iter().filter(|share| !share.duplicate) {
+        count_produced(
+            topic_name,
+            share.partition,
+            share.records as u64,
+            share.value_bytes as u64,
+        );
+    }
+}
+
+/// Adds to `herald_produced_messages_total` and `herald_produced_bytes_total` of a partition.
+fn count_produced(topic_name: &str, partition: u32, records: u64, value_bytes: u64) {
+    static PRODUCED: LazyLock<HandleCache<(Counter, Counter)>> = LazyLock::new(HandleCache::new);
+    let (messages, bytes) = PRODUCED.get(topic_name, u64::from(partition), || {
         let labels = [
             ("topic", topic_name.to_string()),
-            ("partition", share.partition.to_string()),
+            ("partition", partition.to_string()),
         ];
-        metrics::counter!("herald_produced_messages_total", &labels)
-            .increment(share.records as u64);
-        metrics::counter!("herald_produced_bytes_total", &labels)
-            .increment(share.value_bytes as u64);
-    }
+        (
+            metrics::counter!("herald_produced_messages_total", &labels),
+            metrics::counter!("herald_produced_bytes_total", &labels),
+        )
+    });
+    messages.increment(records);
+    bytes.increment(value_bytes);
 }
 
 /// What one partition's share came to: where it landed, or the refusal as the client sees it.

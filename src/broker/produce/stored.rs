@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
+use super::{count_produced, MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
 use crate::broker::queue::message_times;
 use crate::broker::{Acks, Broker, BrokerError, BrokerResult, ErrorCode};
 use crate::domain::batch::{visit_records, BatchError, BatchHeader, ProducerStamp, RecordView};
@@ -65,7 +65,12 @@ impl Broker {
             tokio::spawn(async move {
                 let _permit = permit;
                 match broker.append_stored(group, batch, false, deadline).await {
-                    Ok(_) => count_written(&topic_label, record_count, value_bytes),
+                    Ok(_) => count_produced(
+                        &topic_label,
+                        partition,
+                        u64::from(record_count),
+                        value_bytes as u64,
+                    ),
                     Err(error) => {
                         tracing::warn!(topic = topic_label, partition, %error, "an acks=none batch produce failed");
                     }
@@ -86,16 +91,14 @@ impl Broker {
                 )))
             }
         };
-        count_written(topic_name, record_count, value_bytes);
+        count_produced(
+            topic_name,
+            partition,
+            u64::from(record_count),
+            value_bytes as u64,
+        );
         Ok(landing(Some(base_offset)))
     }
-}
-
-fn count_written(topic_name: &str, records: u32, value_bytes: usize) {
-    metrics::counter!("herald_produced_messages_total", "topic" => topic_name.to_string())
-        .increment(u64::from(records));
-    metrics::counter!("herald_produced_bytes_total", "topic" => topic_name.to_string())
-        .increment(value_bytes as u64);
 }
 
 /// Checks a producer's batch: the layout (magic, version, lengths, CRC, every record, the

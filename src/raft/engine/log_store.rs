@@ -85,12 +85,20 @@ impl LogStore {
         sync: bool,
     ) -> Result<(), std::io::Error> {
         let bytes = codec::encode(value)?;
-        self.blocking(move |store, group| {
-            let mut set = WriteSet::new();
-            set.put(Cf::RaftState, keys::group_tag(group, tag).to_vec(), bytes);
-            Ok(store.write(set, sync)?)
-        })
-        .await
+        let mut set = WriteSet::new();
+        set.put(
+            Cf::RaftState,
+            keys::group_tag(self.group, tag).to_vec(),
+            bytes,
+        );
+        if !sync {
+            // The committed index, saved after every commit: a few bytes that RocksDB almost
+            // always takes at once, so no hop to a blocking thread (2.2% of a node's CPU on
+            // single-message produces went to that hop).
+            return super::group::write_unsynced(&self.store, set).await;
+        }
+        self.blocking(move |store, _| Ok(store.write(set, sync)?))
+            .await
     }
 }
 
