@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::BrokerError;
+use crate::telemetry::handles::OnceHandle;
 
 /// The bytes of records held by produce requests on this node, against a bound.
 #[derive(Debug)]
@@ -57,7 +58,7 @@ impl ProduceMemory {
                 Err(now) => held = now,
             }
         }
-        metrics::gauge!("herald_produce_in_flight_bytes").increment(bytes as f64);
+        in_flight_gauge().increment(bytes as f64);
         Ok(Reservation {
             memory: self.clone(),
             bytes,
@@ -74,8 +75,15 @@ impl ProduceMemory {
 impl Drop for Reservation {
     fn drop(&mut self) {
         self.memory.held.fetch_sub(self.bytes, Ordering::AcqRel);
-        metrics::gauge!("herald_produce_in_flight_bytes").decrement(self.bytes as f64);
+        in_flight_gauge().decrement(self.bytes as f64);
     }
+}
+
+/// The bytes every produce of the node holds reserved (its handle kept: it moves twice per
+/// request).
+fn in_flight_gauge() -> metrics::Gauge {
+    static GAUGE: OnceHandle<metrics::Gauge> = OnceHandle::new();
+    GAUGE.get(|| metrics::gauge!("herald_produce_in_flight_bytes"))
 }
 
 #[cfg(test)]
