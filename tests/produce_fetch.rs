@@ -252,6 +252,69 @@ async fn unkeyed_spread_and_explicit_partitions() {
     assert_eq!(after, vec![before[0] + 1, before[1], before[2] + 2]);
 }
 
+/// A request's unkeyed messages stay together (one partition, consecutive offsets, request
+/// order), while keyed ones still go by their key; successive requests take the partitions in
+/// turn.
+#[tokio::test]
+async fn unkeyed_messages_of_a_request_go_to_one_partition() {
+    let server = Server::start().await;
+    server.create_topic("sticky", 3).await;
+
+    let mut used = BTreeMap::<u32, usize>::new();
+    for request in 0..6 {
+        let messages: Vec<Value> = (0..5).map(|i| json!({"value": [request, i]})).collect();
+        let offsets = server
+            .produce_ok("sticky", &json!({ "messages": messages }))
+            .await;
+        let (partition, first) = offsets[0];
+        let expected: Vec<(u32, u64)> = (0..5).map(|i| (partition, first + i)).collect();
+        assert_eq!(offsets, expected, "request {request}");
+        *used.entry(partition).or_default() += 1;
+    }
+    assert_eq!(
+        used,
+        BTreeMap::from([(0, 2), (1, 2), (2, 2)]),
+        "requests should take the partitions in turn"
+    );
+    // A partition holds whole requests, each in its order: [r, 0], [r, 1], ... [r, 4].
+    let stored: Vec<Value> = server
+        .read_all("sticky", 0)
+        .await
+        .iter()
+        .map(|message| serde_json::from_str(message.value_text()).unwrap())
+        .collect();
+    assert_eq!(stored.len(), 10, "{stored:?}");
+    for chunk in stored.chunks(5) {
+        let request = &chunk[0][0];
+        let expected: Vec<Value> = (0..5).map(|i| json!([request, i])).collect();
+        assert_eq!(chunk, expected.as_slice());
+    }
+
+    // Keyed messages go by key; the unkeyed ones between them still land together.
+    let keyed_alone = server
+        .produce_ok(
+            "sticky",
+            &json!({"messages": [{"key": "user-42", "value": 0}]}),
+        )
+        .await[0]
+        .0;
+    let offsets = server
+        .produce_ok(
+            "sticky",
+            &json!({"messages": [
+                {"value": "a"},
+                {"key": "user-42", "value": "b"},
+                {"value": "c"},
+            ]}),
+        )
+        .await;
+    assert_eq!(offsets[1].0, keyed_alone, "a key keeps its partition");
+    assert_eq!(offsets[0].0, offsets[2].0, "unkeyed messages stay together");
+    if offsets[0].0 != keyed_alone {
+        assert_eq!(offsets[2].1, offsets[0].1 + 1);
+    }
+}
+
 #[tokio::test]
 async fn timestamps_from_client_or_broker() {
     let server = Server::start().await;

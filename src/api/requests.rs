@@ -55,7 +55,7 @@ async fn request(
 ) -> ApiResult<Json<RequestAnswerDto>> {
     check_topic_name(&topic, false)?;
     let timeout = request_timeout(query.timeout_ms)?;
-    let message = message.into_domain_as("the request")?;
+    let message = message.into_domain_as(&"the request")?;
     let answer = broker.request(&topic, message, timeout).await?;
     Ok(Json(RequestAnswerDto::from_domain(&topic, answer)))
 }

@@ -75,6 +75,10 @@ pub struct BenchProduceArgs {
     /// compacted topic needs (0: no keys; not with --raw).
     #[arg(long, default_value_t = 0)]
     pub keys: u64,
+    /// List every request slower than this many milliseconds with when it started (ms into
+    /// the run; at most 1000), to line latency spikes up against the node's log.
+    #[arg(long)]
+    pub slow_ms: Option<f64>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -90,6 +94,23 @@ struct Shared {
     pacer: Option<Pacer>,
     message_size: u64,
     abort: AtomicBool,
+    /// When the run started, and the latency from which a request is listed as slow.
+    run_started: Instant,
+    slow_threshold: Option<Duration>,
+}
+
+impl Shared {
+    /// Records a successful request of `count` messages that started at `started`.
+    fn record(&self, stats: &mut WorkerStats, count: u64, started: Instant) {
+        let latency = started.elapsed();
+        stats.record_success(count, count * self.message_size, latency);
+        if self
+            .slow_threshold
+            .is_some_and(|threshold| latency >= threshold)
+        {
+            stats.record_slow(started.saturating_duration_since(self.run_started), latency);
+        }
+    }
 }
 
 /// One worker: sends until the budget is spent, on its own connection.
@@ -135,14 +156,14 @@ async fn worker(api: Api, shared: Arc<Shared>, index: usize) -> WorkerStats {
                 let (unwritten, sample) = unwritten(&answer);
                 let unwritten = unwritten.min(count);
                 let written = count - unwritten;
-                stats.record_success(written, written * shared.message_size, started.elapsed());
+                shared.record(&mut stats, written, started);
                 stats.record_error(format!(
                     "POST {}: 207, {unwritten} of {count} message(s) not written: {sample}",
                     url.path()
                 ));
             }
             Ok(_) if status.is_success() => {
-                stats.record_success(count, count * shared.message_size, started.elapsed());
+                shared.record(&mut stats, count, started);
             }
             Ok(answer) => {
                 let text = String::from_utf8_lossy(&answer);
@@ -270,7 +291,7 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         mode,
         args.keys,
     );
-    let params = json!({
+    let mut params = json!({
         "topic": args.topic,
         "partitions": partitions,
         "message_size": args.message_size,
@@ -284,6 +305,14 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
 
     // Everything is ready: the clock and the pacer's schedule start now.
     let started = Instant::now();
+    if args.slow_ms.is_some() {
+        // The slow requests' `at_ms` count from here; the wall clock lines them up with a
+        // node's log.
+        params["started_unix_ms"] = json!(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.as_millis() as u64)
+            .unwrap_or(0));
+    }
     let shared = Arc::new(Shared {
         urls: match mode {
             BodyMode::Batch => (0..partitions as u32)
@@ -297,6 +326,12 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         pacer: rate.and_then(|rate| Pacer::starting_at(rate, started)),
         message_size: args.message_size as u64,
         abort: AtomicBool::new(false),
+        run_started: started,
+        slow_threshold: match args.slow_ms {
+            Some(ms) if ms.is_finite() && ms >= 0.0 => Some(Duration::from_secs_f64(ms / 1000.0)),
+            Some(ms) => anyhow::bail!("--slow-ms must be a number of milliseconds >= 0, got {ms}"),
+            None => None,
+        },
     });
     let handles: Vec<_> = apis
         .into_iter()

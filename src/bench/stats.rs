@@ -16,6 +16,18 @@ const MAX_LATENCY_US: u64 = 3_600_000_000;
 /// How many error messages a worker keeps as examples; the rest are only counted.
 const ERROR_SAMPLES: usize = 5;
 
+/// How many slow requests a run lists (`--slow-ms`); the rest are only in the percentiles.
+const MAX_SLOW_REQUESTS: usize = 1000;
+
+/// A request slower than the run's `--slow-ms`: when it started, counted from the start of the
+/// run, and how long it took. Lined up against a node's log (flushes, elections), the start
+/// times say what a latency spike coincided with.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct SlowRequest {
+    pub at_ms: f64,
+    pub latency_ms: f64,
+}
+
 /// What one worker measured.
 #[derive(Debug, Clone)]
 pub struct WorkerStats {
@@ -31,6 +43,8 @@ pub struct WorkerStats {
     pub latency_us: Histogram<u64>,
     /// The first few error messages, to tell the user what went wrong.
     pub error_samples: Vec<String>,
+    /// Requests over the run's `--slow-ms`, at most [`MAX_SLOW_REQUESTS`].
+    pub slow: Vec<SlowRequest>,
 }
 
 impl Default for WorkerStats {
@@ -50,6 +64,7 @@ impl WorkerStats {
             latency_us: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
                 .expect("constant histogram bounds are valid"),
             error_samples: Vec::new(),
+            slow: Vec::new(),
         }
     }
 
@@ -61,6 +76,16 @@ impl WorkerStats {
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         self.latency_us
             .saturating_record(micros.clamp(1, MAX_LATENCY_US));
+    }
+
+    /// Lists a slow request that started `at` into the run and took `latency`.
+    pub fn record_slow(&mut self, at: Duration, latency: Duration) {
+        if self.slow.len() < MAX_SLOW_REQUESTS {
+            self.slow.push(SlowRequest {
+                at_ms: at.as_secs_f64() * 1000.0,
+                latency_ms: latency.as_secs_f64() * 1000.0,
+            });
+        }
     }
 
     /// Records a failed request; keeps the message if there are few examples so far.
@@ -85,6 +110,8 @@ impl WorkerStats {
                 self.error_samples.push(sample.clone());
             }
         }
+        let room = MAX_SLOW_REQUESTS.saturating_sub(self.slow.len());
+        self.slow.extend(other.slow.iter().take(room));
         Ok(())
     }
 }
@@ -115,6 +142,9 @@ pub struct Report {
     pub latency_ms: Latency,
     pub errors: u64,
     pub error_samples: Vec<String>,
+    /// Requests over `--slow-ms`, in the order they started (absent without the option).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub slow_requests: Vec<SlowRequest>,
 }
 
 /// Microseconds to milliseconds.
@@ -157,6 +187,11 @@ impl Report {
             },
             errors: stats.errors,
             error_samples: stats.error_samples.clone(),
+            slow_requests: {
+                let mut slow = stats.slow.clone();
+                slow.sort_by(|one, other| one.at_ms.total_cmp(&other.at_ms));
+                slow
+            },
         }
     }
 
@@ -180,6 +215,15 @@ impl Report {
         out.push_str(&format!("  errors        {}\n", self.errors));
         for sample in &self.error_samples {
             out.push_str(&format!("    e.g. {sample}\n"));
+        }
+        if !self.slow_requests.is_empty() {
+            out.push_str(&format!(
+                "  slow requests {} (started at ms into the run: took ms)\n",
+                self.slow_requests.len()
+            ));
+            for slow in &self.slow_requests {
+                out.push_str(&format!("    {:.1}: {:.3}\n", slow.at_ms, slow.latency_ms));
+            }
         }
         out
     }
@@ -238,6 +282,28 @@ mod tests {
         assert!(text.contains("errors        1"), "{text}");
         let as_json = serde_json::to_value(&report).unwrap();
         assert_eq!(as_json["latency_ms"]["p999"], json!(report.latency_ms.p999));
+        assert!(as_json.get("slow_requests").is_none(), "{as_json}");
+    }
+
+    #[test]
+    fn slow_requests_are_listed_in_start_order_and_capped() {
+        let mut a = WorkerStats::new();
+        let mut b = WorkerStats::new();
+        a.record_slow(Duration::from_millis(900), Duration::from_millis(40));
+        b.record_slow(Duration::from_millis(100), Duration::from_millis(85));
+        a.merge(&b).unwrap();
+        let report = Report::new("produce", json!({}), &a, Duration::from_secs(1));
+        let starts: Vec<f64> = report.slow_requests.iter().map(|slow| slow.at_ms).collect();
+        assert_eq!(starts, vec![100.0, 900.0]);
+        assert_eq!(report.slow_requests[0].latency_ms, 85.0);
+        assert!(report.render_text().contains("slow requests 2"));
+
+        let mut many = WorkerStats::new();
+        for i in 0..MAX_SLOW_REQUESTS + 5 {
+            many.record_slow(Duration::from_millis(i as u64), Duration::from_millis(30));
+        }
+        many.merge(&a).unwrap();
+        assert_eq!(many.slow.len(), MAX_SLOW_REQUESTS);
     }
 
     #[test]

@@ -80,7 +80,8 @@ pub struct ProduceMessage {
     pub key: Option<RecordKey>,
     pub value: RecordValue,
     pub headers: Vec<(String, String)>,
-    /// An explicit partition; otherwise keyed messages hash, unkeyed ones round-robin.
+    /// An explicit partition; otherwise keyed messages hash, and a request's unkeyed ones all
+    /// go to one partition, the partitions taken in turn request by request.
     pub partition: Option<u32>,
     /// A client timestamp (ms since the epoch); otherwise the broker's clock.
     pub timestamp: Option<i64>,

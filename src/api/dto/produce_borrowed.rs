@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use super::idempotence::producer_fields;
-use super::produce::{decode_b64, DecodedProduce, ProduceMessageDto};
+use super::produce::{decode_b64, DecodedProduce, MessageAt, ProduceMessageDto};
 use super::produce_limits::{deserialize_bounded_headers, deserialize_messages};
 use crate::api::problem::ApiError;
 use crate::domain::RecordValue;
@@ -71,12 +71,10 @@ pub fn decode_json_produce(body: &Bytes) -> Result<DecodedProduce, ApiError> {
             "the request body must be a JSON object",
         ));
     }
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let request: BorrowedRequest<'_> = serde_path_to_error::deserialize(&mut deserializer)
-        .map_err(|error| json_error(error.inner(), &error))?;
-    deserializer
-        .end()
-        .map_err(|error| json_error(&error, &error))?;
+    let request = match parse_request(body) {
+        Ok(request) => request,
+        Err(_) => return Err(explain_refusal(body)),
+    };
     if request.messages.is_empty() {
         return Err(ApiError::invalid_request(
             "messages must hold at least one message",
@@ -96,6 +94,30 @@ pub fn decode_json_produce(body: &Bytes) -> Result<DecodedProduce, ApiError> {
     Ok(DecodedProduce { messages, producer })
 }
 
+/// The whole body as a request, without tracking where in it the parser is: the path
+/// tracking's own frames were about a seventh of the decode's samples in a profile of valid
+/// 1000-message bodies, and only a refusal needs the path.
+fn parse_request(body: &[u8]) -> serde_json::Result<BorrowedRequest<'_>> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let request = BorrowedRequest::deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(request)
+}
+
+/// Parses a body that [`parse_request`] refused again, tracking the path this time, so the
+/// refusal names the field (`messages[3].partition: invalid type ...`).
+fn explain_refusal(body: &[u8]) -> ApiError {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, BorrowedRequest<'_>>(&mut deserializer) {
+        Err(error) => json_error(error.inner(), &error),
+        Ok(_) => match deserializer.end() {
+            Err(error) => json_error(&error, &error),
+            // Both parses read the same bytes the same way; kept total all the same.
+            Ok(()) => ApiError::invalid_request("Failed to parse the request body as JSON"),
+        },
+    }
+}
+
 /// The texts axum's `Json` answers with, so both JSON paths word their refusals alike.
 fn json_error(error: &serde_json::Error, shown: &dyn std::fmt::Display) -> ApiError {
     ApiError::invalid_request(match error.classify() {
@@ -112,7 +134,7 @@ impl BorrowedMessage<'_> {
         body: &Bytes,
         index: usize,
     ) -> Result<crate::broker::ProduceMessage, ApiError> {
-        let what = format!("messages[{index}]");
+        let what = MessageAt(index);
         let value = match (self.value, self.value_b64) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid_request(format!(

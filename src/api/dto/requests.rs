@@ -108,7 +108,7 @@ impl ReplyRequest {
                 ))
             }
             (Some(raw), None) => RecordValue::Json(Bytes::copy_from_slice(raw.get().as_bytes())),
-            (None, Some(b64)) => RecordValue::Bytes(decode_b64("value_b64", "the reply", &b64)?),
+            (None, Some(b64)) => RecordValue::Bytes(decode_b64("value_b64", &"the reply", &b64)?),
             (None, None) => {
                 return Err(ApiError::invalid_request(
                     "the reply has neither value nor value_b64; send exactly one",
