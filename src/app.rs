@@ -304,6 +304,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
     options.log_write_buffer_bytes = config.storage.log_write_buffer_bytes;
     options.memtable_bytes = config.storage.memtable_bytes;
     options.bytes_per_sync = config.storage.bytes_per_sync;
+    options.direct_io_for_flush = config.storage.direct_io_for_flush;
     let node_id = config.node_id;
     let data_dir = config.data_dir.clone();
     tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {

@@ -12,8 +12,8 @@ use super::ConfigError;
 // The defaults are storage's own, so a store opened without a configuration file (tests, tools)
 // is tuned exactly like a node's.
 use crate::storage::{
-    DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_BYTES_PER_SYNC, DEFAULT_LOG_WRITE_BUFFER_BYTES,
-    DEFAULT_MEMTABLE_BYTES,
+    DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_BYTES_PER_SYNC, DEFAULT_DIRECT_IO_FOR_FLUSH,
+    DEFAULT_LOG_WRITE_BUFFER_BYTES, DEFAULT_MEMTABLE_BYTES,
 };
 
 /// 1 GiB: the default `memory_budget_bytes`.
@@ -45,6 +45,10 @@ pub struct StorageConfig {
     /// it writes them, instead of leaving the pages to the kernel until the file's final sync;
     /// 0 leaves them to the kernel.
     pub bytes_per_sync: u64,
+    /// Memtable flushes and compactions write their files with direct I/O, so their writeback
+    /// does not queue in front of the write-ahead log's syncs. Ignored (with a warning at
+    /// startup) where the data directory's file system does not take `O_DIRECT`.
+    pub direct_io_for_flush: bool,
 }
 
 impl Default for StorageConfig {
@@ -55,6 +59,7 @@ impl Default for StorageConfig {
             memtable_bytes: DEFAULT_MEMTABLE_BYTES,
             log_write_buffer_bytes: DEFAULT_LOG_WRITE_BUFFER_BYTES,
             bytes_per_sync: DEFAULT_BYTES_PER_SYNC,
+            direct_io_for_flush: DEFAULT_DIRECT_IO_FOR_FLUSH,
         }
     }
 }
@@ -172,5 +177,8 @@ mod tests {
         config.validate(16 << 20).unwrap();
         let unsynced: StorageConfig = toml::from_str("bytes_per_sync = 0\n").unwrap();
         assert_eq!(unsynced.bytes_per_sync, 0);
+        assert!(config.direct_io_for_flush);
+        let buffered: StorageConfig = toml::from_str("direct_io_for_flush = false\n").unwrap();
+        assert!(!buffered.direct_io_for_flush);
     }
 }
