@@ -101,11 +101,9 @@ impl Broker {
         // request without a `partition` goes to one partition, the partitions taken in turn
         // request by request. Spreading a request message by message made a 1000-message
         // request four raft entries on four partitions, each with its own append, sync wait and
-        // apply, and its answer waited for the slowest of them.
-        let unkeyed_partition = unkeyed_partition.unwrap_or_else(|| {
-            (self.inner.round_robin.fetch_add(1, Ordering::Relaxed) % u64::from(partition_count))
-                as u32
-        });
+        // apply, and its answer waited for the slowest of them. The turn is taken at the first
+        // such message, so requests with none (all keyed) do not skip a partition.
+        let mut unkeyed_partition = unkeyed_partition;
         let message_count = messages.len();
 
         // Validate everything before writing anything: a bad message fails the whole request.
@@ -122,7 +120,10 @@ impl Broker {
                     })
                 }
                 (None, Some(key)) => partition_for_key(key.as_bytes(), partition_count),
-                (None, None) => unkeyed_partition,
+                (None, None) => *unkeyed_partition.get_or_insert_with(|| {
+                    (self.inner.round_robin.fetch_add(1, Ordering::Relaxed)
+                        % u64::from(partition_count)) as u32
+                }),
             };
             if needs_keys && message.key.is_none() {
                 return Err(BrokerError::InvalidRequest(format!(
