@@ -3,8 +3,8 @@
 //! The request bodies are built before the clock starts and reused (as cheap `Bytes` clones), so
 //! the generator's own cost is a memcpy into the socket, not JSON encoding; several distinct bodies
 //! rotate so a server cannot get lucky with one repeated payload. Each worker owns one HTTP/1.1
-//! keep-alive connection (its own client and pool) and sends its next request when the previous
-//! one is answered, optionally held back by the shared `--rate` pacer. A 207 answer (some
+//! keep-alive connection (its own client and pool), or with `--http2` shares an HTTP/2
+//! connection with other workers, and sends its next request when the previous one is answered, optionally held back by the shared `--rate` pacer. A 207 answer (some
 //! partitions wrote their messages, others did not) counts its written messages and one error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,7 @@ use serde_json::json;
 use super::budget::Budget;
 use super::pacer::Pacer;
 use super::stats::{Report, WorkerStats};
-use crate::cli::client::{Acks, Api, CreateTopic, ProblemError, ProduceResponse};
+use crate::cli::client::{Acks, Api, CreateTopic, HttpProtocol, ProblemError, ProduceResponse};
 
 pub use super::produce_bodies::{
     keyed_request_body, payload, request_body, Bodies, BodyMode, Keys,
@@ -48,9 +48,18 @@ pub struct BenchProduceArgs {
     /// Messages per request (ignored with --raw, which sends one per request).
     #[arg(long, default_value_t = 1000)]
     pub batch_size: u64,
-    /// Concurrent workers, each with its own HTTP connection.
+    /// Concurrent workers, each with its own HTTP connection (with --http2: each one request
+    /// at a time, multiplexed over --http2-connections connections).
     #[arg(long, default_value_t = 8)]
     pub connections: usize,
+    /// Speak HTTP/2 (h2c with prior knowledge on `http://`, h2 by ALPN on `https://`), the
+    /// workers' requests multiplexed as streams over --http2-connections connections.
+    #[arg(long)]
+    pub http2: bool,
+    /// With --http2: how many HTTP/2 connections the workers share (worker i uses connection
+    /// i mod this).
+    #[arg(long, default_value_t = 1, requires = "http2")]
+    pub http2_connections: usize,
     /// Total messages to send.
     #[arg(long, default_value_t = 1_000_000)]
     pub messages: u64,
@@ -247,6 +256,33 @@ pub async fn warm_up(api: &Api) {
 }
 
 /// Runs `herald bench produce`.
+/// One client per worker, connected before the clock starts: over HTTP/1.1 each its own
+/// connection; over HTTP/2 clones of `--http2-connections` clients, so the workers of one
+/// share its connection.
+async fn worker_apis(server: &str, args: &BenchProduceArgs) -> anyhow::Result<Vec<Api>> {
+    let mut apis = Vec::with_capacity(args.connections);
+    if args.http2 {
+        anyhow::ensure!(
+            args.http2_connections > 0,
+            "--http2-connections must be at least 1"
+        );
+        let mut connections = Vec::with_capacity(args.http2_connections);
+        for _ in 0..args.http2_connections.min(args.connections) {
+            connections.push(Api::with_protocol(server, HttpProtocol::Http2)?);
+        }
+        futures::future::join_all(connections.iter().map(warm_up)).await;
+        for index in 0..args.connections {
+            apis.push(connections[index % connections.len()].clone());
+        }
+    } else {
+        for _ in 0..args.connections {
+            apis.push(Api::new(server)?);
+        }
+        futures::future::join_all(apis.iter().map(warm_up)).await;
+    }
+    Ok(apis)
+}
+
 pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report> {
     anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
     anyhow::ensure!(
@@ -275,11 +311,7 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         }
         other => other,
     };
-    let mut apis = Vec::with_capacity(args.connections);
-    for _ in 0..args.connections {
-        apis.push(Api::new(server)?);
-    }
-    futures::future::join_all(apis.iter().map(warm_up)).await;
+    let apis = worker_apis(server, &args).await?;
     anyhow::ensure!(
         !(args.raw && args.keys > 0),
         "--keys needs JSON bodies (not --raw)"
@@ -297,11 +329,15 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         "message_size": args.message_size,
         "batch_size": per_request,
         "connections": args.connections,
+        "http": if args.http2 { "2" } else { "1.1" },
         "acks": args.acks.as_str(),
         "mode": mode.name(),
         "rate": rate,
         "keys": args.keys,
     });
+    if args.http2 {
+        params["http2_connections"] = json!(args.http2_connections.min(args.connections));
+    }
 
     // Everything is ready: the clock and the pacer's schedule start now.
     let started = Instant::now();

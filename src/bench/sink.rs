@@ -62,6 +62,13 @@ pub async fn run(args: BenchSinkArgs) -> anyhow::Result<()> {
         .with_state(sink);
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     eprintln!("bench sink listening on http://{}", listener.local_addr()?);
+    // TCP_NODELAY as a node's client port has it: without it a small HTTP/2 answer waits
+    // for the client's delayed ACK (about 40 ms), and the ceiling would not be one.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app).await?;
     Ok(())
 }

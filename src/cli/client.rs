@@ -225,6 +225,16 @@ pub struct FetchResponse {
     pub log_start_offset: u64,
 }
 
+/// The HTTP version an [`Api`] speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpProtocol {
+    /// HTTP/1.1: one request at a time per connection (the CLI's default).
+    Http1,
+    /// HTTP/2 from the first byte: h2c with prior knowledge on `http://` (a Herald node
+    /// answers it on its plaintext port), `h2` by ALPN on `https://`.
+    Http2,
+}
+
 /// A connection to one Herald server.
 ///
 /// Each `Api` owns its own `reqwest::Client`, hence its own keep-alive connection pool: the
@@ -252,18 +262,27 @@ impl Api {
     /// A client for `server` (e.g. `http://127.0.0.1:8080` or `https://herald:8443`), with the
     /// process's credentials and trusted CAs (`credentials::configure`).
     pub fn new(server: &str) -> anyhow::Result<Self> {
+        Self::with_protocol(server, HttpProtocol::Http1)
+    }
+
+    /// A client for `server` speaking `protocol`. Clones share one connection pool: with
+    /// HTTP/2 that is one connection, their requests multiplexed on it as streams.
+    pub fn with_protocol(server: &str, protocol: HttpProtocol) -> anyhow::Result<Self> {
         let base = parse_server(server)?;
         let settings = super::credentials::settings();
-        let http = super::credentials::trust(
-            super::http_client::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .tcp_nodelay(true)
-                .pool_idle_timeout(Duration::from_secs(90))
-                .no_proxy(),
-            settings.ca_certs.as_deref().map(Vec::as_slice),
-        )?
-        .build()
-        .context("could not build the HTTP client")?;
+        let builder = super::http_client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .no_proxy();
+        let builder = match protocol {
+            HttpProtocol::Http1 => builder.http1_only(),
+            HttpProtocol::Http2 => builder.http2_prior_knowledge(),
+        };
+        let http =
+            super::credentials::trust(builder, settings.ca_certs.as_deref().map(Vec::as_slice))?
+                .build()
+                .context("could not build the HTTP client")?;
         Ok(Api {
             http,
             base,
