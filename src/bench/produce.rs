@@ -4,8 +4,9 @@
 //! the generator's own cost is a memcpy into the socket, not JSON encoding; several distinct bodies
 //! rotate so a server cannot get lucky with one repeated payload. Each worker owns one HTTP/1.1
 //! keep-alive connection (its own client and pool), or with `--http2` shares an HTTP/2
-//! connection with other workers, and sends its next request when the previous one is answered, optionally held back by the shared `--rate` pacer. A 207 answer (some
-//! partitions wrote their messages, others did not) counts its written messages and one error.
+//! connection with other workers, and sends its next request when the previous one is
+//! answered, optionally held back by the shared `--rate` pacer. A 207 answer (some partitions
+//! wrote their messages, others did not) counts its written messages and one error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -255,7 +256,6 @@ pub async fn warm_up(api: &Api) {
     }
 }
 
-/// Runs `herald bench produce`.
 /// One client per worker, connected before the clock starts: over HTTP/1.1 each its own
 /// connection; over HTTP/2 clones of `--http2-connections` clients, so the workers of one
 /// share its connection.
@@ -283,6 +283,7 @@ async fn worker_apis(server: &str, args: &BenchProduceArgs) -> anyhow::Result<Ve
     Ok(apis)
 }
 
+/// Runs `herald bench produce`.
 pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report> {
     anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
     anyhow::ensure!(

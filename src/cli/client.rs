@@ -237,8 +237,9 @@ pub enum HttpProtocol {
 
 /// A connection to one Herald server.
 ///
-/// Each `Api` owns its own `reqwest::Client`, hence its own keep-alive connection pool: the
-/// benchmark relies on this to give every worker its own connection.
+/// Each `Api` built owns its own `reqwest::Client`, hence its own keep-alive connection pool
+/// (clones share it): the benchmark builds one per worker to give every worker its own
+/// HTTP/1.1 connection, and clones one for workers that share an HTTP/2 connection.
 #[derive(Clone)]
 pub struct Api {
     http: reqwest::Client,

@@ -30,9 +30,10 @@ pub struct StoreOptions {
     pub log_write_buffer_bytes: usize,
     /// Block cache for reads, shared by all column families.
     pub block_cache_bytes: usize,
-    /// The most memory all memtables together may take. Past it a write waits for a flush
-    /// to give memory back: a disk slower than the producers makes them wait, and the heap does
-    /// not grow.
+    /// The most memory all memtables together may take. Past it flushes start; the raft
+    /// log, where nearly all of it goes, holds at most this many bytes of memtables, and a
+    /// write finding them all full waits for a flush to give memory back: a disk slower than
+    /// the producers makes them wait, and the heap does not grow.
     pub memtable_bytes: usize,
     /// Flush and compaction output is synced every this many bytes as it is written (0: at
     /// the end of each file only); see `log_layout::db_options`.
@@ -100,7 +101,13 @@ impl Store {
         db_options.set_max_background_jobs(2);
         db_options.set_keep_log_file_num(4);
         db_options.set_max_total_wal_size(512 << 20);
-        let memtables = WriteBufferManager::new_write_buffer_manager(options.memtable_bytes, true);
+        // No stall in the write buffer manager: RocksDB's stall there can miss the flush that
+        // would end it and hold every writer forever (facebook/rocksdb#11780; caught here as
+        // writers parked in `WriteBufferManagerStallWrites` with the flush pool idle). The
+        // manager only starts flushes once memtables pass the budget; what makes writers wait
+        // is the raft log's own memtable count (`log_layout::raft_log_options`), RocksDB's
+        // ordinary write stall, which a finished flush always ends.
+        let memtables = WriteBufferManager::new_write_buffer_manager(options.memtable_bytes, false);
         let direct_io = options.direct_io_for_flush && log_layout::direct_io_works(&options.path);
         if options.direct_io_for_flush && !direct_io {
             tracing::warn!(
@@ -125,6 +132,7 @@ impl Store {
                         &mut cf_options,
                         &mut table,
                         options.log_write_buffer_bytes,
+                        options.memtable_bytes,
                     );
                 }
                 _ => {
@@ -488,7 +496,9 @@ mod tests {
     fn memtables_stay_within_their_budget_while_writers_flood_them() {
         let dir = tempfile::tempdir().unwrap();
         let mut options = StoreOptions::new(dir.path());
-        // One log memtable alone could hold 8 MiB; the budget for all of them is 2 MiB.
+        // Asked for 8 MiB log memtables within a 2 MiB budget: they are held to 1 MiB, two
+        // of them (`log_layout::log_memtables`), and writers wait for flushes. This test once
+        // hung for good with the write buffer manager's own stall (see `Store::open`).
         options.log_write_buffer_bytes = 8 << 20;
         options.memtable_bytes = 2 << 20;
         let store = Store::open(&options).unwrap();

@@ -47,8 +47,8 @@ pub(super) fn db_options(
     // them every `bytes_per_sync` (1 MiB by default) as they are written keeps what can stand
     // in front of a commit small.
     db.set_bytes_per_sync(bytes_per_sync);
-    // Every column family's memtables count against one budget; past it writers wait for a
-    // flush instead of the heap growing (see `StoreOptions::memtable_bytes`).
+    // Every column family's memtables count against one budget; past it a flush starts (see
+    // `StoreOptions::memtable_bytes` and `log_memtables` for what makes writers wait).
     db.set_write_buffer_manager(memtables);
     // Even synced every MiB, a flush's writeback queues in the device ahead of the WAL
     // fdatasync that acknowledged produces wait for: WAL syncs of 4-26 ms instead of under 1
@@ -76,14 +76,29 @@ pub(super) fn direct_io_works(dir: &Path) -> bool {
     opened.is_ok()
 }
 
+/// The most memtables the raft log fills and flushes in turn.
+const LOG_MAX_MEMTABLES: usize = 4;
+
+/// The raft log's memtable size and how many it may hold, within `memtable_bytes`: a memtable
+/// is at most half the budget (one fills while another flushes), and they number at most what
+/// the budget holds (2 to [`LOG_MAX_MEMTABLES`]). A write finding them all full waits for a
+/// flush (RocksDB's write stall), which is what bounds the memtables' memory.
+pub(super) fn log_memtables(write_buffer_bytes: usize, memtable_bytes: usize) -> (usize, usize) {
+    let size = write_buffer_bytes.min(memtable_bytes / 2).max(1);
+    let count = (memtable_bytes / size).clamp(2, LOG_MAX_MEMTABLES);
+    (size, count)
+}
+
 /// Options of the `raft_log` column family.
 pub(super) fn raft_log_options(
     cf: &mut Options,
     table: &mut BlockBasedOptions,
     write_buffer_bytes: usize,
+    memtable_bytes: usize,
 ) {
-    cf.set_write_buffer_size(write_buffer_bytes);
-    cf.set_max_write_buffer_number(4);
+    let (size, count) = log_memtables(write_buffer_bytes, memtable_bytes);
+    cf.set_write_buffer_size(size);
+    cf.set_max_write_buffer_number(count as i32);
     // Batches are compressed per topic already; compressing them again would spend CPU for
     // little.
     cf.set_compression_type(DBCompressionType::None);
@@ -108,5 +123,32 @@ pub(super) fn blob_gc_options(enabled: bool) -> [(&'static str, &'static str); 2
             ("enable_blob_garbage_collection", "false"),
             ("blob_garbage_collection_age_cutoff", "0.25"),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_memtables_fit_the_budget() {
+        const MIB: usize = 1 << 20;
+        // The defaults: four 64 MiB memtables in 256 MiB.
+        assert_eq!(log_memtables(64 * MIB, 256 * MIB), (64 * MIB, 4));
+        // A larger budget does not mean more than four.
+        assert_eq!(log_memtables(64 * MIB, 2048 * MIB), (64 * MIB, 4));
+        // Two memtables at least, one filling while the other flushes.
+        assert_eq!(log_memtables(64 * MIB, 128 * MIB), (64 * MIB, 2));
+        assert_eq!(log_memtables(64 * MIB, 160 * MIB), (64 * MIB, 2));
+        // A memtable larger than half the budget is cut to half.
+        assert_eq!(log_memtables(8 * MIB, 2 * MIB), (MIB, 2));
+        for (size, budget) in [
+            (64 * MIB, 256 * MIB),
+            (8 * MIB, 2 * MIB),
+            (3 * MIB, 10 * MIB),
+        ] {
+            let (size, count) = log_memtables(size, budget);
+            assert!(size * count <= budget, "{count} x {size} over {budget}");
+        }
     }
 }
