@@ -9,6 +9,7 @@ use anyhow::Context;
 use crate::api::{self, ApiConfig};
 use crate::broker::{Broker, BrokerOptions, GroupOptions};
 use crate::cluster::{CleanerOptions, Cluster, ClusterOptions};
+use crate::cluster_secret::{ClusterSecret, KeyPurpose, SecretLookup};
 use crate::config::Config;
 use crate::raft::RaftTiming;
 use crate::rpc::{LaneLimits, RpcLimits};
@@ -30,8 +31,10 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// setting; per-message key, delay, expiry and dead-letter reason in the delivery state; seek;
 /// redrive jobs with their checkpoints in the metadata state and commands. 9: OAuth2 clients,
 /// signing keys and the authorization policy (issue 14) in the metadata state and commands.
+/// 10: signing keys sealed under the cluster secret (issue 30): `SigningKeyRecord` holds
+/// `sealed_private` instead of the plaintext PKCS#8 key.
 /// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 9;
+const FORMAT_VERSION: u64 = 10;
 
 /// What the built-in issuer's tokens say: the configured issuer, or this node's own URL.
 fn token_settings(config: &Config) -> crate::broker::auth::tokens::TokenSettings {
@@ -121,15 +124,67 @@ fn peer_tls(config: &Config) -> anyhow::Result<Option<crate::rpc::PeerTls>> {
     Ok(Some(peer_tls))
 }
 
+/// The cluster secret (`cluster_secret`): from the environment, the configured file or the data
+/// directory, generated there for a node that founds a cluster alone.
+fn cluster_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
+    let secret = ClusterSecret::load(&SecretLookup {
+        from_environment: std::env::var(crate::cluster_secret::SECRET_ENV).ok(),
+        configured_file: config.cluster_secret_file.as_deref(),
+        data_dir: &config.data_dir,
+        may_generate: config.founds_alone(),
+    })?;
+    tracing::info!(
+        source = %secret.source(),
+        fingerprint = %secret.fingerprint(),
+        "cluster secret loaded (every node of the cluster must log the same fingerprint)"
+    );
+    Ok(secret)
+}
+
+/// The authentication service: one per node, shared by the API and the bootstrap.
+fn auth_service(
+    config: &Config,
+    broker: &Broker,
+    secret: &ClusterSecret,
+    external: crate::broker::auth::external::ExternalIssuers,
+) -> anyhow::Result<crate::broker::auth::service::Auth> {
+    use crate::broker::auth::failed_requests::FailureBudgets;
+    use crate::broker::auth::secret_checks::SecretChecks;
+    let secret_checks = SecretChecks::start(
+        config.auth.effective_secret_checks(),
+        config.auth.secret_check_queue,
+    )
+    .context("starting the secret check threads")?;
+    Ok(broker
+        .auth(crate::broker::auth::service::AuthSetup {
+            settings: Arc::new(token_settings(config)),
+            sealing: Arc::new(crate::broker::auth::sealing::SealingKey::of(secret)),
+            secret_checks,
+            failure_budgets: FailureBudgets {
+                per_client_per_min: config.auth.failed_token_requests_per_client_per_min,
+                per_address_per_min: config.auth.failed_token_requests_per_address_per_min,
+            },
+        })
+        .with_external_issuers(external))
+}
+
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     config.validate()?;
+    // Whatever the node creates is its owner's alone (main does it first; a node started
+    // another way gets it here).
+    crate::storage::private_files::restrict_new_files();
     // Before anything starts: a certificate that cannot be used stops the node here.
     let tls = client_tls(&config)?;
     let peer_tls = peer_tls(&config)?;
     let external_issuers = external_issuers(&config)?;
     let metrics = crate::telemetry::init_metrics()?;
     let store = open_store(&config).await?;
+    let secret = cluster_secret(&config)?;
+    // Without mutual TLS, nodes prove the cluster secret in every RPC hello.
+    let hello_key = peer_tls
+        .is_none()
+        .then(|| crate::rpc::HelloKey::new(&secret.derive(KeyPurpose::RpcHello)));
     let cluster = Cluster::start(ClusterOptions {
         node_id: config.node_id,
         http_addr: config.http_addr.to_string(),
@@ -150,6 +205,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 max_concurrent_requests_per_connection: config.rpc.forward_max_concurrent_requests,
             },
             tls: peer_tls,
+            hello_key,
             ..RpcLimits::default()
         },
         leader_wait: Duration::from_millis(config.leader_wait_ms),
@@ -189,7 +245,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         },
     );
     cluster.set_broker_service(broker.forwarding_service());
-    let tokens = std::sync::Arc::new(token_settings(&config));
+    let auth = auth_service(&config, &broker, &secret, external_issuers.clone())?;
+    drop(secret);
     if config.auth.bootstrap_admin && cluster.founded_here() {
         let scheme = if config.tls.enabled() {
             "https"
@@ -197,7 +254,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             "http"
         };
         tokio::spawn(crate::broker::auth::bootstrap::create_admin(
-            broker.auth(tokens.clone()),
+            auth.clone(),
             config.data_dir.clone(),
             format!("{scheme}://{}/oauth/token", config.http_addr),
             cluster.stopping(),
@@ -237,8 +294,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 keepalive: Duration::from_millis(config.sse_keepalive_ms),
             },
             ws: ws.clone(),
-            tokens,
-            external_issuers: external_issuers.clone(),
+            auth,
             auditing,
             quotas,
             auth_enabled: config.auth.enabled,
@@ -262,18 +318,25 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         tls.spawn_reloader().context("watching for SIGHUP")?;
     }
     let listener = api::listener::LimitedListener::new(listener, config.max_connections, tls);
-    let server = axum::serve(listener, api::listener::WithClientAddress(router))
-        .with_graceful_shutdown(async move {
+    let timeouts = api::connections::ConnectionTimeouts {
+        header_read: Duration::from_millis(config.header_read_timeout_ms),
+        idle: Duration::from_millis(config.idle_timeout_ms),
+        http2_keepalive: Duration::from_millis(config.http2_keepalive_interval_ms),
+    };
+    let server_task = tokio::spawn(api::connections::serve(
+        listener,
+        router,
+        timeouts,
+        async move {
             let mut stop = stop_receiver;
             let _ = stop.wait_for(|stopped| *stopped).await;
-        });
-    let server_task = tokio::spawn(async move { server.await });
+        },
+    ));
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight requests");
     let _ = stop_sender.send(true);
     match tokio::time::timeout(Duration::from_millis(config.shutdown_grace_ms), server_task).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(error))) => tracing::warn!(%error, "HTTP server stopped with an error"),
+        Ok(Ok(())) => {}
         Ok(Err(error)) => tracing::warn!(%error, "HTTP server task failed"),
         Err(_) => tracing::warn!("in-flight requests did not finish within the grace period"),
     }

@@ -9,7 +9,9 @@
 //! - [`domain`]: pure types: records, the batch layout, partitioning, names, topic config.
 //!
 //! Beside them: [`app`] composes a node, [`config`] types its configuration, [`cli`] and
-//! [`bench`] are HTTP clients of a running node, [`telemetry`] sets up logs and metrics.
+//! [`bench`] are HTTP clients of a running node, [`telemetry`] sets up logs and metrics,
+//! [`cluster_secret`] is the secret a cluster's nodes share (signing keys at rest, RPC
+//! authentication without mutual TLS).
 
 pub mod api;
 pub mod app;
@@ -17,6 +19,7 @@ pub mod bench;
 pub mod broker;
 pub mod cli;
 pub mod cluster;
+pub mod cluster_secret;
 pub mod config;
 pub mod domain;
 pub mod raft;

@@ -154,6 +154,23 @@ struct ServeArgs {
     /// The most open client connections; past it 503 `overloaded` [default: 10000].
     #[arg(long, env = "HERALD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
+    /// How long a client connection may take to send a request's head, ms (counted from when
+    /// it waits for one: also an idle HTTP/1.1 keep-alive); then it is closed [default: 30000].
+    #[arg(long, env = "HERALD_HEADER_READ_TIMEOUT_MS")]
+    header_read_timeout_ms: Option<u64>,
+    /// A client connection with no request in flight this long (ms) is closed [default: 60000].
+    #[arg(long, env = "HERALD_IDLE_TIMEOUT_MS")]
+    idle_timeout_ms: Option<u64>,
+    /// How often HTTP/2 connections are pinged, ms; an unanswered one is closed
+    /// [default: 20000].
+    #[arg(long, env = "HERALD_HTTP2_KEEPALIVE_INTERVAL_MS")]
+    http2_keepalive_interval_ms: Option<u64>,
+    /// A file holding the cluster secret, the same on every node (it seals signing keys at
+    /// rest and authenticates nodes without mutual TLS). HERALD_CLUSTER_SECRET holds the secret
+    /// itself [default: <data_dir>/cluster-secret, generated for a node that founds a cluster
+    /// alone].
+    #[arg(long, env = "HERALD_CLUSTER_SECRET_FILE")]
+    cluster_secret_file: Option<PathBuf>,
     /// The most open server-sent event streams; past it 503 `overloaded` [default: 1000].
     #[arg(long, env = "HERALD_MAX_SSE_STREAMS")]
     max_sse_streams: Option<usize>,
@@ -305,6 +322,18 @@ impl ServeArgs {
         if let Some(limit) = self.max_connections {
             config.max_connections = limit;
         }
+        if let Some(timeout) = self.header_read_timeout_ms {
+            config.header_read_timeout_ms = timeout;
+        }
+        if let Some(timeout) = self.idle_timeout_ms {
+            config.idle_timeout_ms = timeout;
+        }
+        if let Some(interval) = self.http2_keepalive_interval_ms {
+            config.http2_keepalive_interval_ms = interval;
+        }
+        if let Some(path) = self.cluster_secret_file {
+            config.cluster_secret_file = Some(path);
+        }
         if let Some(limit) = self.max_sse_streams {
             config.max_sse_streams = limit;
         }
@@ -406,6 +435,11 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Serve(_) = cli.command {
+        // Before any thread or file exists: whatever the node creates (RocksDB's files, the
+        // cluster secret) is its owner's alone, whatever umask it was started with.
+        herald::storage::private_files::restrict_new_files();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -1,13 +1,18 @@
 //! The audit log: administrative changes, failed authentications and denied requests are
 //! recorded in the replicated `__audit` topic with who, what, which resource, from where and
 //! the request id, and read back with `GET /v1/audit` (filters, paging, bad queries), after a
-//! restart too; recording never holds up the request it records.
+//! restart too; recording never holds up the request it records. What an anonymous client can
+//! make it store is bounded: refusals of unauthenticated requests are counted per address and
+//! window, not stored one by one, and an event's attacker-chosen text is cut short.
 
 mod common;
 
 use std::io::Write;
 use std::time::Duration;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use common::auth::token;
 use common::{poll, Server};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -406,4 +411,107 @@ async fn the_cli_prints_the_audit_log_one_event_per_line() {
     let (ok, _, stderr) = herald_audit(&server, &["--limit", "0"]).await;
     assert!(!ok);
     assert!(stderr.contains("invalid_request"), "{stderr}");
+}
+
+/// The bootstrap admin's secret, from the file its node wrote at the first start.
+fn admin_secret(server: &Server) -> String {
+    let credentials = std::fs::read_to_string(server.data_dir().join("admin-credentials"))
+        .expect("the admin credentials file");
+    credentials
+        .lines()
+        .find_map(|line| line.strip_prefix("client_secret="))
+        .expect("a client_secret line")
+        .trim()
+        .to_string()
+}
+
+#[tokio::test]
+async fn refused_anonymous_requests_are_counted_in_few_short_events() {
+    let mut config = tempfile::NamedTempFile::new().expect("a config file");
+    writeln!(config, "[audit]\nrefusal_window_ms = 1000").expect("write the config");
+    let path = config.path().to_string_lossy().into_owned();
+    let server = Server::start_with(&["--auth", "--config", &path]).await;
+    let admin = token(&server, "admin", &admin_secret(&server)).await;
+
+    // Tokens whose header names a 60 KB key id, on a route whose path is long too: what an
+    // event would echo.
+    let kid = "k".repeat(60_000);
+    let header = URL_SAFE_NO_PAD.encode(json!({"alg": "ES256", "kid": kid}).to_string());
+    let forged = format!("{header}.e30.c2ln");
+    let long_topic = "t".repeat(3_000);
+    const REFUSED: usize = 300;
+    for round in 0..REFUSED / 20 {
+        let requests = (0..20).map(|index| {
+            let path = if index % 2 == 0 {
+                format!("/v1/topics/{long_topic}")
+            } else {
+                format!("/v1/topics/plain-{round}-{index}")
+            };
+            server
+                .http_client()
+                .get(server.url(&path))
+                .bearer_auth(&forged)
+                .send()
+        });
+        for answer in futures::future::join_all(requests).await {
+            let status = answer.expect("a request").status();
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+        }
+    }
+
+    // Every refusal is counted in an event once its window closed; the events are few and
+    // short.
+    let refusals = poll(WRITTEN_WITHIN, Duration::from_millis(200), || async {
+        let response = server
+            .http_client()
+            .get(server.url("/v1/audit?limit=1000&principal=anonymous"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .map_err(|error| error.to_string())?;
+        let (status, page) = server.json(response).await;
+        if status != StatusCode::OK {
+            return Err(format!("GET /v1/audit: {status}: {page}"));
+        }
+        let events: Vec<Value> = page["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|event| event["status"] == 401)
+            .collect();
+        let counted: u64 = events
+            .iter()
+            .map(|event| event["count"].as_u64().unwrap_or(1))
+            .sum();
+        if counted == REFUSED as u64 {
+            Ok(events)
+        } else {
+            Err(format!(
+                "{counted} of {REFUSED} refusals counted in {} events",
+                events.len()
+            ))
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+    assert!(
+        refusals.len() <= 12,
+        "{} events for {REFUSED} refusals",
+        refusals.len()
+    );
+    for event in &refusals {
+        let size = event.to_string().len();
+        assert!(size <= 2_048, "an event of {size} bytes: {event}");
+        assert_eq!(event["remote_addr"], "127.0.0.1", "{event}");
+        assert_eq!(event["allowed"], false, "{event}");
+    }
+    let summed = refusals
+        .iter()
+        .filter(|event| event["count"].as_u64().is_some())
+        .count();
+    assert!(
+        summed >= 1,
+        "no event counts repeated refusals: {refusals:?}"
+    );
 }

@@ -2,10 +2,16 @@
 //! grant by HTTP Basic and by form (through the `oauth2` crate, as a client library would), its
 //! RFC 6749 errors, the JWKS and discovery document naming the key tokens are signed with, and
 //! secret rotation and deletion taking effect at once, and renewal of a token by token exchange
-//! (RFC 8693) until its secret is rotated.
+//! (RFC 8693) until its secret is rotated. What the issuer keeps on disk: a private data
+//! directory whatever the umask, the signing key never in plaintext in any of its files. What
+//! an anonymous client can make it spend: wrong secrets are hashed a few at a time (503 with
+//! `Retry-After` past it) and rate-limited per client id and per address (429), and the node's
+//! memory stays put under a flood of them.
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -295,4 +301,269 @@ async fn a_token_is_renewed_without_the_secret_until_the_secret_is_rotated() {
             .any(|grant| grant == "urn:ietf:params:oauth:grant-type:token-exchange"),
         "{discovery}"
     );
+}
+
+/// Every file and directory under `root`, directories first.
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut found = vec![root.to_path_buf()];
+    let mut index = 0;
+    while index < found.len() {
+        let path = found[index].clone();
+        index += 1;
+        if path.is_dir() && !path.is_symlink() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(&path)
+                .unwrap_or_else(|error| panic!("read {}: {error}", path.display()))
+                .map(|entry| entry.expect("a directory entry").path())
+                .collect();
+            entries.sort();
+            found.extend(entries);
+        }
+    }
+    found
+}
+
+/// The start of an ECPrivateKey (RFC 5915) inside a P-256 PKCS#8 document as ring writes
+/// one: the OCTET STRING around it, its version 1 and the 32-byte private key's header. The
+/// private key itself follows.
+const PKCS8_P256_PRIVATE_KEY: &[u8] = &[0x04, 0x6d, 0x30, 0x6b, 0x02, 0x01, 0x01, 0x04, 0x20];
+
+/// The files under `root` that hold a P-256 private key in plaintext.
+fn files_with_plaintext_keys(root: &Path) -> Vec<PathBuf> {
+    walk(root)
+        .into_iter()
+        .filter(|path| path.is_file())
+        .filter(|path| {
+            let bytes = std::fs::read(path).unwrap_or_default();
+            bytes
+                .windows(PKCS8_P256_PRIVATE_KEY.len())
+                .any(|window| window == PKCS8_P256_PRIVATE_KEY)
+        })
+        .collect()
+}
+
+/// The paths under `root` that users other than the owner may read, write or enter.
+fn open_to_others(root: &Path) -> Vec<(PathBuf, u32)> {
+    walk(root)
+        .into_iter()
+        .filter_map(|path| {
+            let mode = std::fs::symlink_metadata(&path).ok()?.permissions().mode() & 0o777;
+            (mode & 0o077 != 0).then_some((path, mode))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_data_directory_is_private_and_holds_no_plaintext_signing_key() {
+    let mut server = Server::prepare(1, 0, 0, Vec::new());
+    // A data directory an older version (or a careless copy) left open to everyone.
+    let data = server.data_dir();
+    std::fs::create_dir_all(data.join("old")).unwrap();
+    std::fs::write(data.join("old").join("notes"), b"kept").unwrap();
+    for (path, mode) in [(&data, 0o755), (&data.join("old"), 0o777)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    std::fs::set_permissions(
+        data.join("old").join("notes"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    // And a process umask that would make every new file readable (and writable) by all.
+    server.set_umask(0o000);
+    let mut server = server.start_on_free_ports().await;
+
+    // The cluster's first token creates its signing key, replicated through the raft log.
+    let secret = create_client(&server, "keeper", &["producer"]).await;
+    let (status, body) = token_by_basic(&server, "keeper", &secret).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let loose = open_to_others(&data);
+    assert!(loose.is_empty(), "open to other users: {loose:?}");
+    assert!(
+        server.logs().concat().contains("was open to other users"),
+        "no warning about the open data directory:\n{}",
+        server.log_tail()
+    );
+    let leaking = files_with_plaintext_keys(&data);
+    assert!(
+        leaking.is_empty(),
+        "a private key in plaintext in {leaking:?}"
+    );
+
+    // After a clean stop (memtables flushed to table files) and a start that signs again.
+    server.stop().await;
+    server.restart().await;
+    let (status, body) = token_by_basic(&server, "keeper", &secret).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    server.stop().await;
+    let loose = open_to_others(&data);
+    assert!(loose.is_empty(), "open to other users: {loose:?}");
+    let leaking = files_with_plaintext_keys(&data);
+    assert!(
+        leaking.is_empty(),
+        "a private key in plaintext in {leaking:?}"
+    );
+}
+
+/// `count` token requests for `client` with a wrong secret, all at once; their statuses and
+/// `Retry-After` headers.
+async fn wrong_secrets_at_once(
+    server: &Server,
+    client: &str,
+    count: usize,
+) -> Vec<(StatusCode, Option<String>)> {
+    let requests = (0..count).map(|attempt| {
+        let request = server
+            .http_client()
+            .post(server.url("/oauth/token"))
+            .basic_auth(client, Some(format!("wrong-{attempt}")))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("grant_type=client_credentials");
+        async move {
+            let response = request.send().await.expect("a token request");
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|value| value.to_str().ok())
+                .map(String::from);
+            (response.status(), retry_after)
+        }
+    });
+    futures::future::join_all(requests).await
+}
+
+/// The resident memory of process `pid`, in bytes.
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+/// A node started with a configuration file holding `toml`; the file lives as long as the
+/// returned guard.
+async fn start_with_config(toml: &str) -> (Server, tempfile::NamedTempFile) {
+    use std::io::Write;
+    let mut config = tempfile::NamedTempFile::new().expect("a config file");
+    config.write_all(toml.as_bytes()).expect("write the config");
+    let path = config.path().to_string_lossy().into_owned();
+    (Server::start_with(&["--config", &path]).await, config)
+}
+
+#[tokio::test]
+async fn wrong_secrets_are_hashed_a_few_at_a_time() {
+    // One hash at a time, two waiting, and failures not rate-limited: only the bound on
+    // concurrent hashes answers here.
+    let (server, _config) = start_with_config(
+        "[auth]\nmax_concurrent_secret_checks = 1\nsecret_check_queue = 2\n\
+         failed_token_requests_per_client_per_min = 0\n\
+         failed_token_requests_per_address_per_min = 0\n",
+    )
+    .await;
+    let secret = create_client(&server, "busy", &["consumer"]).await;
+    let answers = wrong_secrets_at_once(&server, "busy", 40).await;
+    let busy: Vec<_> = answers
+        .iter()
+        .filter(|(status, _)| *status == StatusCode::SERVICE_UNAVAILABLE)
+        .collect();
+    assert!(!busy.is_empty(), "nothing was turned away: {answers:?}");
+    assert!(
+        busy.iter().all(|(_, retry)| retry.as_deref() == Some("1")),
+        "{busy:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|(status, _)| *status == StatusCode::UNAUTHORIZED
+                || *status == StatusCode::SERVICE_UNAVAILABLE),
+        "{answers:?}"
+    );
+    // The right secret still gets its token once the flood is over.
+    let (status, body) = token_by_basic(&server, "busy", &secret).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn a_flood_of_wrong_secrets_leaves_memory_alone() {
+    // The defaults: a flood from one address is cut short by the rate limit and the hashes
+    // that do run are a few at a time, each in memory the node keeps for it.
+    let server = Server::start().await;
+    create_client(&server, "flooded", &["consumer"]).await;
+    let pid = server.pid().expect("the node's pid");
+    let before = resident_bytes(pid);
+    for _ in 0..2 {
+        let answers = wrong_secrets_at_once(&server, "flooded", 200).await;
+        assert!(
+            answers.iter().all(|(status, _)| [
+                StatusCode::UNAUTHORIZED,
+                StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::SERVICE_UNAVAILABLE
+            ]
+            .contains(status)),
+            "{answers:?}"
+        );
+    }
+    let after = resident_bytes(pid);
+    let grown = after.saturating_sub(before);
+    eprintln!(
+        "resident memory before the flood {} MiB, after {} MiB",
+        before >> 20,
+        after >> 20
+    );
+    assert!(
+        grown < 160 << 20,
+        "resident memory grew by {} MiB (from {} MiB)",
+        grown >> 20,
+        before >> 20
+    );
+}
+
+#[tokio::test]
+async fn failed_token_requests_are_rate_limited_per_client_and_per_address() {
+    let (server, _config) = start_with_config(
+        "[auth]\nfailed_token_requests_per_client_per_min = 5\n\
+         failed_token_requests_per_address_per_min = 8\n",
+    )
+    .await;
+    let target = create_client(&server, "target", &["consumer"]).await;
+    let other = create_client(&server, "other", &["consumer"]).await;
+
+    // Five failures for `target`: the sixth attempt is refused before its secret is checked,
+    // even the right one, with the time to wait.
+    for attempt in 0..5 {
+        let (status, body) = token_by_basic(&server, "target", &format!("no-{attempt}")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    }
+    let response = server
+        .http_client()
+        .post(server.url("/oauth/token"))
+        .basic_auth("target", Some(&target))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "slow_down", "{body}");
+
+    // Another client from the same address is still served: 5 of the address's 8.
+    let (status, body) = token_by_basic(&server, "other", &other).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Three more failures (unknown clients count too) use up the address's budget: then every
+    // client from it waits.
+    for attempt in 0..3 {
+        let (status, body) = token_by_basic(&server, &format!("ghost-{attempt}"), "x").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    }
+    let (status, body) = token_by_basic(&server, "other", &other).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
 }

@@ -1,7 +1,9 @@
 //! TLS on the client port (`[tls]`, `--tls-cert`/`--tls-key`): HTTPS with HTTP/2 and HTTP/1.1
 //! offered by ALPN, plaintext refused in TLS-only mode (and served when allowed), WebSocket over
 //! TLS, and a certificate replaced on disk (picked up on SIGHUP, and on its own) while an open
-//! WebSocket keeps working.
+//! WebSocket keeps working. Slow and silent clients (slowloris): connections that send an
+//! unfinished request head, nothing at all (after the TLS handshake too), or nothing after an
+//! answer are closed after `header_read_timeout_ms`, so they cannot hold `max_connections`.
 
 mod common;
 
@@ -19,6 +21,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 async fn tls_server(ca: &TestCa, extra: &[&str]) -> Server {
+    tls_server_with_env(ca, extra, &[]).await
+}
+
+async fn tls_server_with_env(ca: &TestCa, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let files = ca.issue("node", "herald-node-first");
     let mut args = vec![
         "--tls-cert".to_string(),
@@ -28,6 +34,9 @@ async fn tls_server(ca: &TestCa, extra: &[&str]) -> Server {
     ];
     args.extend(extra.iter().map(|arg| arg.to_string()));
     let mut server = Server::prepare(1, 0, 0, args);
+    for (name, value) in env {
+        server.set_env(name, value);
+    }
     server.set_https(ca.client_config(&[b"http/1.1"]));
     server.start_on_free_ports().await
 }
@@ -231,4 +240,191 @@ async fn a_replaced_certificate_is_served_to_new_connections_and_open_sockets_st
     )
     .await;
     assert!(switched_back.is_ok(), "{switched_back:?}");
+}
+
+/// How a slow client misbehaves once connected.
+#[derive(Clone, Copy, Debug)]
+enum Slow {
+    /// Sends nothing at all.
+    Silent,
+    /// Sends the start of a request head and never finishes it.
+    UnfinishedHead,
+    /// Sends one whole request, reads the answer, then keeps the connection open and idle.
+    IdleAfterAnswer,
+    /// Sends the HTTP/2 connection preface and nothing more.
+    Http2Preface,
+}
+
+impl Slow {
+    /// Misbehaves on `stream`; an error when the node did not take it (a 503 at the limit).
+    async fn act<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+        self,
+        stream: &mut S,
+    ) -> Result<(), String> {
+        let sent: &[u8] = match self {
+            Slow::Silent => return Ok(()),
+            Slow::UnfinishedHead => b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: 1",
+            Slow::IdleAfterAnswer => b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n",
+            Slow::Http2Preface => b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        };
+        stream
+            .write_all(sent)
+            .await
+            .map_err(|error| format!("send: {error}"))?;
+        if let Slow::IdleAfterAnswer = self {
+            let mut answer = [0u8; 1024];
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+                .await
+                .map_err(|_| "no answer in time".to_string())?
+                .map_err(|error| format!("read the answer: {error}"))?;
+            if !answer[..read].starts_with(b"HTTP/1.1 200") {
+                return Err(String::from_utf8_lossy(&answer[..read]).into_owned());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether the node closes `stream` (end of stream or a reset) within `within`, reading and
+/// dropping whatever it sends before.
+async fn closed_within<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, within: Duration) -> bool {
+    let mut buffer = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Err(_elapsed) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Whether the node holds a new plain connection open (admitted under `max_connections`)
+/// rather than answering it at once with its 503 and closing it.
+async fn admitted<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> bool {
+    let mut byte = [0u8; 1];
+    tokio::time::timeout(Duration::from_millis(400), stream.read(&mut byte))
+        .await
+        .is_err()
+}
+
+/// `GET /healthz` on a fresh plain connection answers 200 within `within`.
+async fn healthz_within(server: &Server, within: Duration) -> Result<(), String> {
+    let client = herald::cli::http_client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    poll(within, Duration::from_millis(100), || async {
+        match client.get(server.url("/healthz")).send().await {
+            Ok(response) if response.status() == 200 => Ok(()),
+            Ok(response) => Err(format!("GET /healthz: {}", response.status())),
+            Err(error) => Err(format!("GET /healthz: {error}")),
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn slow_silent_and_idle_connections_are_closed_and_do_not_lock_out_healthz() {
+    let server = Server::start_with_env(
+        &["--max-connections", "4"],
+        &[("HERALD_HEADER_READ_TIMEOUT_MS", "1000")],
+    )
+    .await;
+    // Four slow clients take every place the node has.
+    let kinds = [
+        Slow::Silent,
+        Slow::UnfinishedHead,
+        Slow::IdleAfterAnswer,
+        Slow::Http2Preface,
+    ];
+    let mut held = Vec::new();
+    for kind in kinds {
+        let stream = poll(
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+            || async {
+                let mut stream = tokio::net::TcpStream::connect(address(&server))
+                    .await
+                    .map_err(|error| error.to_string())?;
+                // An idle client's answer proves its admission; the others are not answered.
+                if !matches!(kind, Slow::IdleAfterAnswer) && !admitted(&mut stream).await {
+                    return Err(format!("{kind:?} was not admitted"));
+                }
+                kind.act(&mut stream).await?;
+                Ok(stream)
+            },
+        )
+        .await
+        .unwrap_or_else(|seen| server.fail(&seen));
+        held.push((kind, stream));
+    }
+
+    // Within a few header timeouts every one is closed and the node answers again.
+    healthz_within(&server, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|seen| server.fail(&seen));
+    for (kind, stream) in &mut held {
+        assert!(
+            closed_within(stream, Duration::from_secs(5)).await,
+            "{kind:?} is still open"
+        );
+    }
+    let closed = server
+        .metric(
+            "herald_http_connections_closed_total",
+            &[("reason", "header_timeout")],
+        )
+        .await
+        .unwrap_or(0.0);
+    assert!(closed >= 4.0, "connections closed for their head: {closed}");
+}
+
+#[tokio::test]
+async fn silent_connections_after_the_tls_handshake_are_closed() {
+    let ca = TestCa::new("Herald test CA");
+    let server = tls_server_with_env(
+        &ca,
+        &["--max-connections", "2"],
+        &[("HERALD_HEADER_READ_TIMEOUT_MS", "1000")],
+    )
+    .await;
+    let mut held = Vec::new();
+    for kind in [Slow::Silent, Slow::UnfinishedHead] {
+        let mut stream = poll(
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+            || async {
+                connect(address(&server), ca.client_config(&[b"http/1.1"]))
+                    .await
+                    .map_err(|error| error.to_string())
+            },
+        )
+        .await
+        .unwrap_or_else(|seen| server.fail(&seen));
+        kind.act(&mut stream)
+            .await
+            .unwrap_or_else(|seen| server.fail(&seen));
+        held.push((kind, stream));
+    }
+    let healthy = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            match https_get(address(&server), ca.client_config(&[]), "/healthz").await {
+                Ok((200, _)) => Ok(()),
+                other => Err(format!("GET /healthz: {other:?}")),
+            }
+        },
+    )
+    .await;
+    healthy.unwrap_or_else(|seen| server.fail(&seen));
+    for (kind, stream) in &mut held {
+        assert!(
+            closed_within(stream, Duration::from_secs(5)).await,
+            "{kind:?} is still open"
+        );
+    }
 }

@@ -2,7 +2,9 @@
 //! produced messages' headers to every kind of delivery, a message's own `traceparent` is kept,
 //! an idempotent retry under a new trace context is still the same message, a JSON log line
 //! of a request carries the client's trace id, and with `--otlp-endpoint` the request's span and
-//! its raft proposal's span reach an OTLP collector in the client's trace.
+//! its raft proposal's span reach an OTLP collector in the client's trace. A token in a query
+//! string (`?access_token=`, for WebSocket and SSE) is redacted wherever the URI is recorded:
+//! exported spans and request log lines.
 
 mod common;
 
@@ -349,4 +351,85 @@ async fn a_node_refuses_an_otlp_endpoint_that_is_not_an_http_url() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("otlp_endpoint"), "{stderr}");
+}
+
+/// A bearer token as a browser puts it in a query string; its middle part is easy to find.
+const QUERY_TOKEN: &str = "eyJhbGciOiJFUzI1NiIsImtpZCI6IngifQ.U0VDUkVULVRPS0VOLVBBUlQ.c2lnbmF0dXJl";
+const QUERY_TOKEN_PART: &str = "U0VDUkVULVRPS0VOLVBBUlQ";
+
+#[tokio::test]
+async fn a_query_string_token_is_redacted_from_spans_and_logs() {
+    let collector = Collector::start().await;
+    let server = Server::start_with_env(
+        &[
+            "--auth",
+            "--otlp-endpoint",
+            &collector.url,
+            "--log-format",
+            "json",
+        ],
+        &[("RUST_LOG", "info,herald::api::trace=debug")],
+    )
+    .await;
+    // An event stream and a WebSocket, as browsers open them: the token in the query.
+    for path in [
+        format!("/v1/topics/orders/events?from=earliest&access_token={QUERY_TOKEN}"),
+        format!("/v1/ws?access_token={QUERY_TOKEN}&x=1"),
+        format!("/v1/topics/orders/events?access_token={QUERY_TOKEN}&from=nonsense"),
+    ] {
+        let response = server
+            .http_client()
+            .get(server.url(&path))
+            .header("traceparent", TRACEPARENT)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        assert!(
+            status == StatusCode::UNAUTHORIZED || status == StatusCode::BAD_REQUEST,
+            "{path}: {status} {body}"
+        );
+        assert!(!body.contains(QUERY_TOKEN_PART), "{path}: {body}");
+    }
+
+    let trace_id = from_hex(TRACE_ID);
+    let spans = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async {
+            let spans: Vec<_> = collector
+                .spans()
+                .into_iter()
+                .map(|(_, span)| span)
+                .filter(|span| span.trace_id == trace_id && span.name.starts_with("GET"))
+                .collect();
+            if spans.len() >= 3 {
+                Ok(spans)
+            } else {
+                Err(format!("{} request spans exported", spans.len()))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| server.fail(&seen));
+    for span in &spans {
+        let attributes = format!("{:?}", span.attributes);
+        assert!(!attributes.contains(QUERY_TOKEN_PART), "{attributes}");
+        assert!(
+            attributes.contains("access_token=[redacted]"),
+            "the URI is recorded, redacted: {attributes}"
+        );
+    }
+    let logs = server.logs().concat();
+    assert!(
+        logs.contains("access_token=[redacted]"),
+        "no request log line with the redacted URI:\n{}",
+        server.log_tail()
+    );
+    assert!(
+        !logs.contains(QUERY_TOKEN_PART),
+        "the token is in the log:\n{}",
+        server.log_tail()
+    );
 }

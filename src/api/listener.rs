@@ -5,7 +5,8 @@
 //! raft's own connections fail too. Past `max_connections`, a new connection is still accepted
 //! (so the client is told, not left in the kernel's backlog), answered one
 //! `503 overloaded` problem with `Retry-After` and `Connection: close`, and closed; the
-//! connections already open are not disturbed.
+//! connections already open are not disturbed. How long an admitted connection may keep its
+//! place without sending requests is `connections`' business.
 
 use std::io;
 use std::net::SocketAddr;
@@ -14,7 +15,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
@@ -139,34 +139,6 @@ impl axum::serve::Listener for LimitedListener {
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
         self.admission.inner.local_addr()
-    }
-}
-
-/// The make-service of [`LimitedListener`]'s connections: every request of a connection carries
-/// the client's address as `ConnectInfo<SocketAddr>` in its extensions, as axum's own
-/// `into_make_service_with_connect_info` does for a plain `TcpListener` (whose `Connected`
-/// impl cannot be written for a listener of this crate).
-#[derive(Clone)]
-pub struct WithClientAddress(pub axum::Router);
-
-impl<'a> tower::Service<axum::serve::IncomingStream<'a, LimitedListener>> for WithClientAddress {
-    type Response = axum::middleware::AddExtension<axum::Router, ConnectInfo<SocketAddr>>;
-    type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, _context: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(
-        &mut self,
-        connection: axum::serve::IncomingStream<'a, LimitedListener>,
-    ) -> Self::Future {
-        let address = ConnectInfo(*connection.remote_addr());
-        std::future::ready(Ok(tower::Layer::layer(
-            &axum::Extension(address),
-            self.0.clone(),
-        )))
     }
 }
 
@@ -348,33 +320,6 @@ mod tests {
                 return text.into_owned();
             }
         }
-    }
-
-    #[tokio::test]
-    async fn handlers_see_the_client_address() {
-        let inner = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let address = inner.local_addr().expect("address");
-        let listener = LimitedListener::new(inner, 2, None);
-        let app = Router::new().route(
-            "/hello",
-            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { format!("hi {peer}") }),
-        );
-        let server =
-            tokio::spawn(async move { axum::serve(listener, WithClientAddress(app)).await });
-        let mut stream = TcpStream::connect(address).await.expect("connect");
-        let local = stream.local_addr().expect("local address");
-        stream
-            .write_all(b"GET /hello HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n")
-            .await
-            .expect("write the request");
-        let mut answer = String::new();
-        tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
-            .await
-            .expect("an answer within 5 s")
-            .expect("read");
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert!(answer.ends_with(&format!("hi {local}")), "{answer}");
-        server.abort();
     }
 
     #[tokio::test]

@@ -15,6 +15,7 @@ pub mod auth_policies;
 pub mod batch_body;
 pub mod client_address;
 pub mod cluster;
+pub mod connections;
 pub mod console;
 pub mod docs;
 pub mod dto;
@@ -73,14 +74,13 @@ pub struct ApiConfig {
     pub event_streams: events::EventStreamLimits,
     /// The WebSocket transport's limits and open sockets.
     pub ws: crate::ws::WsState,
-    /// What the built-in OAuth2 issuer's tokens say and how long they last.
-    pub tokens: std::sync::Arc<crate::broker::auth::tokens::TokenSettings>,
+    /// The authentication service (the built-in issuer and the external issuers it trusts),
+    /// made once per node: its clones share the secret checks and failure limits.
+    pub auth: crate::broker::auth::service::Auth,
     /// Where administrative actions and refused requests are recorded.
     pub auditing: audit_layer::Auditing,
     /// Per-client quotas, enforced on every request this node serves.
     pub quotas: crate::broker::quota::Quotas,
-    /// The external OIDC issuers whose tokens are accepted too.
-    pub external_issuers: crate::broker::auth::external::ExternalIssuers,
     /// Whether requests need a token and the right `rights` names (`[auth] enabled`).
     pub auth_enabled: bool,
     /// Whether `/metrics` stays public with authentication on.
@@ -191,9 +191,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(broker: Broker, config: ApiConfig) -> Router {
     let (routes, mut document) = api_routes().split_for_parts();
     openapi_rules::apply(&mut document);
-    let auth = broker
-        .auth(config.tokens)
-        .with_external_issuers(config.external_issuers);
+    let auth = config.auth;
     let access = crate::broker::auth::access::Access::new(
         config.auth_enabled,
         config.public_metrics,

@@ -6,16 +6,20 @@
 //! problem+json: that is what OAuth2 clients parse.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::audit_layer::Auditing;
+use super::client_address::client_address;
 use super::dto::auth::{JwkSet, OAuthError, OpenIdConfiguration, TokenRequestForm, TokenResponse};
 use super::extract::{ApiBytes, ContentType};
 use super::AppState;
@@ -155,11 +159,14 @@ fn credentials(
         (status = 200, description = "A token", body = TokenResponse),
         (status = 400, description = "`invalid_request`, `unsupported_grant_type`, or `invalid_grant` (a token exchange's token is expired, its client deleted, its session past `max_session_ms` or begun before a secret rotation)", body = OAuthError),
         (status = 401, description = "`invalid_client`: unknown client or wrong secret", body = OAuthError),
-        (status = 503, description = "`temporarily_unavailable`: no metadata leader to create the first signing key", body = OAuthError),
+        (status = 429, description = "`slow_down`: too many failed token requests for this client id or from this address lately (`[auth] failed_token_requests_per_client_per_min`, `..._per_address_per_min`); nothing was checked. `Retry-After` says when to try again", body = OAuthError),
+        (status = 503, description = "`temporarily_unavailable`: every secret check is taken (`Retry-After: 1`), or no metadata leader to create the first signing key", body = OAuthError),
     )
 )]
 async fn token(
     State(auth): State<Auth>,
+    State(auditing): State<Auditing>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     content_type: ContentType,
     headers: HeaderMap,
     ApiBytes(body): ApiBytes,
@@ -198,7 +205,18 @@ async fn token(
                 Ok(pair) => pair,
                 Err(refusal) => return refusal.into_response(),
             };
-            answer(auth.issue_token(&client_id, &secret).await, None)
+            let forwarded_for = headers
+                .get("x-forwarded-for")
+                .and_then(|value| value.to_str().ok());
+            let address = client_address(
+                peer.map(|Extension(ConnectInfo(peer))| peer.ip()),
+                forwarded_for,
+                &auditing.trusted_proxies,
+            );
+            answer(
+                auth.issue_token(&client_id, &secret, address).await,
+                None,
+            )
         }
         Some(TOKEN_EXCHANGE_GRANT) => match exchanged_token(&form) {
             Ok(subject_token) => answer(
@@ -279,6 +297,27 @@ fn answer(issued: Result<IssuedToken, GrantError>, token_type: Option<&'static s
         Err(GrantError::InvalidGrant(reason)) => {
             oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", reason)
         }
+        Err(GrantError::Busy) => retry_after(
+            oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "the node is checking as many client secrets as it can; retry in a moment",
+            ),
+            1,
+        ),
+        Err(GrantError::TooManyFailures { retry_after: wait }) => {
+            let seconds = wait.as_secs().max(1);
+            retry_after(
+                oauth_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "slow_down",
+                    format!(
+                        "too many failed token requests for this client or from this address; retry in {seconds} s"
+                    ),
+                ),
+                seconds,
+            )
+        }
         Err(GrantError::Broker(error)) => {
             tracing::warn!(%error, "issuing a token failed");
             oauth_error(
@@ -288,6 +327,13 @@ fn answer(issued: Result<IssuedToken, GrantError>, token_type: Option<&'static s
             )
         }
     }
+}
+
+fn retry_after(mut response: Response, seconds: u64) -> Response {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
 }
 
 /// The keys that validate Herald's tokens (JWKS, RFC 7517).

@@ -29,7 +29,7 @@ pub use groups::{topic_partition_counts, MemberView};
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
@@ -41,7 +41,7 @@ use crate::raft::{
     Bootstrap, GroupContext, GroupRegistry, MetadataReplica, NodeAddr, PartitionReplica,
     RaftService, RaftTiming, Watermarks,
 };
-use crate::rpc::{RpcClient, RpcLimits};
+use crate::rpc::{PeerAdmission, PeerFilter, RpcClient, RpcLimits};
 use crate::storage::Store;
 use gossip::LeaderMap;
 use service::{ClusterReply, ClusterRequest, Dispatcher};
@@ -152,6 +152,20 @@ impl Cluster {
             cluster: OnceLock::new(),
             broker: OnceLock::new(),
         });
+        // Only members may connect: a node removed from the cluster is refused even with a
+        // valid certificate or the cluster secret. Until this node knows its cluster (the
+        // `Cluster` below exists), it refuses everyone for a moment.
+        let mut server_limits = options.rpc_limits.clone();
+        let members_of = dispatcher.clone();
+        server_limits.peers = Some(PeerFilter::new(move |node| {
+            members_of
+                .cluster
+                .get()
+                .and_then(Weak::upgrade)
+                .map_or(PeerAdmission::Unknown, |cluster| {
+                    cluster.peer_admission(node)
+                })
+        }));
         let listener = tokio::net::TcpListener::bind(&options.raft_addr)
             .await
             .map_err(|error| ClusterError::Listen {
@@ -164,7 +178,7 @@ impl Cluster {
             listener,
             options.node_id,
             dispatcher.clone(),
-            options.rpc_limits.clone(),
+            server_limits,
             async move {
                 let _ = stop_listener.wait_for(|stopped| *stopped).await;
             },
@@ -235,6 +249,26 @@ impl Cluster {
 
     pub fn metadata_leader(&self) -> Option<u64> {
         self.metadata.leader()
+    }
+
+    /// Whether node `node` may connect to this one: a member of the cluster (a registered or
+    /// added node, draining ones included, a voter or learner of the metadata group, a founder
+    /// that has not registered yet), never a removed one. A node waiting to join admits
+    /// whoever adds it.
+    pub fn peer_admission(&self, node: u64) -> PeerAdmission {
+        let state = self.metadata();
+        if state.removed_nodes.contains(&node) {
+            return PeerAdmission::NotMember;
+        }
+        let waiting_to_join = state.nodes.is_empty() && self.founders.is_empty();
+        if waiting_to_join
+            || state.nodes.contains_key(&node)
+            || self.founders.contains_key(&node)
+            || self.metadata.members().contains(node)
+        {
+            return PeerAdmission::Member;
+        }
+        PeerAdmission::NotMember
     }
 
     /// Whether this start of the node founded the cluster (once per cluster, on one node):

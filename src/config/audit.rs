@@ -28,6 +28,10 @@ pub struct AuditConfig {
     /// audited with the last address the header names that is not itself a trusted proxy.
     /// From any other peer the header is ignored.
     pub trusted_proxies: Vec<IpAddr>,
+    /// Requests refused for want of a valid token (401) are recorded per client address and
+    /// window of this length: the first one in full at once, the rest of the window as one
+    /// event with their `count` when it ends. At least 100.
+    pub refusal_window_ms: u64,
 }
 
 impl Default for AuditConfig {
@@ -39,6 +43,7 @@ impl Default for AuditConfig {
             queue_capacity: 10_000,
             max_batch: 500,
             trusted_proxies: Vec::new(),
+            refusal_window_ms: 60_000,
         }
     }
 }
@@ -59,6 +64,11 @@ impl AuditConfig {
             return Err(ConfigError::Invalid(
                 "audit.replication_factor, audit.queue_capacity and audit.max_batch must be at least 1"
                     .into(),
+            ));
+        }
+        if self.refusal_window_ms < 100 {
+            return Err(ConfigError::Invalid(
+                "audit.refusal_window_ms must be at least 100".into(),
             ));
         }
         Ok(())

@@ -42,7 +42,23 @@ pub struct AuthConfig {
     pub builtin_issuer_enabled: bool,
     /// OIDC providers (Keycloak, Auth0, ...) whose tokens are accepted.
     pub external_issuers: Vec<ExternalIssuerConfig>,
+    /// The most client secrets checked (argon2id, 19 MiB of memory each) at once by the token
+    /// endpoint and client management. 0: the number of CPU cores, at most 4.
+    pub max_concurrent_secret_checks: usize,
+    /// The most secret checks waiting for one of those; past it a token request answers 503
+    /// `temporarily_unavailable` with `Retry-After` at once, having checked nothing.
+    pub secret_check_queue: usize,
+    /// Failed token requests (a wrong secret, an unknown client) one client id may cause per
+    /// minute on this node; past it the token endpoint answers 429 before checking any secret
+    /// for that client id. 0: unlimited.
+    pub failed_token_requests_per_client_per_min: u32,
+    /// Failed token requests one client address may cause per minute on this node (429 past
+    /// it). 0: unlimited.
+    pub failed_token_requests_per_address_per_min: u32,
 }
+
+/// The most secret checks that run at once when `max_concurrent_secret_checks` is 0 (auto).
+pub const AUTO_SECRET_CHECKS_MAX: usize = 4;
 
 impl Default for AuthConfig {
     fn default() -> Self {
@@ -57,6 +73,24 @@ impl Default for AuthConfig {
             bootstrap_admin: true,
             builtin_issuer_enabled: true,
             external_issuers: Vec::new(),
+            max_concurrent_secret_checks: 0,
+            secret_check_queue: 32,
+            failed_token_requests_per_client_per_min: 20,
+            failed_token_requests_per_address_per_min: 60,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The secret checks that run at once: the configured number, or the cores (at most
+    /// [`AUTO_SECRET_CHECKS_MAX`]).
+    pub fn effective_secret_checks(&self) -> usize {
+        match self.max_concurrent_secret_checks {
+            0 => std::thread::available_parallelism()
+                .map(usize::from)
+                .unwrap_or(1)
+                .clamp(1, AUTO_SECRET_CHECKS_MAX),
+            configured => configured,
         }
     }
 }
@@ -208,6 +242,17 @@ impl ExternalIssuerConfig {
 
 impl AuthConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_concurrent_secret_checks > 64 {
+            return Err(ConfigError::Invalid(
+                "auth.max_concurrent_secret_checks must be 0 (the cores, at most 4) to 64: each takes 19 MiB"
+                    .into(),
+            ));
+        }
+        if self.secret_check_queue > 100_000 {
+            return Err(ConfigError::Invalid(
+                "auth.secret_check_queue must be 0 to 100000".into(),
+            ));
+        }
         if !(1_000..=86_400_000).contains(&self.token_lifetime_ms) {
             return Err(ConfigError::Invalid(
                 "auth.token_lifetime_ms must be 1000 (a second) to 86400000 (a day)".into(),

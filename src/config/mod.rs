@@ -101,6 +101,20 @@ pub struct Config {
     pub sse_keepalive_ms: u64,
     /// Allows binding the client API to a non-loopback address without TLS and authentication.
     pub insecure: bool,
+    /// How long a client connection may take to deliver a request's head (request line and
+    /// headers), counted from when it waits for one: just opened (after the TLS handshake),
+    /// or, on HTTP/1.1, after the previous answer. Past it the connection is closed, so slow
+    /// or silent clients cannot hold `max_connections`. At least 100.
+    pub header_read_timeout_ms: u64,
+    /// A client connection with no request in flight for this long is closed (HTTP/2 with a
+    /// GOAWAY). At least 100.
+    pub idle_timeout_ms: u64,
+    /// How often an HTTP/2 connection is pinged; one whose peer does not answer within the
+    /// same time is closed (a vanished client). At least 100.
+    pub http2_keepalive_interval_ms: u64,
+    /// A file holding the cluster secret (the same on every node; `cluster_secret`). None:
+    /// `HERALD_CLUSTER_SECRET`, else `<data_dir>/cluster-secret`.
+    pub cluster_secret_file: Option<PathBuf>,
     /// The most bytes of messages (encoded as stored: key, value, headers and their framing)
     /// one partition's leader holds waiting to be written, those being replicated included;
     /// past it a produce to the partition answers 503 `overloaded` with `Retry-After` at once
@@ -256,6 +270,10 @@ impl Default for Config {
             max_sse_streams: 1_000,
             sse_keepalive_ms: 15_000,
             insecure: false,
+            header_read_timeout_ms: 30_000,
+            idle_timeout_ms: 60_000,
+            http2_keepalive_interval_ms: 20_000,
+            cluster_secret_file: None,
             max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
             max_in_flight_appends_per_partition: DEFAULT_MAX_IN_FLIGHT_APPENDS_PER_PARTITION,
             max_waiting_requests: 10_000,
@@ -328,6 +346,15 @@ impl Config {
         if self.max_concurrent_requests == 0 || self.max_connections == 0 {
             return Err(ConfigError::Invalid(
                 "max_concurrent_requests and max_connections must be at least 1".into(),
+            ));
+        }
+        if self.header_read_timeout_ms < 100
+            || self.idle_timeout_ms < 100
+            || self.http2_keepalive_interval_ms < 100
+        {
+            return Err(ConfigError::Invalid(
+                "header_read_timeout_ms, idle_timeout_ms and http2_keepalive_interval_ms must be at least 100"
+                    .into(),
             ));
         }
         if self.max_sse_streams == 0 || self.sse_keepalive_ms < 1000 {
@@ -489,6 +516,17 @@ impl Config {
     pub fn raft_source_ip(&self) -> Option<std::net::IpAddr> {
         let address = self.raft_addr.parse::<SocketAddr>().ok()?;
         (!address.ip().is_unspecified()).then(|| address.ip())
+    }
+
+    /// Whether this node may be the only one of its cluster: it founds a cluster alone (no
+    /// `initial_cluster` but itself, no `join`). Only such a node may make up a cluster
+    /// secret of its own.
+    pub fn founds_alone(&self) -> bool {
+        !self.join
+            && self
+                .founding_members()
+                .map(|founders| founders.keys().all(|id| *id == self.node_id))
+                .unwrap_or(false)
     }
 
     /// The parsed `initial_cluster`: node id to raft address.

@@ -3,9 +3,11 @@
 //!
 //! Applying is deterministic like every metadata command: secrets are hashed, keys generated and
 //! clocks read by the proposer, and carried in the command. A client's secret is never stored,
-//! only its argon2 hash (a PHC string). Signing keys are stored whole so that any node can issue
-//! and validate tokens; they live where the metadata lives (the raft log and its snapshots on
-//! each node's disk), which is why the data directory must be readable by the node only.
+//! only its argon2 hash (a PHC string; secrets are 256 random bits, so the hash gives nothing to
+//! guess from). Signing keys are stored whole so that any node can issue and validate tokens,
+//! their private half sealed under the cluster secret (`broker::auth::sealing`): they live where
+//! the metadata lives (the raft log and its snapshots on each node's disk), which a backup or
+//! another local user may read.
 
 use std::collections::BTreeMap;
 
@@ -40,8 +42,9 @@ pub struct ClientRecord {
 pub struct SigningKeyRecord {
     /// The key id, in every token's header (`kid`) and in the JWKS.
     pub kid: String,
-    /// The private key, PKCS#8 DER.
-    pub private_pkcs8: Vec<u8>,
+    /// The private key (PKCS#8 DER) sealed under the cluster secret: never in plaintext here,
+    /// in the raft log or on disk (`broker::auth::sealing`).
+    pub sealed_private: Vec<u8>,
     /// The public point's coordinates (32 bytes each), as the JWKS publishes them.
     pub public_x: Vec<u8>,
     pub public_y: Vec<u8>,
@@ -259,7 +262,7 @@ mod tests {
     fn key(kid: &str, at: i64) -> SigningKeyRecord {
         SigningKeyRecord {
             kid: kid.into(),
-            private_pkcs8: vec![1],
+            sealed_private: vec![1],
             public_x: vec![2],
             public_y: vec![3],
             created_at_ms: at,

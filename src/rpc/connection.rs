@@ -28,6 +28,7 @@ use super::client::Peer;
 use super::frame::{
     cancel, write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HANDSHAKE_MAX_FRAME_BYTES,
 };
+use super::hello_auth::{self, Challenge};
 use super::tls::{split_plain, RpcRead, RpcWrite};
 use super::{writer, ConnectionGauge, Lane, RpcError, RpcLimits, ServiceId};
 
@@ -44,6 +45,7 @@ pub(super) async fn establish(
         from: own_id,
         to: peer.node(),
         lane,
+        nonce: hello_auth::nonce()?,
     };
     let (mut reader, write_half, ack) =
         match tokio::time::timeout(limits.connect_timeout, handshake(hello, address, limits)).await
@@ -86,15 +88,36 @@ async fn handshake(
             .map_err(|error| format!("TLS with node {node} at {address}: {error}"))?,
         None => split_plain(stream),
     };
-    write_frame(&mut write_half, &hello.into_frame())
+    let hello_frame = hello.into_frame();
+    write_frame(&mut write_half, &hello_frame)
         .await
         .map_err(|error| format!("send hello to {address}: {error}"))?;
     let mut reader = FrameReader::new(read_half, HANDSHAKE_MAX_FRAME_BYTES);
-    let reply = reader
-        .read_frame()
-        .await
-        .map_err(|error| format!("handshake with {address}: {error}"))?
-        .ok_or_else(|| format!("{address} closed the connection during the handshake"))?;
+    let mut reply = read_reply(&mut reader, address).await?;
+    if reply.kind == FrameKind::Challenge {
+        let challenge = Challenge::decode(&reply.body)?;
+        // Without a key, an empty proof: the server refuses it and says why.
+        let proof = match &limits.hello_key {
+            Some(key) if !challenge.proves_server(key, &hello_frame.body) => {
+                return Err(format!(
+                    "{address} (node {node}) does not know this cluster's secret: a node of another \
+                     cluster, or its cluster secret differs from this node's"
+                ));
+            }
+            Some(key) => challenge.client_proof(key, &hello_frame.body).to_vec(),
+            None => Vec::new(),
+        };
+        let proof = Frame::new(FrameKind::Proof, 0, 0, Bytes::from(proof));
+        write_frame(&mut write_half, &proof)
+            .await
+            .map_err(|error| format!("send the proof to {address}: {error}"))?;
+        reply = read_reply(&mut reader, address).await?;
+    } else if reply.kind == FrameKind::HelloAck && limits.hello_key.is_some() {
+        return Err(format!(
+            "{address} (node {node}) accepted the hello without asking for the cluster secret: \
+             its internal RPC is configured unlike this node's (mutual TLS on one side only?)"
+        ));
+    }
     match reply.kind {
         FrameKind::HelloAck => {
             let ack = HelloAck::decode(&reply.body)?;
@@ -114,6 +137,15 @@ async fn handshake(
             "{address} answered the hello with a {other:?} frame"
         )),
     }
+}
+
+/// The server's next handshake frame.
+async fn read_reply(reader: &mut FrameReader<RpcRead>, address: &str) -> Result<Frame, String> {
+    reader
+        .read_frame()
+        .await
+        .map_err(|error| format!("handshake with {address}: {error}"))?
+        .ok_or_else(|| format!("{address} closed the connection during the handshake"))
 }
 
 /// Connects to `address`, from `source_ip` (any port) when given and of the same family as the

@@ -14,17 +14,20 @@
 //! | request | 0 | client | the service's request |
 //! | answer-ok | 1 | server | the service's answer to the request of the same id |
 //! | answer-error | 2 | server | the handler's error, as text |
-//! | hello | 3 | client, first frame | magic `HRLD`, `u16` version, `u64` from node, `u64` to node, `u8` lane |
+//! | hello | 3 | client, first frame | magic `HRLD`, `u16` version, `u64` from node, `u64` to node, `u8` lane, 32-byte nonce |
 //! | hello-ack | 4 | server | `u64` its node id, `u32` the lane's concurrent requests limit |
 //! | hello-refused | 5 | server, then it closes | the reason, as text |
 //! | cancel | 6 | client | empty |
+//! | challenge | 7 | server, after a hello, when nodes prove the cluster secret | 32-byte nonce, 32-byte server proof |
+//! | proof | 8 | client, after a challenge | 32-byte client proof (empty: the client has no secret) |
 //!
 //! A cancel names, by its request id, a request the client gave up on (its caller timed out
 //! or went away): the server aborts that request's handler, frees its slot, and answers
 //! nothing; a cancel for a request already answered (they cross) is ignored. Its service byte
 //! repeats the request's and is not used. Ids of requests and cancels are the client's, unique
 //! per connection. The lane (0 control, 1 client) selects the limits of the connection (see
-//! `lane`). Version 1 (no lane, no limit in the hello-ack, no cancel) is refused.
+//! `lane`). Without mutual TLS, the hello is followed by a challenge and a proof
+//! (`hello_auth`) before the hello-ack. Versions 1 and 2 (no nonce) are refused.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
@@ -48,8 +51,10 @@ pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub(crate) const INITIAL_BUFFER_BYTES: usize = 8 * 1024;
 
 const MAGIC: [u8; 4] = *b"HRLD";
-const PROTOCOL_VERSION: u16 = 2;
-const HELLO_BYTES: usize = 4 + 2 + 8 + 8 + 1;
+const PROTOCOL_VERSION: u16 = 3;
+/// Random bytes of a hello's (and a challenge's) nonce.
+pub(crate) const NONCE_BYTES: usize = 32;
+const HELLO_BYTES: usize = 4 + 2 + 8 + 8 + 1 + NONCE_BYTES;
 const HELLO_ACK_BYTES: usize = 8 + 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +66,8 @@ pub(crate) enum FrameKind {
     HelloAck = 4,
     HelloRefused = 5,
     Cancel = 6,
+    Challenge = 7,
+    Proof = 8,
 }
 
 impl FrameKind {
@@ -73,6 +80,8 @@ impl FrameKind {
             4 => Some(FrameKind::HelloAck),
             5 => Some(FrameKind::HelloRefused),
             6 => Some(FrameKind::Cancel),
+            7 => Some(FrameKind::Challenge),
+            8 => Some(FrameKind::Proof),
             _ => None,
         }
     }
@@ -234,13 +243,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
-/// A client's first frame: who it is, which node it expects to reach, and which lane the
-/// connection is.
+/// A client's first frame: who it is, which node it expects to reach, which lane the
+/// connection is, and a fresh random nonce (what the proofs of the cluster secret cover).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hello {
     pub(crate) from: u64,
     pub(crate) to: u64,
     pub(crate) lane: Lane,
+    pub(crate) nonce: [u8; NONCE_BYTES],
 }
 
 impl Hello {
@@ -251,6 +261,7 @@ impl Hello {
         body.put_u64(self.from);
         body.put_u64(self.to);
         body.put_u8(self.lane as u8);
+        body.put_slice(&self.nonce);
         Frame::new(FrameKind::Hello, 0, 0, body.freeze())
     }
 
@@ -273,7 +284,14 @@ impl Hello {
         let to = body.get_u64();
         let lane_byte = body.get_u8();
         let lane = Lane::from_byte(lane_byte).ok_or_else(|| format!("unknown lane {lane_byte}"))?;
-        Ok(Hello { from, to, lane })
+        let mut nonce = [0u8; NONCE_BYTES];
+        body.copy_to_slice(&mut nonce);
+        Ok(Hello {
+            from,
+            to,
+            lane,
+            nonce,
+        })
     }
 }
 
@@ -397,6 +415,7 @@ mod tests {
             from: 1,
             to: 2,
             lane: Lane::Client,
+            nonce: [7; NONCE_BYTES],
         };
         let frame = hello.into_frame();
         assert_eq!(frame.kind, FrameKind::Hello);

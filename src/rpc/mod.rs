@@ -10,11 +10,18 @@
 //! lane, and runs an [`RpcHandler`] per request within that lane's limits. A call dropped before
 //! its answer (its caller gave up or went away) sends a cancel, and the server aborts that
 //! request's handler. The wire format is described in `frame`, the lanes in `lane`.
+//!
+//! Who may connect: with mutual TLS (`tls`), a certificate from the cluster CA naming the node
+//! the hello says; without it, a proof of the cluster secret in the hello (`hello_auth`); and in
+//! both cases a node the cluster counts as a member ([`PeerFilter`]), checked at the hello and
+//! again on open connections, so a removed node is let go. A refused hello is logged and
+//! counted in [`HANDSHAKES_REFUSED_TOTAL`].
 
 mod client;
 mod connection;
 mod error;
 mod frame;
+mod hello_auth;
 mod lane;
 mod server;
 mod tls;
@@ -24,6 +31,7 @@ mod writer;
 mod tests;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,6 +39,7 @@ use futures::future::BoxFuture;
 
 pub use client::RpcClient;
 pub use error::RpcError;
+pub use hello_auth::HelloKey;
 pub use lane::{Lane, LaneLimits};
 pub use server::serve;
 pub use tls::{node_name, PeerTls, PeerTlsError, PeerTlsFiles};
@@ -51,6 +60,43 @@ pub const RECEIVED_BYTES_TOTAL: &str = "herald_rpc_received_bytes_total";
 pub const CONNECTIONS: &str = "herald_rpc_connections";
 /// Counter of requests a server aborted because their caller cancelled them, by `lane`.
 pub const CANCELLED_TOTAL: &str = "herald_rpc_cancelled_requests_total";
+/// Counter of incoming connections refused at the hello (or closed later because their node
+/// left the cluster), by `reason`: `malformed` (not a Herald hello of this version), `tls`
+/// (the TLS handshake failed), `wrong_node` (the hello is for another node, or the
+/// certificate names another), `bad_secret` (no or a wrong proof of the cluster secret),
+/// `not_a_member`, `starting` (this node does not know its cluster yet), `timeout`.
+pub const HANDSHAKES_REFUSED_TOTAL: &str = "herald_rpc_handshakes_refused_total";
+
+/// Whether a node may hold a connection to this one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAdmission {
+    Member,
+    /// Not (or no longer) a member of the cluster.
+    NotMember,
+    /// This node does not know its cluster's members yet (it is starting).
+    Unknown,
+}
+
+/// Who may connect, as the layers above know it (the cluster's members). Consulted at every
+/// hello and at most once a second on an open connection.
+#[derive(Clone)]
+pub struct PeerFilter(Arc<dyn Fn(u64) -> PeerAdmission + Send + Sync>);
+
+impl PeerFilter {
+    pub fn new(admits: impl Fn(u64) -> PeerAdmission + Send + Sync + 'static) -> PeerFilter {
+        PeerFilter(Arc::new(admits))
+    }
+
+    pub(crate) fn admission(&self, node: u64) -> PeerAdmission {
+        (self.0)(node)
+    }
+}
+
+impl std::fmt::Debug for PeerFilter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("PeerFilter(..)")
+    }
+}
 
 /// Limits of a client or a server. Both ends of a cluster should use the same values: a frame
 /// one side may send, the other must accept.
@@ -77,6 +123,12 @@ pub struct RpcLimits {
     /// Mutual TLS with the cluster's CA on every connection, both ways (`tls.rs`); `None`:
     /// plain TCP. Every node of a cluster must agree.
     pub tls: Option<PeerTls>,
+    /// The key of the cluster secret every hello proves, both ways (`hello_auth`); `None`:
+    /// hellos prove nothing (mutual TLS authenticates the nodes, or a test of the transport).
+    /// Every node of a cluster must agree.
+    pub hello_key: Option<HelloKey>,
+    /// The nodes a server accepts connections from; `None`: any.
+    pub peers: Option<PeerFilter>,
 }
 
 impl Default for RpcLimits {
@@ -89,6 +141,8 @@ impl Default for RpcLimits {
             control: LaneLimits::default(),
             client: LaneLimits::default(),
             tls: None,
+            hello_key: None,
+            peers: None,
         }
     }
 }

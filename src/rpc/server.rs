@@ -14,6 +14,12 @@
 //!
 //! A handler runs under `catch_unwind`: a bug in one service's handler answers that request with
 //! an error and leaves the connection, and every other raft group using it, alone.
+//!
+//! The hello is checked before anything else is read: for this node, proving the cluster
+//! secret when one is configured (`hello_auth`), naming the node its certificate names under
+//! mutual TLS, and from a member of the cluster (`PeerFilter`). A refusal is answered, logged
+//! and counted (`HANDSHAKES_REFUSED_TOTAL`). A connection whose node leaves the cluster is
+//! closed at its next request.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -22,7 +28,7 @@ use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -36,8 +42,12 @@ use super::frame::{
     write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HANDSHAKE_MAX_FRAME_BYTES,
     HEADER_BYTES,
 };
+use super::hello_auth::Challenge;
 use super::tls::{certifies_node, node_name, split_plain, RpcRead, RpcWrite};
-use super::{writer, ConnectionGauge, Lane, RpcHandler, RpcLimits, ServiceId, CANCELLED_TOTAL};
+use super::{
+    writer, ConnectionGauge, Lane, PeerAdmission, RpcHandler, RpcLimits, ServiceId,
+    CANCELLED_TOTAL, HANDSHAKES_REFUSED_TOTAL,
+};
 use rustls::pki_types::CertificateDer;
 
 /// A client that connected must say hello within this long.
@@ -48,6 +58,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 const WRITER_DRAIN: Duration = Duration::from_secs(1);
 /// After a failed accept (out of file descriptors, typically), before trying again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+/// How often an open connection's node is checked again for membership (at a request).
+const MEMBERSHIP_RECHECK: Duration = Duration::from_secs(1);
 
 /// Accepts connections on `listener` until `shutdown` resolves. `node_id` is this node's id: a
 /// client that expected a different node is refused in the handshake.
@@ -142,10 +154,9 @@ async fn serve_connection(
     let greeting = async {
         let (read_half, mut write_half, certificate) = match &context.limits.tls {
             Some(tls) => {
-                let (read, write, certificate) = tls
-                    .accept(stream)
-                    .await
-                    .map_err(|error| format!("TLS handshake: {error}"))?;
+                let (read, write, certificate) = tls.accept(stream).await.map_err(|error| {
+                    Refusal::new(Refused::Tls, format!("TLS handshake: {error}"))
+                })?;
                 (read, write, Some(certificate))
             }
             None => {
@@ -155,18 +166,19 @@ async fn serve_connection(
         };
         let mut reader = FrameReader::new(read_half, HANDSHAKE_MAX_FRAME_BYTES);
         let hello = handshake(&mut reader, &mut write_half, &context, certificate.as_ref()).await?;
-        Ok::<_, String>((reader, write_half, hello))
+        Ok::<_, Refusal>((reader, write_half, hello))
     };
     let (mut reader, write_half, Hello { from, lane, .. }) = tokio::select! {
         () = stopped(&mut stop) => return,
         outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, greeting) => match outcome {
             Ok(Ok(hello)) => hello,
-            Ok(Err(problem)) => {
-                tracing::warn!(%remote, %problem, "rpc handshake failed");
+            Ok(Err(refusal)) => {
+                refusal.record(remote);
                 return;
             }
             Err(_elapsed) => {
-                tracing::warn!(%remote, "rpc handshake timed out");
+                Refusal::new(Refused::Timeout, format!("no hello within {HANDSHAKE_TIMEOUT:?}"))
+                    .record(remote);
                 return;
             }
         },
@@ -184,6 +196,7 @@ async fn serve_connection(
     let permits = Arc::new(Semaphore::new(max_concurrent(&context.limits, lane)));
     let running = Arc::new(Running::default());
     let mut requests = JoinSet::new();
+    let mut membership_checked = Instant::now();
     let ending = loop {
         let frame = tokio::select! {
             () = stopped(&mut stop) => break Ending::Shutdown,
@@ -191,6 +204,13 @@ async fn serve_connection(
             frame = reader.read_frame() => frame,
         };
         match frame {
+            Ok(Some(frame))
+                if frame.kind == FrameKind::Request
+                    && membership_checked.elapsed() >= MEMBERSHIP_RECHECK
+                    && !still_member(&context, from, remote, &mut membership_checked) =>
+            {
+                break Ending::Peer;
+            }
             Ok(Some(frame)) if frame.kind == FrameKind::Request => {
                 // Only a client that ignores the announced limit waits here, unread.
                 let permit = tokio::select! {
@@ -293,51 +313,213 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
-/// Reads the client's hello and acknowledges it with the lane's limit, or refuses it with a
-/// reason; returns the hello.
+/// Whether node `from` may keep its connection (checked again at most once a second).
+fn still_member(
+    context: &ServerContext,
+    from: u64,
+    remote: SocketAddr,
+    checked: &mut Instant,
+) -> bool {
+    *checked = Instant::now();
+    let Some(peers) = &context.limits.peers else {
+        return true;
+    };
+    if peers.admission(from) != PeerAdmission::NotMember {
+        return true;
+    }
+    Refusal::new(
+        Refused::NotAMember,
+        format!("node {from} is no longer a member of this cluster: closing its connection"),
+    )
+    .record(remote);
+    false
+}
+
+/// Why a connection was refused, as `HANDSHAKES_REFUSED_TOTAL` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    Malformed,
+    Tls,
+    WrongNode,
+    BadSecret,
+    NotAMember,
+    Starting,
+    Timeout,
+}
+
+impl Refused {
+    fn label(self) -> &'static str {
+        match self {
+            Refused::Malformed => "malformed",
+            Refused::Tls => "tls",
+            Refused::WrongNode => "wrong_node",
+            Refused::BadSecret => "bad_secret",
+            Refused::NotAMember => "not_a_member",
+            Refused::Starting => "starting",
+            Refused::Timeout => "timeout",
+        }
+    }
+}
+
+/// A refused connection: why, and what the peer is told.
+#[derive(Debug)]
+struct Refusal {
+    why: Refused,
+    detail: String,
+}
+
+impl Refusal {
+    fn new(why: Refused, detail: impl Into<String>) -> Refusal {
+        Refusal {
+            why,
+            detail: detail.into(),
+        }
+    }
+
+    /// Logs and counts the refusal. A node that is starting refuses its peers for a moment:
+    /// that is only worth a debug line.
+    fn record(&self, remote: SocketAddr) {
+        metrics::counter!(HANDSHAKES_REFUSED_TOTAL, "reason" => self.why.label()).increment(1);
+        if self.why == Refused::Starting {
+            tracing::debug!(%remote, reason = self.why.label(), detail = %self.detail, "rpc handshake refused");
+        } else {
+            tracing::warn!(%remote, reason = self.why.label(), detail = %self.detail, "rpc handshake refused");
+        }
+    }
+}
+
+/// Reads the next handshake frame; a closed connection or a broken frame is a refusal.
+async fn read_handshake_frame(reader: &mut FrameReader<RpcRead>) -> Result<Frame, Refusal> {
+    reader
+        .read_frame()
+        .await
+        .map_err(|error| Refusal::new(Refused::Malformed, error.to_string()))?
+        .ok_or_else(|| Refusal::new(Refused::Malformed, "the peer closed during the handshake"))
+}
+
+/// Reads the client's hello, checks it (and the proof of the cluster secret that follows it
+/// when one is configured), and acknowledges it with the lane's limit; a refusal is answered
+/// with its reason before it is returned.
 async fn handshake(
     reader: &mut FrameReader<RpcRead>,
     writer: &mut RpcWrite,
     context: &ServerContext,
     certificate: Option<&CertificateDer<'static>>,
-) -> Result<Hello, String> {
-    let node_id = context.node_id;
-    let frame = reader
-        .read_frame()
-        .await
-        .map_err(|error| error.to_string())?
-        .ok_or_else(|| "the peer closed before saying hello".to_string())?;
-    if frame.kind != FrameKind::Hello {
-        return Err(format!("expected a hello, got a {:?} frame", frame.kind));
-    }
-    let refusal = match Hello::decode(&frame.body) {
-        Ok(hello)
-            if certificate.is_some_and(|certificate| !certifies_node(certificate, hello.from)) =>
-        {
-            format!(
-                "the client's certificate does not name node {} ({})",
-                hello.from,
-                node_name(hello.from)
-            )
-        }
-        Ok(hello) if hello.to == node_id => {
+) -> Result<Hello, Refusal> {
+    match check_hello(reader, writer, context, certificate).await {
+        Ok(hello) => {
             let ack = HelloAck {
-                node_id,
+                node_id: context.node_id,
                 max_concurrent_requests: u32::try_from(max_concurrent(&context.limits, hello.lane))
                     .unwrap_or(u32::MAX),
             };
             write_frame(writer, &ack.into_frame())
                 .await
-                .map_err(|error| format!("sending the hello-ack: {error}"))?;
-            return Ok(hello);
+                .map_err(|error| {
+                    Refusal::new(
+                        Refused::Malformed,
+                        format!("sending the hello-ack: {error}"),
+                    )
+                })?;
+            Ok(hello)
         }
-        Ok(hello) => format!("this is node {node_id}, not node {}", hello.to),
-        Err(reason) => reason,
-    };
-    let refused = Frame::new(FrameKind::HelloRefused, 0, 0, Bytes::from(refusal.clone()));
-    let _ = write_frame(writer, &refused).await;
-    let _ = writer.shutdown().await;
-    Err(format!("refused: {refusal}"))
+        Err(refusal) => {
+            let refused = Frame::new(
+                FrameKind::HelloRefused,
+                0,
+                0,
+                Bytes::from(refusal.detail.clone()),
+            );
+            let _ = write_frame(writer, &refused).await;
+            let _ = writer.shutdown().await;
+            Err(refusal)
+        }
+    }
+}
+
+/// The checks of [`handshake`], in order: a hello of this protocol for this node, the proof of
+/// the cluster secret, the certificate naming the hello's node, and its membership.
+async fn check_hello(
+    reader: &mut FrameReader<RpcRead>,
+    writer: &mut RpcWrite,
+    context: &ServerContext,
+    certificate: Option<&CertificateDer<'static>>,
+) -> Result<Hello, Refusal> {
+    let node_id = context.node_id;
+    let frame = read_handshake_frame(reader).await?;
+    if frame.kind != FrameKind::Hello {
+        return Err(Refusal::new(
+            Refused::Malformed,
+            format!("expected a hello, got a {:?} frame", frame.kind),
+        ));
+    }
+    let hello =
+        Hello::decode(&frame.body).map_err(|reason| Refusal::new(Refused::Malformed, reason))?;
+    if hello.to != node_id {
+        return Err(Refusal::new(
+            Refused::WrongNode,
+            format!("this is node {node_id}, not node {}", hello.to),
+        ));
+    }
+    if let Some(key) = &context.limits.hello_key {
+        let challenge = Challenge::new(key, &frame.body)
+            .map_err(|reason| Refusal::new(Refused::Malformed, reason))?;
+        let challenge_frame =
+            Frame::new(FrameKind::Challenge, 0, 0, Bytes::from(challenge.encode()));
+        write_frame(writer, &challenge_frame)
+            .await
+            .map_err(|error| {
+                Refusal::new(
+                    Refused::Malformed,
+                    format!("sending the challenge: {error}"),
+                )
+            })?;
+        let proof = read_handshake_frame(reader).await?;
+        if proof.kind != FrameKind::Proof {
+            return Err(Refusal::new(
+                Refused::BadSecret,
+                format!(
+                    "expected a proof of the cluster secret, got a {:?} frame",
+                    proof.kind
+                ),
+            ));
+        }
+        if !challenge.proves_client(key, &frame.body, &proof.body) {
+            return Err(Refusal::new(
+                Refused::BadSecret,
+                format!(
+                    "the peer (claiming to be node {}) did not prove this cluster's secret",
+                    hello.from
+                ),
+            ));
+        }
+    }
+    if certificate.is_some_and(|certificate| !certifies_node(certificate, hello.from)) {
+        return Err(Refusal::new(
+            Refused::WrongNode,
+            format!(
+                "the client's certificate does not name node {} ({})",
+                hello.from,
+                node_name(hello.from)
+            ),
+        ));
+    }
+    match context
+        .limits
+        .peers
+        .as_ref()
+        .map_or(PeerAdmission::Member, |peers| peers.admission(hello.from))
+    {
+        PeerAdmission::Member => Ok(hello),
+        PeerAdmission::NotMember => Err(Refusal::new(
+            Refused::NotAMember,
+            format!("node {} is not a member of this cluster", hello.from),
+        )),
+        PeerAdmission::Unknown => Err(Refusal::new(
+            Refused::Starting,
+            format!("node {node_id} is starting and does not know its cluster yet"),
+        )),
+    }
 }
 
 /// One request being served; its permit is in [`Running`] until its answer is queued.

@@ -92,9 +92,20 @@ pub struct MemoryUsage {
 }
 
 impl Store {
-    /// Opens (creating if needed) the database and starts its syncer thread.
+    /// Opens (creating if needed) the database and starts its syncer thread. The directory is
+    /// made private first (`private_files`): one that was open to other users is closed, with
+    /// a warning.
     pub fn open(options: &StoreOptions) -> Result<Store, StorageError> {
-        std::fs::create_dir_all(&options.path)?;
+        let closed = super::private_files::make_private(&options.path)?;
+        if !closed.paths.is_empty() {
+            tracing::warn!(
+                path = %options.path.display(),
+                closed = closed.paths.len(),
+                "the data directory was open to other users: its files and directories are now \
+                 the node's alone (0600 and 0700). Whatever it held may have been read by other \
+                 users: rotate the OAuth2 client secrets (and the admin's)"
+            );
+        }
         let mut db_options = Options::default();
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);

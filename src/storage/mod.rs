@@ -10,6 +10,7 @@ mod error;
 mod gauges;
 pub mod keys;
 mod log_layout;
+pub mod private_files;
 mod syncer;
 mod write_set;
 

@@ -40,6 +40,24 @@ pub use super::cluster_reads::{partition_of, sorted_ids, Stored};
 #[allow(unused_imports)]
 pub use super::cluster_topics::{assert_placement, create_replicated};
 
+/// The cluster secret every node of a test cluster shares (`HERALD_CLUSTER_SECRET`): it seals
+/// the signing keys the nodes replicate and authenticates the nodes to each other.
+pub const CLUSTER_SECRET: &str = "test-cluster-secret-shared-by-every-node";
+
+/// A node of a test cluster, not started yet: its own directory and addresses, the cluster's
+/// secret.
+pub(super) fn prepare_node(
+    ip: std::net::IpAddr,
+    id: u64,
+    http: u16,
+    raft: u16,
+    args: Vec<String>,
+) -> Server {
+    let mut server = Server::prepare_on(ip, id, http, raft, args);
+    server.set_env("HERALD_CLUSTER_SECRET", CLUSTER_SECRET);
+    server
+}
+
 /// How long a new cluster gets until every node is ready and agrees on the membership.
 pub const CLUSTER_DEADLINE: Duration = Duration::from_secs(60);
 /// How long an election (partition or metadata) may take to show in the answers of the nodes.
@@ -125,7 +143,7 @@ impl TestCluster {
                 let mut args = args_for(&common_args, id);
                 args.push("--initial-cluster".into());
                 args.push(initial_cluster.clone());
-                nodes.insert(id, Server::prepare_on(net.ip_of(id), id, http, raft, args));
+                nodes.insert(id, prepare_node(net.ip_of(id), id, http, raft, args));
             }
             for server in nodes.values_mut() {
                 server.spawn();

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use super::cluster::{TestCluster, CATCH_UP_DEADLINE, ELECTION_DEADLINE, POLL, START_ATTEMPTS};
-use super::{free_ports_on, Server, StartError, Wait, READY_DEADLINE};
+use super::{free_ports_on, StartError, Wait, READY_DEADLINE};
 
 impl TestCluster {
     /// Waits until every live member is ready and its `GET /v1/cluster` lists exactly
@@ -93,7 +93,7 @@ impl TestCluster {
         for _ in 0..START_ATTEMPTS {
             let ip = self.net.ip_of(id);
             let ports = free_ports_on(ip, 2);
-            let mut server = Server::prepare_on(ip, id, ports[0], ports[1], args.clone());
+            let mut server = super::cluster::prepare_node(ip, id, ports[0], ports[1], args.clone());
             server.spawn();
             match server.wait_started(Wait::Healthy, READY_DEADLINE).await {
                 Ok(()) => {

@@ -36,6 +36,10 @@ pub struct Server {
     http_port: u16,
     raft_port: u16,
     extra_args: Vec<String>,
+    /// Environment variables the process gets (besides the harness's own).
+    env: Vec<(String, String)>,
+    /// The file mode creation mask the process starts with (the runner's own when `None`).
+    umask: Option<u32>,
     /// Logs of this and earlier runs (one file per start), newest last.
     logs: Vec<PathBuf>,
     client: reqwest::Client,
@@ -117,6 +121,16 @@ impl Server {
         Server::prepare(1, 0, 0, args).start_on_free_ports().await
     }
 
+    /// Starts a node with extra `serve` arguments and environment variables.
+    pub async fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> Server {
+        let args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        let mut server = Server::prepare(1, 0, 0, args);
+        for (name, value) in env {
+            server.set_env(name, value);
+        }
+        server.start_on_free_ports().await
+    }
+
     /// Starts a prepared node on free ports and waits until it is ready.
     pub async fn start_on_free_ports(self) -> Server {
         let mut server = self;
@@ -167,6 +181,8 @@ impl Server {
             http_port,
             raft_port,
             extra_args,
+            env: Vec::new(),
+            umask: None,
             logs: Vec::new(),
             client: client(),
             https: None,
@@ -181,6 +197,17 @@ impl Server {
     /// Replaces the extra `serve` arguments used by the next start.
     pub fn set_extra_args(&mut self, extra_args: Vec<String>) {
         self.extra_args = extra_args;
+    }
+
+    /// Gives the process the environment variable `name` (from its next start on).
+    pub fn set_env(&mut self, name: &str, value: &str) {
+        self.env.retain(|(existing, _)| existing != name);
+        self.env.push((name.to_string(), value.to_string()));
+    }
+
+    /// Starts the process with this file mode creation mask (from its next start on).
+    pub fn set_umask(&mut self, umask: u32) {
+        self.umask = Some(umask);
     }
 
     /// Starts the process again on the same data directory and ports (after `kill` or `stop`).
@@ -233,6 +260,19 @@ impl Server {
         // them and some tests look for a message. A test's own `--log-format` wins.
         command.env("HERALD_LOG_FORMAT", "text");
         command.env("NO_COLOR", "1");
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        if let Some(mask) = self.umask {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: umask(2) is async-signal-safe and touches nothing else of the process.
+            unsafe {
+                command.pre_exec(move || {
+                    libc::umask(mask as libc::mode_t);
+                    Ok(())
+                });
+            }
+        }
         command.stdin(Stdio::null());
         command
     }

@@ -5,8 +5,11 @@
 pub mod access;
 pub mod bootstrap;
 pub mod external;
+pub mod failed_requests;
 pub mod keys;
 pub mod policy;
+pub mod sealing;
+pub mod secret_checks;
 pub mod secrets;
 pub mod service;
 pub mod tokens;

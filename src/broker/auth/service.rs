@@ -3,12 +3,19 @@
 //! the public keys for a JWKS. Clients and keys change through the metadata group, so every node
 //! issues and validates alike.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use super::external::{ExternalIssuers, ExternalTokenError};
-use super::keys::{generate_signing_key, Jwk};
+use super::failed_requests::{FailedRequests, FailureBudgets};
+use super::keys::{generate_signing_key, Jwk, Signer};
 use super::policy::validate_rules;
-use super::secrets::{generate_secret, hash_secret_blocking, verify_secret_blocking};
+use super::sealing::SealingKey;
+use super::secret_checks::{CheckError, SecretChecks};
+use super::secrets::generate_secret;
 use super::tokens::{self, Principal, TokenSettings};
 use super::verified::{VerifiedTokens, MAX_VERIFIED_TOKENS};
 use crate::broker::{Broker, BrokerError, BrokerResult, ErrorCode};
@@ -55,6 +62,12 @@ pub enum GrantError {
     /// `[auth] builtin_issuer_enabled = false`: tokens come from an external issuer.
     #[error("the built-in issuer is disabled")]
     IssuerDisabled,
+    /// Every secret check is taken: nothing was checked, retry in a moment.
+    #[error("the node is checking as many secrets as it can; retry in a moment")]
+    Busy,
+    /// The client id or the address failed too often lately: nothing was checked.
+    #[error("too many failed token requests for this client or from this address; retry in {} s", .retry_after.as_secs())]
+    TooManyFailures { retry_after: Duration },
     #[error(transparent)]
     Broker(#[from] BrokerError),
 }
@@ -73,7 +86,20 @@ fn client_not_found(client_id: &str) -> BrokerError {
     }
 }
 
-/// The authentication service of a broker.
+/// What the authentication service is made of besides the broker.
+pub struct AuthSetup {
+    /// What issued tokens say and how long they last.
+    pub settings: Arc<TokenSettings>,
+    /// The key signing keys are sealed under (from the cluster secret).
+    pub sealing: Arc<SealingKey>,
+    /// Where client secrets are checked and hashed, a few at a time.
+    pub secret_checks: SecretChecks,
+    /// Failed token requests allowed per client id and per address.
+    pub failure_budgets: FailureBudgets,
+}
+
+/// The authentication service of a broker. Make one per node and clone it: its clones share
+/// the secret check threads, the failure limits and the opened signing key.
 #[derive(Clone)]
 pub struct Auth {
     broker: Broker,
@@ -81,18 +107,31 @@ pub struct Auth {
     external: ExternalIssuers,
     /// Built-in tokens whose signature was checked (shared by the clones of this service).
     verified: Arc<VerifiedTokens<tokens::VerifiedToken>>,
+    sealing: Arc<SealingKey>,
+    /// The current signing key, opened: unsealed once, not per token.
+    signer: Arc<Mutex<Option<Arc<Signer>>>>,
+    secret_checks: SecretChecks,
+    failures: Arc<FailedRequests>,
 }
 
 impl Broker {
-    /// The authentication service, issuing tokens with `settings`.
-    pub fn auth(&self, settings: Arc<TokenSettings>) -> Auth {
+    /// The authentication service.
+    pub fn auth(&self, setup: AuthSetup) -> Auth {
         Auth {
             broker: self.clone(),
-            settings,
+            settings: setup.settings,
             external: ExternalIssuers::default(),
             verified: Arc::new(VerifiedTokens::new(MAX_VERIFIED_TOKENS)),
+            sealing: setup.sealing,
+            signer: Arc::new(Mutex::new(None)),
+            secret_checks: setup.secret_checks,
+            failures: Arc::new(FailedRequests::new(setup.failure_budgets)),
         }
     }
+}
+
+fn hash_failed(error: CheckError) -> BrokerError {
+    BrokerError::Internal(format!("hashing a new secret failed: {error}"))
 }
 
 impl Auth {
@@ -118,9 +157,11 @@ impl Auth {
         roles: Vec<String>,
     ) -> BrokerResult<(ClientInfo, String)> {
         let secret = generate_secret().map_err(|error| BrokerError::Internal(error.to_string()))?;
-        let secret_hash = hash_secret_blocking(secret.clone())
+        let secret_hash = self
+            .secret_checks
+            .hash(&secret)
             .await
-            .map_err(|error| BrokerError::Internal(error.to_string()))?;
+            .map_err(hash_failed)?;
         let created_at_ms = now_ms();
         let outcome = self
             .propose(AuthCommand::CreateClient {
@@ -157,9 +198,11 @@ impl Auth {
         client_id: &str,
     ) -> BrokerResult<(ClientInfo, String)> {
         let secret = generate_secret().map_err(|error| BrokerError::Internal(error.to_string()))?;
-        let secret_hash = hash_secret_blocking(secret.clone())
+        let secret_hash = self
+            .secret_checks
+            .hash(&secret)
             .await
-            .map_err(|error| BrokerError::Internal(error.to_string()))?;
+            .map_err(hash_failed)?;
         let outcome = self
             .propose(AuthCommand::RotateClientSecret {
                 client_id: client_id.to_string(),
@@ -208,14 +251,20 @@ impl Auth {
             .collect()
     }
 
-    /// The client-credentials grant: a token for a client whose secret matches.
+    /// The client-credentials grant: a token for a client whose secret matches, asked from
+    /// `address`. Refused before any secret is checked when the client id or the address
+    /// failed too often lately, or when every secret check is taken.
     pub async fn issue_token(
         &self,
         client_id: &str,
         secret: &str,
+        address: Option<IpAddr>,
     ) -> Result<IssuedToken, GrantError> {
         if !self.settings.builtin_enabled {
             return Err(GrantError::IssuerDisabled);
+        }
+        if let Err(retry_after) = self.failures.admit(client_id, address) {
+            return Err(GrantError::TooManyFailures { retry_after });
         }
         let hash = {
             let metadata = self.broker.cluster().metadata();
@@ -228,10 +277,16 @@ impl Auth {
         // An unknown client costs a verification too, so timing does not tell ids apart.
         let known = hash.is_some();
         let hash = hash.unwrap_or_else(|| UNKNOWN_CLIENT_HASH.to_string());
-        if !verify_secret_blocking(secret.to_string(), hash).await || !known {
+        let matches = match self.secret_checks.verify(secret, &hash).await {
+            Ok(matches) => matches,
+            Err(CheckError::Busy) => return Err(GrantError::Busy),
+            Err(error) => return Err(BrokerError::Internal(error.to_string()).into()),
+        };
+        if !matches || !known {
+            self.failures.failed(client_id, address);
             return Err(GrantError::InvalidClient);
         }
-        let key = self.current_signing_key().await?;
+        let key = self.signer().await?;
         let (access_token, expires_in_s) =
             tokens::issue(&key, &self.settings, client_id, now_ms(), None)
                 .map_err(|error| BrokerError::Internal(error.to_string()))?;
@@ -253,7 +308,7 @@ impl Auth {
             tokens::renewal(token, &metadata.auth, &self.settings)
                 .map_err(|error| GrantError::InvalidGrant(error.to_string()))?
         };
-        let key = self.current_signing_key().await?;
+        let key = self.signer().await?;
         let (access_token, expires_in_s) = tokens::issue(
             &key,
             &self.settings,
@@ -332,7 +387,7 @@ impl Auth {
     /// Starts signing with a new key; the previous one validates its tokens until it is
     /// dropped.
     pub async fn rotate_signing_key(&self) -> BrokerResult<SigningKeyRecord> {
-        let key = generate_signing_key(now_ms())
+        let key = generate_signing_key(now_ms(), &self.sealing)
             .map_err(|error| BrokerError::Internal(error.to_string()))?;
         match self
             .propose(AuthCommand::AddSigningKey { key: key.clone() })
@@ -341,6 +396,22 @@ impl Auth {
             AuthOutcome::Done => Ok(key),
             other => Err(refusal(&key.kid, other)),
         }
+    }
+
+    /// The key signing now, opened; opened again only when the current key changes.
+    async fn signer(&self) -> BrokerResult<Arc<Signer>> {
+        let key = self.current_signing_key().await?;
+        if let Some(signer) = self.signer.lock().as_ref() {
+            if signer.kid == key.kid {
+                return Ok(signer.clone());
+            }
+        }
+        let signer = Arc::new(Signer::open(&key, &self.sealing).map_err(|error| {
+            tracing::error!(%error, "the current signing key cannot be opened: no token can be issued");
+            BrokerError::Internal(error.to_string())
+        })?);
+        *self.signer.lock() = Some(signer.clone());
+        Ok(signer)
     }
 
     /// The key signing now; the cluster's first token creates it.

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use jsonwebtoken::{Algorithm, Header};
 use serde::{Deserialize, Serialize};
 
+use super::keys::Signer;
 use super::verified::VerifiedTokens;
 use super::verify::{check_claims, ClaimRules, PublicKey};
-use crate::domain::auth::{AuthState, SigningKeyRecord};
+use crate::domain::auth::AuthState;
 
 /// What every token says and how long it lasts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +73,7 @@ pub enum TokenError {
 /// presented its secret: now for the client-credentials grant, the renewed token's for a
 /// renewal.
 pub fn issue(
-    key: &SigningKeyRecord,
+    key: &Signer,
     settings: &TokenSettings,
     subject: &str,
     now_ms: i64,
@@ -95,12 +96,8 @@ pub fn issue(
     };
     let mut header = Header::new(Algorithm::ES256);
     header.kid = Some(key.kid.clone());
-    let token = jsonwebtoken::encode(
-        &header,
-        &claims,
-        &EncodingKey::from_ec_der(&key.private_pkcs8),
-    )
-    .map_err(|error| TokenError::Sign(error.to_string()))?;
+    let token = jsonwebtoken::encode(&header, &claims, &key.key)
+        .map_err(|error| TokenError::Sign(error.to_string()))?;
     Ok((token, lifetime))
 }
 
@@ -294,7 +291,21 @@ fn principal(
 mod tests {
     use super::*;
     use crate::broker::auth::keys::generate_signing_key;
-    use crate::domain::auth::{AuthCommand, AuthOutcome};
+    use crate::broker::auth::sealing::SealingKey;
+    use crate::domain::auth::{AuthCommand, AuthOutcome, SigningKeyRecord};
+
+    fn sealing() -> SealingKey {
+        SealingKey::for_tests(3)
+    }
+
+    fn new_key(now_ms: i64) -> SigningKeyRecord {
+        generate_signing_key(now_ms, &sealing()).unwrap()
+    }
+
+    /// The current key of `state`, opened to sign with.
+    fn current(state: &AuthState) -> Signer {
+        Signer::open(state.current_signing_key().unwrap(), &sealing()).unwrap()
+    }
 
     fn settings() -> TokenSettings {
         TokenSettings {
@@ -324,7 +335,7 @@ mod tests {
         });
         assert_eq!(outcome, AuthOutcome::Done);
         state.apply(&AuthCommand::AddSigningKey {
-            key: generate_signing_key(now_ms() - 60_000).unwrap(),
+            key: new_key(now_ms() - 60_000),
         });
         state
     }
@@ -332,7 +343,7 @@ mod tests {
     #[test]
     fn issued_tokens_validate_with_the_clients_current_roles() {
         let mut state = state_with_client();
-        let key = state.current_signing_key().unwrap().clone();
+        let key = current(&state);
         let (token, lasts) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         assert_eq!(lasts, 3600);
         let principal = validate(&token, &state, &settings()).unwrap();
@@ -349,7 +360,7 @@ mod tests {
     #[test]
     fn a_renewal_keeps_the_session_start_and_ends_with_the_session_or_the_secret() {
         let mut state = state_with_client();
-        let key = state.current_signing_key().unwrap().clone();
+        let key = current(&state);
         let began_ms = now_ms() - 3_600_000;
         let (token, _) = issue(&key, &settings(), "billing", began_ms, None).unwrap();
         let (subject, auth_time) = renewal(&token, &state, &settings()).unwrap();
@@ -390,7 +401,7 @@ mod tests {
     #[test]
     fn tampered_foreign_and_expired_tokens_are_refused() {
         let state = state_with_client();
-        let key = state.current_signing_key().unwrap().clone();
+        let key = current(&state);
         let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
         parts[1] = URL_SAFE_NO_PAD.encode(
@@ -399,7 +410,7 @@ mod tests {
         assert!(validate(&parts.join("."), &state, &settings()).is_err());
 
         // Signed by a key the cluster does not hold.
-        let stranger = generate_signing_key(0).unwrap();
+        let stranger = Signer::open(&new_key(0), &sealing()).unwrap();
         let (foreign, _) = issue(&stranger, &settings(), "billing", now_ms(), None).unwrap();
         let error = validate(&foreign, &state, &settings()).unwrap_err();
         assert!(error.to_string().contains("unknown signing key"), "{error}");
@@ -427,7 +438,7 @@ mod tests {
     #[test]
     fn remembered_tokens_still_need_their_key_and_client() {
         let mut state = state_with_client();
-        let key = state.current_signing_key().unwrap().clone();
+        let key = current(&state);
         let verified = VerifiedTokens::new(16);
         let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
@@ -439,11 +450,11 @@ mod tests {
         assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
         // ...and stops validating once its key is dropped.
         let mut state = state_with_client();
-        let key = state.current_signing_key().unwrap().clone();
+        let key = current(&state);
         let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
         assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
         state.apply(&AuthCommand::AddSigningKey {
-            key: generate_signing_key(now_ms()).unwrap(),
+            key: new_key(now_ms()),
         });
         state.apply(&AuthCommand::DropSigningKey { kid: key.kid });
         assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
@@ -456,10 +467,10 @@ mod tests {
     #[test]
     fn a_retired_key_validates_its_tokens_until_it_is_dropped() {
         let mut state = state_with_client();
-        let old_key = state.current_signing_key().unwrap().clone();
+        let old_key = current(&state);
         let (token, _) = issue(&old_key, &settings(), "billing", now_ms() - 1000, None).unwrap();
         state.apply(&AuthCommand::AddSigningKey {
-            key: generate_signing_key(now_ms()).unwrap(),
+            key: new_key(now_ms()),
         });
         assert!(validate(&token, &state, &settings()).is_ok());
         state.apply(&AuthCommand::DropSigningKey {

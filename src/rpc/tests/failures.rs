@@ -151,6 +151,7 @@ async fn garbage_and_oversized_frames_close_only_that_connection() {
             from: 7,
             to: 2,
             lane: Lane::Control,
+            nonce: [0; 32],
         }
         .into_frame(),
     )
@@ -180,6 +181,7 @@ async fn garbage_and_oversized_frames_close_only_that_connection() {
             from: 8,
             to: 2,
             lane: Lane::Control,
+            nonce: [0; 32],
         }
         .into_frame(),
     )

@@ -162,6 +162,7 @@ async fn raw_client(
         from: 7,
         to: 2,
         lane: Lane::Client,
+        nonce: [0; 32],
     };
     write_frame(&mut write_half, &hello.into_frame())
         .await

@@ -1,6 +1,7 @@
 //! Client and server together over loopback TCP: the test handler and server harness here,
 //! the tests in `calls` (what callers see when things work), `failures` (when they do not) and
-//! `lanes` (lanes kept apart, calls cancelled); and property tests of the frame decoder
+//! `lanes` (lanes kept apart, calls cancelled), `secret` (the cluster secret and the peer
+//! filter in the hello); and property tests of the frame decoder
 //! (`frame_props`).
 //! Every wait is bounded by [`WAIT`].
 
@@ -8,6 +9,7 @@ mod calls;
 mod failures;
 mod frame_props;
 mod lanes;
+mod secret;
 mod tls;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
