@@ -275,6 +275,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 replication_factor: config.audit.replication_factor,
                 queue_capacity: config.audit.queue_capacity,
                 max_batch: config.audit.max_batch,
+                refusal_window: Duration::from_millis(config.audit.refusal_window_ms),
             },
         ),
         trusted_proxies: config.audit.trusted_proxies.clone().into(),
@@ -314,6 +315,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         data_dir = %config.data_dir.display(),
         "herald is serving"
     );
+    if config.auth.enabled && config.auth.public_metrics {
+        tracing::warn!(
+            "/metrics answers without a token (auth.public_metrics = true, the default): it names \
+             every topic, consumer group and subscription. Set [auth] public_metrics = false to \
+             require `view` on `cluster:metrics`"
+        );
+    }
     if let Some(tls) = &tls {
         tls.spawn_reloader().context("watching for SIGHUP")?;
     }

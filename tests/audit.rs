@@ -413,16 +413,22 @@ async fn the_cli_prints_the_audit_log_one_event_per_line() {
     assert!(stderr.contains("invalid_request"), "{stderr}");
 }
 
-/// The bootstrap admin's secret, from the file its node wrote at the first start.
-fn admin_secret(server: &Server) -> String {
-    let credentials = std::fs::read_to_string(server.data_dir().join("admin-credentials"))
-        .expect("the admin credentials file");
-    credentials
-        .lines()
-        .find_map(|line| line.strip_prefix("client_secret="))
-        .expect("a client_secret line")
-        .trim()
-        .to_string()
+/// The bootstrap admin's secret, from the file its node writes soon after its first start.
+async fn admin_secret(server: &Server) -> String {
+    let path = server.data_dir().join("admin-credentials");
+    let found = poll(WRITTEN_WITHIN, Duration::from_millis(100), || async {
+        std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|credentials| {
+                credentials
+                    .lines()
+                    .find_map(|line| line.strip_prefix("client_secret="))
+                    .map(|secret| secret.trim().to_string())
+            })
+            .ok_or_else(|| format!("no secret in {} yet", path.display()))
+    })
+    .await;
+    found.unwrap_or_else(|seen| server.fail(&seen))
 }
 
 #[tokio::test]
@@ -431,7 +437,7 @@ async fn refused_anonymous_requests_are_counted_in_few_short_events() {
     writeln!(config, "[audit]\nrefusal_window_ms = 1000").expect("write the config");
     let path = config.path().to_string_lossy().into_owned();
     let server = Server::start_with(&["--auth", "--config", &path]).await;
-    let admin = token(&server, "admin", &admin_secret(&server)).await;
+    let admin = token(&server, "admin", &admin_secret(&server).await).await;
 
     // Tokens whose header names a 60 KB key id, on a route whose path is long too: what an
     // event would echo.
@@ -488,7 +494,7 @@ async fn refused_anonymous_requests_are_counted_in_few_short_events() {
             Ok(events)
         } else {
             Err(format!(
-                "{counted} of {REFUSED} refusals counted in {} events",
+                "{counted} of {REFUSED} refusals counted in {} events: {events:?}",
                 events.len()
             ))
         }

@@ -265,6 +265,8 @@ impl AuditStart {
                 .unwrap_or_default(),
             reason,
             node_id: 0,
+            count: None,
+            since_ms: None,
         });
         response
     }

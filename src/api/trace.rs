@@ -6,11 +6,16 @@
 //! its trace id, so a JSON log line of any event in the request names both. When spans are
 //! exported (`--otlp-endpoint`), the request's span is a server span in the client's trace,
 //! named by its route (`POST /v1/topics/{topic}/messages`), with its status.
+//!
+//! A URI is recorded only through [`recordable_uri`]: browsers' WebSocket and event stream
+//! requests carry their bearer token as `?access_token=`, which must not reach a log line or a
+//! collector.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::extract::MatchedPath;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 
 use super::request_id::RequestId;
@@ -29,7 +34,7 @@ pub fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
     let span = tracing::info_span!(
         "request",
         method = %request.method(),
-        uri = %request.uri(),
+        uri = %recordable_uri(request.uri()),
         version = ?request.version(),
         request_id = id,
         trace_id = tracing::field::Empty,
@@ -50,6 +55,41 @@ pub fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
         set_remote_parent(&span, &trace);
     }
     span
+}
+
+/// What replaces a query-string token wherever a URI is recorded.
+pub const REDACTED: &str = "[redacted]";
+
+/// The query parameter a token may travel in (`api::access::bearer_token`).
+const TOKEN_PARAMETER: &str = "access_token";
+
+/// `uri` as it may be recorded: the value of every `access_token` query parameter (however its
+/// name is percent-encoded, as the token's reader decodes it) replaced by [`REDACTED`]; the rest
+/// as it came. Borrowed when there is nothing to hide, so most requests pay no allocation.
+pub fn recordable_uri(uri: &Uri) -> Cow<'_, str> {
+    let Some(query) = uri.query() else {
+        return Cow::Borrowed(uri.path_and_query().map_or("/", |whole| whole.as_str()));
+    };
+    let holds_token = |pair: &str| {
+        let name = pair.split('=').next().unwrap_or_default();
+        form_urlencoded::parse(name.as_bytes())
+            .next()
+            .is_some_and(|(decoded, _)| decoded == TOKEN_PARAMETER)
+    };
+    if !query.split('&').any(holds_token) {
+        return Cow::Borrowed(uri.path_and_query().map_or("/", |whole| whole.as_str()));
+    }
+    let query: Vec<Cow<'_, str>> = query
+        .split('&')
+        .map(|pair| {
+            if holds_token(pair) {
+                Cow::Owned(format!("{TOKEN_PARAMETER}={REDACTED}"))
+            } else {
+                Cow::Borrowed(pair)
+            }
+        })
+        .collect();
+    Cow::Owned(format!("{}?{}", uri.path(), query.join("&")))
 }
 
 /// The first event in a request's span (at debug: `RUST_LOG=info,herald::api::trace=debug`
@@ -110,4 +150,44 @@ fn client_traceparent(headers: &HeaderMap) -> Option<TraceParent> {
         .get(TRACEPARENT)
         .and_then(|value| value.to_str().ok())
         .and_then(TraceParent::parse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(uri: &str) -> String {
+        recordable_uri(&uri.parse::<Uri>().unwrap()).into_owned()
+    }
+
+    #[test]
+    fn query_tokens_are_redacted_and_the_rest_kept() {
+        assert_eq!(
+            recorded("/v1/topics/t/events?from=earliest&access_token=eyJ.secret.sig"),
+            "/v1/topics/t/events?from=earliest&access_token=[redacted]"
+        );
+        assert_eq!(
+            recorded("/v1/ws?access_token=a&x=%20y&access_token=b"),
+            "/v1/ws?access_token=[redacted]&x=%20y&access_token=[redacted]"
+        );
+        // A percent-encoded name is still the parameter the token is read from.
+        assert_eq!(
+            recorded("/v1/ws?access%5Ftoken=secret"),
+            "/v1/ws?access_token=[redacted]"
+        );
+        assert_eq!(
+            recorded("/v1/ws?access_token"),
+            "/v1/ws?access_token=[redacted]"
+        );
+        // Nothing to hide: as it came.
+        assert_eq!(
+            recorded("/v1/topics?x=access_token"),
+            "/v1/topics?x=access_token"
+        );
+        assert_eq!(recorded("/v1/topics"), "/v1/topics");
+        assert!(matches!(
+            recordable_uri(&"/v1/topics?a=1".parse::<Uri>().unwrap()),
+            Cow::Borrowed(_)
+        ));
+    }
 }

@@ -98,6 +98,8 @@ impl SocketAuth {
             request_id: self.audit.request_id.clone(),
             reason: Some(reason.clone()),
             node_id: 0,
+            count: None,
+            since_ms: None,
         });
         Err(ApiError::new(ErrorCode::Forbidden, reason))
     }

@@ -104,6 +104,14 @@ pub struct AuditEventDto {
     pub reason: Option<String>,
     /// The node that served the request.
     pub node_id: u64,
+    /// For an event standing for several refusals of unauthenticated requests from one
+    /// address (`audit.refusal_window_ms`): how many, answered from `since_ms` to `at_ms`; the
+    /// other fields describe the last. Absent: the event is one request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// When the first of the `count` refusals was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
 }
 
 /// `GET /v1/audit`: events oldest first.
@@ -131,6 +139,8 @@ impl From<AuditEvent> for AuditEventDto {
             request_id: event.request_id,
             reason: event.reason,
             node_id: event.node_id,
+            count: event.count,
+            since_ms: event.since_ms,
         }
     }
 }
