@@ -47,6 +47,7 @@ fi
 # it the same for both (an older binary may lack `bench sink`).
 LOADGEN=${LOADGEN:-$HERALD}
 DIR=$(mktemp -d "$BENCH_DIR/herald-bench.XXXXXX")
+bench_cluster_secret
 declare -a PIDS=()
 cleanup() {
     local pid

@@ -14,7 +14,8 @@
 # and may set HERALD (the binary; default $CARGO_TARGET_DIR/release/herald, with CARGO_TARGET_DIR
 # defaulting to /var/tmp/herald-target).
 #
-# Sourcing it sets HERALD, DIR (a fresh /tmp/herald-NAME.XXXXXX, removed on exit), PIDS (node ID
+# Sourcing it exports HERALD_CLUSTER_SECRET (the same for every node, unless set) and sets
+# HERALD, DIR (a fresh /tmp/herald-NAME.XXXXXX, removed on exit), PIDS (node ID
 # -> pid of the nodes running; all are SIGKILLed on exit), LOGS (node ID -> log file), CLUSTER
 # (the --initial-cluster of nodes 1, 2 and 3) and HZ (clock ticks a second), and defines, besides
 # lib/common.sh's now_ms, json and median:
@@ -39,6 +40,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 HERALD=${HERALD:-${CARGO_TARGET_DIR:-/var/tmp/herald-target}/release/herald}
+bench_cluster_secret
 DIR=$(mktemp -d "/tmp/herald-$1.XXXXXX")
 declare -A PIDS LOGS
 

@@ -7,7 +7,10 @@
 #   wait_for_ports PORT...  waits (60 s at most) until the nodes on 127.0.0.1:PORT answer /readyz;
 #              on failure prints the tail of "$DIR"/*.log (the caller's node logs) and exits
 #   bench_workdir NAME  makes DIR (a fresh /var/tmp/herald-NAME.XXXXXX) and PIDS (the processes
-#              the script starts), and on exit kills every pid in PIDS and removes DIR
+#              the script starts), and on exit kills every pid in PIDS and removes DIR; exports
+#              HERALD_CLUSTER_SECRET (bench_cluster_secret)
+#   bench_cluster_secret  exports HERALD_CLUSTER_SECRET (unless set): the secret every node of a
+#              multi-node cluster needs, the same on all
 #   stop_nodes kills every pid in PIDS now and empties it (between phases of one script)
 
 now_ms() { date +%s%3N; }
@@ -23,7 +26,11 @@ wait_for_ports() {
     done
 }
 
+bench_cluster_secret() {
+    export HERALD_CLUSTER_SECRET="${HERALD_CLUSTER_SECRET:-herald-bench-cluster-secret-of-every-node}"
+}
 bench_workdir() {
+    bench_cluster_secret
     DIR=$(mktemp -d "/var/tmp/herald-$1.XXXXXX")
     PIDS=()
     trap bench_cleanup EXIT
