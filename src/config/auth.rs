@@ -43,7 +43,8 @@ pub struct AuthConfig {
     /// OIDC providers (Keycloak, Auth0, ...) whose tokens are accepted.
     pub external_issuers: Vec<ExternalIssuerConfig>,
     /// The most client secrets checked (argon2id, 19 MiB of memory each) at once by the token
-    /// endpoint and client management. 0: the number of CPU cores, at most 4.
+    /// endpoint and client management. 0: the number of CPU cores; at most 4 either way, so
+    /// they take at most 76 MiB, within the memory budget's process reserve.
     pub max_concurrent_secret_checks: usize,
     /// The most secret checks waiting for one of those; past it a token request answers 503
     /// `temporarily_unavailable` with `Retry-After` at once, having checked nothing.
@@ -242,11 +243,11 @@ impl ExternalIssuerConfig {
 
 impl AuthConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.max_concurrent_secret_checks > 64 {
-            return Err(ConfigError::Invalid(
-                "auth.max_concurrent_secret_checks must be 0 (the cores, at most 4) to 64: each takes 19 MiB"
-                    .into(),
-            ));
+        if self.max_concurrent_secret_checks > AUTO_SECRET_CHECKS_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "auth.max_concurrent_secret_checks must be 0 (the cores, at most {AUTO_SECRET_CHECKS_MAX}) to \
+                 {AUTO_SECRET_CHECKS_MAX}: each takes 19 MiB of the memory budget's 128 MiB process reserve"
+            )));
         }
         if self.secret_check_queue > 100_000 {
             return Err(ConfigError::Invalid(

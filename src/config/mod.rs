@@ -678,6 +678,58 @@ mod tests {
     }
 
     #[test]
+    fn connection_timeouts_and_security_settings_default_parse_and_are_checked() {
+        let config = Config::default();
+        assert_eq!(config.header_read_timeout_ms, 30_000);
+        assert_eq!(config.idle_timeout_ms, 60_000);
+        assert_eq!(config.http2_keepalive_interval_ms, 20_000);
+        assert_eq!(config.cluster_secret_file, None);
+        assert_eq!(config.auth.failed_token_requests_per_client_per_min, 20);
+        assert_eq!(config.auth.failed_token_requests_per_address_per_min, 60);
+        assert!((1..=4).contains(&config.auth.effective_secret_checks()));
+        assert_eq!(config.audit.refusal_window_ms, 60_000);
+        let config: Config = toml::from_str(
+            "header_read_timeout_ms = 1000\ncluster_secret_file = \"/etc/herald/secret\"\n\
+             [auth]\nmax_concurrent_secret_checks = 2\nsecret_check_queue = 0\n\
+             [audit]\nrefusal_window_ms = 500\n",
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.auth.effective_secret_checks(), 2);
+        for bad in [
+            "header_read_timeout_ms = 99",
+            "idle_timeout_ms = 0",
+            "http2_keepalive_interval_ms = 10",
+            "[auth]\nmax_concurrent_secret_checks = 5",
+            "[audit]\nrefusal_window_ms = 99",
+        ] {
+            let config: Config = toml::from_str(bad).unwrap();
+            assert!(config.validate().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_a_node_founding_a_cluster_alone_founds_alone() {
+        let config = Config::default();
+        assert!(config.founds_alone());
+        let listed_alone = Config {
+            initial_cluster: "1=127.0.0.1:7000".into(),
+            ..Config::default()
+        };
+        assert!(listed_alone.founds_alone());
+        let founder = Config {
+            initial_cluster: "1=a:1,2=b:1".into(),
+            ..Config::default()
+        };
+        assert!(!founder.founds_alone());
+        let joiner = Config {
+            join: true,
+            ..Config::default()
+        };
+        assert!(!joiner.founds_alone());
+    }
+
+    #[test]
     fn rpc_forward_limits_default_parse_and_are_checked() {
         let config = Config::default();
         assert_eq!(config.rpc.forward_max_concurrent_requests, 4096);
