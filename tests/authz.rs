@@ -714,7 +714,10 @@ async fn denied_requests_are_audited_with_the_principal() {
         json!({"op": "auth", "id": "a", "token": "not-a-token"}),
     )
     .await;
-    assert_eq!(next_frame(&mut socket).await["error"]["code"], "unauthorized");
+    assert_eq!(
+        next_frame(&mut socket).await["error"]["code"],
+        "unauthorized"
+    );
     send(
         &mut socket,
         json!({"op": "auth", "id": "b", "token": secured.token("admin")}),
@@ -789,9 +792,9 @@ async fn denied_requests_are_audited_with_the_principal() {
     assert_eq!(refused_auth[0]["method"], "WS");
     assert_eq!(refused_auth[1]["status"], 403, "{}", refused_auth[1]);
     assert!(
-        refused_auth
-            .iter()
-            .all(|event| event["reason"].as_str().is_some_and(|reason| !reason.is_empty())),
+        refused_auth.iter().all(|event| event["reason"]
+            .as_str()
+            .is_some_and(|reason| !reason.is_empty())),
         "{refused_auth:?}"
     );
     assert!(events

@@ -123,17 +123,25 @@ async fn policy_changes_and_client_deletions_apply_on_every_node() {
         .await
         .unwrap();
     assert_eq!(created.status(), StatusCode::CREATED);
-    let mut stream = poll(Duration::from_secs(10), Duration::from_millis(50), || async {
-        let response = common::sse::stream_client()
-            .get(cluster.node(2).url(&format!("/v1/topics/live/events?access_token={service}")))
-            .send()
-            .await
-            .map_err(|error| error.to_string())?;
-        match response.status() {
-            StatusCode::OK => Ok(common::sse::EventStream::of(response)),
-            other => Err(format!("the stream answered {other}")),
-        }
-    })
+    let mut stream = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let response = common::sse::stream_client()
+                .get(
+                    cluster
+                        .node(2)
+                        .url(&format!("/v1/topics/live/events?access_token={service}")),
+                )
+                .send()
+                .await
+                .map_err(|error| error.to_string())?;
+            match response.status() {
+                StatusCode::OK => Ok(common::sse::EventStream::of(response)),
+                other => Err(format!("the stream answered {other}")),
+            }
+        },
+    )
     .await
     .unwrap_or_else(|seen| panic!("{seen}"));
     let deleted = std::time::Instant::now();

@@ -244,21 +244,17 @@ async fn a_token_is_renewed_without_the_secret_until_the_secret_is_rotated() {
     // accepted. So does a rotation in the very second the session began: whole seconds
     // (`auth_time`, `iat`) cannot tell it from one before, so a token is bound to the secret
     // it was issued under. Start early in a second, so token and rotation share it.
-    common::poll(
-        Duration::from_secs(5),
-        Duration::from_millis(5),
-        || async {
-            let millis = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_millis();
-            if millis < 100 {
-                Ok(())
-            } else {
-                Err(format!("{millis} ms into the second"))
-            }
-        },
-    )
+    common::poll(Duration::from_secs(5), Duration::from_millis(5), || async {
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_millis();
+        if millis < 100 {
+            Ok(())
+        } else {
+            Err(format!("{millis} ms into the second"))
+        }
+    })
     .await
     .unwrap_or_else(|seen| panic!("{seen}"));
     let second = common::auth::token(&server, "console", &secret).await;
@@ -389,7 +385,8 @@ fn with_other_s(token: &str) -> String {
     assert_eq!(signature.len(), 64);
     let mut borrow = 0i16;
     for index in (0..32).rev() {
-        let mut difference = i16::from(P256_ORDER[index]) - i16::from(signature[32 + index]) - borrow;
+        let mut difference =
+            i16::from(P256_ORDER[index]) - i16::from(signature[32 + index]) - borrow;
         borrow = i16::from(difference < 0);
         if difference < 0 {
             difference += 256;

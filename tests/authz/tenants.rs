@@ -144,7 +144,11 @@ async fn a_group_member_belongs_to_the_principal_that_joined_it() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let team_rules = |team: &str| {
         vec![
-            (team.to_string(), format!("topic:{}-*", &team[5..]), "consume"),
+            (
+                team.to_string(),
+                format!("topic:{}-*", &team[5..]),
+                "consume",
+            ),
             (team.to_string(), "group:*".to_string(), "consume"),
             (team.to_string(), "group:*".to_string(), "view"),
         ]
@@ -338,7 +342,10 @@ async fn deleting_or_rotating_a_client_ends_its_sockets_and_streams() {
         }
     };
     assert_eq!(last.message()["code"], "unauthorized", "{}", last.data);
-    assert!(stream.next().await.is_none(), "nothing follows token_expired");
+    assert!(
+        stream.next().await.is_none(),
+        "nothing follows token_expired"
+    );
     // The consumer's old token is refused; a new one from the new secret is not.
     let (status, _, _) = secured
         .call(Method::GET, "/v1/topics/orders-1", Some(&consumer), None)

@@ -6,9 +6,12 @@ pub mod access;
 pub mod bootstrap;
 pub mod external;
 pub mod keys;
+pub mod low_s;
 pub mod policy;
 pub mod secrets;
 pub mod service;
 pub mod tokens;
+#[cfg(test)]
+mod tokens_tests;
 pub mod verified;
 pub mod verify;

@@ -3,8 +3,14 @@
 //! A rule lets a role do an action on the resources a pattern matches. Resources are
 //! `kind:name` (`topic:orders`, `group:billing`, `subscription:audit`, `cluster:nodes`,
 //! `auth:clients`); a pattern is a name or a name prefix ending in one `*` (`topic:orders-*`,
-//! `group:*`), matched with casbin's `keyMatch`. A principal may act when one of its roles may;
-//! nothing is allowed that no rule allows.
+//! `group:*`), matched as a prefix (`prefixMatch`, registered with casbin: its own `keyMatch`
+//! slices strings by bytes and panics inside a multi-byte character). A principal may act when
+//! one of its roles may; nothing is allowed that no rule allows.
+//!
+//! A resource a request names is checked before any rule is matched against it
+//! ([`check_requested`]): a name outside the name alphabet is refused as bad input, and so is an
+//! internal topic (`__audit`, whose events are read at `GET /v1/audit` only), whatever the
+//! policy grants.
 //!
 //! The compiled enforcer is read-mostly: a check loads it with one atomic read (no lock) and
 //! evaluates it; when the metadata's policy differs from the one compiled, the first check that
@@ -20,6 +26,7 @@ use crate::broker::auth::tokens::Principal;
 use crate::broker::Broker;
 use crate::domain::auth::{validate_role, PolicyRule, MAX_POLICY_RULES};
 use crate::domain::metadata::MetadataState;
+use crate::domain::names::{validate_name, validate_public_topic_name};
 
 /// What a request does to a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,8 +66,15 @@ impl std::fmt::Display for Action {
 }
 
 /// The kinds of resources rules name.
-pub const RESOURCE_KINDS: [&str; 6] =
-    ["topic", "group", "subscription", "cluster", "auth", "audit"];
+pub const RESOURCE_KINDS: [&str; 7] = [
+    "topic",
+    "group",
+    "subscription",
+    "producer",
+    "cluster",
+    "auth",
+    "audit",
+];
 
 /// The longest resource (pattern) a rule or check names.
 pub const MAX_RESOURCE_CHARS: usize = 300;
@@ -77,6 +91,7 @@ pub fn built_in_rules() -> Vec<PolicyRule> {
         rule("producer", "topic:*", "produce"),
         rule("producer", "topic:*", "view"),
         rule("producer", "cluster:producers", "produce"),
+        rule("producer", "producer:*", "produce"),
         rule("consumer", "topic:*", "consume"),
         rule("consumer", "topic:*", "view"),
         rule("consumer", "group:*", "consume"),
@@ -132,6 +147,35 @@ pub fn validate_resource_pattern(resource: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a resource a request names (`kind:name`, or a kind's `kind:*` for listing and
+/// creating) before the policy is asked about it: the name is one a client may use (the name
+/// alphabet; for topics, not an internal one). The answer is the bad input's description.
+pub fn check_requested(resource: &str) -> Result<(), String> {
+    let Some((kind, name)) = resource.split_once(':') else {
+        return Err(format!("'{resource}' names no resource"));
+    };
+    if name == "*" {
+        return Ok(());
+    }
+    match kind {
+        "topic" => validate_public_topic_name("topic name", name),
+        "group" => validate_name("group", name),
+        "subscription" => validate_name("subscription name", name),
+        "producer" => validate_name("producer name", name),
+        "client" => validate_name("client id", name),
+        _ => validate_name(kind, name),
+    }
+}
+
+/// Whether `key` matches `pattern`: equal, or starting with the part of `pattern` before its
+/// `*`. What casbin's `keyMatch` computes, comparing bytes, so no name can make it panic.
+fn prefix_match(key: &str, pattern: &str) -> bool {
+    match pattern.find('*') {
+        Some(star) => key.as_bytes().starts_with(&pattern.as_bytes()[..star]),
+        None => key == pattern,
+    }
+}
+
 /// Checks a rule as `PUT /v1/auth/policies` takes it.
 pub fn validate_rule(rule: &PolicyRule) -> Result<(), String> {
     validate_role(&rule.role)?;
@@ -156,7 +200,7 @@ pub fn validate_rules(rules: &[PolicyRule]) -> Result<(), String> {
 }
 
 /// Casbin's model: a request (role, resource, action) is allowed when a rule of that role
-/// matches the resource (`keyMatch`: exact, or a prefix before a trailing `*`) and names the
+/// matches the resource (`prefixMatch`: exact, or a prefix before a trailing `*`) and names the
 /// action or `*`.
 const MODEL: &str = r#"
 [request_definition]
@@ -169,7 +213,7 @@ p = sub, obj, act
 e = some(where (p.eft == allow))
 
 [matchers]
-m = r.sub == p.sub && keyMatch(r.obj, p.obj) && (p.act == "*" || r.act == p.act)
+m = r.sub == p.sub && prefixMatch(r.obj, p.obj) && (p.act == "*" || r.act == p.act)
 "#;
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +236,16 @@ async fn compile(source: Option<Vec<PolicyRule>>) -> Result<Compiled, PolicyErro
     let mut enforcer = Enforcer::new(model, MemoryAdapter::default())
         .await
         .map_err(error)?;
+    enforcer.add_function(
+        "prefixMatch",
+        casbin::function_map::OperatorFunction::Arg2(|key, pattern| {
+            prefix_match(
+                &casbin::function_map::dynamic_to_str(&key),
+                &casbin::function_map::dynamic_to_str(&pattern),
+            )
+            .into()
+        }),
+    );
     let rules = source.clone().unwrap_or_else(built_in_rules);
     if !rules.is_empty() {
         enforcer
@@ -292,14 +346,25 @@ impl Authorizer {
 }
 
 impl Compiled {
+    /// Whether one of the principal's roles may. An evaluation that fails, or panics (a bug:
+    /// names are checked first and the matcher cannot panic), denies: no request ever sees it.
     fn allows(&self, principal: &Principal, action: Action, resource: &str) -> bool {
         principal.roles.iter().any(|role| {
-            self.enforcer
-                .enforce((role.as_str(), resource, action.as_str()))
-                .unwrap_or_else(|error| {
+            let enforced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.enforcer
+                    .enforce((role.as_str(), resource, action.as_str()))
+            }));
+            match enforced {
+                Ok(Ok(allowed)) => allowed,
+                Ok(Err(error)) => {
                     tracing::error!(%error, "evaluating the authorization policy failed");
                     false
-                })
+                }
+                Err(_) => {
+                    tracing::error!(%resource, "evaluating the authorization policy panicked: denied");
+                    false
+                }
+            }
         })
     }
 }
@@ -345,6 +410,8 @@ mod tests {
             ("viewer", View, "auth:clients", false),
             ("viewer", Consume, "topic:orders", false),
             ("nobody", View, "topic:orders", false),
+            ("producer", Produce, "producer:ingest", true),
+            ("consumer", Produce, "producer:ingest", false),
         ];
         for (role, action, resource, allowed) in cases {
             assert_eq!(
@@ -405,6 +472,59 @@ mod tests {
         assert!(!check(Some(vec![]), &["admin"], Action::View, "topic:x").await);
     }
 
+    #[tokio::test]
+    async fn no_name_makes_the_matcher_panic() {
+        let rules = vec![PolicyRule {
+            role: "reader".into(),
+            resource: "topic:orders-*".into(),
+            action: "view".into(),
+        }];
+        let compiled = compile(Some(rules)).await.unwrap();
+        // `topic:orders-*`'s `*` is at byte 13, inside the `é` of this name.
+        for resource in [
+            "topic:ordersé1",
+            "topic:orders\u{10348}",
+            "topic:é",
+            "topic:",
+        ] {
+            assert!(!compiled.allows(&principal(&["reader"]), Action::View, resource));
+        }
+        assert!(compiled.allows(&principal(&["reader"]), Action::View, "topic:orders-é"));
+        assert!(prefix_match("topic:orders-", "topic:orders-*"));
+        assert!(!prefix_match("topic:orders", "topic:orders-*"));
+        assert!(prefix_match("anything", "*"));
+    }
+
+    #[test]
+    fn requested_resources_are_names_a_client_may_use() {
+        for good in [
+            "topic:orders",
+            "topic:*",
+            "group:billing",
+            "subscription:jobs",
+            "producer:ingest-1",
+            "cluster:info",
+            "audit:log",
+            "auth:clients",
+        ] {
+            assert_eq!(check_requested(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "topic:ordersé1",
+            "topic:__audit",
+            "topic:",
+            "group:a b",
+            "subscription:é",
+            "producer:x/y",
+            "cluster:é",
+            "orders",
+        ] {
+            assert!(check_requested(bad).is_err(), "{bad}");
+        }
+        let reserved = check_requested("topic:__audit").unwrap_err();
+        assert!(reserved.contains("reserved"), "{reserved}");
+    }
+
     #[test]
     fn rules_are_validated() {
         let rule = |resource: &str, action: &str| PolicyRule {
@@ -418,6 +538,7 @@ mod tests {
             rule("group:*", "consume"),
             rule("subscription:billing", "view"),
             rule("cluster:*", "admin"),
+            rule("producer:orders-*", "produce"),
         ] {
             validate_rule(&good).unwrap();
         }
