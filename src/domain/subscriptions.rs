@@ -343,6 +343,26 @@ mod tests {
             put(&mut subscriptions, "s", own_dead_letters),
             SubscriptionOutcome::Invalid(_)
         ));
+        // Internal topics are refused where the metadata applies settings, whoever proposed
+        // them: the audit log is neither read nor dead-lettered into by a subscription.
+        let mut into_the_audit_log = config("orders");
+        into_the_audit_log.dead_letter_policy = Some(DeadLetterPolicy {
+            topic: "__audit".into(),
+            max_delivery_attempts: 3,
+        });
+        for internal in [into_the_audit_log, config("__audit")] {
+            assert!(matches!(
+                subscriptions.apply(
+                    &SubscriptionCommand::Put {
+                        name: "s".into(),
+                        config: internal,
+                        now_ms: 7,
+                    },
+                    |_| true,
+                ),
+                SubscriptionOutcome::Invalid(_)
+            ));
+        }
         let mut backwards = config("orders");
         backwards.retry_policy.min_backoff_ms = 10;
         backwards.retry_policy.max_backoff_ms = 5;

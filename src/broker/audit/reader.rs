@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn filters_and_unreadable_events_move_the_position_on() {
-        let log = vec![event(5, "a"), event(6, "b"), event(7, "a")];
+        let log = [event(5, "a"), event(6, "b"), event(7, "a")];
         let mut only_a = query(10, Some(0));
         only_a.principal = Some("a".into());
         let mut pager = Pager::new(&only_a, 0);
