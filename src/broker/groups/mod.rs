@@ -182,6 +182,10 @@ impl Broker {
                 })
                 .collect()
         } else {
+            for topic in &request.topics {
+                validate_public_topic_name("topic name", topic)
+                    .map_err(BrokerError::InvalidRequest)?;
+            }
             request.topics.iter().cloned().collect()
         };
         if topics.is_empty() {
