@@ -104,7 +104,7 @@ impl SocketAuth {
             status,
             remote_addr: self.audit.remote_addr.clone(),
             request_id: self.audit.request_id.clone(),
-            reason: Some(truncate_reason(reason.to_string())),
+            reason: Some(truncate_at(reason.to_string(), MAX_AUDIT_REASON_BYTES)),
             node_id: 0,
         });
     }
@@ -719,13 +719,21 @@ fn read_error(error: axum::Error, max_frame_bytes: usize) -> Ending {
 }
 
 /// A close reason must fit in a control frame (123 bytes of UTF-8).
-fn truncate_reason(mut reason: String) -> String {
-    if reason.len() > 120 {
-        let mut end = 120;
-        while !reason.is_char_boundary(end) {
+fn truncate_reason(reason: String) -> String {
+    truncate_at(reason, 120)
+}
+
+/// The most bytes of a refusal's reason an audit event of the socket keeps: a refused token's
+/// reason can quote what the client sent.
+const MAX_AUDIT_REASON_BYTES: usize = 512;
+
+fn truncate_at(mut text: String, max_bytes: usize) -> String {
+    if text.len() > max_bytes {
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
             end -= 1;
         }
-        reason.truncate(end);
+        text.truncate(end);
     }
-    reason
+    text
 }

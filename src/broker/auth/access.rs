@@ -152,11 +152,6 @@ impl Access {
 }
 
 impl TokenLife {
-    /// When the token expires (ms since the epoch); `None` never.
-    pub fn expires_at_ms(&self) -> Option<i64> {
-        self.expires_at_ms
-    }
-
     /// Resolves when the token stops being valid. Cancel-safe: a connection selects on it
     /// beside its other work, again and again.
     pub async fn ended(&mut self) -> TokenEnd {
