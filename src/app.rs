@@ -31,10 +31,11 @@ const FORMAT_VERSION_KEY: &[u8] = b"format_version";
 /// setting; per-message key, delay, expiry and dead-letter reason in the delivery state; seek;
 /// redrive jobs with their checkpoints in the metadata state and commands. 9: OAuth2 clients,
 /// signing keys and the authorization policy (issue 14) in the metadata state and commands.
-/// 10: signing keys sealed under the cluster secret (issue 30): `SigningKeyRecord` holds
-/// `sealed_private` instead of the plaintext PKCS#8 key.
+/// 10: a consumer group member's owner (the principal that joined it, issue 30) in the group
+/// rows, snapshots and join commands. 11: signing keys sealed under the cluster secret (issue
+/// 30): `SigningKeyRecord` holds `sealed_private` instead of the plaintext PKCS#8 key.
 /// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 10;
+const FORMAT_VERSION: u64 = 11;
 
 /// What the built-in issuer's tokens say: the configured issuer, or this node's own URL.
 fn token_settings(config: &Config) -> crate::broker::auth::tokens::TokenSettings {

@@ -521,3 +521,84 @@ async fn refused_anonymous_requests_are_counted_in_few_short_events() {
         "no event counts repeated refusals: {refusals:?}"
     );
 }
+
+/// Only the node writes the audit log: no subscription reads an internal topic or dead-letters
+/// into one (a dead-lettered message would land in `__audit` verbatim and read back as an
+/// event). And the log pages by position: `next_offset` continues exactly after a page, so an
+/// event whose own clock is off (a node's clock ahead) cannot make a reader skip the events
+/// after it.
+#[tokio::test]
+async fn the_audit_log_cannot_be_forged_and_pages_by_position() {
+    let server = Server::start().await;
+    let mut ids = Vec::new();
+    for name in ["jobs", "jobs-dead", "more"] {
+        let response = server.post_json("/v1/topics", &json!({"name": name})).await;
+        assert_eq!(response.status(), StatusCode::CREATED);
+        ids.push(request_id(&response));
+    }
+    events_with_ids(&server, &ids).await;
+    for config in [
+        json!({"topic": "jobs", "dead_letter_policy": {"topic": "__audit", "max_delivery_attempts": 1}}),
+        json!({"topic": "__audit"}),
+    ] {
+        let response = server
+            .http_client()
+            .put(server.url("/v1/subscriptions/forger"))
+            .json(&config)
+            .send()
+            .await
+            .unwrap();
+        // Refused, and audited (as every attempted administrative change is).
+        ids.push(request_id(&response));
+        let (status, body) = server.json(response).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{config}: {body}");
+        assert_eq!(body["code"], "invalid_request", "{body}");
+        assert!(
+            body["detail"].as_str().unwrap().contains("__audit"),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        server.get("/v1/subscriptions/forger").await.status(),
+        StatusCode::NOT_FOUND
+    );
+
+    // Paging by position, one event a page, reaches every event once and in order.
+    let all = events_with_ids(&server, &ids).await;
+    assert_eq!(all.len(), 5, "{all:?}");
+    let mut paged = Vec::new();
+    let mut offset = 0u64;
+    for _ in 0..=all.len() {
+        let (status, page) = server
+            .json(
+                server
+                    .get(&format!("/v1/audit?limit=1&from_offset={offset}"))
+                    .await,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let batch = page["events"].as_array().expect("events").clone();
+        assert!(batch.len() <= 1, "{page}");
+        let next = page["next_offset"].as_u64().expect("next_offset");
+        if batch.is_empty() {
+            assert_eq!(next, offset, "an empty page stays where it is: {page}");
+            break;
+        }
+        assert!(next > offset, "{page}");
+        offset = next;
+        paged.extend(batch);
+    }
+    let ours: Vec<Value> = paged
+        .iter()
+        .filter(|event| ids.iter().any(|id| event["request_id"] == id.as_str()))
+        .cloned()
+        .collect();
+    assert_eq!(ours, all, "each event once, in order: {paged:?}");
+    server
+        .expect_problem(
+            server.get("/v1/audit?from_offset=x").await,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        )
+        .await;
+}

@@ -5,6 +5,8 @@
 //! tokens; a policy change taking effect on the next request.
 
 mod common;
+#[path = "authz/tenants.rs"]
+mod tenants;
 
 use std::collections::BTreeMap;
 
@@ -73,6 +75,25 @@ impl Secured {
 
     fn token(&self, role: &str) -> &str {
         &self.tokens[role]
+    }
+
+    /// Replaces the policy, as the `admin` client, with rules of (role, resource, action).
+    async fn set_policy(&self, rules: &[(String, String, &str)]) {
+        let rules: Vec<Value> = rules
+            .iter()
+            .map(|(role, resource, action)| {
+                json!({"role": role, "resource": resource, "action": action})
+            })
+            .collect();
+        let (status, _, body) = self
+            .call(
+                Method::PUT,
+                "/v1/auth/policies",
+                Some(self.token("admin")),
+                Some(&json!({ "rules": rules })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
     }
 
     async fn call(
@@ -687,6 +708,22 @@ async fn denied_requests_are_audited_with_the_principal() {
     )
     .await;
     assert_eq!(next_frame(&mut socket).await["error"]["code"], "forbidden");
+    // A refused `auth` frame is audited too: a bad token, and another client's token.
+    send(
+        &mut socket,
+        json!({"op": "auth", "id": "a", "token": "not-a-token"}),
+    )
+    .await;
+    assert_eq!(
+        next_frame(&mut socket).await["error"]["code"],
+        "unauthorized"
+    );
+    send(
+        &mut socket,
+        json!({"op": "auth", "id": "b", "token": secured.token("admin")}),
+    )
+    .await;
+    assert_eq!(next_frame(&mut socket).await["error"]["code"], "forbidden");
 
     // The viewer may not read the audit log; the admin may.
     let (status, _, _) = secured
@@ -718,10 +755,10 @@ async fn denied_requests_are_audited_with_the_principal() {
                     return Err(format!("GET /v1/audit answered {status}: {page}"));
                 }
                 let events = page["events"].as_array().cloned().unwrap_or_default();
-                if events.len() >= 3 {
+                if events.len() >= 5 {
                     Ok(events)
                 } else {
-                    Err(format!("not yet three of the viewer's events: {page}"))
+                    Err(format!("not yet five of the viewer's events: {page}"))
                 }
             }
         },
@@ -746,6 +783,20 @@ async fn denied_requests_are_audited_with_the_principal() {
     assert_eq!(publish["action"], "websocket produce");
     assert_eq!(publish["resource"], "topic:orders-1");
     assert!(publish["reason"].as_str().is_some(), "{publish}");
+    let refused_auth: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["action"] == "websocket auth")
+        .collect();
+    assert_eq!(refused_auth.len(), 2, "{events:?}");
+    assert_eq!(refused_auth[0]["status"], 401, "{}", refused_auth[0]);
+    assert_eq!(refused_auth[0]["method"], "WS");
+    assert_eq!(refused_auth[1]["status"], 403, "{}", refused_auth[1]);
+    assert!(
+        refused_auth.iter().all(|event| event["reason"]
+            .as_str()
+            .is_some_and(|reason| !reason.is_empty())),
+        "{refused_auth:?}"
+    );
     assert!(events
         .iter()
         .all(|event| event["principal"] == "viewer" && event["allowed"] == false));

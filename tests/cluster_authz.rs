@@ -1,6 +1,7 @@
 //! A policy changed on one node of a 3-node cluster with `--auth` applies on the others: the
 //! policy is replicated through the metadata group and each node recompiles it on the first
-//! request after it changed; tokens issued by one node are valid on all.
+//! request after it changed; tokens issued by one node are valid on all. A client deleted on one
+//! node loses its sockets and event streams on the others at once.
 
 mod common;
 
@@ -43,10 +44,11 @@ async fn wait_everywhere(cluster: &TestCluster, token: &str, expected: StatusCod
 }
 
 #[tokio::test]
-async fn a_policy_change_applies_on_every_node() {
+async fn policy_changes_and_client_deletions_apply_on_every_node() {
     let mut cluster = TestCluster::start(3).await;
     let admin_secret = create_client(cluster.node(1), "admin", &["admin"]).await;
     let viewer_secret = create_client(cluster.node(1), "viewer", &["viewer"]).await;
+    let service_secret = create_client(cluster.node(1), "svc", &["admin"]).await;
     // Every node names the cluster's address as the tokens' issuer.
     let config = tempfile::tempdir().unwrap();
     let path = config.path().join("herald.toml");
@@ -100,4 +102,71 @@ async fn a_policy_change_applies_on_every_node() {
     let policy: Value = response.json().await.unwrap();
     assert_eq!(policy["rules"].as_array().unwrap().len(), 3, "{policy}");
     wait_everywhere(&cluster, &viewer, StatusCode::OK).await;
+
+    // A client with a socket on node 3 and an event stream on node 2 is deleted on node 1:
+    // both end at once, not when the token expires (in an hour).
+    let service = token(cluster.node(1), "svc", &service_secret).await;
+    wait_everywhere(&cluster, &service, StatusCode::OK).await;
+    let mut request = common::ws::ws_request(cluster.node(3), Some("herald.v1"));
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {service}").parse().unwrap(),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let created = cluster
+        .node(1)
+        .http_client()
+        .post(cluster.node(1).url("/v1/topics"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "live", "replication_factor": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let mut stream = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let response = common::sse::stream_client()
+                .get(
+                    cluster
+                        .node(2)
+                        .url(&format!("/v1/topics/live/events?access_token={service}")),
+                )
+                .send()
+                .await
+                .map_err(|error| error.to_string())?;
+            match response.status() {
+                StatusCode::OK => Ok(common::sse::EventStream::of(response)),
+                other => Err(format!("the stream answered {other}")),
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| panic!("{seen}"));
+    let deleted = std::time::Instant::now();
+    let response = cluster
+        .node(1)
+        .http_client()
+        .delete(cluster.node(1).url("/v1/auth/clients/svc"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let (code, reason) = common::ws::next_close(&mut socket).await;
+    assert_eq!(code, 4001, "{reason}");
+    let ended = loop {
+        match stream.next().await {
+            Some(event) if event.event == "token_expired" => break event,
+            Some(_) => continue,
+            None => panic!("the stream ended without a token_expired event"),
+        }
+    };
+    assert_eq!(ended.message()["code"], "unauthorized", "{}", ended.data);
+    assert!(
+        deleted.elapsed() < Duration::from_secs(10),
+        "ended {:?} after the deletion",
+        deleted.elapsed()
+    );
 }

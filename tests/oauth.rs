@@ -246,27 +246,24 @@ async fn a_token_is_renewed_without_the_secret_until_the_secret_is_rotated() {
     let body: Value = missing_type.json().await.unwrap();
     assert_eq!(body["error"], "invalid_request", "{body}");
 
-    // Rotating the secret (it leaked, say) ends the session: its tokens are not renewed.
-    // Session starts are whole seconds (`auth_time`), and a rotation within the session's
-    // first second cannot be told from one just before it: rotate in a later second.
-    let began = after["auth_time"].as_i64().expect("auth_time");
-    common::poll(
-        Duration::from_secs(5),
-        Duration::from_millis(20),
-        || async {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs() as i64;
-            if now > began {
-                Ok(())
-            } else {
-                Err(format!("still second {began} of the session"))
-            }
-        },
-    )
+    // Rotating the secret (it leaked, say) ends the session: its tokens are not renewed, nor
+    // accepted. So does a rotation in the very second the session began: whole seconds
+    // (`auth_time`, `iat`) cannot tell it from one before, so a token is bound to the secret
+    // it was issued under. Start early in a second, so token and rotation share it.
+    common::poll(Duration::from_secs(5), Duration::from_millis(5), || async {
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_millis();
+        if millis < 100 {
+            Ok(())
+        } else {
+            Err(format!("{millis} ms into the second"))
+        }
+    })
     .await
     .unwrap_or_else(|seen| panic!("{seen}"));
+    let second = common::auth::token(&server, "console", &secret).await;
     let rotated = server
         .http_client()
         .post(server.url("/v1/auth/clients/console/secret"))
@@ -286,6 +283,14 @@ async fn a_token_is_renewed_without_the_secret_until_the_secret_is_rotated() {
             .contains("rotated"),
         "{body}"
     );
+    let topics = server
+        .http_client()
+        .get(server.url("/v1/topics"))
+        .bearer_auth(&second)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(topics.status(), StatusCode::UNAUTHORIZED);
 
     let discovery: Value = server
         .get("/.well-known/openid-configuration")
@@ -566,4 +571,119 @@ async fn failed_token_requests_are_rate_limited_per_client_and_per_address() {
     }
     let (status, body) = token_by_basic(&server, "other", &other).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+}
+
+/// `GET /v1/topics` with `token`: the status.
+async fn list_topics(server: &Server, token: &str) -> StatusCode {
+    server
+        .http_client()
+        .get(server.url("/v1/topics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// A token is valid for the client it was issued to, not for a client made later under the
+/// same id: deleting a client and creating it again (with more roles, say) does not bring its
+/// old tokens back.
+#[tokio::test]
+async fn a_recreated_client_does_not_revive_the_old_clients_tokens() {
+    let mut server = Server::start().await;
+    let secret = create_client(&server, "svc", &["viewer"]).await;
+    let admin_secret = create_client(&server, "admin", &["admin"]).await;
+    server.set_extra_args(vec!["--auth".to_string()]);
+    server.restart().await;
+    let admin = common::auth::token(&server, "admin", &admin_secret).await;
+    let old = common::auth::token(&server, "svc", &secret).await;
+    assert_eq!(list_topics(&server, &old).await, StatusCode::OK);
+
+    let admin_call = |method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut request = server
+            .http_client()
+            .request(method, server.url(path))
+            .bearer_auth(&admin);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        request.send()
+    };
+    let deleted = admin_call(reqwest::Method::DELETE, "/v1/auth/clients/svc", None)
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    assert_eq!(list_topics(&server, &old).await, StatusCode::UNAUTHORIZED);
+    let created = admin_call(
+        reqwest::Method::POST,
+        "/v1/auth/clients",
+        Some(json!({"client_id": "svc", "roles": ["admin"]})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let new_secret = created.json::<Value>().await.unwrap()["client_secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The old token stays refused, with the new client's admin role or without.
+    assert_eq!(list_topics(&server, &old).await, StatusCode::UNAUTHORIZED);
+    let clients = server
+        .http_client()
+        .get(server.url("/v1/auth/clients"))
+        .bearer_auth(&old)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(clients.status(), StatusCode::UNAUTHORIZED);
+    let (status, _) = renew(&server, &old).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // The new client's own tokens work.
+    let new = common::auth::token(&server, "svc", &new_secret).await;
+    assert_eq!(list_topics(&server, &new).await, StatusCode::OK);
+}
+
+/// The order of P-256, big-endian.
+const P256_ORDER: [u8; 32] = [
+    0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+];
+
+/// The token with its ES256 signature `(r, s)` replaced by `(r, n - s)`, which verifies too.
+fn with_other_s(token: &str) -> String {
+    let (signed, signature) = token.rsplit_once('.').unwrap();
+    let mut signature = URL_SAFE_NO_PAD.decode(signature).unwrap();
+    assert_eq!(signature.len(), 64);
+    let mut borrow = 0i16;
+    for index in (0..32).rev() {
+        let mut difference =
+            i16::from(P256_ORDER[index]) - i16::from(signature[32 + index]) - borrow;
+        borrow = i16::from(difference < 0);
+        if difference < 0 {
+            difference += 256;
+        }
+        signature[32 + index] = difference as u8;
+    }
+    format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature))
+}
+
+/// ECDSA signatures are malleable: `(r, n - s)` verifies wherever `(r, s)` does. The issuer
+/// signs with the low `s` only and accepts no other, so a token has one valid text.
+#[tokio::test]
+async fn a_token_has_exactly_one_valid_signature() {
+    let mut server = Server::start().await;
+    let secret = create_client(&server, "svc", &["viewer"]).await;
+    server.set_extra_args(vec!["--auth".to_string()]);
+    server.restart().await;
+    for _ in 0..4 {
+        let token = common::auth::token(&server, "svc", &secret).await;
+        assert_eq!(list_topics(&server, &token).await, StatusCode::OK);
+        let twin = with_other_s(&token);
+        assert_ne!(twin, token);
+        assert_eq!(
+            list_topics(&server, &twin).await,
+            StatusCode::UNAUTHORIZED,
+            "the twin of {token}"
+        );
+    }
 }

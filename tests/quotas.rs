@@ -167,6 +167,67 @@ async fn produce_bytes_are_limited_per_client_and_an_override_lifts_them() {
     assert_eq!(fetched["messages"].as_array().map(Vec::len), Some(11));
 }
 
+/// A body without `Content-Length` (chunked) is held to the produce byte quota like one with
+/// it: twenty sent at once, each over half the burst, do not all pass because none of them
+/// declared its size up front. Each refused one answers 429 and writes nothing.
+#[tokio::test]
+async fn concurrent_chunked_bodies_are_held_to_the_produce_bytes_quota() {
+    let (server, _config) = node_with_quotas("produce_bytes_per_sec = 4096").await;
+    server.create_topic("chunked", 1).await;
+    let first = client_as(&server, FIRST).await;
+    let messages = server.url("/v1/topics/chunked/messages");
+    let body = message_of(3000).to_string().into_bytes();
+    let sends = (0..20).map(|_| {
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+            body.chunks(1000).map(|chunk| Ok(chunk.to_vec())).collect();
+        first
+            .post(&messages)
+            .header("content-type", "application/json")
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+            .send()
+    });
+    let started = std::time::Instant::now();
+    let answers = futures::future::join_all(sends).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut accepted = 0;
+    let mut refused = None;
+    for answer in answers {
+        let answer = answer.expect("an answer");
+        match answer.status() {
+            StatusCode::OK => accepted += 1,
+            StatusCode::TOO_MANY_REQUESTS => refused = Some(answer),
+            other => panic!("unexpected {other}: {}", answer.text().await.unwrap()),
+        }
+    }
+    // What may pass: the 4 KB burst, one chunk taken while the bucket was not yet in debt (at
+    // most a body), and what the bucket refilled while the requests ran.
+    let passable = (4096.0 + body.len() as f64 + 4096.0 * elapsed) / body.len() as f64;
+    assert!(
+        accepted as f64 <= passable && accepted < 20,
+        "{accepted} of 20 chunked bodies of {} bytes passed a 4 KB/s quota in {elapsed:.2} s",
+        body.len()
+    );
+    expect_quota_exceeded(refused.expect("a refusal"), "produce_bytes_per_sec").await;
+    // Read as the other client: the first is in debt until its bucket refills.
+    let second = client_as(&server, SECOND).await;
+    let (_, fetched) = server
+        .json(
+            second
+                .get(server.url(
+                    "/v1/topics/chunked/partitions/0/messages?offset=earliest&max_messages=100",
+                ))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        fetched["messages"].as_array().map(Vec::len),
+        Some(accepted),
+        "only accepted bodies are written"
+    );
+}
+
 /// `count` messages of `value_bytes` bytes each, produced by the node's own client.
 async fn produce_sized(server: &Server, topic: &str, count: usize, value_bytes: usize) {
     let messages: Vec<Value> = (0..count)

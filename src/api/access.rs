@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::problem::ApiError;
 use super::rights::{self, Requirement};
-use crate::broker::auth::access::{Access, Denied};
+use crate::broker::auth::access::{Access, AdmittedToken, Denied};
 use crate::broker::auth::policy::Action;
 use crate::broker::auth::tokens::Principal;
 use crate::broker::ErrorCode;
@@ -39,12 +39,21 @@ pub fn bearer_token(
         .map(|(_, value)| value.into_owned())
 }
 
-/// The answer to a refused request: 401 with `WWW-Authenticate`, or 403.
+/// The problem of a refusal: 403, 401, or 400 for a name no client may use.
+pub fn denial(denied: &Denied) -> ApiError {
+    match denied {
+        Denied::Forbidden { .. } => ApiError::new(ErrorCode::Forbidden, denied.to_string()),
+        Denied::InvalidResource(reason) => ApiError::invalid_request(reason.clone()),
+        Denied::NoToken | Denied::InvalidToken(_) => {
+            ApiError::new(ErrorCode::Unauthorized, denied.to_string())
+        }
+    }
+}
+
+/// The answer to a refused request: 401 with `WWW-Authenticate`, 403, or 400.
 pub fn refusal(denied: &Denied) -> Response {
     match denied {
-        Denied::Forbidden { .. } => {
-            ApiError::new(ErrorCode::Forbidden, denied.to_string()).into_response()
-        }
+        Denied::Forbidden { .. } | Denied::InvalidResource(_) => denial(denied).into_response(),
         Denied::NoToken | Denied::InvalidToken(_) => {
             let mut response =
                 ApiError::new(ErrorCode::Unauthorized, denied.to_string()).into_response();
@@ -100,6 +109,10 @@ pub async fn admit(
         Ok(None) => return Ok((Request::from_parts(parts, body), None)),
         Err(denied) => return Err(refusal(&denied)),
     };
+    if let Some(token) = token {
+        // Kept by what outlives the request (sockets, streams) to check it again later.
+        parts.extensions.insert(AdmittedToken(token.into()));
+    }
     let checks = match requirement {
         Requirement::Right(action, template) => {
             let params = RawPathParams::from_request_parts(&mut parts, &())
@@ -169,9 +182,46 @@ impl Caller {
         self.access
             .authorize(self.principal.as_ref(), action, resource)
             .await
-            .map_err(|denied| match denied {
-                Denied::Forbidden { .. } => ApiError::new(ErrorCode::Forbidden, denied.to_string()),
-                other => ApiError::new(ErrorCode::Unauthorized, other.to_string()),
-            })
+            .map_err(|denied| denial(&denied))
+    }
+
+    /// The caller's subject: `None` with authentication off.
+    pub fn subject(&self) -> Option<String> {
+        self.principal
+            .as_ref()
+            .map(|principal| principal.subject.clone())
+    }
+
+    /// Refuses (403) unless `member_id` of `group` is the caller's: the principal that joined
+    /// it. With `reads`, also unless the caller may still consume every topic the member joined
+    /// for (a poll or a commit checks the rights as they are now, not as they were at the
+    /// join). Allows all with authentication off; an unknown member is `unknown_member`.
+    pub async fn require_member(
+        &self,
+        broker: &crate::broker::Broker,
+        group: &str,
+        member_id: &str,
+        reads: bool,
+    ) -> Result<(), ApiError> {
+        if !self.access.enabled() {
+            return Ok(());
+        }
+        let member = broker.group_member(group, member_id).await?;
+        let caller = self.principal.as_ref().map(|principal| &principal.subject);
+        if member.owner.as_ref() != caller || caller.is_none() {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "member '{member_id}' of group '{group}' belongs to the principal that joined it; join the group to get a member of your own"
+                ),
+            ));
+        }
+        if reads {
+            for topic in &member.topics {
+                self.require(Action::Consume, &format!("topic:{topic}"))
+                    .await?;
+            }
+        }
+        Ok(())
     }
 }

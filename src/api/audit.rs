@@ -16,7 +16,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// Audit events from a time on, oldest first: administrative changes, failed authentications
-/// and denied requests, with who, what, where from and the request id. Page with `next_since`.
+/// and denied requests, with who, what, where from and the request id.
+///
+/// Page with `next_offset` (as `from_offset`): by position in the log, so no event's time (its
+/// recording node's clock) can make a reader skip others.
 #[utoipa::path(
     get,
     path = "/v1/audit",
@@ -24,7 +27,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(AuditQueryParams),
     responses(
         (status = 200, description = "Events from `since` on (possibly none)", body = AuditPageDto),
-        (status = 400, description = "`invalid_request`: a bad since, limit or principal", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`invalid_request`: a bad since, limit, principal or from_offset", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader` (with Retry-After) or `unavailable`", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "`timeout`", body = Problem, content_type = "application/problem+json"),
     )

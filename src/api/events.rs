@@ -29,6 +29,7 @@ use super::dto::topic::check_topic_name;
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::{ApiError, Problem};
 use super::shutdown::Shutdown;
+use super::stream_token::{token_expired_event, StreamToken};
 use super::AppState;
 use crate::broker::stream::{Positions, StartFrom, Tail};
 use crate::broker::{Broker, BrokerError};
@@ -90,9 +91,9 @@ impl EventStreams {
         source: S,
         shutdown: Shutdown,
         open: OpenStream,
-        expiry: TokenExpiry,
+        token: StreamToken,
     ) -> Response {
-        let sse = Sse::new(live_events(source, shutdown, open, expiry)).keep_alive(
+        let sse = Sse::new(live_events(source, shutdown, open, token)).keep_alive(
             KeepAlive::new()
                 .interval(self.limits.keepalive)
                 .text("keepalive"),
@@ -100,54 +101,6 @@ impl EventStreams {
         // nginx buffers proxied answers by default, which would hold events back.
         ([("x-accel-buffering", "no")], sse).into_response()
     }
-}
-
-/// When the token a stream was opened with expires (none with authentication off): the stream
-/// then ends with a `token_expired` event, and the client reconnects with a fresh token (and
-/// `Last-Event-ID`, so nothing is missed).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TokenExpiry(Option<i64>);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TokenExpiry {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        _state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(TokenExpiry(
-            parts
-                .extensions
-                .get::<crate::broker::auth::tokens::Principal>()
-                .map(|principal| principal.expires_at_ms),
-        ))
-    }
-}
-
-impl TokenExpiry {
-    /// Resolves when the token expires; never without one.
-    async fn reached(self) {
-        let Some(expires_at_ms) = self.0 else {
-            return std::future::pending().await;
-        };
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_millis() as i64)
-            .unwrap_or(0);
-        let left = expires_at_ms.saturating_sub(now_ms).max(0) as u64;
-        tokio::time::sleep(std::time::Duration::from_millis(left)).await;
-    }
-}
-
-/// The last event of a stream whose token expired.
-fn token_expired_event() -> Event {
-    let data = serde_json::json!({
-        "code": crate::broker::ErrorCode::Unauthorized.as_str(),
-        "detail": "the token this stream was opened with expired; reconnect with a new one (and Last-Event-ID)",
-    });
-    Event::default()
-        .event("token_expired")
-        .data(data.to_string())
 }
 
 /// What a server-sent event stream sends: a topic's tail, a group member, a queue
@@ -235,13 +188,13 @@ async fn events(
     ApiPath(topic): ApiPath<String>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
-    expiry: TokenExpiry,
+    token: StreamToken,
 ) -> Result<Response, ApiError> {
-    check_topic_name(&topic, true)?;
+    check_topic_name(&topic)?;
     let from = start_from(&headers, &query)?;
     let open = streams.open()?;
     let tail = broker.open_tail(&topic, query.partition, from).await?;
-    Ok(streams.respond(TopicEvents(tail), shutdown, open, expiry))
+    Ok(streams.respond(TopicEvents(tail), shutdown, open, token))
 }
 
 /// `Last-Event-ID` (a resume token) if sent and not empty, else `from` (default `latest`).
@@ -292,7 +245,7 @@ impl EventSource for TopicEvents {
 struct StreamState<S> {
     source: S,
     shutdown: Shutdown,
-    expiry: TokenExpiry,
+    token: StreamToken,
     pending: VecDeque<Event>,
     ended: bool,
     _open: OpenStream,
@@ -303,12 +256,12 @@ fn live_events<S: EventSource>(
     source: S,
     shutdown: Shutdown,
     open: OpenStream,
-    expiry: TokenExpiry,
+    token: StreamToken,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let state = StreamState {
         source,
         shutdown,
-        expiry,
+        token,
         pending: VecDeque::new(),
         ended: false,
         _open: open,
@@ -327,9 +280,9 @@ fn live_events<S: EventSource>(
                     state.ended = true;
                     state.pending.push_back(state.source.shutdown_event());
                 }
-                () = state.expiry.reached() => {
+                end = state.token.ended() => {
                     state.ended = true;
-                    state.pending.push_back(token_expired_event());
+                    state.pending.push_back(token_expired_event(&end));
                 }
                 (events, last) = state.source.next_events() => {
                     state.ended = last;

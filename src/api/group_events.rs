@@ -88,7 +88,7 @@ async fn group_events(
     State(shutdown): State<Shutdown>,
     ApiPath(group): ApiPath<String>,
     ApiQuery(query): ApiQuery<GroupEventsQuery>,
-    expiry: super::events::TokenExpiry,
+    token: super::stream_token::StreamToken,
 ) -> Result<Response, ApiError> {
     let topics: Vec<String> = query
         .topics
@@ -103,6 +103,7 @@ async fn group_events(
     let open = streams.open()?;
     let request = JoinGroup {
         group,
+        owner: token.subject(),
         topics,
         session_timeout: query.session_timeout_ms.map(Duration::from_millis),
         offset_reset: query.auto_offset_reset.map(Into::into),
@@ -110,7 +111,7 @@ async fn group_events(
     let member = broker
         .join_stream(request, query.auto_commit.unwrap_or(false))
         .await?;
-    Ok(streams.respond(MemberEvents(member), shutdown, open, expiry))
+    Ok(streams.respond(MemberEvents(member), shutdown, open, token))
 }
 
 struct MemberEvents(MemberStream);

@@ -64,7 +64,9 @@ async fn join_group(
             )
             .await?;
     }
-    let membership = broker.join_group(request.into_domain(group)).await?;
+    let membership = broker
+        .join_group(request.into_domain(group, caller.subject()))
+        .await?;
     Ok(Json(membership.into()))
 }
 
@@ -85,8 +87,12 @@ async fn join_group(
 )]
 async fn heartbeat(
     State(broker): State<Broker>,
+    caller: super::access::Caller,
     ApiPath((group, member)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<MembershipDto>> {
+    caller
+        .require_member(&broker, &group, &member, false)
+        .await?;
     Ok(Json(broker.group_heartbeat(&group, &member).await?.into()))
 }
 
@@ -115,9 +121,13 @@ async fn heartbeat(
 )]
 async fn poll(
     State(broker): State<Broker>,
+    caller: super::access::Caller,
     ApiPath((group, member)): ApiPath<(String, String)>,
     ApiJson(request): ApiJson<PollRequest>,
 ) -> ApiResult<Json<PollResponse>> {
+    caller
+        .require_member(&broker, &group, &member, true)
+        .await?;
     let request = request.into_domain(group, member)?;
     Ok(Json(broker.poll_group(request).await?.into()))
 }
@@ -139,8 +149,12 @@ async fn poll(
 )]
 async fn leave_group(
     State(broker): State<Broker>,
+    caller: super::access::Caller,
     ApiPath((group, member)): ApiPath<(String, String)>,
 ) -> ApiResult<StatusCode> {
+    caller
+        .require_member(&broker, &group, &member, false)
+        .await?;
     broker.leave_group(&group, &member).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -172,10 +186,14 @@ async fn leave_group(
 )]
 async fn commit_offsets(
     State(broker): State<Broker>,
+    caller: super::access::Caller,
     ApiPath(group): ApiPath<String>,
     headers: HeaderMap,
     ApiJson(request): ApiJson<CommitRequest>,
 ) -> ApiResult<Response> {
+    caller
+        .require_member(&broker, &group, &request.member_id, true)
+        .await?;
     let stored = broker.commit_offsets(request.into_domain(group)).await?;
     if !prefers_representation(&headers) {
         return Ok(StatusCode::NO_CONTENT.into_response());

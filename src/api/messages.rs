@@ -76,7 +76,7 @@ async fn produce(
     content_type: ContentType,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<ProduceResponse> {
-    check_topic_name(&topic, false)?;
+    check_topic_name(&topic)?;
     let idempotency_key = idempotency_key(&headers)?;
     let mut decoded = decode_produce(&content_type, &query, body)?;
     super::trace::stamp_messages(&headers, &mut decoded.messages);
@@ -126,7 +126,7 @@ async fn produce_batch(
     content_type: ContentType,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Json<BatchProduceResponse>> {
-    check_topic_name(&topic, false)?;
+    check_topic_name(&topic)?;
     check_batch_content_type(&content_type)?;
     let acks = query.acks.unwrap_or_default().into();
     let landing = broker.produce_batch(&topic, partition, body, acks).await?;
@@ -172,7 +172,7 @@ async fn fetch(
     ApiQuery(query): ApiQuery<FetchQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    check_topic_name(&topic, true)?;
+    check_topic_name(&topic)?;
     let request = query.into_domain(topic, partition)?;
     if accepts_batches(&headers) {
         return Ok(batches_response(broker.fetch_batches(request).await?));

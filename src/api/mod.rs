@@ -45,6 +45,7 @@ pub mod requests;
 pub mod rights;
 pub(crate) mod route_guard;
 pub mod shutdown;
+pub mod stream_token;
 pub mod subscription_events;
 pub mod subscriptions;
 pub mod tls;

@@ -38,7 +38,7 @@ async fn offset_for_timestamp(
     ApiPath((topic, partition)): ApiPath<(String, u32)>,
     ApiQuery(query): ApiQuery<OffsetForTimestampQuery>,
 ) -> ApiResult<Json<OffsetDto>> {
-    check_topic_name(&topic, true)?;
+    check_topic_name(&topic)?;
     let timestamp = query.checked()?;
     let offset = broker
         .offset_for_timestamp(&topic, partition, timestamp)

@@ -9,6 +9,7 @@ use super::dto::producer::{InitProducerRequest, ProducerDto};
 use super::extract::{ApiBytes, ContentType};
 use super::problem::{ApiResult, Problem};
 use super::AppState;
+use crate::broker::auth::policy::Action;
 use crate::broker::Broker;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -20,7 +21,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// Answers a producer id and epoch for the `producer_id`, `producer_epoch` and `sequence`
 /// fields of produce requests. A name gets the same id every time with the next epoch, which
 /// fences the previous holder (409 `producer_fenced` on its next produce); without a name, a
-/// fresh id at epoch 0.
+/// fresh id at epoch 0. With authentication on, a name also needs `produce` on
+/// `producer:{name}`, so one team cannot fence another's producer.
 #[utoipa::path(
     post,
     path = "/v1/producers",
@@ -35,9 +37,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 )]
 async fn init_producer(
     State(broker): State<Broker>,
+    caller: super::access::Caller,
     content_type: ContentType,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Json<ProducerDto>> {
     let request = InitProducerRequest::decode(&content_type, &body)?;
+    if let Some(name) = &request.name {
+        // Registering a name fences whoever held it: a right on that name, not on all.
+        caller
+            .require(Action::Produce, &format!("producer:{name}"))
+            .await?;
+    }
     Ok(Json(broker.init_producer(request.name).await?.into()))
 }

@@ -10,13 +10,15 @@
 //! that response's own task, so nobody else waits.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::body::HttpBody as _;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::header;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use parking_lot::Mutex;
 
 use super::problem::ApiError;
 use crate::broker::auth::tokens::Principal;
@@ -63,11 +65,37 @@ pub fn quota_exceeded(key: &QuotaKey, throttled: &Throttled) -> ApiError {
     }
 }
 
+/// A request admitted within its client's quotas: who its response is charged to, and whether
+/// its body (one without a declared length) went over the produce byte quota as it streamed.
+pub struct Admission {
+    key: QuotaKey,
+    body_refused: Option<Arc<Mutex<Option<Throttled>>>>,
+}
+
+/// Why a streaming body stopped: its client went over the produce byte quota. The handler
+/// sees a body that failed to read; the route guard answers 429 instead of its answer.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body is over the client's produce byte quota")]
+struct BodyOverQuota;
+
+impl Admission {
+    /// The answer to the admitted request: 429 when its body was refused part way (the
+    /// handler failed to read it, so nothing was done), else `response` charged to consume
+    /// bytes ([`charge_response`]).
+    pub fn answer(self, quotas: Quotas, response: Response) -> Response {
+        let refused = self.body_refused.and_then(|refused| refused.lock().take());
+        match refused {
+            Some(throttled) => quota_exceeded(&self.key, &throttled).into_response(),
+            None => charge_response(quotas, self.key, response),
+        }
+    }
+}
+
 /// Admits a request within its client's quotas (the route guard calls it, inside
 /// authentication, so the client is known). Answers the request (its body charged as it
-/// arrives when it declares no length) and the key its response is charged to with
-/// [`charge_response`] (none with quotas off or on an exempt path); or the 429 refusal.
-pub fn admit(quotas: &Quotas, request: Request) -> Result<(Request, Option<QuotaKey>), ApiError> {
+/// arrives when it declares no length) and its [`Admission`] (none with quotas off or on an
+/// exempt path); or the 429 refusal.
+pub fn admit(quotas: &Quotas, request: Request) -> Result<(Request, Option<Admission>), ApiError> {
     if !quotas.enabled() {
         return Ok((request, None));
     }
@@ -80,25 +108,41 @@ pub fn admit(quotas: &Quotas, request: Request) -> Result<(Request, Option<Quota
     }
     let key = quota_key(request.extensions());
     // A body that says its length is charged before anything is read; one that streams
-    // without a length is charged as it arrives.
+    // without a length is charged as it arrives, each chunk refused while the client is in
+    // debt (so bodies sent together cannot all pass on a bucket none of them was charged to
+    // yet when they were admitted).
     let declared_length = request.body().size_hint().exact();
     if let Err(throttled) = quotas.admit_request(&key, declared_length.unwrap_or(0)) {
         return Err(quota_exceeded(&key, &throttled));
     }
-    let request = if declared_length.is_none() {
-        let (parts, body) = request.into_parts();
-        let (charged, key) = (quotas.clone(), key.clone());
-        let body = body.into_data_stream().map(move |chunk| {
-            if let Ok(bytes) = &chunk {
-                charged.charge(&key, QuotaKind::ProduceBytes, bytes.len() as u64);
+    if declared_length.is_some() {
+        let admission = Admission {
+            key,
+            body_refused: None,
+        };
+        return Ok((request, Some(admission)));
+    }
+    let refused = Arc::new(Mutex::new(None));
+    let (parts, body) = request.into_parts();
+    let (charged, chunk_key, slot) = (quotas.clone(), key.clone(), refused.clone());
+    let body = body.into_data_stream().map(move |chunk| {
+        let bytes = chunk?;
+        match charged.take_chunk(&chunk_key, QuotaKind::ProduceBytes, bytes.len() as u64) {
+            Ok(()) => Ok(bytes),
+            Err(throttled) => {
+                *slot.lock() = Some(throttled);
+                Err(axum::Error::new(BodyOverQuota))
             }
-            chunk
-        });
-        Request::from_parts(parts, Body::from_stream(body))
-    } else {
-        request
+        }
+    });
+    let admission = Admission {
+        key,
+        body_refused: Some(refused),
     };
-    Ok((request, Some(key)))
+    Ok((
+        Request::from_parts(parts, Body::from_stream(body)),
+        Some(admission),
+    ))
 }
 
 /// Charges a response's body to consume bytes: at once when its size is known, chunk by
@@ -139,7 +183,6 @@ mod tests {
 
     use axum::extract::State;
     use axum::middleware::Next;
-    use axum::response::IntoResponse;
     use axum::routing::get;
     use axum::{middleware, Router};
     use tower::ServiceExt as _;
@@ -150,7 +193,7 @@ mod tests {
     /// The quota part of the route guard, alone.
     async fn with_quotas(State(quotas): State<Quotas>, request: Request, next: Next) -> Response {
         match admit(&quotas, request) {
-            Ok((request, Some(key))) => charge_response(quotas, key, next.run(request).await),
+            Ok((request, Some(admission))) => admission.answer(quotas, next.run(request).await),
             Ok((request, None)) => next.run(request).await,
             Err(refused) => refused.into_response(),
         }

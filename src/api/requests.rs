@@ -53,7 +53,7 @@ async fn request(
     ApiQuery(query): ApiQuery<RequestQuery>,
     ApiJson(message): ApiJson<ProduceMessageDto>,
 ) -> ApiResult<Json<RequestAnswerDto>> {
-    check_topic_name(&topic, false)?;
+    check_topic_name(&topic)?;
     let timeout = request_timeout(query.timeout_ms)?;
     let message = message.into_domain_as(&"the request")?;
     let answer = broker.request(&topic, message, timeout).await?;

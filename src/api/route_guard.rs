@@ -55,8 +55,8 @@ impl RouteGuard {
         };
         let response = match &self.quotas {
             Some(quotas) => match quota::admit(quotas, request) {
-                Ok((request, Some(key))) => {
-                    quota::charge_response(quotas.clone(), key, next.run(request).await)
+                Ok((request, Some(admission))) => {
+                    admission.answer(quotas.clone(), next.run(request).await)
                 }
                 Ok((request, None)) => next.run(request).await,
                 Err(refusal) => refusal.into_response(),

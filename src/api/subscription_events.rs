@@ -73,12 +73,12 @@ async fn subscription_events(
     State(shutdown): State<Shutdown>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(query): ApiQuery<SubscriptionEventsQuery>,
-    expiry: super::events::TokenExpiry,
+    token: super::stream_token::StreamToken,
 ) -> Result<Response, ApiError> {
     let max_in_flight = query.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
     let leases = broker.queues().open_lease_stream(&name, max_in_flight)?;
     let open = streams.open()?;
-    Ok(streams.respond(LeaseEvents(leases), shutdown, open, expiry))
+    Ok(streams.respond(LeaseEvents(leases), shutdown, open, token))
 }
 
 struct LeaseEvents(LeaseStream);

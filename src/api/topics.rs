@@ -80,7 +80,7 @@ async fn describe_topic(
     State(broker): State<Broker>,
     ApiPath(topic): ApiPath<String>,
 ) -> ApiResult<Json<TopicDto>> {
-    check_topic_name(&topic, true)?;
+    check_topic_name(&topic)?;
     Ok(Json(broker.describe_topic(&topic).await?.into()))
 }
 
@@ -102,7 +102,7 @@ async fn update_topic(
     ApiPath(topic): ApiPath<String>,
     ApiJson(request): ApiJson<UpdateTopicRequest>,
 ) -> ApiResult<Json<TopicDto>> {
-    check_topic_name(&topic, false)?;
+    check_topic_name(&topic)?;
     let update = request.into_domain()?;
     Ok(Json(broker.update_topic(&topic, update).await?.into()))
 }
@@ -123,7 +123,7 @@ async fn delete_topic(
     State(broker): State<Broker>,
     ApiPath(topic): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    check_topic_name(&topic, false)?;
+    check_topic_name(&topic)?;
     broker.delete_topic(&topic).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -28,24 +28,30 @@ pub struct AuditArgs {
 #[derive(Deserialize)]
 struct AuditPage {
     events: Vec<Value>,
-    next_since: i64,
+    next_offset: u64,
 }
 
 /// The most pages `--all` reads, so a log written faster than it is read still ends.
 const MAX_PAGES: usize = 100_000;
 
+/// Pages after the first continue at the previous page's `next_offset` (a position in the
+/// log), never at a time: an event's time is its node's clock, and one node's clock ahead must
+/// not make `--all` stop early or skip events.
 pub async fn run(server: &str, args: AuditArgs) -> anyhow::Result<()> {
     let api = Api::new(server)?;
-    let mut since = args.since;
+    let mut offset: Option<u64> = None;
     let stdout = std::io::stdout();
     for _ in 0..MAX_PAGES {
         let mut url = api.url(&["v1", "audit"]);
         {
             let mut query = url.query_pairs_mut();
-            query.append_pair("since", &since.to_string());
+            query.append_pair("since", &args.since.to_string());
             query.append_pair("limit", &args.limit.to_string());
             if let Some(principal) = &args.principal {
                 query.append_pair("principal", principal);
+            }
+            if let Some(offset) = offset {
+                query.append_pair("from_offset", &offset.to_string());
             }
         }
         let page: AuditPage = api.send_json(api.http().get(url)).await?;
@@ -54,10 +60,13 @@ pub async fn run(server: &str, args: AuditArgs) -> anyhow::Result<()> {
             writeln!(out, "{event}").context("writing to standard output")?;
         }
         out.flush().context("writing to standard output")?;
-        if !args.all || page.events.is_empty() || page.next_since <= since {
+        // A page that looked at nothing new is the end of the log (an empty page that moved
+        // on passed events of other principals or times: the log goes on).
+        let moved = offset.is_none_or(|offset| page.next_offset > offset);
+        if !args.all || !moved {
             break;
         }
-        since = page.next_since;
+        offset = Some(page.next_offset);
     }
     Ok(())
 }

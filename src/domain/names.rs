@@ -39,6 +39,20 @@ pub fn is_internal(name: &str) -> bool {
     name.starts_with("__")
 }
 
+/// Checks a topic name a client gives, for any use: the name rules, and not internal. Internal
+/// topics are the node's own (the audit log, `__audit`, is written by the node alone and read
+/// at `GET /v1/audit`): no client reads, describes, subscribes to, dead-letters into or writes
+/// them.
+pub fn validate_public_topic_name(kind: &str, name: &str) -> Result<(), String> {
+    validate_name(kind, name)?;
+    if is_internal(name) {
+        return Err(format!(
+            "{kind} '{name}' is invalid: names starting with '__' are reserved for internal topics (the audit log is read at GET /v1/audit)"
+        ));
+    }
+    Ok(())
+}
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
@@ -101,6 +115,17 @@ mod tests {
     fn long_multibyte_name_does_not_panic() {
         let name = "é".repeat(200);
         assert!(validate_name("topic name", &name).is_err());
+    }
+
+    #[test]
+    fn public_topic_names_are_valid_and_not_internal() {
+        assert_eq!(validate_public_topic_name("topic name", "orders"), Ok(()));
+        let error = validate_public_topic_name("dead_letter_policy.topic", "__audit").unwrap_err();
+        assert!(
+            error.starts_with("dead_letter_policy.topic '__audit' is invalid"),
+            "{error}"
+        );
+        assert!(validate_public_topic_name("topic name", "é").is_err());
     }
 
     #[test]

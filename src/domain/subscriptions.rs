@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::names::validate_name;
+use super::names::{validate_name, validate_public_topic_name};
 
 /// Limits of a subscription's settings, declared in the OpenAPI document too.
 pub const MIN_ACK_DEADLINE_MS: u64 = 100;
@@ -83,7 +83,9 @@ impl SubscriptionConfig {
     /// Checks what does not depend on the cluster's state (names and ranges); the metadata
     /// applier checks that the topics exist.
     pub fn validate(&self) -> Result<(), String> {
-        validate_name("topic name", &self.topic)?;
+        // Internal topics are the node's own: a subscription reading one would hand out the
+        // audit log, one dead-lettering into one would forge it.
+        validate_public_topic_name("topic name", &self.topic)?;
         if !(MIN_ACK_DEADLINE_MS..=MAX_ACK_DEADLINE_MS).contains(&self.ack_deadline_ms) {
             return Err(format!(
                 "ack_deadline_ms must be between {MIN_ACK_DEADLINE_MS} and {MAX_ACK_DEADLINE_MS}, got {}",
@@ -104,7 +106,7 @@ impl SubscriptionConfig {
             ));
         }
         if let Some(dead_letter) = &self.dead_letter_policy {
-            validate_name("dead_letter_policy.topic", &dead_letter.topic)?;
+            validate_public_topic_name("dead_letter_policy.topic", &dead_letter.topic)?;
             if dead_letter.topic == self.topic {
                 return Err(format!(
                     "dead_letter_policy.topic must not be the subscription's own topic '{}': dead letters would be delivered again",
@@ -341,6 +343,26 @@ mod tests {
             put(&mut subscriptions, "s", own_dead_letters),
             SubscriptionOutcome::Invalid(_)
         ));
+        // Internal topics are refused where the metadata applies settings, whoever proposed
+        // them: the audit log is neither read nor dead-lettered into by a subscription.
+        let mut into_the_audit_log = config("orders");
+        into_the_audit_log.dead_letter_policy = Some(DeadLetterPolicy {
+            topic: "__audit".into(),
+            max_delivery_attempts: 3,
+        });
+        for internal in [into_the_audit_log, config("__audit")] {
+            assert!(matches!(
+                subscriptions.apply(
+                    &SubscriptionCommand::Put {
+                        name: "s".into(),
+                        config: internal,
+                        now_ms: 7,
+                    },
+                    |_| true,
+                ),
+                SubscriptionOutcome::Invalid(_)
+            ));
+        }
         let mut backwards = config("orders");
         backwards.retry_policy.min_backoff_ms = 10;
         backwards.retry_policy.max_backoff_ms = 5;

@@ -26,7 +26,7 @@ use crate::api::problem::ApiError;
 use crate::api::quota::quota_exceeded;
 use crate::broker::audit::event::ANONYMOUS;
 use crate::broker::audit::{AuditEvent, AuditLog};
-use crate::broker::auth::access::Access;
+use crate::broker::auth::access::{Access, TokenEnd, TokenLife};
 use crate::broker::auth::policy::Action;
 use crate::broker::auth::tokens::Principal;
 use crate::broker::quota::{QuotaKey, QuotaKind};
@@ -49,6 +49,9 @@ pub mod close_code {
 pub struct SocketAuth {
     pub access: Access,
     pub principal: Option<Principal>,
+    /// How long the principal's token stays valid: the socket closes with 4001 when it expires,
+    /// or as soon as its client is deleted or its secret rotated (on any node).
+    pub life: TokenLife,
     /// Where refused operations are recorded, with the handshake's request id and address.
     pub audit: SocketAudit,
 }
@@ -61,16 +64,8 @@ pub struct SocketAudit {
 }
 
 impl SocketAuth {
-    /// How long until the principal's token expires; `None` never (authentication off).
-    fn expires_in(&self) -> Option<Duration> {
-        let expires_at_ms = self.principal.as_ref()?.expires_at_ms;
-        Some(Duration::from_millis(
-            expires_at_ms.saturating_sub(now_ms()).max(0) as u64,
-        ))
-    }
-
-    /// Refuses an op the principal has no right to, as a 403 problem.
-    /// The refusal is audited like a 403 answer, without holding the frame up.
+    /// Refuses an op the principal has no right to, as a 403 problem (400 for a name no rule
+    /// can match). A 403 is audited like a 403 answer, without holding the frame up.
     async fn require(&self, action: Action, resource: &str) -> Result<(), ApiError> {
         let Err(denied) = self
             .access
@@ -79,7 +74,20 @@ impl SocketAuth {
         else {
             return Ok(());
         };
-        let reason = denied.to_string();
+        let error = crate::api::access::denial(&denied);
+        if error.code == ErrorCode::Forbidden {
+            self.refused(
+                &format!("websocket {}", action.as_str()),
+                resource,
+                403,
+                &error.detail,
+            );
+        }
+        Err(error)
+    }
+
+    /// Records a refused operation of the socket in the audit log.
+    fn refused(&self, action: &str, resource: &str, status: u16, reason: &str) {
         let (principal, roles) = match &self.principal {
             Some(principal) => (principal.subject.clone(), Some(principal.roles.clone())),
             None => (ANONYMOUS.to_string(), None),
@@ -88,20 +96,19 @@ impl SocketAuth {
             at_ms: now_ms(),
             principal,
             roles,
-            action: format!("websocket {}", action.as_str()),
+            action: action.to_string(),
             method: "WS".into(),
             path: "/v1/ws".into(),
             resource: resource.to_string(),
             allowed: false,
-            status: 403,
+            status,
             remote_addr: self.audit.remote_addr.clone(),
             request_id: self.audit.request_id.clone(),
-            reason: Some(reason.clone()),
+            reason: Some(truncate_at(reason.to_string(), MAX_AUDIT_REASON_BYTES)),
             node_id: 0,
             count: None,
             since_ms: None,
         });
-        Err(ApiError::new(ErrorCode::Forbidden, reason))
     }
 }
 
@@ -259,21 +266,18 @@ impl Connection {
         let mut last_heard = Instant::now();
         let shutdown = self.state.shutdown.clone();
         loop {
-            let token_expires_in = self.auth.expires_in();
             tokio::select! {
                 _ = shutdown.stopping() => {
                     return Ending::Close(close_code::GOING_AWAY, "server shutting down".into());
                 }
-                _ = async {
-                    match token_expires_in {
-                        Some(left) => tokio::time::sleep(left).await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    return Ending::Close(
-                        close_code::TOKEN_EXPIRED,
-                        "token expired: send an auth frame with a fresh token before it does".into(),
-                    );
+                end = self.auth.life.ended() => {
+                    let reason = match end {
+                        TokenEnd::Expired => {
+                            "token expired: send an auth frame with a fresh token before it does".to_string()
+                        }
+                        TokenEnd::Revoked(reason) => format!("token no longer valid: {reason}"),
+                    };
+                    return Ending::Close(close_code::TOKEN_EXPIRED, truncate_reason(reason));
                 }
                 _ = self.outbox.overflowed() => {
                     return Ending::Close(
@@ -380,15 +384,22 @@ impl Connection {
                     return taken;
                 }
                 let default_credit = self.state.config.default_credit;
-                let (id, member, credit) =
-                    match group_subscription::join(&self.state.broker, subscribe, default_credit)
-                        .await
-                    {
-                        Ok(joined) => joined,
-                        Err(error) => {
-                            return self.answer(ServerFrame::error(Some(id.into()), &error))
-                        }
-                    };
+                let owner = self
+                    .auth
+                    .principal
+                    .as_ref()
+                    .map(|principal| principal.subject.clone());
+                let (id, member, credit) = match group_subscription::join(
+                    &self.state.broker,
+                    subscribe,
+                    owner,
+                    default_credit,
+                )
+                .await
+                {
+                    Ok(joined) => joined,
+                    Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
+                };
                 // The `ok` precedes the `assignment` frame and the messages.
                 if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
                     return Some(ending);
@@ -521,13 +532,13 @@ impl Connection {
             Ok(Some(principal)) => {
                 if let Some(current) = &self.auth.principal {
                     if current.subject != principal.subject {
-                        return self.answer(refuse(
-                            ErrorCode::Forbidden,
-                            format!(
-                                "the socket belongs to '{}'; an auth frame renews its token, it does not change who it is",
-                                current.subject
-                            ),
-                        ));
+                        let detail = format!(
+                            "the socket belongs to '{}'; an auth frame renews its token, it does not change who it is",
+                            current.subject
+                        );
+                        let resource = format!("client:{}", principal.subject);
+                        self.auth.refused("websocket auth", &resource, 403, &detail);
+                        return self.answer(refuse(ErrorCode::Forbidden, detail));
                     }
                 }
                 let answer = ServerFrame::Authenticated {
@@ -535,6 +546,10 @@ impl Connection {
                     subject: Some(principal.subject.clone()),
                     expires_at_ms: Some(principal.expires_at_ms),
                 };
+                self.auth.life = self
+                    .auth
+                    .access
+                    .token_life(Some(&principal), Some(frame.token.as_str().into()));
                 self.auth.principal = Some(principal);
                 self.answer(answer)
             }
@@ -543,7 +558,15 @@ impl Connection {
                 subject: None,
                 expires_at_ms: None,
             }),
-            Err(denied) => self.answer(refuse(ErrorCode::Unauthorized, denied.to_string())),
+            Err(denied) => {
+                let detail = denied.to_string();
+                let resource = match &self.auth.principal {
+                    Some(principal) => format!("client:{}", principal.subject),
+                    None => "client".to_string(),
+                };
+                self.auth.refused("websocket auth", &resource, 401, &detail);
+                self.answer(refuse(ErrorCode::Unauthorized, detail))
+            }
         }
     }
 
@@ -650,7 +673,7 @@ async fn publish_frame(
     frame: PublishFrame,
     values: Option<Vec<RecordValue>>,
 ) -> Result<ServerFrame, ApiError> {
-    check_topic_name(&frame.topic, false)?;
+    check_topic_name(&frame.topic)?;
     if let Some(key) = &frame.idempotency_key {
         validate_idempotency_key(key).map_err(ApiError::invalid_request)?;
     }
@@ -698,13 +721,21 @@ fn read_error(error: axum::Error, max_frame_bytes: usize) -> Ending {
 }
 
 /// A close reason must fit in a control frame (123 bytes of UTF-8).
-fn truncate_reason(mut reason: String) -> String {
-    if reason.len() > 120 {
-        let mut end = 120;
-        while !reason.is_char_boundary(end) {
+fn truncate_reason(reason: String) -> String {
+    truncate_at(reason, 120)
+}
+
+/// The most bytes of a refusal's reason an audit event of the socket keeps: a refused token's
+/// reason can quote what the client sent.
+const MAX_AUDIT_REASON_BYTES: usize = 512;
+
+fn truncate_at(mut text: String, max_bytes: usize) -> String {
+    if text.len() > max_bytes {
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
             end -= 1;
         }
-        reason.truncate(end);
+        text.truncate(end);
     }
-    reason
+    text
 }

@@ -35,15 +35,18 @@ impl Drop for GroupSubscription {
     }
 }
 
-/// Joins the group for a `subscribe` with `group`; the member is not polled yet.
+/// Joins the group for a `subscribe` with `group`, as `owner` (the socket's principal; the
+/// member is theirs alone); the member is not polled yet.
 pub async fn join(
     broker: &Broker,
     frame: GroupSubscribeFrame,
+    owner: Option<String>,
     default_credit: u64,
 ) -> Result<(String, MemberStream, u64), ApiError> {
     let credit = check_credit(frame.credit.unwrap_or(default_credit))?;
     let request = JoinGroup {
         group: frame.group,
+        owner,
         topics: frame.topics,
         session_timeout: frame.session_timeout_ms.map(Duration::from_millis),
         offset_reset: frame.auto_offset_reset.map(Into::into),

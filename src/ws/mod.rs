@@ -166,9 +166,14 @@ async fn connect(
         .on_upgrade(move |socket| {
             // Who the socket's frames are charged to is fixed at the handshake.
             let quota_key = crate::api::quota::quota_key(&extensions);
+            let principal = principal.map(|axum::Extension(principal)| principal);
+            let token = extensions
+                .get::<crate::broker::auth::access::AdmittedToken>()
+                .map(|token| token.0.clone());
             let auth = connection::SocketAuth {
+                life: access.token_life(principal.as_ref(), token),
                 access,
-                principal: principal.map(|axum::Extension(principal)| principal),
+                principal,
                 audit,
             };
             connection::serve(socket, state, auth, permit, quota_key)

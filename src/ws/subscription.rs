@@ -83,7 +83,7 @@ pub async fn plan(
     frame: SubscribeFrame,
     default_credit: u64,
 ) -> Result<PlannedSubscription, ApiError> {
-    check_topic_name(&frame.topic, true)?;
+    check_topic_name(&frame.topic)?;
     let credit = check_credit(frame.credit.unwrap_or(default_credit))?;
     let from = match frame.from {
         None => StartFrom::Latest,

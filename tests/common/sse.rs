@@ -66,6 +66,14 @@ pub async fn open(
 }
 
 impl EventStream {
+    /// The stream of a response that answered 200 (the caller checked it).
+    pub fn of(response: reqwest::Response) -> EventStream {
+        EventStream {
+            body: response.bytes_stream().boxed(),
+            buffer: String::new(),
+        }
+    }
+
     /// The next event, or `None` when the stream ended. Panics past the deadline.
     pub async fn next(&mut self) -> Option<SseEvent> {
         let deadline = tokio::time::Instant::now() + EVENT_DEADLINE;

@@ -28,6 +28,12 @@ pub struct AuditQueryParams {
     #[serde(default)]
     #[param(min_length = 1, max_length = 256)]
     pub principal: Option<String>,
+    /// Continue at this position of the log: a page's `next_offset`. Pages continued so hold
+    /// exactly up to `limit` events and lose or repeat none, whatever the events' times (the
+    /// recording nodes' clocks) say; `since` then only filters.
+    #[serde(default)]
+    #[param(minimum = 0)]
+    pub from_offset: Option<u64>,
 }
 
 impl AuditQueryParams {
@@ -55,6 +61,7 @@ impl AuditQueryParams {
             since_ms,
             limit,
             principal: self.principal,
+            from_offset: self.from_offset,
         })
     }
 }
@@ -119,8 +126,12 @@ pub struct AuditEventDto {
 #[schema(as = AuditPage)]
 pub struct AuditPageDto {
     pub events: Vec<AuditEventDto>,
-    /// The `since` of the next page.
+    /// The `since` of the next page, from the events' times: only as good as the recording
+    /// nodes' clocks. Page with `next_offset`.
     pub next_since: i64,
+    /// The `from_offset` of the next page: the position right after the events this page
+    /// looked at.
+    pub next_offset: u64,
 }
 
 impl From<AuditEvent> for AuditEventDto {
@@ -150,6 +161,7 @@ impl From<AuditPage> for AuditPageDto {
         AuditPageDto {
             events: page.events.into_iter().map(Into::into).collect(),
             next_since: page.next_since,
+            next_offset: page.next_offset,
         }
     }
 }
@@ -167,6 +179,7 @@ mod tests {
             since,
             limit,
             principal: principal.map(str::to_string),
+            from_offset: None,
         }
     }
 

@@ -82,9 +82,11 @@ pub struct JoinGroupRequest {
 }
 
 impl JoinGroupRequest {
-    pub fn into_domain(self, group: String) -> JoinGroup {
+    /// The join of `owner` (the caller's subject; `None` with authentication off).
+    pub fn into_domain(self, group: String, owner: Option<String>) -> JoinGroup {
         JoinGroup {
             group,
+            owner,
             topics: self.topics,
             session_timeout: self.session_timeout_ms.map(Duration::from_millis),
             offset_reset: self.auto_offset_reset.map(Into::into),

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use crate::api::problem::ApiError;
 use crate::broker::{CreateTopic, PartitionInfo, TopicInfo, UpdateTopic};
-use crate::domain::names::{is_internal, validate_name};
+use crate::domain::names::validate_public_topic_name;
 use crate::domain::topic::MAX_PARTITIONS;
 use crate::domain::{CleanupPolicy, Compression, TopicConfig, TopicConfigPatch};
 
@@ -209,15 +209,10 @@ fn one_u16() -> u16 {
     1
 }
 
-/// Checks a topic name from a path or body: the name rules, and (for writes) not internal.
-pub fn check_topic_name(name: &str, allow_internal: bool) -> Result<(), ApiError> {
-    validate_name("topic name", name).map_err(ApiError::invalid_request)?;
-    if !allow_internal && is_internal(name) {
-        return Err(ApiError::invalid_request(format!(
-            "topic name '{name}' is invalid: names starting with '__' are reserved for internal topics"
-        )));
-    }
-    Ok(())
+/// Checks a topic name from a path or body: the name rules, and not internal (for reads as for
+/// writes: internal topics are the node's own; the audit log is read at `GET /v1/audit`).
+pub fn check_topic_name(name: &str) -> Result<(), ApiError> {
+    validate_public_topic_name("topic name", name).map_err(ApiError::invalid_request)
 }
 
 fn check_partitions(partitions: u32) -> Result<(), ApiError> {
@@ -253,7 +248,7 @@ impl TopicConfigPatchDto {
 
 impl CreateTopicRequest {
     pub fn into_domain(self) -> Result<CreateTopic, ApiError> {
-        check_topic_name(&self.name, false)?;
+        check_topic_name(&self.name)?;
         check_partitions(self.partitions)?;
         if self.replication_factor == 0 {
             return Err(ApiError::invalid_request(

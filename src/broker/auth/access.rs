@@ -2,9 +2,15 @@
 //! they may do an action on a resource. With authentication off everyone may do everything and
 //! no principal exists.
 
-use super::policy::{Action, Authorizer};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::policy::{check_requested, Action, Authorizer};
 use super::service::Auth;
 use super::tokens::Principal;
+use crate::domain::metadata::MetadataState;
 
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,6 +28,10 @@ pub enum Denied {
         action: Action,
         resource: String,
     },
+    /// The request names a resource no client may use (a name outside the name alphabet, an
+    /// internal topic): bad input, refused before any rule is matched against it.
+    #[error("{0}")]
+    InvalidResource(String),
 }
 
 /// The access checks of a node; cheap to clone.
@@ -73,6 +83,8 @@ impl Access {
     }
 
     /// Whether `principal` may do `action` on `resource`; always with authentication off.
+    /// The resource's name is checked first ([`check_requested`]): one no client may use is
+    /// refused whatever the policy says, before any rule is matched against it.
     pub async fn authorize(
         &self,
         principal: Option<&Principal>,
@@ -82,6 +94,7 @@ impl Access {
         if !self.enabled {
             return Ok(());
         }
+        check_requested(resource).map_err(Denied::InvalidResource)?;
         let Some(principal) = principal else {
             return Err(Denied::NoToken);
         };
@@ -95,4 +108,86 @@ impl Access {
             })
         }
     }
+}
+
+/// The bearer token a request was admitted with (in its extensions beside the [`Principal`]):
+/// what a connection that outlives the request (a WebSocket, an event stream) checks again
+/// when the clients change.
+#[derive(Debug, Clone)]
+pub struct AdmittedToken(pub Arc<str>);
+
+/// Why a connection's token stopped being valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenEnd {
+    /// Its `exp` passed.
+    Expired,
+    /// Its client was deleted or re-created, its secret rotated, or its key dropped.
+    Revoked(String),
+}
+
+/// How long a connection's token stays valid: until it expires, or until a change of the
+/// replicated metadata on this node (which is how every node learns that a client was deleted
+/// or its secret rotated, wherever that was done) makes it invalid. Authentication off (no
+/// principal) never ends.
+pub struct TokenLife {
+    auth: Auth,
+    token: Option<Arc<str>>,
+    expires_at_ms: Option<i64>,
+    changes: Option<watch::Receiver<Arc<MetadataState>>>,
+}
+
+impl Access {
+    /// The life of the token `principal` was authenticated from (`token`); never ending without
+    /// a principal.
+    pub fn token_life(&self, principal: Option<&Principal>, token: Option<Arc<str>>) -> TokenLife {
+        let expires_at_ms = principal.map(|principal| principal.expires_at_ms);
+        let watched = expires_at_ms.is_some() && token.is_some();
+        TokenLife {
+            auth: self.auth.clone(),
+            changes: watched.then(|| self.auth.credential_changes()),
+            token,
+            expires_at_ms,
+        }
+    }
+}
+
+impl TokenLife {
+    /// Resolves when the token stops being valid. Cancel-safe: a connection selects on it
+    /// beside its other work, again and again.
+    pub async fn ended(&mut self) -> TokenEnd {
+        let Some(expires_at_ms) = self.expires_at_ms else {
+            return std::future::pending().await;
+        };
+        loop {
+            let left = Duration::from_millis(expires_at_ms.saturating_sub(now_ms()).max(0) as u64);
+            let changed = async {
+                match self.changes.as_mut() {
+                    Some(changes) => {
+                        if changes.changed().await.is_err() {
+                            // The node is shutting down; the connection ends with it.
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(left) => return TokenEnd::Expired,
+                () = changed => {
+                    if let Some(token) = &self.token {
+                        if let Err(error) = self.auth.validate(token) {
+                            return TokenEnd::Revoked(error.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
 }

@@ -7,11 +7,14 @@ pub mod bootstrap;
 pub mod external;
 pub mod failed_requests;
 pub mod keys;
+pub mod low_s;
 pub mod policy;
 pub mod sealing;
 pub mod secret_checks;
 pub mod secrets;
 pub mod service;
 pub mod tokens;
+#[cfg(test)]
+mod tokens_tests;
 pub mod verified;
 pub mod verify;

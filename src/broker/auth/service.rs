@@ -191,8 +191,8 @@ impl Auth {
         }
     }
 
-    /// Gives a client a new secret; the old one stops working at once (tokens issued with it
-    /// stay valid until they expire).
+    /// Gives a client a new secret; the old one stops working at once, and so do the tokens
+    /// issued with it (and what they opened: sockets, event streams).
     pub async fn rotate_client_secret(
         &self,
         client_id: &str,
@@ -266,29 +266,30 @@ impl Auth {
         if let Err(retry_after) = self.failures.admit(client_id, address) {
             return Err(GrantError::TooManyFailures { retry_after });
         }
-        let hash = {
+        let client = {
             let metadata = self.broker.cluster().metadata();
-            metadata
-                .auth
-                .clients
-                .get(client_id)
-                .map(|client| client.secret_hash.clone())
+            metadata.auth.clients.get(client_id).cloned()
         };
         // An unknown client costs a verification too, so timing does not tell ids apart.
-        let known = hash.is_some();
-        let hash = hash.unwrap_or_else(|| UNKNOWN_CLIENT_HASH.to_string());
-        let matches = match self.secret_checks.verify(secret, &hash).await {
+        let hash = client.as_ref().map_or_else(
+            || UNKNOWN_CLIENT_HASH.to_string(),
+            |client| client.secret_hash.clone(),
+        );
+        let verified = match self.secret_checks.verify(secret, &hash).await {
             Ok(matches) => matches,
             Err(CheckError::Busy) => return Err(GrantError::Busy),
             Err(error) => return Err(BrokerError::Internal(error.to_string()).into()),
         };
-        if !matches || !known {
+        let Some(client) = client.filter(|_| verified) else {
             self.failures.failed(client_id, address);
             return Err(GrantError::InvalidClient);
-        }
+        };
         let key = self.signer().await?;
+        // Bound to the secret just verified: should it be rotated meanwhile, the token is
+        // refused like every other one issued with the old secret.
+        let cred = tokens::credential_id(&client);
         let (access_token, expires_in_s) =
-            tokens::issue(&key, &self.settings, client_id, now_ms(), None)
+            tokens::issue(&key, &self.settings, client_id, &cred, now_ms(), None)
                 .map_err(|error| BrokerError::Internal(error.to_string()))?;
         Ok(IssuedToken {
             access_token,
@@ -303,7 +304,7 @@ impl Auth {
         if !self.settings.builtin_enabled {
             return Err(GrantError::IssuerDisabled);
         }
-        let (client_id, auth_time_s) = {
+        let renewal = {
             let metadata = self.broker.cluster().metadata();
             tokens::renewal(token, &metadata.auth, &self.settings)
                 .map_err(|error| GrantError::InvalidGrant(error.to_string()))?
@@ -312,9 +313,10 @@ impl Auth {
         let (access_token, expires_in_s) = tokens::issue(
             &key,
             &self.settings,
-            &client_id,
+            &renewal.subject,
+            &renewal.cred,
             now_ms(),
-            Some(auth_time_s),
+            Some(renewal.auth_time_s),
         )
         .map_err(|error| BrokerError::Internal(error.to_string()))?;
         Ok(IssuedToken {
@@ -367,6 +369,14 @@ impl Auth {
         }
         let metadata = self.broker.cluster().metadata();
         tokens::validate_cached(token, &metadata.auth, &self.settings, &self.verified)
+    }
+
+    /// Every metadata state this node applies from now on: clients, secrets and keys change
+    /// with it (on every node, wherever the change was made).
+    pub fn credential_changes(
+        &self,
+    ) -> tokio::sync::watch::Receiver<Arc<crate::domain::metadata::MetadataState>> {
+        self.broker.cluster().metadata_changes()
     }
 
     /// Replaces the authorization policy on every node (`PUT /v1/auth/policies`).

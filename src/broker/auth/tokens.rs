@@ -3,7 +3,14 @@
 //!
 //! A token names its client (`sub`); its rights are the client's roles as the metadata holds
 //! them when the token is used, so deleting a client or changing its roles takes effect at once,
-//! not when its tokens expire.
+//! not when its tokens expire. It also names the credential it was issued under (`cred`: a
+//! digest of the client's secret hash, which is new at every creation and rotation), so it is
+//! valid only for that incarnation of its client and that secret: a client deleted and created
+//! again does not revive its old tokens, and a rotated secret ends every token issued with the
+//! old one, in whatever millisecond either happened.
+//!
+//! Signatures are normalised to low `s` when signing and only low-`s` ones are accepted
+//! (`low_s`), so each token has exactly one valid text.
 
 use std::time::Duration;
 
@@ -13,9 +20,10 @@ use jsonwebtoken::{Algorithm, Header};
 use serde::{Deserialize, Serialize};
 
 use super::keys::Signer;
+use super::low_s::{is_low_s_p256, normalize_p256};
 use super::verified::VerifiedTokens;
 use super::verify::{check_claims, ClaimRules, PublicKey};
-use crate::domain::auth::AuthState;
+use crate::domain::auth::{AuthState, ClientRecord};
 
 /// What every token says and how long it lasts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +56,20 @@ pub struct Claims {
     /// existed, whose `iat` stands for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_time: Option<i64>,
+    /// The client credential the token was issued under ([`credential_id`]); a token is valid
+    /// only while its client still has it.
+    #[serde(default)]
+    pub cred: String,
+}
+
+/// Identifies one incarnation of a client with one secret: a digest of its secret's hash (a PHC
+/// string with a fresh random salt at every creation and rotation). It says nothing about the
+/// secret, and changes exactly when tokens issued before must stop being valid.
+pub fn credential_id(client: &ClientRecord) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(b"herald client credential\0");
+    context.update(client.secret_hash.as_bytes());
+    URL_SAFE_NO_PAD.encode(&context.finish().as_ref()[..16])
 }
 
 /// Who a valid token speaks for.
@@ -69,13 +91,14 @@ pub enum TokenError {
     Invalid(String),
 }
 
-/// A new token for `subject`, and how many seconds it lasts. `auth_time_s` is when the client
-/// presented its secret: now for the client-credentials grant, the renewed token's for a
-/// renewal.
+/// A new token for `subject`, issued under its credential `cred` ([`credential_id`]), and how
+/// many seconds it lasts. `auth_time_s` is when the client presented its secret: now for the
+/// client-credentials grant, the renewed token's for a renewal.
 pub fn issue(
     key: &Signer,
     settings: &TokenSettings,
     subject: &str,
+    cred: &str,
     now_ms: i64,
     auth_time_s: Option<i64>,
 ) -> Result<(String, u64), TokenError> {
@@ -93,12 +116,28 @@ pub fn issue(
         exp: now + lifetime as i64,
         jti: URL_SAFE_NO_PAD.encode(jti),
         auth_time: Some(auth_time_s.unwrap_or(now)),
+        cred: cred.to_string(),
     };
     let mut header = Header::new(Algorithm::ES256);
     header.kid = Some(key.kid.clone());
     let token = jsonwebtoken::encode(&header, &claims, &key.key)
         .map_err(|error| TokenError::Sign(error.to_string()))?;
-    Ok((token, lifetime))
+    Ok((with_low_s(token)?, lifetime))
+}
+
+/// `token` with its signature in the low-`s` form (the signer may pick either).
+fn with_low_s(token: String) -> Result<String, TokenError> {
+    let (signed, signature) = token
+        .rsplit_once('.')
+        .ok_or_else(|| TokenError::Sign("the signed token has no signature".into()))?;
+    let mut signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|error| TokenError::Sign(error.to_string()))?;
+    if is_low_s_p256(&signature) {
+        return Ok(token);
+    }
+    normalize_p256(&mut signature);
+    Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
 }
 
 /// What a JWT's signature covers (`header.payload`), its payload part, apart.
@@ -137,14 +176,25 @@ fn now_s() -> i64 {
         .unwrap_or(0)
 }
 
-/// What a renewal of `token` carries over: its client and when that client presented its
-/// secret. Refused unless the token is valid now (signature, times, client still there) and
-/// the session it belongs to is younger than `max_session`.
+/// What a renewal of `token` carries over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    pub subject: String,
+    /// The credential the session began under (still the client's: the token is valid).
+    pub cred: String,
+    /// When the client presented its secret (seconds).
+    pub auth_time_s: i64,
+}
+
+/// What a renewal of `token` carries over: its client, its credential and when that client
+/// presented its secret. Refused unless the token is valid now (signature, times, client and
+/// credential still there: a rotated secret ends the sessions begun with the old one) and the
+/// session it belongs to is younger than `max_session`.
 pub fn renewal(
     token: &str,
     state: &AuthState,
     settings: &TokenSettings,
-) -> Result<(String, i64), TokenError> {
+) -> Result<Renewal, TokenError> {
     let now_s = now_s();
     let verified = verify(token, state, settings, now_s)?;
     let principal = principal(&verified, state, settings)?;
@@ -156,20 +206,11 @@ pub fn renewal(
             now_s - auth_time
         )));
     }
-    // A rotated secret ends the sessions begun with the old one: rotating a leaked secret
-    // must also stop whoever holds a token from renewing it.
-    let rotated_at_ms = state
-        .clients
-        .get(&principal.subject)
-        .map_or(0, |client| client.secret_rotated_at_ms);
-    // `auth_time` is whole seconds: a session that began in an earlier second than the
-    // rotation began with the old secret.
-    if auth_time < rotated_at_ms / 1000 {
-        return Err(TokenError::Invalid(
-            "the client's secret was rotated after this session began: get a token with the new secret".into(),
-        ));
-    }
-    Ok((principal.subject, auth_time))
+    Ok(Renewal {
+        subject: principal.subject,
+        cred: verified.claims.cred,
+        auth_time_s: auth_time,
+    })
 }
 
 /// Checks a token of the built-in issuer: signature by a key the cluster holds, issuer,
@@ -229,6 +270,12 @@ fn verify(
         .signing_key(&kid)
         .ok_or_else(|| invalid(format!("unknown signing key '{kid}'")))?;
     let (payload, signature) = signed_parts(token).map_err(invalid)?;
+    // Its twin `(r, n - s)` verifies too; only the form the issuer signs is taken.
+    if !is_low_s_p256(&signature) {
+        return Err(invalid(
+            "the signature is not in its low-s form (the issuer signs no other)".into(),
+        ));
+    }
     let mut point = Vec::with_capacity(65);
     point.push(4);
     point.extend_from_slice(&key.public_x);
@@ -280,202 +327,15 @@ fn principal(
         .clients
         .get(&claims.sub)
         .ok_or_else(|| invalid(format!("client '{}' does not exist", claims.sub)))?;
+    if claims.cred != credential_id(client) {
+        return Err(invalid(format!(
+            "client '{}' was re-created or its secret rotated since this token was issued: get a token with its current secret",
+            claims.sub
+        )));
+    }
     Ok(Principal {
         subject: claims.sub.clone(),
         roles: client.roles.clone(),
         expires_at_ms: claims.exp * 1000,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::broker::auth::keys::generate_signing_key;
-    use crate::broker::auth::sealing::SealingKey;
-    use crate::domain::auth::{AuthCommand, AuthOutcome, SigningKeyRecord};
-
-    fn sealing() -> SealingKey {
-        SealingKey::for_tests(3)
-    }
-
-    fn new_key(now_ms: i64) -> SigningKeyRecord {
-        generate_signing_key(now_ms, &sealing()).unwrap()
-    }
-
-    /// The current key of `state`, opened to sign with.
-    fn current(state: &AuthState) -> Signer {
-        Signer::open(state.current_signing_key().unwrap(), &sealing()).unwrap()
-    }
-
-    fn settings() -> TokenSettings {
-        TokenSettings {
-            issuer: "http://127.0.0.1:8080".into(),
-            audience: "herald".into(),
-            lifetime: Duration::from_secs(3600),
-            max_session: Duration::from_secs(12 * 3600),
-            leeway: Duration::from_secs(5),
-            builtin_enabled: true,
-        }
-    }
-
-    fn now_ms() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64
-    }
-
-    fn state_with_client() -> AuthState {
-        let mut state = AuthState::default();
-        let outcome = state.apply(&AuthCommand::CreateClient {
-            client_id: "billing".into(),
-            secret_hash: "$argon2id$x".into(),
-            roles: vec!["producer".into()],
-            created_at_ms: 0,
-        });
-        assert_eq!(outcome, AuthOutcome::Done);
-        state.apply(&AuthCommand::AddSigningKey {
-            key: new_key(now_ms() - 60_000),
-        });
-        state
-    }
-
-    #[test]
-    fn issued_tokens_validate_with_the_clients_current_roles() {
-        let mut state = state_with_client();
-        let key = current(&state);
-        let (token, lasts) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
-        assert_eq!(lasts, 3600);
-        let principal = validate(&token, &state, &settings()).unwrap();
-        assert_eq!(principal.subject, "billing");
-        assert_eq!(principal.roles, vec!["producer".to_string()]);
-
-        // A deleted client's tokens stop working at once.
-        state.apply(&AuthCommand::DeleteClient {
-            client_id: "billing".into(),
-        });
-        assert!(validate(&token, &state, &settings()).is_err());
-    }
-
-    #[test]
-    fn a_renewal_keeps_the_session_start_and_ends_with_the_session_or_the_secret() {
-        let mut state = state_with_client();
-        let key = current(&state);
-        let began_ms = now_ms() - 3_600_000;
-        let (token, _) = issue(&key, &settings(), "billing", began_ms, None).unwrap();
-        let (subject, auth_time) = renewal(&token, &state, &settings()).unwrap();
-        assert_eq!((subject.as_str(), auth_time), ("billing", began_ms / 1000));
-        // The successor carries the same session start, so renewing it again is bounded too.
-        let (next, _) = issue(&key, &settings(), &subject, now_ms(), Some(auth_time)).unwrap();
-        assert_eq!(
-            renewal(&next, &state, &settings()).unwrap().1,
-            began_ms / 1000
-        );
-
-        // Past max_session, a valid token is no longer renewed.
-        let short = TokenSettings {
-            max_session: Duration::from_secs(1800),
-            ..settings()
-        };
-        assert!(validate(&next, &state, &short).is_ok());
-        let error = renewal(&next, &state, &short).unwrap_err();
-        assert!(error.to_string().contains("max_session"), "{error}");
-
-        // A secret rotated after the session began ends it.
-        state.apply(&AuthCommand::RotateClientSecret {
-            client_id: "billing".into(),
-            secret_hash: "$argon2id$y".into(),
-            rotated_at_ms: now_ms(),
-        });
-        let error = renewal(&next, &state, &settings()).unwrap_err();
-        assert!(error.to_string().contains("rotated"), "{error}");
-
-        // A deleted client's token is not renewed.
-        state.apply(&AuthCommand::DeleteClient {
-            client_id: "billing".into(),
-        });
-        let (fresh, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
-        assert!(renewal(&fresh, &state, &settings()).is_err());
-    }
-
-    #[test]
-    fn tampered_foreign_and_expired_tokens_are_refused() {
-        let state = state_with_client();
-        let key = current(&state);
-        let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
-        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
-        parts[1] = URL_SAFE_NO_PAD.encode(
-            br#"{"iss":"http://127.0.0.1:8080","sub":"billing","aud":"herald","iat":1,"nbf":1,"exp":99999999999,"jti":"x"}"#,
-        );
-        assert!(validate(&parts.join("."), &state, &settings()).is_err());
-
-        // Signed by a key the cluster does not hold.
-        let stranger = Signer::open(&new_key(0), &sealing()).unwrap();
-        let (foreign, _) = issue(&stranger, &settings(), "billing", now_ms(), None).unwrap();
-        let error = validate(&foreign, &state, &settings()).unwrap_err();
-        assert!(error.to_string().contains("unknown signing key"), "{error}");
-
-        // Long expired.
-        let (old, _) = issue(
-            &key,
-            &settings(),
-            "billing",
-            now_ms() - 10 * 3_600_000,
-            None,
-        )
-        .unwrap();
-        assert!(validate(&old, &state, &settings()).is_err());
-
-        // Another audience.
-        let other = TokenSettings {
-            audience: "elsewhere".into(),
-            ..settings()
-        };
-        let (elsewhere, _) = issue(&key, &other, "billing", now_ms(), None).unwrap();
-        assert!(validate(&elsewhere, &state, &settings()).is_err());
-    }
-
-    #[test]
-    fn remembered_tokens_still_need_their_key_and_client() {
-        let mut state = state_with_client();
-        let key = current(&state);
-        let verified = VerifiedTokens::new(16);
-        let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
-        assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
-        assert_eq!(verified.len(), 1);
-        // A remembered token answers the client's current roles...
-        state.apply(&AuthCommand::DeleteClient {
-            client_id: "billing".into(),
-        });
-        assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
-        // ...and stops validating once its key is dropped.
-        let mut state = state_with_client();
-        let key = current(&state);
-        let (token, _) = issue(&key, &settings(), "billing", now_ms(), None).unwrap();
-        assert!(validate_cached(&token, &state, &settings(), &verified).is_ok());
-        state.apply(&AuthCommand::AddSigningKey {
-            key: new_key(now_ms()),
-        });
-        state.apply(&AuthCommand::DropSigningKey { kid: key.kid });
-        assert!(validate_cached(&token, &state, &settings(), &verified).is_err());
-        // Tampered tokens are other tokens: never taken for a remembered one.
-        let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
-        parts[1].push('A');
-        assert!(validate_cached(&parts.join("."), &state, &settings(), &verified).is_err());
-    }
-
-    #[test]
-    fn a_retired_key_validates_its_tokens_until_it_is_dropped() {
-        let mut state = state_with_client();
-        let old_key = current(&state);
-        let (token, _) = issue(&old_key, &settings(), "billing", now_ms() - 1000, None).unwrap();
-        state.apply(&AuthCommand::AddSigningKey {
-            key: new_key(now_ms()),
-        });
-        assert!(validate(&token, &state, &settings()).is_ok());
-        state.apply(&AuthCommand::DropSigningKey {
-            kid: old_key.kid.clone(),
-        });
-        assert!(validate(&token, &state, &settings()).is_err());
-    }
 }

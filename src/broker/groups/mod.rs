@@ -8,10 +8,13 @@ mod cursor;
 mod gauges;
 pub mod lag_age;
 pub mod member_stream;
+mod ownership;
 mod poll;
 mod poll_reads;
 mod refusal;
 pub mod types;
+
+pub use ownership::MemberFacts;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +26,7 @@ use crate::broker::{
 };
 use crate::cluster::topic_partition_counts;
 use crate::domain::groups::{ConsumerGroup, GroupCommand, GroupOutcome, TopicPartition};
+use crate::domain::names::validate_public_topic_name;
 
 impl Broker {
     pub async fn join_group(&self, request: JoinGroup) -> BrokerResult<Membership> {
@@ -35,6 +39,8 @@ impl Broker {
         }
         let metadata = self.cluster().metadata();
         for topic in &request.topics {
+            // Internal topics (the audit log) are the node's own: no member reads them.
+            validate_public_topic_name("topic name", topic).map_err(BrokerError::InvalidRequest)?;
             if !metadata.topics.contains_key(topic) {
                 return Err(BrokerError::TopicNotFound(topic.clone()));
             }
@@ -68,6 +74,7 @@ impl Broker {
         let command = GroupCommand::Join {
             group: request.group.clone(),
             member_id: member_id.clone(),
+            owner: request.owner,
             topics: request.topics,
             session_timeout_ms: session.as_millis() as u64,
             offset_reset: request.offset_reset,
@@ -175,6 +182,10 @@ impl Broker {
                 })
                 .collect()
         } else {
+            for topic in &request.topics {
+                validate_public_topic_name("topic name", topic)
+                    .map_err(BrokerError::InvalidRequest)?;
+            }
             request.topics.iter().cloned().collect()
         };
         if topics.is_empty() {

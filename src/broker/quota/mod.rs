@@ -378,6 +378,37 @@ impl Quotas {
         .unwrap_or(Duration::ZERO)
     }
 
+    /// Takes a chunk of a body whose size was not declared (it streams): refused, taking
+    /// nothing, while the client's `kind` bucket is in debt; otherwise taken whole, which may
+    /// put the bucket in debt (as a declared body over the burst passes a full bucket once).
+    /// So bodies sent at once without a length cannot together pass more than the bucket
+    /// holds, as they would if each were charged only after the others were admitted.
+    pub fn take_chunk(&self, key: &QuotaKey, kind: QuotaKind, bytes: u64) -> Result<(), Throttled> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let limits = *self.limits(key);
+        let outcome = self.with_buckets(key, |buckets, now| {
+            let Some(bucket) = buckets.bucket(kind) else {
+                return Ok(());
+            };
+            if let Some(wait) = bucket.debt_wait(now) {
+                return Err(wait);
+            }
+            bucket.charge(bytes, now);
+            Ok(())
+        });
+        match outcome {
+            Some(Err(wait)) => Err(self.refused(kind, &limits, wait)),
+            _ => {
+                if self.inner.enabled {
+                    self.count_usage(key, kind, bytes);
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// How long the client's `kind` bucket is in debt for (zero when it is not).
     pub fn debt(&self, key: &QuotaKey, kind: QuotaKind) -> Duration {
         self.with_buckets(key, |buckets, now| {

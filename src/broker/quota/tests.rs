@@ -143,3 +143,31 @@ fn idle_full_buckets_are_forgotten_and_busy_ones_kept() {
     }
     assert_eq!(quotas.tracked_clients(), SHARDS * 20);
 }
+
+#[test]
+fn undeclared_body_chunks_are_refused_while_the_bucket_is_in_debt() {
+    let (quotas, clock) = quotas(QuotaPolicy {
+        defaults: limits(0, 4096, 0),
+        clients: HashMap::new(),
+    });
+    let a = client("a");
+    // Twenty bodies admitted at once (none declared a size), each sending 3000 bytes: the
+    // first chunk of the first two fit before the bucket is in debt, none after.
+    let taken = (0..20)
+        .filter(|_| quotas.take_chunk(&a, QuotaKind::ProduceBytes, 3000).is_ok())
+        .count();
+    assert_eq!(taken, 2);
+    let refused = quotas
+        .take_chunk(&a, QuotaKind::ProduceBytes, 1)
+        .unwrap_err();
+    assert_eq!(refused.kind, QuotaKind::ProduceBytes);
+    // 1904 bytes of debt at 4096 a second: out of it in under half a second.
+    assert!(
+        refused.retry_after <= Duration::from_millis(470),
+        "{refused:?}"
+    );
+    clock.advance(Duration::from_millis(500));
+    quotas
+        .take_chunk(&a, QuotaKind::ProduceBytes, 100_000)
+        .unwrap();
+}

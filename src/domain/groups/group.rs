@@ -9,6 +9,9 @@ use super::{assign, GroupCommand, GroupOutcome, OffsetReset, OffsetSwap, TopicPa
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupMember {
     pub member_id: String,
+    /// The principal (a token's subject) that joined it: only it polls, heartbeats, commits
+    /// for and removes the member. `None` when authentication was off.
+    pub owner: Option<String>,
     /// Subscribed topics, sorted.
     pub topics: Vec<String>,
     pub session_timeout_ms: u64,
@@ -89,6 +92,7 @@ impl ConsumerGroup {
         match command {
             GroupCommand::Join {
                 member_id,
+                owner,
                 topics,
                 session_timeout_ms,
                 offset_reset,
@@ -112,6 +116,7 @@ impl ConsumerGroup {
                     member_id.clone(),
                     GroupMember {
                         member_id: member_id.clone(),
+                        owner: owner.clone(),
                         topics,
                         session_timeout_ms: *session_timeout_ms,
                         joined_at_ms: *now_ms,

@@ -69,6 +69,8 @@ pub enum GroupCommand {
     Join {
         group: String,
         member_id: String,
+        /// Who joins (a token's subject; `None` with authentication off): the member is theirs.
+        owner: Option<String>,
         topics: Vec<String>,
         session_timeout_ms: u64,
         /// Sets the group's reset policy when given.

@@ -8,6 +8,7 @@ fn counts(topic: &str, partitions: u32) -> BTreeMap<String, u32> {
 
 fn join(groups: &mut ConsumerGroups, member: &str, partitions: u32) -> (u64, usize) {
     match groups.apply(&GroupCommand::Join {
+        owner: None,
         group: "g".into(),
         member_id: member.into(),
         topics: vec!["t".into()],
@@ -333,6 +334,7 @@ fn a_full_group_refuses_another_member() {
         join(&mut groups, &format!("m{member}"), 3);
     }
     let refused = groups.apply(&GroupCommand::Join {
+        owner: None,
         group: "g".into(),
         member_id: "late".into(),
         topics: vec!["t".into()],

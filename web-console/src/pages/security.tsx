@@ -190,17 +190,20 @@ function Audit() {
   const [principal, setPrincipal] = useState("");
   const [extra, setExtra] = useState<{ events: AuditEvent[]; next: number } | undefined>(undefined);
   const since = Date.now() - Number(hours) * 3600_000;
-  const query = (from: number) => `/v1/audit?since=${Math.max(0, Math.floor(from))}&limit=100${principal ? `&principal=${enc(principal)}` : ""}`;
+  // Later pages continue at the log position the last one ended at (`next_offset`), never at a
+  // time: an event's time is its node's clock, and one node's clock ahead would skip events.
+  const query = (fromOffset?: number) =>
+    `/v1/audit?${fromOffset === undefined ? `since=${Math.max(0, Math.floor(since))}` : `from_offset=${fromOffset}`}&limit=100${principal ? `&principal=${enc(principal)}` : ""}`;
   const page = useLoad(
     async () => {
       setExtra(undefined);
-      return api.get<{ events: AuditEvent[]; next_since: number }>(query(since));
+      return api.get<{ events: AuditEvent[]; next_offset: number }>(query());
     },
     [hours, principal],
   );
   const [busy, error, act] = useAction();
   const events = [...(page.data?.events ?? []), ...(extra?.events ?? [])];
-  const next = extra?.next ?? page.data?.next_since;
+  const next = extra?.next ?? page.data?.next_offset;
   return (
     <section aria-label="Audit log">
       <h2>Audit log</h2>
@@ -255,8 +258,8 @@ function Audit() {
           disabled={busy}
           onClick={() =>
             act(async () => {
-              const more = await api.get<{ events: AuditEvent[]; next_since: number }>(query(next));
-              setExtra({ events: [...(extra?.events ?? []), ...more.events], next: more.next_since });
+              const more = await api.get<{ events: AuditEvent[]; next_offset: number }>(query(next));
+              setExtra({ events: [...(extra?.events ?? []), ...more.events], next: more.next_offset });
             })
           }
         >
