@@ -113,6 +113,35 @@ async fn policy_changes_and_client_deletions_apply_on_every_node() {
         format!("Bearer {service}").parse().unwrap(),
     );
     let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    // Placement takes only nodes its failure detector has seen up since the restart: a
+    // replication factor of 3 needs all three.
+    poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let view: Value = cluster
+                .node(1)
+                .http_client()
+                .get(cluster.node(1).url("/v1/cluster"))
+                .bearer_auth(&admin)
+                .send()
+                .await
+                .map_err(|err| err.to_string())?
+                .json()
+                .await
+                .map_err(|err| err.to_string())?;
+            let up = view["nodes"].as_array().map_or(0, |nodes| {
+                nodes.iter().filter(|n| n["status"] == "up").count()
+            });
+            if up == 3 {
+                Ok(())
+            } else {
+                Err(format!("node 1 sees {up} nodes up: {view}"))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|seen| panic!("not every node up within 10 s: {seen}"));
     let created = cluster
         .node(1)
         .http_client()
