@@ -50,13 +50,14 @@ async fn a_budget_smaller_than_its_parts_is_refused_at_startup() {
 async fn produces_past_the_in_flight_share_are_refused_and_write_nothing() {
     let config_dir = tempfile::tempdir().unwrap();
     let config = config_dir.path().join("herald.toml");
-    // Block cache 8 MiB + memtables 2 MiB + the 128 MiB reserve + one largest request.
-    let budget = (8 << 20) + (2 << 20) + (128 << 20) + MAX_BODY_BYTES;
+    // Block cache 8 MiB + memtables 4 MiB (the least four 1 MiB memtables take) + the 128 MiB
+    // reserve + one largest request.
+    let budget = (8 << 20) + (4 << 20) + (128 << 20) + MAX_BODY_BYTES;
     std::fs::write(
         &config,
         format!(
             "[storage]\nmemory_budget_bytes = {budget}\nblock_cache_bytes = 8388608\n\
-             memtable_bytes = 2097152\nlog_write_buffer_bytes = 1048576\n"
+             memtable_bytes = 4194304\nlog_write_buffer_bytes = 1048576\n"
         ),
     )
     .unwrap();

@@ -1,7 +1,8 @@
 //! `[storage]`: RocksDB sizing and the node's memory budget.
 //!
-//! `memory_budget_bytes` is split into the block cache, the memtables (a RocksDB write buffer
-//! manager that makes writers wait for a flush when they are full) and the bytes of records
+//! `memory_budget_bytes` is split into the block cache, the memtables (sized so that what
+//! RocksDB holds of them stays within their share; writers wait for a flush when they are
+//! full) and the bytes of records
 //! produce requests hold while they are written; the rest of the process (runtime, connections,
 //! raft and metadata state, code) gets a fixed reserve. Startup refuses a budget smaller than
 //! those parts need.
@@ -35,8 +36,9 @@ pub struct StorageConfig {
     pub memory_budget_bytes: usize,
     /// Block cache shared by all column families, in bytes. At least 8 MiB.
     pub block_cache_bytes: usize,
-    /// The most memory all memtables together take, in bytes; past it writes wait for a flush
-    /// (backpressure) instead of memory growing. At least `2 * log_write_buffer_bytes`.
+    /// The most memory the memtables take, in bytes; writes wait for a flush (backpressure)
+    /// instead of memory growing. At least `4 * log_write_buffer_bytes`: two memtables filling
+    /// or waiting for their flush, and the two a finished flush has not handed back yet.
     pub memtable_bytes: usize,
     /// Memtable size of the raft log (where produced data lands first), in bytes. At least
     /// 1 MiB.
@@ -85,10 +87,10 @@ impl StorageConfig {
             )));
         }
         if self.log_write_buffer_bytes < MIN_LOG_WRITE_BUFFER_BYTES
-            || self.memtable_bytes < self.log_write_buffer_bytes.saturating_mul(2)
+            || self.memtable_bytes < self.log_write_buffer_bytes.saturating_mul(4)
         {
             return Err(ConfigError::Invalid(format!(
-                "storage.log_write_buffer_bytes must be at least {MIN_LOG_WRITE_BUFFER_BYTES} (1 MiB) and storage.memtable_bytes at least twice it (one memtable fills while another flushes), got {} and {}",
+                "storage.log_write_buffer_bytes must be at least {MIN_LOG_WRITE_BUFFER_BYTES} (1 MiB) and storage.memtable_bytes at least four times it (one memtable fills while another flushes, and a finished flush hands its memtables back only after writers went on), got {} and {}",
                 self.log_write_buffer_bytes, self.memtable_bytes
             )));
         }
@@ -156,6 +158,14 @@ mod tests {
             },
             "memtable_bytes",
         );
+        // Two 64 MiB memtables would fit, but not the two a flush hands back late.
+        invalid(
+            StorageConfig {
+                memtable_bytes: 128 << 20,
+                ..StorageConfig::default()
+            },
+            "memtable_bytes",
+        );
         invalid(
             StorageConfig {
                 log_write_buffer_bytes: 1000,
@@ -168,10 +178,10 @@ mod tests {
     #[test]
     fn toml_sets_the_budget() {
         let config: StorageConfig =
-            toml::from_str("memory_budget_bytes = 2147483648\nmemtable_bytes = 134217728\n")
+            toml::from_str("memory_budget_bytes = 2147483648\nmemtable_bytes = 536870912\n")
                 .unwrap();
         assert_eq!(config.memory_budget_bytes, 2 << 30);
-        assert_eq!(config.memtable_bytes, 128 << 20);
+        assert_eq!(config.memtable_bytes, 512 << 20);
         assert_eq!(config.block_cache_bytes, 256 << 20);
         assert_eq!(config.bytes_per_sync, DEFAULT_BYTES_PER_SYNC);
         config.validate(16 << 20).unwrap();
