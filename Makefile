@@ -1,8 +1,9 @@
 # Herald: build, run and test from a fresh Debian/Ubuntu machine with Rust installed.
 #
 #   make run    install what is missing (libclang), build, start a node on 127.0.0.1:8080
-#   make test   run every test (unit, storage suite, black-box tests against the real binary,
-#               the example page in chromium)
+#   make test   install what the tests need (chromium, nftables, node, ...: scripts/test-deps.sh),
+#               then run every test (unit, storage suite, black-box tests against the real
+#               binary, the example page and the console in chromium)
 #   make compose-check   validate docker-compose.yml, the Prometheus config and alerts, the dashboard
 #   make bench  the produce-path benchmarks and the machine's ceilings (QUICK=1: a smoke run)
 #   make console         rebuild the web console (web-console/dist, committed and embedded)
@@ -16,7 +17,7 @@ CARGO ?= cargo
 # Extra arguments for `make run`, e.g. make run ARGS='--data-dir /tmp/herald'
 ARGS ?=
 
-.PHONY: all deps js-deps console-deps console console-unit console-check build run test lint compose-check bench-build bench clean
+.PHONY: all deps test-deps js-deps console-deps console console-unit console-check build run test lint compose-check bench-build bench clean
 
 all: build
 
@@ -37,7 +38,12 @@ build: deps
 run: deps
 	$(CARGO) run --release -- serve $(ARGS)
 
-test: deps js-deps console-unit
+# What the tests need beyond libclang (chromium, nftables, node, curl, the pinned Python client
+# generator): installed when missing (as root; otherwise it prints what to run).
+test-deps:
+	scripts/test-deps.sh
+
+test: deps test-deps js-deps console-unit
 	$(CARGO) test --all-targets
 
 # The npm packages of tests/js (playwright-core, which drives /usr/bin/chromium:

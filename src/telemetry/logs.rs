@@ -11,7 +11,8 @@ use tracing_subscriber::{EnvFilter, Layer};
 use super::otlp::{self, TracerGuard};
 use crate::config::{LogFormat, TelemetryConfig};
 
-/// Installs the global subscriber per `config`: `RUST_LOG` filters (default `info`) the lines,
+/// Installs the global subscriber per `config`: `RUST_LOG` filters (default
+/// [`super::DEFAULT_LOG_FILTER`]) the lines,
 /// written in the configured format; spans go to the OTLP endpoint if one is set, and the
 /// answered guard keeps that export running (drop it last, to flush it). Does nothing if a
 /// global subscriber is already set (tests, embedded nodes).
@@ -21,7 +22,8 @@ pub fn init_logging(config: &TelemetryConfig, node_id: u64) -> anyhow::Result<Op
         LogFormat::Text => false,
         LogFormat::Auto => !std::io::stdout().is_terminal(),
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(super::DEFAULT_LOG_FILTER));
     let lines = if json {
         tracing_subscriber::fmt::layer()
             .json()

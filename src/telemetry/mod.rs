@@ -24,14 +24,21 @@ pub const SECONDS_BUCKETS: &[f64] = &[
     5.0, 10.0, 30.0, 60.0,
 ];
 
+/// What is logged when `RUST_LOG` is not set: Herald's own lines from `info` up, openraft's
+/// from `warn` up. openraft logs every vote, election and shutdown step at `info`, and its
+/// startup lines print whole state structs, once per raft group: a node with many partitions
+/// would log thousands of them. `RUST_LOG=info` brings them back.
+pub const DEFAULT_LOG_FILTER: &str = "info,openraft=warn";
+
 /// How often histograms are drained and idle state is pruned.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Installs a text `fmt` subscriber filtered by `RUST_LOG` (default `info`), for tests and
+/// Installs a text `fmt` subscriber filtered by `RUST_LOG` (default [`DEFAULT_LOG_FILTER`]), for tests and
 /// tools; `herald serve` uses [`init_logging`] with its configuration. Does nothing if a
 /// global subscriber is already set.
 pub fn init_tracing() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     // Colours only on a terminal: logs redirected to a file or a collector stay plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

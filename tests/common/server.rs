@@ -253,9 +253,6 @@ impl Server {
                 command.env_remove(name);
             }
         }
-        if std::env::var_os("RUST_LOG").is_none() {
-            command.env("RUST_LOG", "info");
-        }
         // Text lines (the default for a log file would be JSON): the failure output quotes
         // them and some tests look for a message. A test's own `--log-format` wins.
         command.env("HERALD_LOG_FORMAT", "text");
