@@ -4,7 +4,7 @@
 //! The document must declare what the server enforces, so a generated SDK validates what the
 //! server validates and a schema fuzzer finds no difference (`.ci/schemathesis`):
 //! - a path parameter named `topic`, `group` or `member` has the name rules of
-//!   `domain::names` as a pattern (a topic that a write names may not be internal: `__`);
+//!   `domain::names` as a pattern (a topic may not be internal: `__`);
 //! - every operation with parameters or a body may answer 400, with a JSON body 413 and 415;
 //! - every operation but liveness, readiness and metrics may answer 429 `quota_exceeded` (the
 //!   client's quotas, `api::quota`), 503 `overloaded` (the in-flight cap) and 504 `timeout`
@@ -45,15 +45,15 @@ const NODE_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
 pub fn apply(document: &mut OpenApi) {
     for (path, item) in document.paths.paths.iter_mut() {
         let operations = [
-            (&mut item.get, false),
-            (&mut item.put, true),
-            (&mut item.post, true),
-            (&mut item.delete, true),
-            (&mut item.patch, true),
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
         ];
-        for (operation, writes) in operations {
+        for operation in operations {
             if let Some(operation) = operation.as_mut() {
-                constrain_parameters(operation, writes);
+                constrain_parameters(operation);
                 add_common_responses(operation, NODE_PATHS.contains(&path.as_str()));
             }
         }
@@ -90,6 +90,28 @@ pub fn optional_public_name_schema() -> Schema {
         .into()
 }
 
+/// A list of 1 to `max_items` topic names a client reads (a group member's topics): none may
+/// be internal.
+pub fn public_name_list_schema(max_items: usize) -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(RefOr::T(public_name_schema()))
+        .min_items(Some(1))
+        .max_items(Some(max_items))
+        .build()
+}
+
+/// [`public_name_list_schema`] for a group member's topics (1 to 100).
+pub fn member_topics_schema() -> utoipa::openapi::schema::Array {
+    public_name_list_schema(100)
+}
+
+/// Topic names a reset names (none: every topic the group has offsets for).
+pub fn optional_topic_list_schema() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(RefOr::T(public_name_schema()))
+        .build()
+}
+
 /// A list of names (a client's roles), at most `MAX_ROLES_PER_CLIENT`.
 pub fn role_list_schema() -> utoipa::openapi::schema::Array {
     utoipa::openapi::schema::ArrayBuilder::new()
@@ -108,7 +130,7 @@ pub fn name_field_schema() -> Schema {
         .into()
 }
 
-fn constrain_parameters(operation: &mut Operation, writes: bool) {
+fn constrain_parameters(operation: &mut Operation) {
     let Some(parameters) = operation.parameters.as_mut() else {
         return;
     };
@@ -146,13 +168,11 @@ fn constrain_parameters(operation: &mut Operation, writes: bool) {
             continue;
         }
         let schema = match parameter.name.as_str() {
-            "topic" if writes => name_schema(
+            // Internal topics are neither read nor written through topic routes (the audit log
+            // is read at `GET /v1/audit`), so every route's topic is a public name.
+            "topic" => name_schema(
                 PUBLIC_NAME_PATTERN,
                 "A topic name: 1-249 characters of [A-Za-z0-9._-], not '.' or '..', not starting with '__' (internal)",
-            ),
-            "topic" => name_schema(
-                NAME_PATTERN,
-                "A topic name: 1-249 characters of [A-Za-z0-9._-], not '.' or '..'",
             ),
             "group" => name_schema(
                 NAME_PATTERN,

@@ -11,6 +11,10 @@ pub const DEFAULT_AUDIT_LIMIT: usize = 100;
 /// The longest `principal` filter.
 pub const MAX_PRINCIPAL_LEN: usize = 256;
 
+/// The largest `from_offset`: offsets are signed 64-bit integers in the document (and in the
+/// SDKs generated from it), so a page's `next_offset` never passes it.
+pub const MAX_FROM_OFFSET: u64 = i64::MAX as u64;
+
 /// Query of `GET /v1/audit`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -32,7 +36,7 @@ pub struct AuditQueryParams {
     /// exactly up to `limit` events and lose or repeat none, whatever the events' times (the
     /// recording nodes' clocks) say; `since` then only filters.
     #[serde(default)]
-    #[param(minimum = 0)]
+    #[param(minimum = 0, maximum = 9223372036854775807_i64)]
     pub from_offset: Option<u64>,
 }
 
@@ -54,6 +58,13 @@ impl AuditQueryParams {
             if principal.is_empty() || principal.chars().count() > MAX_PRINCIPAL_LEN {
                 return Err(ApiError::invalid_request(format!(
                     "principal must be 1 to {MAX_PRINCIPAL_LEN} characters"
+                )));
+            }
+        }
+        if let Some(from_offset) = self.from_offset {
+            if from_offset > MAX_FROM_OFFSET {
+                return Err(ApiError::invalid_request(format!(
+                    "from_offset must be between 0 and {MAX_FROM_OFFSET}, got {from_offset}"
                 )));
             }
         }
