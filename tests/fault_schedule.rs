@@ -299,7 +299,7 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
     let stop_consumer = Arc::new(AtomicBool::new(false));
     let consumer = {
         let stop = stop_consumer.clone();
-        let mut consumer = FaultConsumer::new(base_urls, group, topic);
+        let mut consumer = FaultConsumer::new(base_urls.clone(), group, topic);
         tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 consumer.step().await;
