@@ -44,9 +44,14 @@ async fn gauge(cluster: &TestCluster, id: u64, name: &str) -> Option<u64> {
     cluster.node(id).partition_gauge(name, TOPIC, 0).await
 }
 
-/// Waits until every node in `ids` reports the same log start, past `past`; answers it.
+/// Waits until every node in `ids` reports the same log start, past `past`, and the high
+/// watermark `high`, unchanged for a few retention checks (a trim may still be coming);
+/// answers it.
 async fn settled_log_start(cluster: &TestCluster, ids: &[u64], past: u64, high: u64) -> u64 {
-    let seen = poll(DEADLINE, Duration::from_millis(200), || async {
+    const STABLE: Duration = Duration::from_millis(3_000);
+    let mut since: Option<(u64, std::time::Instant)> = None;
+    let until = std::time::Instant::now() + DEADLINE;
+    loop {
         let mut extents = Vec::new();
         for &id in ids {
             extents.push((
@@ -54,19 +59,33 @@ async fn settled_log_start(cluster: &TestCluster, ids: &[u64], past: u64, high: 
                 gauge(cluster, id, "herald_replica_high_watermark").await,
             ));
         }
-        match extents.first() {
+        let agreed = match extents.first() {
             Some((Some(start), Some(end)))
                 if *start > past
                     && *end == high
                     && extents.iter().all(|extent| *extent == extents[0]) =>
             {
-                Ok(*start)
+                Some(*start)
             }
-            _ => Err(format!("(log start, high watermark) per node: {extents:?}")),
+            _ => None,
+        };
+        since = match (agreed, since) {
+            (Some(start), Some((same, at))) if start == same => {
+                if at.elapsed() >= STABLE {
+                    return start;
+                }
+                Some((same, at))
+            }
+            (Some(start), _) => Some((start, std::time::Instant::now())),
+            (None, _) => None,
+        };
+        if std::time::Instant::now() >= until {
+            cluster.fail(&format!(
+                "replicas never agreed: (log start, high watermark) per node: {extents:?}"
+            ));
         }
-    })
-    .await;
-    seen.unwrap_or_else(|seen| cluster.fail(&format!("replicas never agreed: {seen}")))
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Pulls through `node` until `count` messages are leased (or nothing more comes); answers
