@@ -157,8 +157,7 @@ async fn backlog(cluster: &TestCluster, id: u64) -> u64 {
 
 #[tokio::test]
 async fn a_replica_restored_by_snapshot_holds_the_retained_log_and_the_queue_state() {
-    let mut cluster =
-        TestCluster::start_with(3, &["--retention-check-interval-ms", "1000"]).await;
+    let mut cluster = TestCluster::start_with(3, &["--retention-check-interval-ms", "1000"]).await;
     create_replicated(&cluster, 1, TOPIC, 1, 3).await;
     let preferred = cluster.stable_leader(TOPIC, 0).await;
     let via = cluster.others_than(preferred)[0];
@@ -212,16 +211,22 @@ async fn a_replica_restored_by_snapshot_holds_the_retained_log_and_the_queue_sta
         installs >= 1.0,
         "node {preferred} should have caught up through a snapshot"
     );
-    let led = poll(Duration::from_secs(30), Duration::from_millis(250), || async {
-        match cluster.partition_view(via, TOPIC, 0).await {
-            Ok(view) if view["leader"].as_u64() == Some(preferred) => Ok(()),
-            Ok(view) => Err(view.to_string()),
-            Err(error) => Err(error),
-        }
-    })
+    let led = poll(
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || async {
+            match cluster.partition_view(via, TOPIC, 0).await {
+                Ok(view) if view["leader"].as_u64() == Some(preferred) => Ok(()),
+                Ok(view) => Err(view.to_string()),
+                Err(error) => Err(error),
+            }
+        },
+    )
     .await;
     if let Err(seen) = led {
-        cluster.fail(&format!("leadership never went back to node {preferred}: {seen}"));
+        cluster.fail(&format!(
+            "leadership never went back to node {preferred}: {seen}"
+        ));
     }
 
     // Every node reads the retained start, and the subscription's counts are the same.
@@ -234,7 +239,11 @@ async fn a_replica_restored_by_snapshot_holds_the_retained_log_and_the_queue_sta
         assert_eq!(page["messages"][0]["offset"], start, "node {id}: {page}");
     }
     for id in cluster.ids() {
-        assert_eq!(backlog(&cluster, id).await, backlog_before, "through node {id}");
+        assert_eq!(
+            backlog(&cluster, id).await,
+            backlog_before,
+            "through node {id}"
+        );
     }
 
     // Through the restored leader, puller A holds 300 leases and acks 100 of them.

@@ -318,7 +318,9 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
     while started.elapsed() < FAULT_PHASE {
         if !past_retention_done && started.elapsed() > FAULT_PHASE / 4 {
             past_retention_done = true;
-            let down = queue.kill_past_retention(&mut cluster, &mut faults, &mut watch, group).await;
+            let down = queue
+                .kill_past_retention(&mut cluster, &mut faults, &mut watch, group)
+                .await;
             eprintln!("fault: killed the queue's preferred replica for {down:?}, past retention");
             continue;
         }

@@ -193,9 +193,7 @@ impl Cluster {
                         ClusterReply::Pong(_)
                         | ClusterReply::GroupHeartbeat(_)
                         | ClusterReply::ReplicaProgress(_),
-                    ) => {
-                        Err(ProposeFailure::NoLeader)
-                    }
+                    ) => Err(ProposeFailure::NoLeader),
                     // Not proposed, but a retry would fail the same way.
                     Err(AskError::Encode(reason)) => {
                         Err(ProposeFailure::Failed(local_fault(reason).to_string()))

@@ -76,7 +76,11 @@ impl fmt::Display for QueueReport {
 impl QueueReport {
     pub fn assert_clean(&self) {
         let verdict = &self.verdict;
-        assert!(verdict.acked_twice.is_empty(), "acked twice: {:?}", verdict.acked_twice);
+        assert!(
+            verdict.acked_twice.is_empty(),
+            "acked twice: {:?}",
+            verdict.acked_twice
+        );
         assert!(
             verdict.delivered_after_ack.is_empty(),
             "delivered after a confirmed ack: {:?}",
@@ -125,8 +129,12 @@ fn spawn_producer(
                 .collect();
             // Not idempotent: a retry may store a batch twice; every stored copy is a message
             // the pullers must get.
-            match produce_once(&client, &urls[node % urls.len()], &json!({ "messages": messages }))
-                .await
+            match produce_once(
+                &client,
+                &urls[node % urls.len()],
+                &json!({ "messages": messages }),
+            )
+            .await
             {
                 Attempt::Acknowledged(_) => {
                     produced.fetch_add(1, Ordering::SeqCst);

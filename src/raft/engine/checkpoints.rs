@@ -202,9 +202,10 @@ impl<A: GroupApplier> GroupStateMachine<A> {
             return Ok(None);
         };
         let (store, group) = (self.store.clone(), self.group);
-        let row = tokio::task::spawn_blocking(move || store.get(Cf::RaftState, &row_key(group, index)))
-            .await
-            .map_err(io::Error::other)??;
+        let row =
+            tokio::task::spawn_blocking(move || store.get(Cf::RaftState, &row_key(group, index)))
+                .await
+                .map_err(io::Error::other)??;
         let Some(row) = row else {
             self.checkpoints.indexes.retain(|kept| *kept != index);
             return Err(io::Error::other(format!(

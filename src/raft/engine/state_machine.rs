@@ -234,7 +234,8 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
         );
         self.write(writes).await?;
         self.applier.publish();
-        self.checkpoints.snapshot_installed(meta.last_log_id.map(|log_id| log_id.index));
+        self.checkpoints
+            .snapshot_installed(meta.last_log_id.map(|log_id| log_id.index));
         metrics::counter!(SNAPSHOT_INSTALLS_TOTAL).increment(1);
         tracing::info!(group = self.group, snapshot = ?meta.last_log_id, "installed a snapshot");
         Ok(())

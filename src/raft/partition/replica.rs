@@ -26,8 +26,8 @@ use crate::raft::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
 use crate::raft::engine::recent_entries::RecentEntries;
-use crate::raft::engine::state_machine::GroupStateMachine;
 use crate::raft::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
+use crate::raft::engine::state_machine::GroupStateMachine;
 use crate::raft::engine::status::{status_of, RaftStatus};
 use crate::raft::engine::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
 use crate::storage::Store;
