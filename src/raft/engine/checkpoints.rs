@@ -15,7 +15,11 @@
 //! retained batch. A checkpoint is taken whenever none waits inside the retained range, or
 //! the newest is more than a quarter of the retained range old, so the purge stays within
 //! about a quarter of the retained log of the limit while a handful of checkpoints are kept.
-//! Groups that never set a limit (the metadata group) snapshot at their applied point.
+//! Between checks, apply takes one after every [`BURST_BYTES`] of batches (and at least 16
+//! times the checkpoint's own size, so checkpoints cost at most a sixteenth of what is
+//! written): a burst written within a second still gets checkpoints inside it, so the disk
+//! comes back when retention cuts into it. Groups that never set a limit (the metadata group)
+//! snapshot at their applied point.
 
 use std::io;
 
@@ -28,6 +32,9 @@ use crate::storage::{keys, Cf, Store, WriteSet};
 /// of the stored snapshot.
 const TAG_CHECKPOINT: u8 = 12;
 
+/// Apply takes a checkpoint after this many bytes of batches at least (see the module doc).
+const BURST_BYTES: usize = 1 << 20;
+
 /// At most this many checkpoints wait inside the retained range (beyond it only the newest
 /// one is kept, to become the next snapshot).
 const MAX_PENDING: usize = 8;
@@ -35,6 +42,8 @@ const MAX_PENDING: usize = 8;
 /// The checkpoints of one group, as indexes (the rows hold the state).
 #[derive(Debug, Default)]
 pub struct Checkpoints {
+    /// The group snapshots at checkpoints (a partition).
+    enabled: bool,
     /// Indexes of the stored checkpoints, ascending.
     indexes: Vec<u64>,
     /// A snapshot may use no checkpoint past this index; `None`: snapshots at the applied
@@ -42,6 +51,9 @@ pub struct Checkpoints {
     limit: Option<u64>,
     /// The index of the current snapshot (built or installed).
     snapshot: Option<u64>,
+    /// Bytes of batches applied since the last checkpoint, and the size of that checkpoint.
+    bytes_since: usize,
+    last_size: usize,
 }
 
 fn row_key(group: u64, index: u64) -> Vec<u8> {
@@ -60,7 +72,7 @@ pub(super) fn drop_rows_upto(writes: &mut WriteSet, group: u64, upto: u64) {
 impl Checkpoints {
     /// Reads the indexes of `group`'s checkpoints and of its snapshot back (blocking work on
     /// a blocking thread).
-    pub(super) async fn load(store: &Store, group: u64) -> Result<Self, io::Error> {
+    pub(super) async fn load(store: &Store, group: u64, enabled: bool) -> Result<Self, io::Error> {
         let store = store.clone();
         tokio::task::spawn_blocking(move || {
             let mut indexes = Vec::new();
@@ -85,9 +97,10 @@ impl Checkpoints {
                 None => None,
             };
             Ok(Checkpoints {
+                enabled,
                 indexes,
-                limit: None,
                 snapshot,
+                ..Checkpoints::default()
             })
         })
         .await
@@ -95,7 +108,14 @@ impl Checkpoints {
     }
 
     pub(super) fn limited(&self) -> bool {
-        self.limit.is_some()
+        self.enabled
+    }
+
+    /// Counts `bytes` of batches just applied; answers whether apply should take a
+    /// checkpoint now (only for groups with a limit).
+    pub(super) fn note_applied(&mut self, bytes: usize) -> bool {
+        self.bytes_since += bytes;
+        self.limited() && self.bytes_since >= BURST_BYTES.max(self.last_size * 16)
     }
 
     /// Forgets every checkpoint (a snapshot from the leader replaces the state).
@@ -172,17 +192,7 @@ impl<A: GroupApplier> GroupStateMachine<A> {
         let mut writes = WriteSet::new();
         if let Some(applied) = self.last_applied {
             if self.checkpoints.due(applied.index, limit) {
-                let meta = SnapshotMeta {
-                    last_log_id: Some(applied),
-                    last_membership: self.membership.clone(),
-                };
-                let record = codec::encode(&self.snapshot_record()?)?;
-                writes.put(
-                    Cf::RaftState,
-                    row_key(self.group, applied.index),
-                    codec::encode(&(meta, record))?,
-                );
-                self.checkpoints.indexes.push(applied.index);
+                self.put_checkpoint(&mut writes)?;
             }
         }
         for index in self.checkpoints.surplus() {
@@ -192,6 +202,28 @@ impl<A: GroupApplier> GroupStateMachine<A> {
             super::group::write_unsynced(&self.store, writes).await?;
         }
         Ok(self.checkpoints.usable())
+    }
+
+    /// Adds a checkpoint of the applied state to `writes` (the state as of `last_applied`,
+    /// so `writes` must carry nothing applied after it).
+    pub(super) fn put_checkpoint(&mut self, writes: &mut WriteSet) -> Result<(), io::Error> {
+        let Some(applied) = self.last_applied else {
+            return Ok(());
+        };
+        if self.checkpoints.indexes.last() == Some(&applied.index) {
+            return Ok(());
+        }
+        let meta = SnapshotMeta {
+            last_log_id: Some(applied),
+            last_membership: self.membership.clone(),
+        };
+        let record = codec::encode(&self.snapshot_record()?)?;
+        let row = codec::encode(&(meta, record))?;
+        self.checkpoints.last_size = row.len();
+        self.checkpoints.bytes_since = 0;
+        writes.put(Cf::RaftState, row_key(self.group, applied.index), row);
+        self.checkpoints.indexes.push(applied.index);
+        Ok(())
     }
 
     /// A builder for the usable checkpoint, if there is one (see [`Self::maintain_checkpoints`]).
@@ -231,9 +263,11 @@ mod tests {
 
     fn at(indexes: &[u64], limit: u64, snapshot: Option<u64>) -> Checkpoints {
         Checkpoints {
+            enabled: true,
             indexes: indexes.to_vec(),
             limit: Some(limit),
             snapshot,
+            ..Checkpoints::default()
         }
     }
 

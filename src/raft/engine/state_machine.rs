@@ -50,6 +50,11 @@ pub trait GroupApplier: Send + Sync + 'static {
     }
     /// Called once the writes of applied entries are stored: makes them visible to readers.
     fn publish(&mut self);
+    /// Whether the group snapshots at checkpoints taken before a limit its owner sets (a
+    /// partition, see [`super::checkpoints`]) rather than at its applied point.
+    fn snapshots_at_checkpoints(&self) -> bool {
+        false
+    }
 }
 
 /// What is persisted of a state machine, and what a snapshot carries.
@@ -93,7 +98,8 @@ impl<A: GroupApplier> GroupStateMachine<A> {
                 .await
                 .map_err(io::Error::other)??;
         applier.publish();
-        let checkpoints = Checkpoints::load(&store, group).await?;
+        let checkpoints =
+            Checkpoints::load(&store, group, applier.snapshots_at_checkpoints()).await?;
         Ok(GroupStateMachine {
             group,
             store,
@@ -141,6 +147,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
     {
         let mut writes = WriteSet::new();
         let mut replies = Vec::new();
+        let mut batch_bytes = 0;
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
             let response = match &entry.payload {
@@ -150,6 +157,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
                     None
                 }
                 EntryPayload::Normal(request) => {
+                    batch_bytes += request.batch().map_or(0, |batch| batch.len());
                     Some(self.applier.apply(entry.log_id.index, request, &mut writes))
                 }
             };
@@ -160,6 +168,9 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
                     response.unwrap_or(RaftResponse::Rejected("not a command".into())),
                 ));
             }
+        }
+        if self.checkpoints.note_applied(batch_bytes) {
+            self.put_checkpoint(&mut writes)?;
         }
         let record = codec::encode(&self.record()?)?;
         writes.put(

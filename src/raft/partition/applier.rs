@@ -416,6 +416,12 @@ impl GroupApplier for PartitionApplier {
         Ok(())
     }
 
+    /// A partition's messages live in its raft log: its snapshots must not pass its first
+    /// retained batch (see `engine::checkpoints`).
+    fn snapshots_at_checkpoints(&self) -> bool {
+        true
+    }
+
     fn publish(&mut self) {
         if std::mem::take(&mut self.queues_dirty) {
             self.queue_changes.send_modify(|version| *version += 1);
