@@ -26,17 +26,27 @@ const RETENTION_BYTES: u64 = 300_000;
 /// Leases held across the failover: far longer than the test.
 const HELD_MS: u64 = 600_000;
 
-fn messages(from: u64) -> Value {
+/// Batch `b` carries timestamp `base + b` seconds, so the time index has one entry per
+/// batch; the base is a few minutes before the test (well within time retention).
+fn timestamp_of(batch: u64) -> i64 {
+    static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| common::now_ms() - 300_000) + batch as i64 * 1_000
+}
+
+fn messages(batch: u64) -> Value {
     let padding = "x".repeat(200);
-    let messages: Vec<Value> = (from..from + BATCH)
-        .map(|id| json!({"partition": 0, "value": {"id": id, "pad": padding}}))
+    let messages: Vec<Value> = (batch * BATCH..(batch + 1) * BATCH)
+        .map(|id| {
+            json!({"partition": 0, "value": {"id": id, "pad": padding},
+                   "timestamp": timestamp_of(batch)})
+        })
         .collect();
     json!({ "messages": messages })
 }
 
 async fn produce(node: &Server, batches: std::ops::Range<u64>) {
     for batch in batches {
-        node.produce_ok(TOPIC, &messages(batch * BATCH)).await;
+        node.produce_ok(TOPIC, &messages(batch)).await;
     }
 }
 
@@ -229,7 +239,17 @@ async fn a_replica_restored_by_snapshot_holds_the_retained_log_and_the_queue_sta
         ));
     }
 
-    // Every node reads the retained start, and the subscription's counts are the same.
+    // Every node reads the retained start, finds the same offsets by time (the restored
+    // leader's time index), and the subscription's counts are the same.
+    for id in cluster.ids() {
+        let node = cluster.node(id);
+        for batch in [start / BATCH, 65, 69] {
+            let found = node
+                .offset_for_timestamp(TOPIC, 0, timestamp_of(batch))
+                .await;
+            assert_eq!(found, batch * BATCH, "node {id}: batch {batch} by time");
+        }
+    }
     for id in cluster.ids() {
         let (status, page) = cluster
             .node(id)
