@@ -4,7 +4,8 @@
 //! at the log start answer 200 through every node, its own log start is the partition's),
 //! carry the same subscription state (stats answer, same backlog), and once it leads again
 //! and dies, the next leader neither redelivers what was acked through it nor hands its
-//! held leases to a second puller.
+//! held leases to a second puller. A consumer group's committed offset is the same through every
+//! node, and a member continues from it through the restored leader.
 
 mod common;
 
@@ -18,6 +19,7 @@ use serde_json::{json, Value};
 
 const TOPIC: &str = "snap-retained";
 const SUBSCRIPTION: &str = "sr";
+const GROUP: &str = "snap-group";
 const DEADLINE: Duration = Duration::from_secs(40);
 /// 100 messages of about 230 bytes per produce (one batch, one raft entry each).
 const BATCH: u64 = 100;
@@ -206,6 +208,25 @@ async fn a_replica_restored_by_snapshot_holds_the_retained_log_and_the_queue_sta
     let start = settled_log_start(&cluster, &others, 3_000, 7_000).await;
     assert!(start > first_start);
     let backlog_before = backlog(&cluster, via).await;
+    // A consumer group reads 100 retained messages and commits past them.
+    let node = cluster.node(via);
+    let member = node.join_group(GROUP, &json!({"topics": [TOPIC]})).await;
+    let polled = node
+        .poll_group(
+            GROUP,
+            &member.id,
+            &json!({"max_messages": 100, "max_wait_ms": 2000}),
+        )
+        .await
+        .unwrap_or_else(|refused| node.fail(&format!("group poll: {refused:?}")));
+    assert_eq!(polled.messages.first().map(|m| m.offset), Some(start));
+    let (status, answer) = node.commit(GROUP, &polled.commit_body(&member.id)).await;
+    assert!(status.is_success(), "commit: {status}: {answer}");
+    let committed = start + polled.messages.len() as u64;
+    let response = node
+        .delete(&format!("/v1/groups/{GROUP}/members/{}", member.id))
+        .await;
+    assert!(response.status().is_success(), "leaving the group");
 
     // Back: it catches up (a snapshot, then replay), and takes its leadership back once it
     // holds everything.
