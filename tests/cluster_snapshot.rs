@@ -285,7 +285,28 @@ async fn a_replica_restored_by_snapshot_holds_the_retained_log_and_the_queue_sta
             backlog_before,
             "through node {id}"
         );
+        assert_eq!(
+            cluster.node(id).committed(GROUP, TOPIC, 0).await,
+            Some(committed),
+            "the group's committed offset through node {id}"
+        );
     }
+    // A new member continues from the committed offset, through the restored leader.
+    let node = cluster.node(preferred);
+    let member = node.join_group(GROUP, &json!({"topics": [TOPIC]})).await;
+    let poll_body = json!({"max_messages": 10, "max_wait_ms": 1000});
+    let polled = poll(DEADLINE, Duration::from_millis(200), || async {
+        match node.poll_group(GROUP, &member.id, &poll_body).await {
+            Ok(polled) if !polled.messages.is_empty() => Ok(polled),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| cluster.fail(&format!("group poll through node {preferred}: {seen}")));
+    assert_eq!(
+        polled.messages[0].offset, committed,
+        "where the group continues"
+    );
 
     // Through the restored leader, puller A holds 300 leases and acks 100 of them.
     let node = cluster.node(preferred);

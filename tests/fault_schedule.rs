@@ -23,6 +23,8 @@
 mod common;
 #[path = "fault_schedule/queue_phase.rs"]
 mod fault_queue_phase;
+#[path = "fault_schedule/seed.rs"]
+mod seed;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +34,7 @@ use std::time::{Duration, Instant};
 use common::book::{Book, PRODUCE_DEADLINE};
 use common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
 use common::fault_consumer::{ConsumerLog, FaultConsumer};
+use seed::{seed, Rng, SeedOnFailure};
 use serde_json::{json, Value};
 
 /// How long faults are injected.
@@ -54,54 +57,6 @@ const NODE_ARGS: &[&str] = &[
     "--retention-check-interval-ms",
     "1000",
 ];
-
-/// splitmix64: small, seedable, good enough to pick faults.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn millis(&mut self, from: u64, to: u64) -> Duration {
-        Duration::from_millis(from + self.below(to - from + 1))
-    }
-}
-
-/// Prints the seed when the test fails, so the failure can be replayed.
-struct SeedOnFailure(u64);
-
-impl Drop for SeedOnFailure {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "fault schedule failed with seed {0}; replay with HERALD_FAULT_SEED={0}",
-                self.0
-            );
-        }
-    }
-}
-
-fn seed() -> u64 {
-    match std::env::var("HERALD_FAULT_SEED") {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("HERALD_FAULT_SEED={text:?} is not a u64")),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|t| t.as_nanos() as u64)
-            .unwrap_or(1),
-    }
-}
 
 /// What one idempotent producer got acknowledged, in sequence order.
 #[derive(Debug, Default)]
