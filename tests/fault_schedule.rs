@@ -10,11 +10,21 @@
 //!   poll answers each partition's messages in offset order, as they are stored;
 //! - committed offsets never move backwards on any node, and the group ends at the log's end.
 //!
+//! Beside it, a queue topic with size retention (`fault_queue_phase`): a producer, two queue
+//! pullers acking through the nodes, and once per run its preferred replica killed until
+//! retention moved the log start past all it had (so it comes back through a snapshot and then
+//! leads again). Its checker: no message confirmed acked twice, none delivered after its ack was
+//! confirmed, none held by two pullers at once, every retained message acked in the end.
+//!
 //! The schedule comes from a seed, printed at the start and on failure; set `HERALD_FAULT_SEED`
 //! to replay one (the faults repeat; their timing against the load does not exactly). The whole
 //! test takes about a minute.
 
 mod common;
+#[path = "fault_schedule/queue_phase.rs"]
+mod fault_queue_phase;
+#[path = "fault_schedule/seed.rs"]
+mod seed;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,10 +34,11 @@ use std::time::{Duration, Instant};
 use common::book::{Book, PRODUCE_DEADLINE};
 use common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
 use common::fault_consumer::{ConsumerLog, FaultConsumer};
+use seed::{seed, Rng, SeedOnFailure};
 use serde_json::{json, Value};
 
 /// How long faults are injected.
-const FAULT_PHASE: Duration = Duration::from_secs(40);
+const FAULT_PHASE: Duration = Duration::from_secs(50);
 const PARTITIONS: u32 = 3;
 /// Messages per produce request.
 const BATCH: usize = 4;
@@ -37,55 +48,15 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_DEADLINE: Duration = Duration::from_secs(60);
 /// A cut-off leader's produces end within 4 s, and a request waits at most 5 s for a leader
 /// (well above the 2.5 s election timeout).
-const NODE_ARGS: &[&str] = &["--produce-timeout-ms", "4000", "--leader-wait-ms", "5000"];
-
-/// splitmix64: small, seedable, good enough to pick faults.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn millis(&mut self, from: u64, to: u64) -> Duration {
-        Duration::from_millis(from + self.below(to - from + 1))
-    }
-}
-
-/// Prints the seed when the test fails, so the failure can be replayed.
-struct SeedOnFailure(u64);
-
-impl Drop for SeedOnFailure {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "fault schedule failed with seed {0}; replay with HERALD_FAULT_SEED={0}",
-                self.0
-            );
-        }
-    }
-}
-
-fn seed() -> u64 {
-    match std::env::var("HERALD_FAULT_SEED") {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("HERALD_FAULT_SEED={text:?} is not a u64")),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|t| t.as_nanos() as u64)
-            .unwrap_or(1),
-    }
-}
+/// Retention is checked every second (the queue topic trims during the run).
+const NODE_ARGS: &[&str] = &[
+    "--produce-timeout-ms",
+    "4000",
+    "--leader-wait-ms",
+    "5000",
+    "--retention-check-interval-ms",
+    "1000",
+];
 
 /// What one idempotent producer got acknowledged, in sequence order.
 #[derive(Debug, Default)]
@@ -183,6 +154,10 @@ fn spawn_producer(
 #[derive(Debug, Default)]
 struct Faults {
     kills: usize,
+    /// Kills of the queue partition's preferred replica until retention passed it.
+    kills_past_retention: usize,
+    /// Snapshots the nodes installed (their counters, read before each kill and at the end).
+    snapshot_installs: usize,
     pauses: usize,
     isolations: usize,
     one_way_cuts: usize,
@@ -279,7 +254,7 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
     let stop_consumer = Arc::new(AtomicBool::new(false));
     let consumer = {
         let stop = stop_consumer.clone();
-        let mut consumer = FaultConsumer::new(base_urls, group, topic);
+        let mut consumer = FaultConsumer::new(base_urls.clone(), group, topic);
         tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 consumer.step().await;
@@ -288,11 +263,22 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         })
     };
 
+    let queue = fault_queue_phase::QueuePhase::start(&cluster, base_urls.clone()).await;
+
     let mut faults = Faults::default();
     let mut watch = CommittedWatch::default();
     let started = Instant::now();
     hold(&cluster, &mut watch, group, Duration::from_secs(2)).await;
+    let mut past_retention_done = false;
     while started.elapsed() < FAULT_PHASE {
+        if !past_retention_done && started.elapsed() > FAULT_PHASE / 4 {
+            past_retention_done = true;
+            let down = queue
+                .kill_past_retention(&mut cluster, &mut faults, &mut watch, group)
+                .await;
+            eprintln!("fault: killed the queue's preferred replica for {down:?}, past retention");
+            continue;
+        }
         // Half the faults hit a partition leader, the others any node.
         let target = if rng.below(2) == 0 {
             let partition = rng.below(u64::from(PARTITIONS)) as u32;
@@ -308,6 +294,7 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         };
         match rng.below(4) {
             0 => {
+                faults.snapshot_installs += fault_queue_phase::installs(&cluster, target).await;
                 cluster.kill(target);
                 watch.restarted(target);
                 let down = rng.millis(300, 2500);
@@ -350,6 +337,10 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
 
     // Faults over: the producers finish their request in flight; the group catches up.
     stop_producers.store(true, Ordering::SeqCst);
+    let queue_verdict = queue.finish(&cluster).await;
+    for id in cluster.live_ids() {
+        faults.snapshot_installs += fault_queue_phase::installs(&cluster, id).await;
+    }
     let mut logs = Vec::new();
     for producer in producers {
         logs.push(producer.await.expect("a producer panicked"));
@@ -447,10 +438,12 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         watch.highest,
         watch.reads,
     );
+    eprintln!("fault schedule (seed {seed}): queue: {queue_verdict}");
     assert!(
         faults.kills + faults.pauses + faults.isolations + faults.one_way_cuts >= 5,
         "too few faults: {faults:?}"
     );
+    queue_verdict.assert_clean();
     assert_eq!(lost, 0, "acknowledged messages lost");
     assert_eq!(duplicated, 0, "idempotently produced messages stored twice");
     for log in &logs {

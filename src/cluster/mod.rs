@@ -14,6 +14,7 @@ mod error;
 mod gauges;
 mod gossip;
 mod groups;
+mod handback;
 mod nodes;
 pub mod placement;
 mod propose;

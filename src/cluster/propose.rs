@@ -73,7 +73,11 @@ impl Cluster {
                             "the metadata change's outcome ({reason}); it may still be applied"
                         )))
                     }
-                    Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {}
+                    Ok(
+                        ClusterReply::Pong(_)
+                        | ClusterReply::GroupHeartbeat(_)
+                        | ClusterReply::ReplicaProgress(_),
+                    ) => {}
                     Err(AskError::Encode(reason)) => return Err(local_fault(reason)),
                     Err(AskError::Rpc(error)) if !error.maybe_delivered() => {}
                     Err(AskError::Rpc(error)) => return Err(ClusterError::Rpc(error)),
@@ -145,6 +149,9 @@ impl Cluster {
             ClusterRequest::GroupHeartbeat { group, member_id } => {
                 ClusterReply::GroupHeartbeat(self.serve_heartbeat(&group, &member_id))
             }
+            ClusterRequest::ReplicaProgress { group } => {
+                ClusterReply::ReplicaProgress(self.replica_progress(group))
+            }
         };
         postcard::to_stdvec(&reply)
             .map(Bytes::from)
@@ -182,9 +189,11 @@ impl Cluster {
                     .await
                 {
                     Ok(ClusterReply::Proposed(result)) => result,
-                    Ok(ClusterReply::Pong(_) | ClusterReply::GroupHeartbeat(_)) => {
-                        Err(ProposeFailure::NoLeader)
-                    }
+                    Ok(
+                        ClusterReply::Pong(_)
+                        | ClusterReply::GroupHeartbeat(_)
+                        | ClusterReply::ReplicaProgress(_),
+                    ) => Err(ProposeFailure::NoLeader),
                     // Not proposed, but a retry would fail the same way.
                     Err(AskError::Encode(reason)) => {
                         Err(ProposeFailure::Failed(local_fault(reason).to_string()))

@@ -17,8 +17,6 @@ use crate::raft::{Bootstrap, NodeAddr, PartitionReplica};
 const START_CONCURRENCY: usize = 16;
 /// How often membership, leadership and registration are checked besides metadata changes.
 const TICK: Duration = Duration::from_millis(1000);
-/// The least time between two leadership hand-backs of one group.
-const TRANSFER_PAUSE: Duration = Duration::from_secs(10);
 /// The longest one membership step may take before the tick moves on.
 const STEP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -429,48 +427,6 @@ impl Cluster {
         for status in ["up", "down", "draining"] {
             let count = views.iter().filter(|node| node.status == status).count();
             metrics::gauge!("herald_cluster_nodes", "status" => status).set(count as f64);
-        }
-    }
-
-    /// Hands leadership back to each group's preferred replica (the first) once it is up and in
-    /// sync, so leaders stay balanced after a failed node returns.
-    async fn hand_back_leadership(&self) {
-        let state = self.metadata();
-        for topic in state.topics.values() {
-            for assignment in &topic.partitions {
-                let Some(&preferred) = assignment.replicas.first() else {
-                    continue;
-                };
-                if preferred == self.node_id {
-                    continue;
-                }
-                let Some(replica) = self.local_replica(assignment.group_id) else {
-                    continue;
-                };
-                let Some(report) = replica.leader_report() else {
-                    continue;
-                };
-                if !report.in_sync.contains(&preferred) || !self.is_up(preferred) {
-                    continue;
-                }
-                let now = Instant::now();
-                {
-                    let mut transfers = self.transfers.lock();
-                    let recent = transfers
-                        .get(&assignment.group_id)
-                        .is_some_and(|at| now.duration_since(*at) < TRANSFER_PAUSE);
-                    if recent {
-                        continue;
-                    }
-                    transfers.insert(assignment.group_id, now);
-                }
-                tracing::info!(
-                    group = assignment.group_id,
-                    to = preferred,
-                    "handing leadership back to the preferred replica"
-                );
-                replica.transfer_leadership(preferred).await;
-            }
         }
     }
 }

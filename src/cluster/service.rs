@@ -43,6 +43,11 @@ pub(super) enum ClusterRequest {
         group: String,
         member_id: String,
     },
+    /// This node's progress on a partition group: asked by its leader before it hands
+    /// leadership here (`handback`).
+    ReplicaProgress {
+        group: u64,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -52,6 +57,16 @@ pub(super) enum ClusterReply {
     Pong(PingReport),
     /// The member's generation and partitions; None for an unknown member.
     GroupHeartbeat(Result<Option<MemberView>, ProposeFailure>),
+    /// None when the node has no replica of the group.
+    ReplicaProgress(Option<ReplicaProgress>),
+}
+
+/// One replica's extent and applied point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaProgress {
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+    pub applied_index: u64,
 }
 
 /// Why a forwarded proposal was not applied. Only `NoLeader` is safe to retry blindly.

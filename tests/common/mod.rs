@@ -21,6 +21,7 @@
 //!   between them (`cluster_partitions`);
 //! - `book`: what a cluster test sent and what was acknowledged;
 //! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
+//!   `fault_queue`: queue pullers that survive faults, and the checker of what they saw;
 //! - `sse`: server-sent event streams, read as `EventSource` would;
 //! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions;
 //! - `tls`: a test certificate authority and raw HTTPS requests;
@@ -40,6 +41,7 @@ mod cluster_produce;
 mod cluster_reads;
 mod cluster_topics;
 pub mod fault_consumer;
+pub mod fault_queue;
 mod gauges;
 pub mod group_flow;
 mod groups;

@@ -10,6 +10,7 @@ use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
 
+use super::checkpoints::Checkpoints;
 use super::codec;
 use super::types::{
     LogId, RaftRequest, RaftResponse, Snapshot, SnapshotMeta, StoredMembership, TypeConfig,
@@ -17,7 +18,10 @@ use super::types::{
 use crate::storage::{keys, Cf, Store, WriteSet};
 
 const TAG_STATE: u8 = 10;
-const TAG_SNAPSHOT: u8 = 11;
+
+/// Snapshots this node installed from a leader (a replica that fell behind the purged log).
+pub const SNAPSHOT_INSTALLS_TOTAL: &str = "herald_raft_snapshot_installs_total";
+pub(super) const TAG_SNAPSHOT: u8 = 11;
 
 /// The meaning of a group's commands.
 pub trait GroupApplier: Send + Sync + 'static {
@@ -46,22 +50,30 @@ pub trait GroupApplier: Send + Sync + 'static {
     }
     /// Called once the writes of applied entries are stored: makes them visible to readers.
     fn publish(&mut self);
+    /// Whether the group snapshots at checkpoints taken before a limit its owner sets (a
+    /// partition, see [`super::checkpoints`]) rather than at its applied point.
+    fn snapshots_at_checkpoints(&self) -> bool {
+        false
+    }
 }
 
 /// What is persisted of a state machine, and what a snapshot carries.
 #[derive(Serialize, Deserialize, Default, Clone)]
-struct StateRecord {
+pub(super) struct StateRecord {
     last_applied: Option<LogId>,
     membership: StoredMembership,
     state: Vec<u8>,
 }
 
 pub struct GroupStateMachine<A: GroupApplier> {
-    group: u64,
-    store: Store,
-    last_applied: Option<LogId>,
-    membership: StoredMembership,
+    pub(super) group: u64,
+    pub(super) store: Store,
+    pub(super) last_applied: Option<LogId>,
+    pub(super) membership: StoredMembership,
     pub(crate) applier: A,
+    /// Checkpoints kept as candidate snapshots, and which one a snapshot may use (see
+    /// [`super::checkpoints`]). Groups that never set a limit snapshot at their applied point.
+    pub(super) checkpoints: Checkpoints,
 }
 
 impl<A: GroupApplier> GroupStateMachine<A> {
@@ -86,12 +98,15 @@ impl<A: GroupApplier> GroupStateMachine<A> {
                 .await
                 .map_err(io::Error::other)??;
         applier.publish();
+        let checkpoints =
+            Checkpoints::load(&store, group, applier.snapshots_at_checkpoints()).await?;
         Ok(GroupStateMachine {
             group,
             store,
             last_applied: record.last_applied,
             membership: record.membership,
             applier,
+            checkpoints,
         })
     }
 
@@ -104,7 +119,7 @@ impl<A: GroupApplier> GroupStateMachine<A> {
     }
 
     /// The record a snapshot carries: as [`Self::record`], with the applier's rows.
-    fn snapshot_record(&self) -> Result<StateRecord, io::Error> {
+    pub(super) fn snapshot_record(&self) -> Result<StateRecord, io::Error> {
         Ok(StateRecord {
             state: self.applier.encode_snapshot()?,
             ..self.record()?
@@ -132,6 +147,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
     {
         let mut writes = WriteSet::new();
         let mut replies = Vec::new();
+        let mut batch_bytes = 0;
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
             let response = match &entry.payload {
@@ -141,6 +157,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
                     None
                 }
                 EntryPayload::Normal(request) => {
+                    batch_bytes += request.batch().map_or(0, |batch| batch.len());
                     Some(self.applier.apply(entry.log_id.index, request, &mut writes))
                 }
             };
@@ -151,6 +168,9 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
                     response.unwrap_or(RaftResponse::Rejected("not a command".into())),
                 ));
             }
+        }
+        if self.checkpoints.note_applied(batch_bytes) {
+            self.put_checkpoint(&mut writes)?;
         }
         let record = codec::encode(&self.record()?)?;
         writes.put(
@@ -166,6 +186,26 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
         Ok(())
     }
 
+    /// A group with a snapshot limit (a partition, see [`super::checkpoints`]) snapshots at
+    /// its newest checkpoint within the limit, and defers when there is none newer than its
+    /// current snapshot; others snapshot at their applied point.
+    async fn try_create_snapshot_builder(&mut self, force: bool) -> Option<Self::SnapshotBuilder> {
+        if self.checkpoints.limited() {
+            match self.checkpoint_builder().await {
+                Ok(Some(builder)) => return Some(builder),
+                Ok(None) if !force => return None,
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(group = self.group, %error, "reading a checkpoint");
+                    if !force {
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(self.get_snapshot_builder().await)
+    }
+
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         SnapshotBuilder {
             group: self.group,
@@ -177,6 +217,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
             record: self
                 .snapshot_record()
                 .and_then(|record| codec::encode(&record)),
+            drop_checkpoints_below: None,
         }
     }
 
@@ -188,6 +229,8 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
         let record: StateRecord = codec::decode(&snapshot)?;
         let mut writes = WriteSet::new();
         self.applier.restore_snapshot(&record.state, &mut writes)?;
+        // Checkpoints of the state this replaces are no snapshot of the new one.
+        self.checkpoints.clear(self.group, &mut writes);
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         writes.put(
@@ -202,6 +245,10 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
         );
         self.write(writes).await?;
         self.applier.publish();
+        self.checkpoints
+            .snapshot_installed(meta.last_log_id.map(|log_id| log_id.index));
+        metrics::counter!(SNAPSHOT_INSTALLS_TOTAL).increment(1);
+        tracing::info!(group = self.group, snapshot = ?meta.last_log_id, "installed a snapshot");
         Ok(())
     }
 
@@ -226,10 +273,13 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
 /// openraft builds snapshots concurrently with apply. The state is small (offsets, topics);
 /// a partition's messages stay in its log.
 pub struct SnapshotBuilder {
-    group: u64,
-    store: Store,
-    meta: SnapshotMeta,
-    record: Result<Vec<u8>, io::Error>,
+    pub(super) group: u64,
+    pub(super) store: Store,
+    pub(super) meta: SnapshotMeta,
+    pub(super) record: Result<Vec<u8>, io::Error>,
+    /// Built from a checkpoint: the checkpoint rows up to this index go (the snapshot holds
+    /// the newest of them now).
+    pub(super) drop_checkpoints_below: Option<u64>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -240,6 +290,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let meta = self.meta.clone();
         let stored = codec::encode(&(meta.clone(), data.clone()))?;
         let (store, group) = (self.store.clone(), self.group);
+        let drop_below = self.drop_checkpoints_below;
         tokio::task::spawn_blocking(move || {
             let mut writes = WriteSet::new();
             writes.put(
@@ -247,6 +298,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 keys::group_tag(group, TAG_SNAPSHOT).to_vec(),
                 stored,
             );
+            if let Some(upto) = drop_below {
+                super::checkpoints::drop_rows_upto(&mut writes, group, upto);
+            }
             store.write(writes, false)
         })
         .await

@@ -86,7 +86,15 @@ pub struct PartitionApplier {
     queues: Arc<RwLock<QueueStates>>,
     queue_changes: watch::Sender<u64>,
     queues_dirty: bool,
+    /// Where this replica's own batches start when it was built from a snapshot (the
+    /// snapshot's next offset; 0 otherwise). Not replicated: `progress.log_start_offset`
+    /// stays the partition's, which replayed commands depend on, while readers see
+    /// `max(log_start_offset, data_start)` until a replayed trim passes it.
+    data_start: u64,
 }
+
+/// `(group, TAG_DATA_START)` → `data_start`, u64 BE.
+const TAG_DATA_START: u8 = 27;
 
 /// A read-only view of a partition's applied subscription state, cheap to clone.
 #[derive(Clone)]
@@ -117,6 +125,7 @@ impl PartitionApplier {
             queues: Arc::default(),
             queue_changes: watch::Sender::new(0),
             queues_dirty: false,
+            data_start: 0,
         }
     }
 
@@ -360,6 +369,10 @@ impl GroupApplier for PartitionApplier {
     }
 
     fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
+        self.data_start = store
+            .get(Cf::RaftState, &keys::group_tag(self.group, TAG_DATA_START))?
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_slice()).ok())
+            .map_or(0, u64::from_be_bytes);
         self.dedup = dedup_rows::load(store, self.group)?;
         *self.queues.write() = subscriptions_rows::load(store, self.group)?;
         self.queues_dirty = true;
@@ -374,19 +387,39 @@ impl GroupApplier for PartitionApplier {
         })
     }
 
-    /// A replica that needed a snapshot lacks every batch before it: its log starts at the
-    /// snapshot's next offset (reads go to the leader, whose log may start earlier). Its dedup
-    /// window becomes the leader's, rows included.
+    /// A replica that needed a snapshot takes the state the leader checkpointed before the
+    /// partition's first retained batch (see `engine::checkpoints`), then replays every
+    /// entry after it: the retained batches, trims and subscription commands rebuild the
+    /// same offsets, indexes and delivery state as on the leader. It holds no batch before
+    /// the checkpoint's next offset; index rows of its older state go.
     fn restore_snapshot(&mut self, bytes: &[u8], writes: &mut WriteSet) -> Result<(), io::Error> {
         let snapshot: PartitionSnapshot = codec::decode(bytes)?;
         dedup_rows::replace_all(writes, self.group, &snapshot.dedup)?;
         subscriptions_rows::replace_all(writes, self.group, &snapshot.queues)?;
+        for cf in [Cf::OffsetIndex, Cf::TimeIndex] {
+            writes.delete_range(
+                cf,
+                keys::group_start(self.group).to_vec(),
+                keys::group_end(self.group).to_vec(),
+            );
+        }
         *self.queues.write() = snapshot.queues;
         self.queues_dirty = true;
         self.progress = snapshot.progress;
-        self.progress.log_start_offset = self.progress.next_offset;
+        self.data_start = self.progress.next_offset;
+        writes.put(
+            Cf::RaftState,
+            keys::group_tag(self.group, TAG_DATA_START).to_vec(),
+            self.data_start.to_be_bytes().to_vec(),
+        );
         self.dedup = DedupState::from_snapshot(snapshot.dedup);
         Ok(())
+    }
+
+    /// A partition's messages live in its raft log: its snapshots must not pass its first
+    /// retained batch (see `engine::checkpoints`).
+    fn snapshots_at_checkpoints(&self) -> bool {
+        true
     }
 
     fn publish(&mut self) {
@@ -394,7 +427,7 @@ impl GroupApplier for PartitionApplier {
             self.queue_changes.send_modify(|version| *version += 1);
         }
         let next = Watermarks {
-            log_start_offset: self.progress.log_start_offset,
+            log_start_offset: self.progress.log_start_offset.max(self.data_start),
             high_watermark: self.progress.next_offset,
         };
         self.watermarks.send_if_modified(|current| {

@@ -27,6 +27,7 @@ use crate::raft::engine::membership::{
 };
 use crate::raft::engine::recent_entries::RecentEntries;
 use crate::raft::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
+use crate::raft::engine::state_machine::GroupStateMachine;
 use crate::raft::engine::status::{status_of, RaftStatus};
 use crate::raft::engine::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
 use crate::storage::Store;
@@ -43,6 +44,8 @@ pub struct PartitionReplica {
     max_ack_age: Duration,
     /// The log start whose prefix was purged here already.
     purged_offset: AtomicU64,
+    /// The applied index of the last purge check.
+    checked_at: AtomicU64,
     /// One purge at a time: the retention pass and the purge loop may both ask.
     purge_lock: tokio::sync::Mutex<()>,
     /// Shared with the log store: see [`compaction`](super::compaction).
@@ -57,6 +60,14 @@ pub struct PartitionReplica {
     pub(in crate::raft) recent: Arc<RecentEntries>,
     /// Where the appender's next appends land, while certain (see [`super::proposal`]).
     pub(in crate::raft) predictions: SharedPredictions,
+}
+
+/// Runs in the state-machine worker, between applies (see `engine::checkpoints`).
+fn maintain_checkpoints(
+    machine: &mut GroupStateMachine<PartitionApplier>,
+    limit: u64,
+) -> futures::future::BoxFuture<'_, Result<Option<u64>, std::io::Error>> {
+    Box::pin(machine.maintain_checkpoints(limit))
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -90,6 +101,7 @@ impl PartitionReplica {
             leader_wait,
             max_ack_age: context.max_ack_age(),
             purged_offset: AtomicU64::new(0),
+            checked_at: AtomicU64::new(0),
             purge_lock: tokio::sync::Mutex::new(()),
             log_lock,
             closing: Arc::new(AtomicBool::new(false)),
@@ -210,62 +222,80 @@ impl PartitionReplica {
         }
     }
 
-    /// After a trim applied here: snapshots the small state, purges the raft log below the
-    /// first retained batch through raft, and compacts the range so the disk space comes back.
-    /// Does nothing when there is nothing new to purge.
+    /// Every purge check (each second, and after each retention pass): keeps checkpoints of
+    /// this replica's state, snapshots at the newest one before the partition's first
+    /// retained batch, purges the raft log up to it through raft, and compacts the range so
+    /// the disk space comes back. The log is never purged past the first retained batch, so
+    /// a replica that falls behind replays every retained entry after the snapshot (see
+    /// `engine::checkpoints`). Cheap when nothing was applied since the last check.
     pub async fn purge_trimmed(&self) -> Result<(), RaftLayerError> {
         let _one_at_a_time = self.purge_lock.lock().await;
         let watermarks = self.watermarks();
-        if watermarks.log_start_offset <= self.purged_offset.load(Ordering::Relaxed) {
+        let metrics = self.raft.metrics().borrow_watched().clone();
+        let Some(applied) = metrics.last_applied.as_ref().map(|log_id| log_id.index) else {
+            return Ok(());
+        };
+        let start = watermarks.log_start_offset;
+        if applied == self.checked_at.load(Ordering::Relaxed)
+            && start <= self.purged_offset.load(Ordering::Relaxed)
+        {
             return Ok(());
         }
-        let metrics = self.raft.metrics().borrow_watched().clone();
-        let applied = metrics.last_applied.as_ref().map(|log_id| log_id.index);
-        let (store, group, start) = (self.store.clone(), self.group, watermarks.log_start_offset);
+        let (store, group) = (self.store.clone(), self.group);
         let first_kept =
             blocking(move || retention::raft_index_of_batch(&store, group, start)).await?;
-        let upto = match (first_kept, applied) {
-            (Some(index), _) if index > 0 => index - 1,
-            (None, Some(applied)) if start >= watermarks.high_watermark => applied,
-            _ => return Ok(()),
+        let limit = match first_kept {
+            Some(index) => index.saturating_sub(1),
+            // Nothing retained: every applied entry may go.
+            None if start >= watermarks.high_watermark => applied,
+            None => return Ok(()),
         };
-        if metrics
-            .purged
-            .as_ref()
-            .is_some_and(|purged| purged.index >= upto)
-        {
-            self.purged_offset.store(start, Ordering::Relaxed);
-            return Ok(());
-        }
         let fatal = |error: openraft::errors::Fatal<TypeConfig>| RaftLayerError::Fatal {
             group: self.group,
             reason: error.to_string(),
         };
-        if metrics
-            .snapshot
-            .as_ref()
-            .is_none_or(|snapshot| snapshot.index < upto)
-        {
+        let usable = self
+            .raft
+            .with_state_machine(move |machine| maintain_checkpoints(machine, limit))
+            .await
+            .map_err(fatal)?
+            .map_err(RaftLayerError::Storage)?;
+        self.checked_at.store(applied, Ordering::Relaxed);
+        if let Some(checkpoint) = usable {
             self.raft.trigger().snapshot().await.map_err(fatal)?;
             self.wait_metrics(|metrics| {
                 metrics
                     .snapshot
                     .as_ref()
-                    .is_some_and(|snapshot| snapshot.index >= upto)
+                    .is_some_and(|snapshot| snapshot.index >= checkpoint)
             })
             .await?;
         }
-        self.raft.trigger().purge_log(upto).await.map_err(fatal)?;
-        self.wait_metrics(|metrics| {
+        let snapshot = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .snapshot
+            .as_ref()
+            .map(|snapshot| snapshot.index);
+        let Some(upto) = snapshot.filter(|index| *index <= limit) else {
+            return Ok(());
+        };
+        let purged = |metrics: &openraft::RaftMetrics<TypeConfig>| {
             metrics
                 .purged
                 .as_ref()
                 .is_some_and(|purged| purged.index >= upto)
-        })
-        .await?;
-        let (store, group) = (self.store.clone(), self.group);
-        blocking(move || retention::compact_log_prefix(&store, group, upto + 1)).await?;
-        self.purged_offset.store(start, Ordering::Relaxed);
+        };
+        if !purged(&metrics) {
+            self.raft.trigger().purge_log(upto).await.map_err(fatal)?;
+            self.wait_metrics(purged).await?;
+            let (store, group) = (self.store.clone(), self.group);
+            blocking(move || retention::compact_log_prefix(&store, group, upto + 1)).await?;
+        }
+        if upto == limit {
+            self.purged_offset.store(start, Ordering::Relaxed);
+        }
         Ok(())
     }
 
