@@ -24,4 +24,6 @@ mod compaction_tests;
 #[cfg(test)]
 mod dedup_tests;
 #[cfg(test)]
+mod subscriptions_delay_tests;
+#[cfg(test)]
 mod subscriptions_tests;
