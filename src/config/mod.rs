@@ -112,6 +112,11 @@ pub struct Config {
     /// How often an HTTP/2 connection is pinged; one whose peer does not answer within the
     /// same time is closed (a vanished client). At least 100.
     pub http2_keepalive_interval_ms: u64,
+    /// A client that reads nothing for this long while an answer waits for it (an event
+    /// stream, a WebSocket's frames, a large read) is disconnected. A client that reads, however
+    /// slowly, is never cut off: the node stops reading for its streams until it drains them
+    /// (backpressure). At least 100.
+    pub client_stall_timeout_ms: u64,
     /// A file holding the cluster secret (the same on every node; `cluster_secret`). None:
     /// `HERALD_CLUSTER_SECRET`, else `<data_dir>/cluster-secret`.
     pub cluster_secret_file: Option<PathBuf>,
@@ -141,6 +146,10 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
 }
 
+/// The default of `client_stall_timeout_ms`: how long a client may read nothing while an
+/// answer waits for it.
+pub const DEFAULT_CLIENT_STALL_TIMEOUT_MS: u64 = 30_000;
+
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -153,8 +162,9 @@ pub struct WsConfig {
     pub ping_interval_ms: u64,
     /// A socket the peer sent nothing on (no frame, no pong) for this long is closed with 1001.
     pub idle_timeout_ms: u64,
-    /// The most bytes of frames queued to one socket and not yet written to it; a client that
-    /// stops reading past it is closed with 1008.
+    /// The most bytes of frames queued to one socket and not yet written to it: past it the
+    /// socket's subscriptions wait for the client to drain the queue (backpressure). Answers to
+    /// the client's own frames past twice it close the socket with 1008.
     pub max_outbound_bytes: usize,
     /// The credit (messages) a subscription starts with.
     pub default_credit: u64,
@@ -273,6 +283,7 @@ impl Default for Config {
             header_read_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             http2_keepalive_interval_ms: 20_000,
+            client_stall_timeout_ms: DEFAULT_CLIENT_STALL_TIMEOUT_MS,
             cluster_secret_file: None,
             max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
             max_in_flight_appends_per_partition: DEFAULT_MAX_IN_FLIGHT_APPENDS_PER_PARTITION,
@@ -351,9 +362,10 @@ impl Config {
         if self.header_read_timeout_ms < 100
             || self.idle_timeout_ms < 100
             || self.http2_keepalive_interval_ms < 100
+            || self.client_stall_timeout_ms < 100
         {
             return Err(ConfigError::Invalid(
-                "header_read_timeout_ms, idle_timeout_ms and http2_keepalive_interval_ms must be at least 100"
+                "header_read_timeout_ms, idle_timeout_ms, http2_keepalive_interval_ms and client_stall_timeout_ms must be at least 100"
                     .into(),
             ));
         }

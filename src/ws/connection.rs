@@ -20,6 +20,7 @@ use super::queue_subscription::SettleOp;
 use super::running::Running;
 use super::{group_subscription, queue_subscription, subscription};
 use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL};
+use crate::api::connections::STALLED_CONNECTIONS_TOTAL;
 use crate::api::dto::produce::ProduceRequest;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
@@ -280,11 +281,15 @@ impl Connection {
                     return Ending::Close(close_code::TOKEN_EXPIRED, truncate_reason(reason));
                 }
                 _ = self.outbox.overflowed() => {
+                    return Ending::Close(close_code::POLICY_VIOLATION, self.overflow_reason());
+                }
+                _ = self.outbox.stalled(self.state.client_stall) => {
+                    metrics::counter!(STALLED_CONNECTIONS_TOTAL, "transport" => "ws").increment(1);
                     return Ending::Close(
                         close_code::POLICY_VIOLATION,
                         format!(
-                            "the client is not reading: over {} bytes of frames queued for it",
-                            config.max_outbound_bytes
+                            "the client read nothing for {} ms while frames waited",
+                            self.state.client_stall.as_millis()
                         ),
                     );
                 }
@@ -601,18 +606,23 @@ impl Connection {
         }
     }
 
-    /// Queues an answer; `Some` when the queue is over its limit (the socket then closes).
+    /// Queues an answer; `Some` when the queue is over its hard limit (the socket then
+    /// closes).
     fn answer(&self, frame: ServerFrame) -> Option<Ending> {
         match self.outbox.send(&frame) {
             Ok(()) => None,
             Err(_) => Some(Ending::Close(
                 close_code::POLICY_VIOLATION,
-                format!(
-                    "the client is not reading: over {} bytes of frames queued for it",
-                    self.state.config.max_outbound_bytes
-                ),
+                self.overflow_reason(),
             )),
         }
+    }
+
+    fn overflow_reason(&self) -> String {
+        format!(
+            "the client sends but does not read: over {} bytes of frames queued for it",
+            self.state.config.max_outbound_bytes.saturating_mul(2)
+        )
     }
 }
 

@@ -94,6 +94,10 @@ impl GroupSubscription {
 async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, outbox: Outbox) {
     let mut retry = Retry::new("group");
     loop {
+        // Backpressure: no poll while the socket's queue is full. The session is kept by the
+        // next poll; a client that reads nothing for the stall timeout is closed before it
+        // runs out.
+        outbox.room().await;
         outbox.quota_pause().await;
         let room = credit.available_permits();
         let event = if room == 0 {
@@ -139,7 +143,7 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
                 return;
             }
         };
-        if outbox.send(&frame).is_err() {
+        if outbox.deliver(&frame).is_err() {
             return;
         }
     }

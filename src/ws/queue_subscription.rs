@@ -138,6 +138,9 @@ async fn settle(
 async fn deliver(id: String, leases: Arc<LeaseStream>, outbox: Outbox) {
     let mut retry = Retry::new("queue");
     loop {
+        // Backpressure: no lease is taken while the socket's queue is full, so leases do not
+        // run down their deadlines waiting to be written.
+        outbox.room().await;
         outbox.quota_pause().await;
         let pulled = leases.next().await;
         if pulled.is_ok() {
@@ -159,7 +162,7 @@ async fn deliver(id: String, leases: Arc<LeaseStream>, outbox: Outbox) {
             id: id.clone(),
             messages: pulled.into_iter().map(Into::into).collect(),
         };
-        if outbox.send(&frame).is_err() {
+        if outbox.deliver(&frame).is_err() {
             return;
         }
     }
