@@ -259,6 +259,9 @@ struct ServeArgs {
     /// The credit (messages) a WebSocket subscription starts with [default: 1000].
     #[arg(long, env = "HERALD_WS_DEFAULT_CREDIT")]
     ws_default_credit: Option<u64>,
+    /// The most subscriptions one WebSocket may hold [default: 1000].
+    #[arg(long, env = "HERALD_WS_MAX_SUBSCRIPTIONS")]
+    ws_max_subscriptions: Option<usize>,
     /// Log lines: auto (JSON when stdout is not a terminal), text or json [default: auto].
     #[arg(long, env = "HERALD_LOG_FORMAT", value_enum)]
     log_format: Option<herald::config::LogFormat>,
@@ -424,6 +427,9 @@ impl ServeArgs {
         }
         if let Some(value) = self.ws_default_credit {
             config.ws.default_credit = value;
+        }
+        if let Some(value) = self.ws_max_subscriptions {
+            config.ws.max_subscriptions = value;
         }
         Ok(config)
     }

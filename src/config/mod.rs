@@ -150,6 +150,9 @@ pub struct Config {
 /// answer waits for it.
 pub const DEFAULT_CLIENT_STALL_TIMEOUT_MS: u64 = 30_000;
 
+/// The default of `ws.max_subscriptions`.
+pub const DEFAULT_WS_MAX_SUBSCRIPTIONS: usize = 1_000;
+
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -168,6 +171,9 @@ pub struct WsConfig {
     pub max_outbound_bytes: usize,
     /// The credit (messages) a subscription starts with.
     pub default_credit: u64,
+    /// The most subscriptions (topic, group and queue) one socket may hold at once; a
+    /// `subscribe` past it is answered with an `error` frame `too_many_subscriptions`.
+    pub max_subscriptions: usize,
 }
 
 impl Default for WsConfig {
@@ -179,6 +185,7 @@ impl Default for WsConfig {
             idle_timeout_ms: 60_000,
             max_outbound_bytes: 8 << 20,
             default_credit: 1_000,
+            max_subscriptions: DEFAULT_WS_MAX_SUBSCRIPTIONS,
         }
     }
 }
@@ -439,9 +446,10 @@ impl Config {
             || ws.ping_interval_ms < 10
             || ws.idle_timeout_ms <= ws.ping_interval_ms
             || ws.default_credit == 0
+            || ws.max_subscriptions == 0
         {
             return Err(ConfigError::Invalid(
-                "ws: max_connections and default_credit at least 1, max_frame_bytes at least 1024 and at most max_outbound_bytes, 10 <= ping_interval_ms < idle_timeout_ms"
+                "ws: max_connections, default_credit and max_subscriptions at least 1, max_frame_bytes at least 1024 and at most max_outbound_bytes, 10 <= ping_interval_ms < idle_timeout_ms"
                     .into(),
             ));
         }

@@ -48,6 +48,8 @@ pub const CLOSED_TOTAL: &str = "herald_ws_closed_total";
 /// Counter of sockets cut off for sending while not reading (answers over twice
 /// `ws.max_outbound_bytes` queued).
 pub const OUTBOUND_OVERFLOWS_TOTAL: &str = "herald_ws_outbound_overflows_total";
+/// Counter of `subscribe` frames refused for `ws.max_subscriptions`.
+pub const SUBSCRIPTIONS_REFUSED_TOTAL: &str = "herald_ws_subscriptions_refused_total";
 /// Counter of times a subscription's reader waited for a socket's queue to drain below
 /// `ws.max_outbound_bytes` (backpressure on a slow client).
 pub const BACKPRESSURE_WAITS_TOTAL: &str = "herald_ws_backpressure_waits_total";
