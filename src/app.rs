@@ -266,7 +266,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
     let quotas = crate::broker::quota::Quotas::new(config.quotas.policy());
     let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone())
-        .with_quotas(quotas.clone());
+        .with_quotas(quotas.clone())
+        .with_client_stall_timeout(Duration::from_millis(config.client_stall_timeout_ms));
     let auditing = api::audit_layer::Auditing {
         log: crate::broker::audit::AuditLog::start(
             broker.clone(),
@@ -331,6 +332,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         header_read: Duration::from_millis(config.header_read_timeout_ms),
         idle: Duration::from_millis(config.idle_timeout_ms),
         http2_keepalive: Duration::from_millis(config.http2_keepalive_interval_ms),
+        client_stall: Duration::from_millis(config.client_stall_timeout_ms),
     };
     let server_task = tokio::spawn(api::connections::serve(
         listener,

@@ -165,6 +165,9 @@ struct ServeArgs {
     /// [default: 20000].
     #[arg(long, env = "HERALD_HTTP2_KEEPALIVE_INTERVAL_MS")]
     http2_keepalive_interval_ms: Option<u64>,
+    /// A client reading nothing this long (ms) while an answer waits is closed [default: 30000].
+    #[arg(long, env = "HERALD_CLIENT_STALL_TIMEOUT_MS")]
+    client_stall_timeout_ms: Option<u64>,
     /// A file holding the cluster secret, the same on every node (it seals signing keys at
     /// rest and authenticates nodes without mutual TLS). HERALD_CLUSTER_SECRET holds the secret
     /// itself [default: <data_dir>/cluster-secret, generated for a node that founds a cluster
@@ -250,12 +253,15 @@ struct ServeArgs {
     /// A WebSocket silent this long (ms) is closed 1001 [default: 60000].
     #[arg(long, env = "HERALD_WS_IDLE_TIMEOUT_MS")]
     ws_idle_timeout_ms: Option<u64>,
-    /// Bytes queued to one WebSocket unread; past it close 1008 [default: 8388608].
+    /// Bytes queued to one WebSocket unread; past it subscriptions wait [default: 8388608].
     #[arg(long, env = "HERALD_WS_MAX_OUTBOUND_BYTES")]
     ws_max_outbound_bytes: Option<usize>,
     /// The credit (messages) a WebSocket subscription starts with [default: 1000].
     #[arg(long, env = "HERALD_WS_DEFAULT_CREDIT")]
     ws_default_credit: Option<u64>,
+    /// The most subscriptions one WebSocket may hold [default: 1000].
+    #[arg(long, env = "HERALD_WS_MAX_SUBSCRIPTIONS")]
+    ws_max_subscriptions: Option<usize>,
     /// Log lines: auto (JSON when stdout is not a terminal), text or json [default: auto].
     #[arg(long, env = "HERALD_LOG_FORMAT", value_enum)]
     log_format: Option<herald::config::LogFormat>,
@@ -330,6 +336,9 @@ impl ServeArgs {
         }
         if let Some(interval) = self.http2_keepalive_interval_ms {
             config.http2_keepalive_interval_ms = interval;
+        }
+        if let Some(timeout) = self.client_stall_timeout_ms {
+            config.client_stall_timeout_ms = timeout;
         }
         if let Some(path) = self.cluster_secret_file {
             config.cluster_secret_file = Some(path);
@@ -418,6 +427,9 @@ impl ServeArgs {
         }
         if let Some(value) = self.ws_default_credit {
             config.ws.default_credit = value;
+        }
+        if let Some(value) = self.ws_max_subscriptions {
+            config.ws.max_subscriptions = value;
         }
         Ok(config)
     }

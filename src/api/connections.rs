@@ -12,7 +12,11 @@
 //! - **idle connections**: one with no request in flight for `idle_timeout` is closed, HTTP/2
 //!   with a GOAWAY (HTTP/1.1 ones are closed by the head timeout first when it is shorter);
 //! - **vanished peers**: HTTP/2 connections are pinged every `http2_keepalive`, and closed when
-//!   a ping is not answered within as long.
+//!   a ping is not answered within as long;
+//! - **stalled readers**: a connection whose answer (an event stream, a large read) cannot be
+//!   written because the client reads nothing for `client_stall` is dropped, counted in
+//!   [`STALLED_CONNECTIONS_TOTAL`]. Until then a slow reader is only backpressure: an event
+//!   stream is not read further while its events cannot be written (`write_stall`).
 //!
 //! A request in flight (a long poll, an event stream, a response still being sent) keeps its
 //! connection open: those have their own bounds (`request_timeout_ms`, stream limits), and a
@@ -50,6 +54,11 @@ use super::listener::{ClientStream, LimitedListener};
 /// `idle_timeout_ms`), `keepalive_timeout` (an HTTP/2 ping not answered).
 pub const CONNECTIONS_CLOSED_TOTAL: &str = "herald_http_connections_closed_total";
 
+/// Counter of client connections closed because the client read nothing for
+/// `client_stall_timeout_ms` while an answer or frames waited for it, by `transport` (`http`:
+/// an event stream or any answer; `ws`: a WebSocket).
+pub const STALLED_CONNECTIONS_TOTAL: &str = "herald_http_stalled_connections_total";
+
 /// How long a connection closed for its timing gets to say goodbye (an HTTP/2 GOAWAY) before
 /// it is dropped. Nothing is in flight on it by then.
 const GOODBYE: Duration = Duration::from_secs(1);
@@ -60,6 +69,8 @@ pub struct ConnectionTimeouts {
     pub header_read: Duration,
     pub idle: Duration,
     pub http2_keepalive: Duration,
+    /// A connection whose writes wait this long for a client that reads nothing is dropped.
+    pub client_stall: Duration,
 }
 
 /// Serves `listener`'s connections with `router` until `shutdown` resolves; then stops
@@ -230,6 +241,7 @@ struct Connection {
 impl Connection {
     async fn serve(mut self, stream: ClientStream) {
         let started = Instant::now();
+        let stall = stream.write_stall();
         let activity = Arc::new(Activity::new(started));
         let service = ConnectionService {
             router: self.router.clone(),
@@ -255,8 +267,13 @@ impl Connection {
         );
         let mut connection = std::pin::pin!(connection);
         // Checked a few times per bound, so a connection goes at most a quarter late.
-        let period = (self.timeouts.header_read.min(self.timeouts.idle) / 4)
-            .clamp(Duration::from_millis(25), Duration::from_secs(1));
+        let period = (self
+            .timeouts
+            .header_read
+            .min(self.timeouts.idle)
+            .min(self.timeouts.client_stall)
+            / 4)
+        .clamp(Duration::from_millis(25), Duration::from_secs(1));
         let mut ticks = tokio::time::interval_at(started + period, period);
         let mut closed_because: Option<&'static str> = None;
         let mut drop_at: Option<Instant> = None;
@@ -281,6 +298,16 @@ impl Connection {
                 _ = ticks.tick() => {
                     let now = Instant::now();
                     if drop_at.is_some_and(|at| now >= at) {
+                        break;
+                    }
+                    if stall
+                        .blocked_for(now)
+                        .is_some_and(|blocked| blocked >= self.timeouts.client_stall)
+                    {
+                        // Nothing can be written to it, a goodbye neither: dropped at once.
+                        metrics::counter!(STALLED_CONNECTIONS_TOTAL, "transport" => "http")
+                            .increment(1);
+                        tracing::debug!(remote = %self.remote, "client connection dropped: it reads nothing");
                         break;
                     }
                     if closed_because.is_none() {
@@ -329,6 +356,7 @@ mod tests {
         header_read: Duration::from_millis(300),
         idle: Duration::from_millis(600),
         http2_keepalive: Duration::from_secs(20),
+        client_stall: Duration::from_secs(30),
     };
 
     async fn start(app: Router) -> (SocketAddr, watch::Sender<bool>) {

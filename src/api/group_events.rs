@@ -23,12 +23,11 @@ use super::extract::{ApiPath, ApiQuery};
 use super::problem::{ApiError, Problem};
 use super::shutdown::Shutdown;
 use super::AppState;
-use crate::broker::{Broker, BrokerError, JoinGroup, MemberEvent, MemberStream};
+use crate::broker::stream::Retry;
+use crate::broker::{Broker, JoinGroup, MemberEvent, MemberStream};
 
 /// The most messages one poll of a member's stream asks for.
 const MESSAGES_PER_POLL: usize = 100;
-/// How long the stream waits before polling again after the cluster could not answer.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Query of `GET /v1/groups/{group}/events`.
 #[derive(Debug, Clone, Deserialize, IntoParams)]
@@ -111,15 +110,25 @@ async fn group_events(
     let member = broker
         .join_stream(request, query.auto_commit.unwrap_or(false))
         .await?;
-    Ok(streams.respond(MemberEvents(member), shutdown, open, token))
+    Ok(streams.respond(
+        MemberEvents(member, Retry::new("group")),
+        shutdown,
+        open,
+        token,
+    ))
 }
 
-struct MemberEvents(MemberStream);
+/// The member, and the stream's retry policy across leader changes.
+struct MemberEvents(MemberStream, Retry);
 
 impl EventSource for MemberEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
         loop {
-            match self.0.next(MESSAGES_PER_POLL).await {
+            let event = self.0.next(MESSAGES_PER_POLL).await;
+            if event.is_ok() {
+                self.1.succeeded();
+            }
+            match event {
                 Ok(MemberEvent::Assignment(membership)) => {
                     let data = AssignmentBody::from(membership);
                     let data = serde_json::to_string(&data).unwrap_or_default();
@@ -141,10 +150,11 @@ impl EventSource for MemberEvents {
                         .collect();
                     return (events, false);
                 }
-                Err(BrokerError::NoLeader(_) | BrokerError::Unavailable(_)) => {
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                Err(error) => {
+                    if !self.1.after(&error).await {
+                        return (vec![problem_event(ApiError::from(error))], true);
+                    }
                 }
-                Err(error) => return (vec![problem_event(ApiError::from(error))], true),
             }
         }
     }

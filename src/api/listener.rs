@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::problem::ApiError;
 use super::tls::TlsAcceptor;
+use super::write_stall::WriteStall;
 use crate::broker::ErrorCode;
 
 /// Gauge of open client connections.
@@ -98,6 +99,7 @@ impl Admission {
                         CountedStream {
                             stream,
                             _permit: permit,
+                            stall: Arc::new(WriteStall::default()),
                         },
                         remote,
                     );
@@ -170,6 +172,8 @@ async fn refuse(mut stream: TcpStream, max_connections: usize) {
 pub struct CountedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    /// Whether writes wait for the client (it reads nothing), and since when.
+    stall: Arc<WriteStall>,
 }
 
 impl CountedStream {
@@ -183,6 +187,16 @@ impl CountedStream {
 pub enum ClientStream {
     Plain(CountedStream),
     Tls(Box<tokio_rustls::server::TlsStream<CountedStream>>),
+}
+
+impl ClientStream {
+    /// The connection's write state, for its timer.
+    pub fn write_stall(&self) -> Arc<WriteStall> {
+        match self {
+            ClientStream::Plain(stream) => stream.stall.clone(),
+            ClientStream::Tls(stream) => stream.get_ref().0.stall.clone(),
+        }
+    }
 }
 
 impl AsyncRead for ClientStream {
@@ -267,11 +281,15 @@ impl AsyncWrite for CountedStream {
         context: &mut Context<'_>,
         buffer: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(context, buffer)
+        let poll = Pin::new(&mut self.stream).poll_write(context, buffer);
+        self.stall.record(&poll);
+        poll
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(context)
+        let poll = Pin::new(&mut self.stream).poll_flush(context);
+        self.stall.record(&poll);
+        poll
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -283,7 +301,9 @@ impl AsyncWrite for CountedStream {
         context: &mut Context<'_>,
         buffers: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(context, buffers)
+        let poll = Pin::new(&mut self.stream).poll_write_vectored(context, buffers);
+        self.stall.record(&poll);
+        poll
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -51,6 +51,7 @@ pub mod subscriptions;
 pub mod tls;
 pub mod topics;
 pub mod trace;
+pub mod write_stall;
 
 use std::sync::Arc;
 

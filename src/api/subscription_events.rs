@@ -9,7 +9,6 @@ use axum::extract::State;
 use axum::response::sse::Event;
 use axum::response::Response;
 use serde::Deserialize;
-use std::time::Duration;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -21,12 +20,11 @@ use super::problem::{ApiError, Problem};
 use super::shutdown::Shutdown;
 use super::AppState;
 use crate::broker::queue::LeaseStream;
-use crate::broker::{Broker, BrokerError};
+use crate::broker::stream::Retry;
+use crate::broker::Broker;
 
 /// The window of a stream that names none.
 const DEFAULT_MAX_IN_FLIGHT: u32 = 100;
-/// How long the stream waits before pulling again after the cluster could not answer.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Query of `GET /v1/subscriptions/{sub}/events`.
 #[derive(Debug, Clone, Deserialize, IntoParams)]
@@ -78,15 +76,25 @@ async fn subscription_events(
     let max_in_flight = query.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
     let leases = broker.queues().open_lease_stream(&name, max_in_flight)?;
     let open = streams.open()?;
-    Ok(streams.respond(LeaseEvents(leases), shutdown, open, token))
+    Ok(streams.respond(
+        LeaseEvents(leases, Retry::new("queue")),
+        shutdown,
+        open,
+        token,
+    ))
 }
 
-struct LeaseEvents(LeaseStream);
+/// The leases, and the stream's retry policy across leader changes.
+struct LeaseEvents(LeaseStream, Retry);
 
 impl EventSource for LeaseEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
         loop {
-            match self.0.next().await {
+            let pulled = self.0.next().await;
+            if pulled.is_ok() {
+                self.1.succeeded();
+            }
+            match pulled {
                 Ok(pulled) if pulled.is_empty() => continue,
                 Ok(pulled) => {
                     metrics::counter!(SSE_EVENTS_TOTAL).increment(pulled.len() as u64);
@@ -103,10 +111,11 @@ impl EventSource for LeaseEvents {
                         .collect();
                     return (events, false);
                 }
-                Err(BrokerError::NoLeader(_) | BrokerError::Unavailable(_)) => {
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                Err(error) => {
+                    if !self.1.after(&error).await {
+                        return (vec![problem_event(ApiError::from(error))], true);
+                    }
                 }
-                Err(error) => return (vec![problem_event(ApiError::from(error))], true),
             }
         }
     }

@@ -1,7 +1,7 @@
 //! `herald bench queue --memory`: what a subscription with a large unacked backlog costs the
 //! node in memory. Fills the topic (e.g. 1,000,000 small messages), recreates the subscription,
 //! and pulls without acking until nothing more is leased: each partition's state stops at its
-//! window (`MAX_WINDOW` offsets past its acked-through point), the rest of the backlog stays in
+//! window (`MAX_WINDOW` entries read and not done), the rest of the backlog stays in
 //! the log. Reports the node's resident memory (`VmRSS` of `/proc/PID/status`, so the node must
 //! run on this machine) before the first pull and after the last, and the subscription's counts.
 

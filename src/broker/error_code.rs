@@ -142,6 +142,9 @@ error_codes! {
     /// 400: an `application/vnd.herald.batch` body has a layout version this server does not
     /// read; nothing was written.
     UnsupportedBatchVersion = ("unsupported_batch_version", 400, "Unsupported batch version"),
+    /// 409 (a WebSocket `error` frame): the socket has its maximum of subscriptions
+    /// (`ws.max_subscriptions`); nothing was subscribed.
+    TooManySubscriptions = ("too_many_subscriptions", 409, "Too many subscriptions"),
 }
 
 impl ErrorCode {

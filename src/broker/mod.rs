@@ -31,6 +31,7 @@ pub use groups::lag_age::GroupLagAge;
 pub use groups::member_stream::{MemberEvent, MemberHandle, MemberStream};
 pub use groups::types::*;
 pub use groups::MemberFacts;
+pub use memory::{StreamKind, StreamMemory};
 pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use produce::stored::BatchLanding;
 pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};

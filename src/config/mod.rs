@@ -112,6 +112,11 @@ pub struct Config {
     /// How often an HTTP/2 connection is pinged; one whose peer does not answer within the
     /// same time is closed (a vanished client). At least 100.
     pub http2_keepalive_interval_ms: u64,
+    /// A client that reads nothing for this long while an answer waits for it (an event
+    /// stream, a WebSocket's frames, a large read) is disconnected. A client that reads, however
+    /// slowly, is never cut off: the node stops reading for its streams until it drains them
+    /// (backpressure). At least 100.
+    pub client_stall_timeout_ms: u64,
     /// A file holding the cluster secret (the same on every node; `cluster_secret`). None:
     /// `HERALD_CLUSTER_SECRET`, else `<data_dir>/cluster-secret`.
     pub cluster_secret_file: Option<PathBuf>,
@@ -141,6 +146,13 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
 }
 
+/// The default of `client_stall_timeout_ms`: how long a client may read nothing while an
+/// answer waits for it.
+pub const DEFAULT_CLIENT_STALL_TIMEOUT_MS: u64 = 30_000;
+
+/// The default of `ws.max_subscriptions`.
+pub const DEFAULT_WS_MAX_SUBSCRIPTIONS: usize = 1_000;
+
 /// Limits of the WebSocket transport (`[ws]`, `GET /v1/ws`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -153,11 +165,15 @@ pub struct WsConfig {
     pub ping_interval_ms: u64,
     /// A socket the peer sent nothing on (no frame, no pong) for this long is closed with 1001.
     pub idle_timeout_ms: u64,
-    /// The most bytes of frames queued to one socket and not yet written to it; a client that
-    /// stops reading past it is closed with 1008.
+    /// The most bytes of frames queued to one socket and not yet written to it: past it the
+    /// socket's subscriptions wait for the client to drain the queue (backpressure). Answers to
+    /// the client's own frames past twice it close the socket with 1008.
     pub max_outbound_bytes: usize,
     /// The credit (messages) a subscription starts with.
     pub default_credit: u64,
+    /// The most subscriptions (topic, group and queue) one socket may hold at once; a
+    /// `subscribe` past it is answered with an `error` frame `too_many_subscriptions`.
+    pub max_subscriptions: usize,
 }
 
 impl Default for WsConfig {
@@ -169,6 +185,7 @@ impl Default for WsConfig {
             idle_timeout_ms: 60_000,
             max_outbound_bytes: 8 << 20,
             default_credit: 1_000,
+            max_subscriptions: DEFAULT_WS_MAX_SUBSCRIPTIONS,
         }
     }
 }
@@ -273,6 +290,7 @@ impl Default for Config {
             header_read_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             http2_keepalive_interval_ms: 20_000,
+            client_stall_timeout_ms: DEFAULT_CLIENT_STALL_TIMEOUT_MS,
             cluster_secret_file: None,
             max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
             max_in_flight_appends_per_partition: DEFAULT_MAX_IN_FLIGHT_APPENDS_PER_PARTITION,
@@ -351,9 +369,10 @@ impl Config {
         if self.header_read_timeout_ms < 100
             || self.idle_timeout_ms < 100
             || self.http2_keepalive_interval_ms < 100
+            || self.client_stall_timeout_ms < 100
         {
             return Err(ConfigError::Invalid(
-                "header_read_timeout_ms, idle_timeout_ms and http2_keepalive_interval_ms must be at least 100"
+                "header_read_timeout_ms, idle_timeout_ms, http2_keepalive_interval_ms and client_stall_timeout_ms must be at least 100"
                     .into(),
             ));
         }
@@ -427,9 +446,10 @@ impl Config {
             || ws.ping_interval_ms < 10
             || ws.idle_timeout_ms <= ws.ping_interval_ms
             || ws.default_credit == 0
+            || ws.max_subscriptions == 0
         {
             return Err(ConfigError::Invalid(
-                "ws: max_connections and default_credit at least 1, max_frame_bytes at least 1024 and at most max_outbound_bytes, 10 <= ping_interval_ms < idle_timeout_ms"
+                "ws: max_connections, default_credit and max_subscriptions at least 1, max_frame_bytes at least 1024 and at most max_outbound_bytes, 10 <= ping_interval_ms < idle_timeout_ms"
                     .into(),
             ));
         }

@@ -19,7 +19,8 @@ use super::outbox::{outbox, Outbox, OutboxReceiver};
 use super::queue_subscription::SettleOp;
 use super::running::Running;
 use super::{group_subscription, queue_subscription, subscription};
-use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL};
+use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL, SUBSCRIPTIONS_REFUSED_TOTAL};
+use crate::api::connections::STALLED_CONNECTIONS_TOTAL;
 use crate::api::dto::produce::ProduceRequest;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
@@ -30,7 +31,7 @@ use crate::broker::auth::access::{Access, TokenEnd, TokenLife};
 use crate::broker::auth::policy::Action;
 use crate::broker::auth::tokens::Principal;
 use crate::broker::quota::{QuotaKey, QuotaKind};
-use crate::broker::{validate_idempotency_key, ErrorCode, Idempotence};
+use crate::broker::{validate_idempotency_key, ErrorCode, Idempotence, StreamKind, StreamMemory};
 use crate::domain::record::RecordValue;
 
 /// Close codes (RFC 6455 § 7.4.1).
@@ -153,6 +154,7 @@ pub async fn serve(
         auth,
         outbox: outbox.clone(),
         subscriptions: HashMap::new(),
+        memory: HashMap::new(),
         publishes: Arc::new(Semaphore::new(MAX_PUBLISHES_IN_FLIGHT)),
         quota_key,
     };
@@ -249,6 +251,8 @@ struct Connection {
     auth: SocketAuth,
     outbox: Outbox,
     subscriptions: HashMap<String, Running>,
+    /// What each subscription holds of the node's memory budget.
+    memory: HashMap<String, StreamMemory>,
     publishes: Arc<Semaphore>,
     quota_key: QuotaKey,
 }
@@ -280,11 +284,15 @@ impl Connection {
                     return Ending::Close(close_code::TOKEN_EXPIRED, truncate_reason(reason));
                 }
                 _ = self.outbox.overflowed() => {
+                    return Ending::Close(close_code::POLICY_VIOLATION, self.overflow_reason());
+                }
+                _ = self.outbox.stalled(self.state.client_stall) => {
+                    metrics::counter!(STALLED_CONNECTIONS_TOTAL, "transport" => "ws").increment(1);
                     return Ending::Close(
                         close_code::POLICY_VIOLATION,
                         format!(
-                            "the client is not reading: over {} bytes of frames queued for it",
-                            config.max_outbound_bytes
+                            "the client read nothing for {} ms while frames waited",
+                            self.state.client_stall.as_millis()
                         ),
                     );
                 }
@@ -357,9 +365,10 @@ impl Connection {
             ClientFrame::Publish(publish) => self.publish(publish, None, text.len()).await,
             ClientFrame::Subscribe(subscribe) => {
                 let id = subscribe.id.clone();
-                if let Some(taken) = self.id_taken(&id) {
-                    return taken;
-                }
+                let memory = match self.admit(&id, StreamKind::Topic) {
+                    Ok(memory) => memory,
+                    Err(answer) => return answer,
+                };
                 let planned = match subscription::plan(
                     &self.state.broker,
                     subscribe,
@@ -375,14 +384,16 @@ impl Connection {
                     return Some(ending);
                 }
                 let running = planned.start(&self.outbox);
+                self.memory.insert(id.clone(), memory);
                 self.subscriptions.insert(id, Running::Topic(running));
                 None
             }
             ClientFrame::GroupSubscribe(subscribe) => {
                 let id = subscribe.id.clone();
-                if let Some(taken) = self.id_taken(&id) {
-                    return taken;
-                }
+                let memory = match self.admit(&id, StreamKind::Group) {
+                    Ok(memory) => memory,
+                    Err(answer) => return answer,
+                };
                 let default_credit = self.state.config.default_credit;
                 let owner = self
                     .auth
@@ -405,14 +416,16 @@ impl Connection {
                     return Some(ending);
                 }
                 let running = group_subscription::start(id.clone(), member, credit, &self.outbox);
+                self.memory.insert(id.clone(), memory);
                 self.subscriptions.insert(id, Running::Group(running));
                 None
             }
             ClientFrame::QueueSubscribe(subscribe) => {
                 let id = subscribe.id.clone();
-                if let Some(taken) = self.id_taken(&id) {
-                    return taken;
-                }
+                let memory = match self.admit(&id, StreamKind::Queue) {
+                    Ok(memory) => memory,
+                    Err(answer) => return answer,
+                };
                 let default_credit = self.state.config.default_credit;
                 let leases = match queue_subscription::open(
                     &self.state.broker,
@@ -426,6 +439,7 @@ impl Connection {
                     return Some(ending);
                 }
                 let running = queue_subscription::start(id.clone(), leases, &self.outbox);
+                self.memory.insert(id.clone(), memory);
                 self.subscriptions.insert(id, Running::Queue(running));
                 None
             }
@@ -444,6 +458,7 @@ impl Connection {
             ClientFrame::Nack(frame) => self.settle(SettleOp::Nack, frame),
             ClientFrame::Extend(frame) => self.settle(SettleOp::Extend, frame),
             ClientFrame::Unsubscribe(UnsubscribeFrame { id, .. }) => {
+                self.memory.remove(&id);
                 match self.subscriptions.remove(&id) {
                     Some(_) => self.answer(ServerFrame::Ok { id }),
                     None => self.answer(unknown_subscription(id)),
@@ -570,15 +585,30 @@ impl Connection {
         }
     }
 
-    /// Answers an error if subscription `id` already runs on this socket.
-    fn id_taken(&self, id: &str) -> Option<Option<Ending>> {
-        if !self.subscriptions.contains_key(id) {
-            return None;
-        }
-        let error = ApiError::invalid_request(format!(
-            "this socket already has a subscription with id '{id}'; unsubscribe it or pick another id"
-        ));
-        Some(self.answer(ServerFrame::error(Some(id.to_string().into()), &error)))
+    /// Admits a new subscription `id` of `kind`: its id is free, the socket is under
+    /// `ws.max_subscriptions`, and the node's memory budget has room for it (held while it
+    /// lives). Otherwise the `error` answer (`Err`, `Some` when the socket then closes).
+    fn admit(&self, id: &str, kind: StreamKind) -> Result<StreamMemory, Option<Ending>> {
+        let refused = if self.subscriptions.contains_key(id) {
+            ApiError::invalid_request(format!(
+                "this socket already has a subscription with id '{id}'; unsubscribe it or pick another id"
+            ))
+        } else if self.subscriptions.len() >= self.state.config.max_subscriptions {
+            metrics::counter!(SUBSCRIPTIONS_REFUSED_TOTAL).increment(1);
+            ApiError::new(
+                ErrorCode::TooManySubscriptions,
+                format!(
+                    "this socket has its maximum of {} subscriptions (ws.max_subscriptions); unsubscribe some or open another socket",
+                    self.state.config.max_subscriptions
+                ),
+            )
+        } else {
+            match self.state.broker.reserve_stream_memory(kind) {
+                Ok(memory) => return Ok(memory),
+                Err(error) => ApiError::from(error),
+            }
+        };
+        Err(self.answer(ServerFrame::error(Some(id.to_string().into()), &refused)))
     }
 
     /// `ack`, `nack` or `extend` of a queue subscription's leases.
@@ -601,18 +631,23 @@ impl Connection {
         }
     }
 
-    /// Queues an answer; `Some` when the queue is over its limit (the socket then closes).
+    /// Queues an answer; `Some` when the queue is over its hard limit (the socket then
+    /// closes).
     fn answer(&self, frame: ServerFrame) -> Option<Ending> {
         match self.outbox.send(&frame) {
             Ok(()) => None,
             Err(_) => Some(Ending::Close(
                 close_code::POLICY_VIOLATION,
-                format!(
-                    "the client is not reading: over {} bytes of frames queued for it",
-                    self.state.config.max_outbound_bytes
-                ),
+                self.overflow_reason(),
             )),
         }
+    }
+
+    fn overflow_reason(&self) -> String {
+        format!(
+            "the client sends but does not read: over {} bytes of frames queued for it",
+            self.state.config.max_outbound_bytes.saturating_mul(2)
+        )
     }
 }
 

@@ -13,14 +13,9 @@ use super::frames::{CommitFrame, GroupSubscribeFrame, ServerFrame};
 use super::outbox::Outbox;
 use super::subscription::{check_credit, grant_credit};
 use crate::api::problem::ApiError;
-use crate::broker::{
-    Broker, BrokerError, JoinGroup, MemberEvent, MemberHandle, MemberStream, Membership,
-};
+use crate::broker::stream::Retry;
+use crate::broker::{Broker, JoinGroup, MemberEvent, MemberHandle, MemberStream, Membership};
 use crate::domain::groups::TopicPartition;
-
-/// How long a member waits before polling again after the cluster could not answer (no
-/// leader for a moment, a node restarting).
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// A running group subscription; dropping it stops its task, and the member leaves.
 pub struct GroupSubscription {
@@ -97,7 +92,12 @@ impl GroupSubscription {
 }
 
 async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, outbox: Outbox) {
+    let mut retry = Retry::new("group");
     loop {
+        // Backpressure: no poll while the socket's queue is full. The session is kept by the
+        // next poll; a client that reads nothing for the stall timeout is closed before it
+        // runs out.
+        outbox.room().await;
         outbox.quota_pause().await;
         let room = credit.available_permits();
         let event = if room == 0 {
@@ -116,6 +116,9 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
         } else {
             member.next(room).await
         };
+        if event.is_ok() {
+            retry.succeeded();
+        }
         let frame = match event {
             Ok(MemberEvent::Assignment(membership)) => assignment(&id, membership),
             Ok(MemberEvent::Messages(messages)) if messages.is_empty() => continue,
@@ -129,12 +132,9 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
                     messages: messages.into_iter().map(Into::into).collect(),
                 }
             }
-            Err(BrokerError::NoLeader(_) | BrokerError::Unavailable(_)) => {
-                tokio::time::sleep(RETRY_PAUSE).await;
-                continue;
-            }
+            Err(error) if retry.after(&error).await => continue,
             Err(error) => {
-                // A lasting refusal (the member was removed, a topic deleted): the
+                // A lasting refusal (a topic deleted, the member's owner refused): the
                 // subscription ends with it.
                 let _ = outbox.send(&ServerFrame::error(
                     Some(id.clone().into()),
@@ -143,7 +143,7 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
                 return;
             }
         };
-        if outbox.send(&frame).is_err() {
+        if outbox.deliver(&frame).is_err() {
             return;
         }
     }

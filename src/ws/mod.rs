@@ -45,8 +45,14 @@ pub const CONNECTIONS: &str = "herald_ws_connections";
 pub const FRAMES_TOTAL: &str = "herald_ws_frames_total";
 /// Counter of closed sockets, by close `code` (the server's, or the peer's; 1006: no close).
 pub const CLOSED_TOTAL: &str = "herald_ws_closed_total";
-/// Counter of sockets cut off for not reading (over `ws.max_outbound_bytes` queued).
+/// Counter of sockets cut off for sending while not reading (answers over twice
+/// `ws.max_outbound_bytes` queued).
 pub const OUTBOUND_OVERFLOWS_TOTAL: &str = "herald_ws_outbound_overflows_total";
+/// Counter of `subscribe` frames refused for `ws.max_subscriptions`.
+pub const SUBSCRIPTIONS_REFUSED_TOTAL: &str = "herald_ws_subscriptions_refused_total";
+/// Counter of times a subscription's reader waited for a socket's queue to drain below
+/// `ws.max_outbound_bytes` (backpressure on a slow client).
+pub const BACKPRESSURE_WAITS_TOTAL: &str = "herald_ws_backpressure_waits_total";
 
 /// What sockets share: the broker, the stop signal, the limits and the open-socket count.
 #[derive(Clone)]
@@ -57,6 +63,9 @@ pub struct WsState {
     open: Arc<Semaphore>,
     /// Deliveries are charged to consume bytes, publishes to produce bytes.
     quotas: crate::broker::quota::Quotas,
+    /// A socket whose client reads nothing while frames wait this long is closed with 1008
+    /// (`client_stall_timeout_ms`).
+    client_stall: Duration,
 }
 
 impl WsState {
@@ -70,7 +79,14 @@ impl WsState {
             config: Arc::new(config),
             open,
             quotas: crate::broker::quota::Quotas::unlimited(),
+            client_stall: Duration::from_millis(crate::config::DEFAULT_CLIENT_STALL_TIMEOUT_MS),
         }
+    }
+
+    /// Closes sockets whose client reads nothing for `timeout` while frames wait.
+    pub fn with_client_stall_timeout(mut self, timeout: Duration) -> WsState {
+        self.client_stall = timeout;
+        self
     }
 
     /// Charges sockets' frames to these quotas.

@@ -5,7 +5,6 @@
 //! are delivered again at once.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
@@ -13,10 +12,8 @@ use super::frames::{QueueSubscribeFrame, ServerFrame, SettleFrame};
 use super::outbox::Outbox;
 use crate::api::problem::ApiError;
 use crate::broker::queue::{LeaseStream, Settle, MAX_IN_FLIGHT};
-use crate::broker::{Broker, BrokerError};
-
-/// How long a subscription waits before pulling again after the cluster could not answer.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
+use crate::broker::stream::Retry;
+use crate::broker::Broker;
 
 /// A running queue subscription; dropping it stops its task and nacks what it holds.
 pub struct QueueSubscription {
@@ -139,15 +136,20 @@ async fn settle(
 }
 
 async fn deliver(id: String, leases: Arc<LeaseStream>, outbox: Outbox) {
+    let mut retry = Retry::new("queue");
     loop {
+        // Backpressure: no lease is taken while the socket's queue is full, so leases do not
+        // run down their deadlines waiting to be written.
+        outbox.room().await;
         outbox.quota_pause().await;
-        let pulled = match leases.next().await {
+        let pulled = leases.next().await;
+        if pulled.is_ok() {
+            retry.succeeded();
+        }
+        let pulled = match pulled {
             Ok(pulled) if pulled.is_empty() => continue,
             Ok(pulled) => pulled,
-            Err(BrokerError::NoLeader(_) | BrokerError::Unavailable(_)) => {
-                tokio::time::sleep(RETRY_PAUSE).await;
-                continue;
-            }
+            Err(error) if retry.after(&error).await => continue,
             Err(error) => {
                 let _ = outbox.send(&ServerFrame::error(
                     Some(id.clone().into()),
@@ -160,7 +162,7 @@ async fn deliver(id: String, leases: Arc<LeaseStream>, outbox: Outbox) {
             id: id.clone(),
             messages: pulled.into_iter().map(Into::into).collect(),
         };
-        if outbox.send(&frame).is_err() {
+        if outbox.deliver(&frame).is_err() {
             return;
         }
     }

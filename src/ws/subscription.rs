@@ -7,7 +7,8 @@
 //! offset order whichever node they were produced through. Its read-ahead is bounded; this
 //! task sends only within the credit the client granted, and while it has none it stops
 //! taking batches, which stops the tail's readers: nothing piles up for a client that does not
-//! grant more.
+//! grant more. The same happens while the socket's outbound queue is full (a client reading
+//! slower than its credit allows): the subscription waits for the client to drain it.
 
 use std::sync::Arc;
 
@@ -124,7 +125,13 @@ async fn send_within_credit(
     format: FrameFormat,
 ) {
     let topic = tail.topic().to_string();
-    while let Some(batch) = tail.next_batch().await {
+    loop {
+        // Backpressure: nothing more is taken from the tail while the socket's queue is full
+        // (the tail's readers then stop on their bounded channel).
+        outbox.room().await;
+        let Some(batch) = tail.next_batch().await else {
+            return;
+        };
         let items = match batch {
             Ok(items) => items,
             Err(error) => {
@@ -138,6 +145,7 @@ async fn send_within_credit(
         };
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
+            outbox.room().await;
             outbox.quota_pause().await;
             let Ok(first) = credit.acquire().await else {
                 return;
@@ -153,13 +161,13 @@ async fn send_within_credit(
             };
             let taken = items.by_ref().take(1 + more);
             let sent = match format {
-                FrameFormat::Json => outbox.send(&ServerFrame::Messages {
+                FrameFormat::Json => outbox.deliver(&ServerFrame::Messages {
                     id: id.clone(),
                     messages: taken.map(|item| delivered(&topic, item)).collect(),
                 }),
                 FrameFormat::Binary => {
                     match binary::encode_messages(&topic, &id, taken.collect()) {
-                        Ok(frame) => outbox.send_binary("messages", frame),
+                        Ok(frame) => outbox.deliver_binary("messages", frame),
                         Err(error) => {
                             tracing::error!(detail = %error.detail, "a binary frame could not be encoded");
                             return;

@@ -12,20 +12,41 @@
 //! gained in a rebalance starts at its committed offset again. Messages read for a generation
 //! that has been replaced before they are handed over are dropped and read again in the new
 //! generation, so a stream does not deliver from a partition it lost.
+//!
+//! A stream outlives its membership: when the group no longer knows the member (its session
+//! expired while a failover kept the stream from heartbeating), the stream joins again with
+//! the same request, announces the new assignment and starts its partitions at the group's
+//! committed offsets, so nothing is skipped (what was delivered and not committed comes
+//! again, as for any member that lost its partitions).
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use super::super::fetch::{MAX_FETCH_MESSAGES, MAX_WAIT};
 use crate::broker::{
-    Broker, BrokerResult, CommitOffsets, GroupMessage, GroupPoll, JoinGroup, Membership,
-    StoredOffset,
+    Broker, BrokerError, BrokerResult, CommitOffsets, ErrorCode, GroupMessage, GroupPoll,
+    JoinGroup, Membership, StoredOffset,
 };
 use crate::domain::groups::TopicPartition;
 
 /// The shortest and longest wait between two heartbeats (a third of the session timeout).
 const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 const MAX_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Streaming members that joined again after their group forgot them (a session that expired
+/// during a failover).
+pub const MEMBER_REJOINS_TOTAL: &str = "herald_group_stream_rejoins_total";
+
+/// The group does not know the member any more: its session expired, or it was removed.
+fn forgotten(error: &BrokerError) -> bool {
+    matches!(
+        error,
+        BrokerError::NotFound {
+            code: ErrorCode::UnknownMember,
+            ..
+        }
+    )
+}
 
 /// What the stream hands over next.
 #[derive(Debug)]
@@ -41,6 +62,8 @@ pub enum MemberEvent {
 pub struct MemberStream {
     broker: Broker,
     group: String,
+    /// How it joined: the same request joins again if the group forgets the member.
+    join: JoinGroup,
     membership: Membership,
     /// The last assignment handed over; a different one is announced before any message.
     announced: Option<u64>,
@@ -65,10 +88,11 @@ impl Broker {
         let session = request
             .session_timeout
             .unwrap_or(self.inner.options.groups.default_session_timeout);
-        let membership = self.join_group(request).await?;
+        let membership = self.join_group(request.clone()).await?;
         Ok(MemberStream {
             broker: self.clone(),
             group,
+            join: request,
             shared: Arc::new(RwLock::new(membership.clone())),
             membership,
             announced: None,
@@ -121,8 +145,16 @@ impl MemberStream {
     }
 
     /// The next event: a new assignment, or up to `max_messages` messages (waiting up to the
-    /// heartbeat interval for one; an empty batch when none came).
+    /// heartbeat interval for one; an empty batch when none came). A member the group forgot
+    /// joins again (see the module's doc).
     pub async fn next(&mut self, max_messages: usize) -> BrokerResult<MemberEvent> {
+        match self.poll_next(max_messages).await {
+            Err(error) if forgotten(&error) => self.rejoin().await,
+            answer => answer,
+        }
+    }
+
+    async fn poll_next(&mut self, max_messages: usize) -> BrokerResult<MemberEvent> {
         if let Some(event) = self.announce() {
             return Ok(event);
         }
@@ -210,12 +242,36 @@ impl MemberStream {
     /// Keeps the session alive while the stream has no credit to poll; answers the new
     /// assignment if the group rebalanced.
     pub async fn heartbeat(&mut self) -> BrokerResult<Option<MemberEvent>> {
-        let membership = self
+        let membership = match self
             .broker
             .group_heartbeat(&self.group, &self.membership.member_id)
-            .await?;
+            .await
+        {
+            Ok(membership) => membership,
+            Err(error) if forgotten(&error) => return self.rejoin().await.map(Some),
+            Err(error) => return Err(error),
+        };
         self.set_membership(membership);
         Ok(self.announce())
+    }
+
+    /// Joins again after the group forgot the member: a new member id, the partitions the
+    /// group gives it now, each from its committed offset (the cursor is dropped). Announced
+    /// as a new assignment.
+    async fn rejoin(&mut self) -> BrokerResult<MemberEvent> {
+        let membership = self.broker.join_group(self.join.clone()).await?;
+        metrics::counter!(MEMBER_REJOINS_TOTAL).increment(1);
+        tracing::info!(
+            group = self.group,
+            old = self.membership.member_id,
+            new = membership.member_id,
+            "a streaming member the group forgot joined again"
+        );
+        self.cursor = None;
+        self.pending.clear();
+        self.announced = None;
+        self.set_membership(membership);
+        Ok(self.announce().unwrap_or(MemberEvent::Messages(Vec::new())))
     }
 
     /// A handle that commits for this member from another task.

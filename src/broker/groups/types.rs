@@ -45,6 +45,7 @@ pub const MAX_GROUP_TOPICS: usize = 100;
 /// The most offsets one commit may carry.
 pub const MAX_COMMIT_OFFSETS: usize = 10_000;
 
+#[derive(Debug, Clone)]
 pub struct JoinGroup {
     pub group: String,
     /// Who joins: the principal's subject, or `None` with authentication off. The member is

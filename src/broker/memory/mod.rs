@@ -1,5 +1,6 @@
 //! The node's memory budget as the broker sees it: the bytes of records that produce requests
-//! hold while their batches are queued, replicated and written. The share comes from
+//! hold while their batches are queued, replicated and written, and the estimated footprint of
+//! open push subscriptions (`streams`). The share comes from
 //! `[storage] memory_budget_bytes` (see `config::StorageConfig`); the block cache and the
 //! memtables, the other parts, are bounded in `storage`.
 //!
@@ -9,6 +10,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+mod streams;
+pub use streams::{StreamKind, StreamMemory};
 
 use super::BrokerError;
 use crate::telemetry::handles::OnceHandle;
@@ -39,14 +43,29 @@ impl ProduceMemory {
     /// limit. A request alone on the node always fits (its size is bounded by
     /// `max_body_bytes`, which the budget's validation makes room for).
     pub(crate) fn reserve(self: &Arc<Self>, bytes: usize) -> Result<Reservation, BrokerError> {
+        match self.try_reserve(bytes) {
+            Some(reservation) => Ok(reservation),
+            None => {
+                metrics::counter!("herald_produce_overloaded_total").increment(1);
+                Err(BrokerError::Overloaded(format!(
+                    "produce requests and open subscriptions on this node hold {} bytes, and these {bytes} would take them past the node's share of its memory budget ({} bytes, from storage.memory_budget_bytes); nothing was written, retry later",
+                    self.held.load(Ordering::Relaxed),
+                    self.limit
+                )))
+            }
+        }
+    }
+
+    fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Takes `bytes` if they fit (or nothing else is held).
+    fn try_reserve(self: &Arc<Self>, bytes: usize) -> Option<Reservation> {
         let mut held = self.held.load(Ordering::Relaxed);
         loop {
             if held > 0 && held.saturating_add(bytes) > self.limit {
-                metrics::counter!("herald_produce_overloaded_total").increment(1);
-                return Err(BrokerError::Overloaded(format!(
-                    "produce requests on this node hold {held} bytes of records being written, and these {bytes} would take them past the node's share of its memory budget ({} bytes, from storage.memory_budget_bytes); nothing was written, retry later",
-                    self.limit
-                )));
+                return None;
             }
             match self.held.compare_exchange_weak(
                 held,
@@ -59,7 +78,7 @@ impl ProduceMemory {
             }
         }
         in_flight_gauge().increment(bytes as f64);
-        Ok(Reservation {
+        Some(Reservation {
             memory: self.clone(),
             bytes,
         })

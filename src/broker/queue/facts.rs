@@ -7,11 +7,18 @@ use crate::broker::fetch::MAX_FETCH_MESSAGES;
 use crate::broker::{Broker, BrokerError, BrokerResult};
 use std::collections::BTreeSet;
 
+use crate::broker::topics::now_ms;
 use crate::broker::ConsumedMessage;
 use crate::domain::batch::{decode_batch, visit_records};
 use crate::raft::{
     key_hash, LeaseFacts, MessageFacts, PartitionReplica, QueueCommand, ReadLimits, StoredBatch,
 };
+
+/// How many messages waiting for their `deliver_at` one lease's facts reach past (besides
+/// the `max_messages` it may lease): bounds the facts a lease entry carries.
+pub const DELAYED_LOOKAHEAD: usize = 2_000;
+/// How many reads gathering one lease's facts may take.
+const MAX_FACT_READS: usize = 8;
 
 impl Broker {
     /// Fills a lease's facts from the leader's log; other commands are left as they are.
@@ -46,50 +53,76 @@ impl Broker {
             return Ok(Vec::new());
         }
         let max = (*max_messages as usize).clamp(1, MAX_FETCH_MESSAGES);
-        let limits = ReadLimits {
-            max_records: max,
-            max_bytes: self.inner.options.fetch_max_bytes,
-        };
-        let end = from + max as u64;
+        // Messages waiting for their `deliver_at` are read into the state (one entry each)
+        // without being leased: the facts reach past them, so a pull gets the ready messages
+        // behind up to DELAYED_LOOKAHEAD delayed ones at once instead of one empty pull per
+        // `max_messages` of them.
+        let most = (max + DELAYED_LOOKAHEAD).min(MAX_FETCH_MESSAGES);
+        let now = now_ms();
+        let mut ready = 0;
         let mut covered = from;
-        let batches = replica.read(from, limits).await?;
-        for batch in &batches {
-            // Walked in place: only the key's hash and two headers are wanted, not copies of
-            // every value.
-            let header = visit_records(&batch.bytes, |record| {
-                let offset = batch.base_offset + u64::from(record.offset_delta);
-                if offset < from || offset >= end {
-                    return;
-                }
-                // Offsets compaction removed get no facts of their own: leased, they are
-                // found missing and settled.
-                facts
-                    .messages
-                    .resize((offset - from) as usize, MessageFacts::default());
-                let (deliver_at_ms, expires_at_ms) = message_times::times_of(&record);
-                facts.messages.push(MessageFacts {
-                    key_hash: record.key.map(key_hash),
-                    deliver_at_ms,
-                    expires_at_ms,
-                });
-            })
-            .map_err(|error| {
-                BrokerError::Internal(format!(
-                    "stored batch at offset {}: {error}",
-                    batch.base_offset
-                ))
-            })?;
-            covered = covered.max(batch.base_offset + u64::from(header.offset_span));
+        let mut all = Vec::new();
+        for read in 0..MAX_FACT_READS {
+            let wanted = most - facts.messages.len().min(most);
+            if ready >= max || wanted == 0 || covered >= marks.high_watermark {
+                break;
+            }
+            // The first read as many as the lease may take; more only past delayed ones.
+            let limits = ReadLimits {
+                max_records: if read == 0 { max.min(wanted) } else { wanted },
+                max_bytes: self.inner.options.fetch_max_bytes,
+            };
+            let end = from + most as u64;
+            let batches = replica.read(covered, limits).await?;
+            if batches.is_empty() {
+                break;
+            }
+            let before = covered;
+            for batch in &batches {
+                // Walked in place: only the key's hash and two headers are wanted, not copies
+                // of every value.
+                let header = visit_records(&batch.bytes, |record| {
+                    let offset = batch.base_offset + u64::from(record.offset_delta);
+                    if offset < before || offset >= end {
+                        return;
+                    }
+                    // Offsets compaction removed get no facts of their own: leased, they are
+                    // found missing and settled.
+                    facts
+                        .messages
+                        .resize((offset - from) as usize, MessageFacts::default());
+                    let (deliver_at_ms, expires_at_ms) = message_times::times_of(&record);
+                    if deliver_at_ms.is_none_or(|at| at <= now) {
+                        ready += 1;
+                    }
+                    facts.messages.push(MessageFacts {
+                        key_hash: record.key.map(key_hash),
+                        deliver_at_ms,
+                        expires_at_ms,
+                    });
+                })
+                .map_err(|error| {
+                    BrokerError::Internal(format!(
+                        "stored batch at offset {}: {error}",
+                        batch.base_offset
+                    ))
+                })?;
+                covered = covered.max(batch.base_offset + u64::from(header.offset_span));
+            }
+            covered = covered.min(end).min(marks.high_watermark);
+            all.extend(batches);
+            if covered <= before {
+                break;
+            }
         }
         // A batch ending in removed offsets: cover them too, or the read position would stop
         // in front of them.
-        let covered = covered.min(end).min(marks.high_watermark);
         if covered > from + facts.messages.len() as u64 {
             facts
                 .messages
                 .resize((covered - from) as usize, MessageFacts::default());
         }
-        Ok(batches)
+        Ok(all)
     }
 }
 

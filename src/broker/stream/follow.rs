@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc};
 
-use super::hub::{
-    is_transient, Broadcast, ReadKind, TailSource, RETRY_MAX, RETRY_MIN, TAIL_POLL_WAIT,
-};
+use super::hub::{Broadcast, ReadKind, TailSource, TAIL_POLL_WAIT};
+use super::retry::{is_transient, Retry};
 use crate::broker::{BrokerError, BrokerResult, ConsumedMessage, FetchResult};
 
 /// Where a follower hands batches: the stream's channel (bounded, so a stream that does not
@@ -92,7 +91,7 @@ async fn read_own<S: TailSource>(
     until: Option<u64>,
     batches: &BatchSender,
 ) -> Flow {
-    let mut pause = RETRY_MIN;
+    let mut retry = Retry::new("topic");
     loop {
         if until.is_some_and(|until| *offset >= until) {
             return Flow::Reached;
@@ -115,7 +114,7 @@ async fn read_own<S: TailSource>(
                 high_watermark,
                 ..
             }) => {
-                pause = RETRY_MIN;
+                retry.succeeded();
                 *offset = (*offset).max(next_offset);
                 if !messages.is_empty() && batches.send(Ok((partition, messages))).await.is_err() {
                     return Flow::Stop;
@@ -137,8 +136,7 @@ async fn read_own<S: TailSource>(
             {
                 // A leadership change, or past the end (a new leader still applying, a client
                 // ahead of the log): ask again, from the same offset.
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(RETRY_MAX);
+                retry.pause(&error).await;
             }
             Err(error) => {
                 let _ = batches.send(Err(error)).await;

@@ -17,13 +17,11 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
+use super::retry::{is_transient, Retry};
 use crate::broker::{BrokerError, BrokerResult, ConsumedMessage, FetchResult};
 
 /// How long one read of a partition waits for a message before it asks again.
 pub const TAIL_POLL_WAIT: Duration = Duration::from_secs(10);
-/// The first and longest pause after a partition had no leader or did not answer.
-pub(super) const RETRY_MIN: Duration = Duration::from_millis(100);
-pub(super) const RETRY_MAX: Duration = Duration::from_secs(2);
 /// How many reads a shared reader keeps for its subscribers: with reads of at most
 /// [`SHARED_READ_BYTES`], what one partition's subscribers can hold up is bounded.
 pub const SHARED_READS_KEPT: usize = 64;
@@ -61,17 +59,6 @@ pub trait TailSource: Clone + Send + Sync + 'static {
 
     /// This node's hub of shared readers.
     fn hub(&self) -> &TailHub;
-}
-
-/// Worth retrying: the partition will have a leader, or answer, again.
-pub(super) fn is_transient(error: &BrokerError) -> bool {
-    matches!(
-        error,
-        BrokerError::NoLeader(_)
-            | BrokerError::Unavailable(_)
-            | BrokerError::Timeout(_)
-            | BrokerError::Overloaded(_)
-    )
 }
 
 /// One read of the shared reader: the offsets `[from, to)` it covers (compaction and retention
@@ -226,7 +213,7 @@ async fn run_reader<S: TailSource>(
     mut position: u64,
     state: Arc<Mutex<ReaderState>>,
 ) {
-    let mut pause = RETRY_MIN;
+    let mut retry = Retry::new("topic");
     loop {
         let read = source
             .read(
@@ -243,7 +230,7 @@ async fn run_reader<S: TailSource>(
                 next_offset,
                 ..
             }) => {
-                pause = RETRY_MIN;
+                retry.succeeded();
                 let to = position.max(next_offset);
                 if to > position {
                     publish(
@@ -278,8 +265,7 @@ async fn run_reader<S: TailSource>(
             {
                 // A leadership change, or a new leader still applying: ask again, from the
                 // same offset, wherever the partition went.
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(RETRY_MAX);
+                retry.pause(&error).await;
             }
             Err(error) => {
                 tracing::debug!(%topic, partition, %error, "shared tail reader stops");

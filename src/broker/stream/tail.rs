@@ -11,9 +11,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::follow::follow_partition;
-use super::hub::{
-    is_transient, ReadKind, TailHub, TailSource, RETRY_MAX, RETRY_MIN, SHARED_READ_BYTES,
-};
+use super::hub::{ReadKind, TailHub, TailSource, SHARED_READ_BYTES};
+use super::retry::{is_transient, Retry};
 use super::{Positions, StartFrom};
 use crate::broker::{
     Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec,
@@ -159,7 +158,7 @@ impl Broker {
         partition: u32,
         from: &StartFrom,
     ) -> BrokerResult<u64> {
-        let mut pause = RETRY_MIN;
+        let mut retry = Retry::new("topic");
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -181,8 +180,7 @@ impl Broker {
             };
             match answer {
                 Err(error) if is_transient(&error) && attempt < START_ATTEMPTS => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(RETRY_MAX);
+                    retry.pause(&error).await;
                 }
                 answer => return answer,
             }

@@ -26,4 +26,6 @@ mod dedup_tests;
 #[cfg(test)]
 mod replay_tests;
 #[cfg(test)]
+mod subscriptions_delay_tests;
+#[cfg(test)]
 mod subscriptions_tests;

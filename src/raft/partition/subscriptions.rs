@@ -11,8 +11,11 @@
 //! proposing and the lease carries them as [`LeaseFacts`]; apply leases no new offset past them.
 //!
 //! Memory is bounded: per subscription, only offsets in `[acked_through, read_position)` that
-//! are not done have an entry, and `read_position - acked_through` is at most [`MAX_WINDOW`]
-//! (new offsets are not leased past it). The backlog beyond `read_position` is the log itself.
+//! are not done have an entry, and there are at most [`MAX_WINDOW`] of them (no new offset is
+//! read into the state while it is full). A message waiting for its `deliver_at` costs its one
+//! entry, not the offsets read after it: one message due in an hour does not stop its
+//! partition once 10,000 later ones were read. The backlog beyond `read_position` is the log
+//! itself.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +24,9 @@ use serde::{Deserialize, Serialize};
 pub use super::subscriptions_lease::{key_hash, LeaseFacts, MessageFacts};
 use crate::domain::subscriptions::RetryPolicy;
 
-/// How many offsets past its acked-through point a subscription may have delivered on one
-/// partition. Bounds each subscription's state per partition (memory, row size).
+/// How many offsets read and not done (leased, waiting for a retry or their `deliver_at`) a
+/// subscription may have on one partition. Bounds each subscription's state per partition
+/// (memory, row size).
 pub const MAX_WINDOW: u64 = 10_000;
 
 /// Why a message left a subscription for the dead-letter topic (`herald-dlq-reason`).
@@ -286,6 +290,11 @@ impl SubscriptionPartition {
         }
     }
 
+    /// Whether a new offset may be read into the state: fewer than [`MAX_WINDOW`] entries.
+    pub(super) fn has_room(&self) -> bool {
+        (self.pending.len() as u64) < MAX_WINDOW
+    }
+
     pub(super) fn advance(&mut self) {
         self.acked_through = self
             .pending
@@ -354,9 +363,7 @@ impl SubscriptionPartition {
         high_watermark: u64,
         retry: &RetryPolicy,
     ) -> Option<i64> {
-        if self.read_position < high_watermark
-            && self.read_position - self.acked_through < MAX_WINDOW
-        {
+        if self.read_position < high_watermark && self.has_room() {
             return Some(now_ms);
         }
         let mut keys = std::collections::BTreeSet::new();

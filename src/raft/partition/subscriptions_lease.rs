@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::subscriptions::{
     DeadLetter, DeadLetterReason, Delivery, Lease, QueueCommand, QueueOutcome,
-    SubscriptionPartition, MAX_WINDOW,
+    SubscriptionPartition,
 };
 
 /// What a leader knows of a new message when it proposes a lease: enough for apply to decide
@@ -126,7 +126,7 @@ impl SubscriptionPartition {
 
         while deliveries.len() + dead_letters.len() < max
             && self.read_position < high_watermark
-            && self.read_position - self.acked_through < MAX_WINDOW
+            && self.has_room()
         {
             let offset = self.read_position;
             let Some(fact) = facts.get(offset) else {
