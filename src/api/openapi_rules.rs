@@ -100,16 +100,31 @@ pub fn public_name_list_schema(max_items: usize) -> utoipa::openapi::schema::Arr
         .build()
 }
 
-/// [`public_name_list_schema`] for a group member's topics (1 to 100).
+/// [`public_name_list_schema`] for a group member's topics (1 to 100). `schema_with` drops
+/// the field's doc comment, so the description is given here.
 pub fn member_topics_schema() -> utoipa::openapi::schema::Array {
-    public_name_list_schema(100)
+    let mut schema = public_name_list_schema(100);
+    schema.description = Some("The topics to read (1 to 100).".to_string());
+    schema
 }
 
 /// Topic names a reset names (none: every topic the group has offsets for).
 pub fn optional_topic_list_schema() -> utoipa::openapi::schema::Array {
     utoipa::openapi::schema::ArrayBuilder::new()
         .items(RefOr::T(public_name_schema()))
+        .description(Some(
+            "The topics whose partitions move; default every topic the group has offsets for.",
+        ))
         .build()
+}
+
+/// A subscription's topic: a public name, fixed at creation.
+pub fn subscription_topic_schema() -> Schema {
+    let Schema::Object(mut schema) = public_name_schema() else {
+        unreachable!("public_name_schema builds an object schema")
+    };
+    schema.description = Some("The topic to read; fixed at creation.".to_string());
+    Schema::Object(schema)
 }
 
 /// A list of names (a client's roles), at most `MAX_ROLES_PER_CLIENT`.

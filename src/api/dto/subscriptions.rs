@@ -111,7 +111,7 @@ pub struct DeadLetterPolicyDto {
 }))]
 pub struct PutSubscriptionRequest {
     /// The topic to read; fixed at creation.
-    #[schema(schema_with = crate::api::openapi_rules::public_name_schema)]
+    #[schema(schema_with = crate::api::openapi_rules::subscription_topic_schema)]
     pub topic: String,
     /// How long a puller holds a message before it is delivered again. Default 30000.
     #[serde(default = "default_ack_deadline")]
