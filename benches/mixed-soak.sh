@@ -5,7 +5,8 @@
 # restarted whenever it has caught up), a queue puller acking (`herald pull --follow`), a
 # server-sent event reader (curl) and a WebSocket subscriber (`herald consume --follow`). The
 # node's RSS is sampled every SAMPLE_S seconds; prints each sample, then the RSS after warm-up
-# (the first WARMUP_S seconds) against the last, next to the node's memory budget. A flat RSS
+# (the first WARMUP_S seconds) against the last, next to the node's memory budget. Each sample
+# also says where the memory is (the node's heap and RocksDB gauges, in MiB). A flat RSS
 # after warm-up is the goal; a rising one is what to profile.
 #
 #   benches/mixed-soak.sh                                  # 30 minutes at 60,000 msg/s
@@ -42,6 +43,17 @@ curl -sf -XPUT "$URL/v1/subscriptions/soak-q" -H 'content-type: application/json
     -d '{"topic":"soak","start":"latest"}' >/dev/null
 
 rss_mib() { echo $(( $(awk '/^VmRSS/ {print $2}' "/proc/$NODE/status") / 1024 )); }
+# Where the memory is, from the node's own gauges (MiB): the allocator's heap in use and free
+# in its arenas, the block cache, the memtables and the SST table readers.
+memory_parts() {
+    curl -sf -m 5 "$URL/metrics" | awk '
+        $1 == "herald_process_heap_in_use_bytes" {h=$2}
+        $1 == "herald_process_heap_free_bytes" {f=$2}
+        $1 == "herald_storage_block_cache_bytes" {c=$2}
+        $1 == "herald_storage_memtable_bytes" {m=$2}
+        $1 == "herald_storage_table_readers_bytes" {t=$2}
+        END {printf "heap in use %d, free in arenas %d; block cache %d, memtables %d, table readers %d", h/1048576, f/1048576, c/1048576, m/1048576, t/1048576}'
+}
 # The node runs with the default budget (`storage.memory_budget_bytes`, 1 GiB).
 budget_mib=1024
 echo "== mixed soak: $RATE msg/s of $MESSAGE_SIZE B for ${DURATION_S} s; readers $READERS (group member, queue puller, SSE, WebSocket); RSS every ${SAMPLE_S} s (start $(rss_mib) MiB)"
@@ -72,7 +84,7 @@ while kill -0 "$PRODUCER" 2>/dev/null; do
     elapsed=$(( ($(now_ms) - start) / 1000 ))
     rss=$(rss_mib)
     echo "$elapsed $rss" >>"$DIR/rss"
-    echo "  ${elapsed} s: RSS ${rss} MiB"
+    echo "  ${elapsed} s: RSS ${rss} MiB ($(memory_parts || echo 'metrics n/a'))"
     [ "$elapsed" -lt "$DURATION_S" ] || break
 done
 wait "$PRODUCER" 2>/dev/null || true

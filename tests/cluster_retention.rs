@@ -136,10 +136,18 @@ async fn a_follower_behind_a_purged_prefix_catches_up_by_snapshot() {
             .produce_ok(topic, &json!({ "messages": messages }))
             .await;
     }
-    // Each replica checkpoints its state about once a second; a snapshot is the newest
-    // checkpoint before the first retained batch. Waiting here lets the leader take one right
-    // before the batch that stays, so it can purge everything before it.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // A snapshot is the newest checkpoint before the first retained batch: once the leader
+    // has one past the old batches (its purge checks take one about once a second), it can
+    // purge everything before the batch that stays.
+    if let Err(seen) = cluster
+        .node(leader)
+        .wait_for_checkpoint(topic, 0, 20, RETENTION_DEADLINE)
+        .await
+    {
+        cluster.fail(&format!(
+            "node {leader} took no checkpoint past the old batches: {seen}"
+        ));
+    }
     cluster
         .node(via)
         .produce_ok(

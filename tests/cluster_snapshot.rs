@@ -198,12 +198,24 @@ async fn a_replica_restored_by_snapshot_holds_the_retained_log_and_the_queue_sta
     assert_eq!(early_acked.len(), 100, "the first acks");
 
     // The preferred replica dies; 4,000 more messages move the log start past all it had.
-    // The pause lets the leader checkpoint its state between the two halves, so it can purge
-    // its raft log past everything the dead replica holds.
+    // The leader checkpoints its state between the two halves, so it can purge its raft log
+    // past everything the dead replica holds.
     cluster.kill(preferred);
     let node = cluster.node(via);
     produce(node, 30..50).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // Whichever of the two leads now sends the snapshot: both must have a checkpoint there.
+    for id in others.iter().copied() {
+        if let Err(seen) = cluster
+            .node(id)
+            .wait_for_checkpoint(TOPIC, 0, 50 * BATCH, DEADLINE)
+            .await
+        {
+            cluster.fail(&format!(
+                "node {id} took no checkpoint between the halves: {seen}"
+            ));
+        }
+    }
+    let node = cluster.node(via);
     produce(node, 50..70).await;
     let start = settled_log_start(&cluster, &others, 3_000, 7_000).await;
     assert!(start > first_start);

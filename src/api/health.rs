@@ -78,6 +78,7 @@ async fn metrics(
         super::node_metrics::render_raft(&broker.raft_statuses()),
         super::node_metrics::render_storage(&broker.storage_gauges()),
         super::node_metrics::render_lag_ages(&broker.group_lag_ages().await),
+        super::process_metrics::render_process(),
     ] {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');

@@ -37,6 +37,7 @@ pub mod openapi_doc;
 pub mod openapi_rules;
 pub mod openapi_security;
 pub mod problem;
+mod process_metrics;
 pub mod producers;
 pub mod quota;
 pub mod redrive;

@@ -104,6 +104,21 @@ pub(super) fn render_storage(gauges: &StorageGauges) -> String {
         gauges.memtable_bytes,
     );
     gauge(
+        "herald_storage_block_cache_bytes",
+        "Bytes of blocks in the block cache (bounded by storage.block_cache_bytes)",
+        gauges.block_cache_bytes,
+    );
+    gauge(
+        "herald_storage_block_cache_pinned_bytes",
+        "Bytes of cached blocks pinned by open iterators and table readers",
+        gauges.block_cache_pinned_bytes,
+    );
+    gauge(
+        "herald_storage_table_readers_bytes",
+        "Bytes the open SST table readers hold outside the block cache (indexes, filters)",
+        gauges.table_readers_bytes,
+    );
+    gauge(
         "herald_storage_pending_compaction_bytes",
         "Bytes RocksDB estimates compaction still has to rewrite",
         gauges.pending_compaction_bytes,

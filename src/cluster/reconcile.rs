@@ -413,6 +413,8 @@ impl Cluster {
                     .set(marks.high_watermark as f64);
                 metrics::gauge!("herald_replica_purged_offset", &labels)
                     .set(replica.purged_offset() as f64);
+                metrics::gauge!("herald_replica_checkpointed_offset", &labels)
+                    .set(replica.checkpointed_offset() as f64);
             }
         }
         metrics::gauge!("herald_cluster_partition_replicas").set(replicas.len() as f64);

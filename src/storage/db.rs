@@ -78,7 +78,7 @@ pub struct Store {
     pub(super) db: Arc<DB>,
     syncer: Arc<Syncer>,
     memtables: WriteBufferManager,
-    block_cache: rocksdb::Cache,
+    pub(super) block_cache: rocksdb::Cache,
     /// How many `compact_range` calls on the log run with blob garbage collection turned on:
     /// the last one to finish turns it off again.
     log_compactions: Arc<Mutex<usize>>,

@@ -16,6 +16,13 @@ pub struct StorageGauges {
     pub write_stopped: bool,
     /// The rate RocksDB throttles writes to, in bytes/s, or 0 when writes are not delayed.
     pub delayed_write_rate: u64,
+    /// Bytes of blocks in the block cache, and of those pinned by readers (iterators, table
+    /// readers): the cache is bounded by `block_cache_bytes`, pinned blocks are not evicted.
+    pub block_cache_bytes: u64,
+    pub block_cache_pinned_bytes: u64,
+    /// Bytes RocksDB's open table readers hold outside the block cache (index and filter
+    /// blocks): grows with the number and size of SST files.
+    pub table_readers_bytes: u64,
     /// Size and free space of the file system holding the data directory (`None` when the
     /// file system does not answer).
     pub disk_total_bytes: Option<u64>,
@@ -41,7 +48,11 @@ impl Store {
             gauges.memtable_bytes += property("rocksdb.cur-size-all-mem-tables");
             gauges.pending_compaction_bytes +=
                 property("rocksdb.estimate-pending-compaction-bytes");
+            gauges.table_readers_bytes += property("rocksdb.estimate-table-readers-mem");
         }
+        // One cache is shared by every column family: read once.
+        gauges.block_cache_bytes = self.block_cache.get_usage() as u64;
+        gauges.block_cache_pinned_bytes = self.block_cache.get_pinned_usage() as u64;
         let property = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
         gauges.write_stopped = property("rocksdb.is-write-stopped") != 0;
         gauges.delayed_write_rate = property("rocksdb.actual-delayed-write-rate");

@@ -1,7 +1,9 @@
 //! Reading a node's own metrics: per-replica gauges (what this node holds, not what the leader
 //! says) and node-wide counters, from `GET /metrics`.
 
-use super::Server;
+use std::time::Duration;
+
+use super::{poll, Server};
 
 impl Server {
     /// The value of metric `name` on this node whose labels include every `labels` pair;
@@ -29,5 +31,30 @@ impl Server {
         self.metric(name, &[("topic", topic), ("partition", &partition)])
             .await
             .map(|value| value as u64)
+    }
+
+    /// Waits (at most `within`) until this node's replica of `topic`/`partition` has a
+    /// checkpoint of its state at or past `offset` (`herald_replica_checkpointed_offset`):
+    /// from then on it can snapshot, and purge its raft log, past every message before
+    /// `offset`. Answers the checkpoint's offset, or what was last seen.
+    pub async fn wait_for_checkpoint(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        within: Duration,
+    ) -> Result<u64, String> {
+        poll(within, Duration::from_millis(100), || async {
+            match self
+                .partition_gauge("herald_replica_checkpointed_offset", topic, partition)
+                .await
+            {
+                Some(checkpointed) if checkpointed >= offset => Ok(checkpointed),
+                seen => Err(format!(
+                    "checkpointed offset {seen:?}, waiting for {offset}"
+                )),
+            }
+        })
+        .await
     }
 }

@@ -56,6 +56,16 @@ pub struct Checkpoints {
     last_size: usize,
 }
 
+/// What [`GroupStateMachine::maintain_checkpoints`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointStatus {
+    /// The checkpoint a snapshot would use now, if newer than the current snapshot.
+    pub usable: Option<u64>,
+    /// The raft index of the newest stored checkpoint (operators and tests watch it: a
+    /// lagging replica can be rebuilt from a snapshot no older than it).
+    pub newest: Option<u64>,
+}
+
 fn row_key(group: u64, index: u64) -> Vec<u8> {
     keys::group_tag_u64(group, TAG_CHECKPOINT, index).to_vec()
 }
@@ -185,9 +195,13 @@ impl Checkpoints {
 impl<A: GroupApplier> GroupStateMachine<A> {
     /// Sets the snapshot limit to `limit` (the raft index before the first retained batch),
     /// takes a checkpoint of the applied state if one is due, and answers the checkpoint a
-    /// snapshot would use now, if newer than the current snapshot. Runs between applies (in
-    /// the state-machine worker), so the checkpoint is the state at exactly its index.
-    pub async fn maintain_checkpoints(&mut self, limit: u64) -> Result<Option<u64>, io::Error> {
+    /// snapshot would use now, if newer than the current snapshot, and the newest one. Runs
+    /// between applies (in the state-machine worker), so the checkpoint is the state at
+    /// exactly its index.
+    pub async fn maintain_checkpoints(
+        &mut self,
+        limit: u64,
+    ) -> Result<CheckpointStatus, io::Error> {
         self.checkpoints.limit = Some(limit);
         let mut writes = WriteSet::new();
         if let Some(applied) = self.last_applied {
@@ -201,7 +215,10 @@ impl<A: GroupApplier> GroupStateMachine<A> {
         if !writes.is_empty() {
             super::group::write_unsynced(&self.store, writes).await?;
         }
-        Ok(self.checkpoints.usable())
+        Ok(CheckpointStatus {
+            usable: self.checkpoints.usable(),
+            newest: self.checkpoints.indexes.last().copied(),
+        })
     }
 
     /// Adds a checkpoint of the applied state to `writes` (the state as of `last_applied`,

@@ -77,6 +77,11 @@ pub struct GroupStateMachine<A: GroupApplier> {
 }
 
 impl<A: GroupApplier> GroupStateMachine<A> {
+    /// The raft index applied last, if any.
+    pub fn applied_index(&self) -> Option<u64> {
+        self.last_applied.as_ref().map(|log_id| log_id.index)
+    }
+
     /// Opens the state machine of `group`, restoring what was applied before a restart.
     pub async fn open(group: u64, store: Store, mut applier: A) -> Result<Self, io::Error> {
         let reader = store.clone();

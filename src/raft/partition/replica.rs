@@ -17,6 +17,7 @@ use super::proposal::SharedPredictions;
 use super::reader::{self, ReadLimits, StoredBatch};
 use super::retention::{self, RetentionPlan};
 use super::subscriptions::{QueueCommand, QueueOutcome};
+use crate::raft::engine::checkpoints::CheckpointStatus;
 use crate::raft::engine::error::RaftLayerError;
 use crate::raft::engine::group::{
     blocking, bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader,
@@ -46,6 +47,9 @@ pub struct PartitionReplica {
     purged_offset: AtomicU64,
     /// The applied index of the last purge check.
     checked_at: AtomicU64,
+    /// The partition's high watermark as of the newest checkpoint a purge check saw taken (0:
+    /// none yet): a replica rebuilt from a snapshot replays the retained log from there on.
+    checkpointed_offset: AtomicU64,
     /// One purge at a time: the retention pass and the purge loop may both ask.
     purge_lock: tokio::sync::Mutex<()>,
     /// Shared with the log store: see [`compaction`](super::compaction).
@@ -62,12 +66,19 @@ pub struct PartitionReplica {
     pub(in crate::raft) predictions: SharedPredictions,
 }
 
-/// Runs in the state-machine worker, between applies (see `engine::checkpoints`).
+/// Runs in the state-machine worker, between applies (see `engine::checkpoints`). Also
+/// answers the partition's high watermark as of the newest checkpoint when that checkpoint is
+/// of the state as it is now (nothing applied since), the only time it is known exactly.
 fn maintain_checkpoints(
     machine: &mut GroupStateMachine<PartitionApplier>,
     limit: u64,
-) -> futures::future::BoxFuture<'_, Result<Option<u64>, std::io::Error>> {
-    Box::pin(machine.maintain_checkpoints(limit))
+) -> futures::future::BoxFuture<'_, Result<(CheckpointStatus, Option<u64>), std::io::Error>> {
+    Box::pin(async move {
+        let status = machine.maintain_checkpoints(limit).await?;
+        let current = status.newest.is_some() && status.newest == machine.applied_index();
+        let offset = current.then(|| machine.applier.watermarks().borrow().high_watermark);
+        Ok((status, offset))
+    })
 }
 
 /// How long a snapshot and a purge may take before the next retention pass retries.
@@ -102,6 +113,7 @@ impl PartitionReplica {
             max_ack_age: context.max_ack_age(),
             purged_offset: AtomicU64::new(0),
             checked_at: AtomicU64::new(0),
+            checkpointed_offset: AtomicU64::new(0),
             purge_lock: tokio::sync::Mutex::new(()),
             log_lock,
             closing: Arc::new(AtomicBool::new(false)),
@@ -199,6 +211,12 @@ impl PartitionReplica {
         self.purged_offset.load(Ordering::Relaxed)
     }
 
+    /// The partition's high watermark as of this replica's newest checkpoint, as far as its
+    /// purge checks saw (0: none yet).
+    pub fn checkpointed_offset(&self) -> u64 {
+        self.checkpointed_offset.load(Ordering::Relaxed)
+    }
+
     /// Waits (a bounded time) until this group's raft metrics satisfy `done`.
     async fn wait_metrics(
         &self,
@@ -254,14 +272,17 @@ impl PartitionReplica {
             group: self.group,
             reason: error.to_string(),
         };
-        let usable = self
+        let (status, checkpointed_offset) = self
             .raft
             .with_state_machine(move |machine| maintain_checkpoints(machine, limit))
             .await
             .map_err(fatal)?
             .map_err(RaftLayerError::Storage)?;
         self.checked_at.store(applied, Ordering::Relaxed);
-        if let Some(checkpoint) = usable {
+        if let Some(offset) = checkpointed_offset {
+            self.checkpointed_offset.store(offset, Ordering::Relaxed);
+        }
+        if let Some(checkpoint) = status.usable {
             self.raft.trigger().snapshot().await.map_err(fatal)?;
             self.wait_metrics(|metrics| {
                 metrics
