@@ -16,6 +16,15 @@
 //! leads again). Its checker: no message confirmed acked twice, none delivered after its ack was
 //! confirmed, none held by two pullers at once, every retained message acked in the end.
 //!
+//! And a topic read by push streams that resume across the faults (`stream_phase`): a
+//! WebSocket and a server-sent event queue stream (each acking every lease), and a WebSocket
+//! and a server-sent event consumer group stream (each committing what it processed), each
+//! first on a different node and reconnecting to the next one when its connection ends (a
+//! killed node) or goes silent (a paused one). Its checker: each queue stream got every stored
+//! message, none confirmed acked twice, none delivered after its ack was confirmed, and its
+//! subscription ends with nothing left; each group stream got every stored message, skipped
+//! none past what it had seen, and its group committed every partition's end.
+//!
 //! The schedule comes from a seed, printed at the start and on failure; set `HERALD_FAULT_SEED`
 //! to replay one (the faults repeat; their timing against the load does not exactly). The whole
 //! test takes about a minute.
@@ -25,6 +34,8 @@ mod common;
 mod fault_queue_phase;
 #[path = "fault_schedule/seed.rs"]
 mod seed;
+#[path = "fault_schedule/stream_phase.rs"]
+mod stream_phase;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,13 +59,19 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_DEADLINE: Duration = Duration::from_secs(60);
 /// A cut-off leader's produces end within 4 s, and a request waits at most 5 s for a leader
 /// (well above the 2.5 s election timeout).
-/// Retention is checked every second (the queue topic trims during the run).
+/// Retention is checked every second (the queue topic trims during the run). Event streams and
+/// WebSockets hear from their node every second, so a stream client tells a paused node by
+/// its silence.
 const NODE_ARGS: &[&str] = &[
     "--produce-timeout-ms",
     "4000",
     "--leader-wait-ms",
     "5000",
     "--retention-check-interval-ms",
+    "1000",
+    "--sse-keepalive-ms",
+    "1000",
+    "--ws-ping-interval-ms",
     "1000",
 ];
 
@@ -264,6 +281,7 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
     };
 
     let queue = fault_queue_phase::QueuePhase::start(&cluster, base_urls.clone()).await;
+    let streams = stream_phase::StreamPhase::start(&cluster, base_urls.clone()).await;
 
     let mut faults = Faults::default();
     let mut watch = CommittedWatch::default();
@@ -337,7 +355,8 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
 
     // Faults over: the producers finish their request in flight; the group catches up.
     stop_producers.store(true, Ordering::SeqCst);
-    let queue_verdict = queue.finish(&cluster).await;
+    let (queue_verdict, stream_report) =
+        tokio::join!(queue.finish(&cluster), streams.finish(&cluster));
     for id in cluster.live_ids() {
         faults.snapshot_installs += fault_queue_phase::installs(&cluster, id).await;
     }
@@ -439,11 +458,13 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         watch.reads,
     );
     eprintln!("fault schedule (seed {seed}): queue: {queue_verdict}");
+    eprintln!("fault schedule (seed {seed}): streams: {stream_report}");
     assert!(
         faults.kills + faults.pauses + faults.isolations + faults.one_way_cuts >= 5,
         "too few faults: {faults:?}"
     );
     queue_verdict.assert_clean();
+    stream_report.assert_clean();
     assert_eq!(lost, 0, "acknowledged messages lost");
     assert_eq!(duplicated, 0, "idempotently produced messages stored twice");
     for log in &logs {

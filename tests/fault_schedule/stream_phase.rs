@@ -1,0 +1,434 @@
+//! The fault schedule's push streams (issue 29, item 9): a topic of their own (two partitions,
+//! RF 3) with a producer, and four stream clients on it, one per kind of stream, spread over
+//! the nodes, each resuming on another node whenever its connection ends:
+//!
+//! - a WebSocket queue subscription and a queue subscription as server-sent events (each on a
+//!   subscription of its own, acking every lease: `common::fault_stream_queue`);
+//! - a WebSocket consumer group subscription and a group member as server-sent events (each
+//!   the only member of a group of its own, committing what it processed:
+//!   `common::fault_stream_group`).
+//!
+//! Its checker, once the faults are over and every stream drained: each queue stream was
+//! delivered every stored message, confirmed no ack twice, was delivered nothing after its ack
+//! was confirmed, and its subscription has nothing left (backlog and in flight 0); each group
+//! stream was delivered every stored message (the same value as stored), skipped nothing past
+//! what it had seen, and its group committed every partition's end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::common::cluster::Stored;
+use super::common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
+use super::common::fault_stream_group::{self, GroupStreamLog};
+use super::common::fault_stream_queue::{self, QueueStreamLog, QueueStreamVerdict};
+use super::common::fault_streams::Transport;
+use serde_json::{json, Value};
+
+const TOPIC: &str = "fault-streams";
+const PARTITIONS: u32 = 2;
+const WS_QUEUE: &str = "streams-ws-queue";
+const SSE_QUEUE: &str = "streams-sse-queue";
+const WS_GROUP: &str = "streams-ws-group";
+const SSE_GROUP: &str = "streams-sse-group";
+/// A lease held by a stream on a paused node comes back after this.
+const ACK_DEADLINE_MS: u64 = 5_000;
+/// How long the streams get to settle everything once the faults and the producer stopped.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(60);
+
+pub struct StreamPhase {
+    stop_producer: Arc<AtomicBool>,
+    producer: tokio::task::JoinHandle<()>,
+    produced: Arc<AtomicUsize>,
+    stop_clients: Arc<AtomicBool>,
+    queues: Vec<(&'static str, tokio::task::JoinHandle<QueueStreamLog>)>,
+    groups: Vec<(&'static str, tokio::task::JoinHandle<GroupStreamLog>)>,
+}
+
+/// One queue stream's findings.
+pub struct QueueStreamReport {
+    pub name: &'static str,
+    pub log: QueueStreamLog,
+    pub verdict: QueueStreamVerdict,
+    pub undelivered: Vec<(u32, u64)>,
+    /// `(backlog, in_flight)` the subscription showed last.
+    pub left: Option<(u64, u64)>,
+}
+
+/// One group stream's findings.
+pub struct GroupStreamReport {
+    pub name: &'static str,
+    pub log: GroupStreamLog,
+    pub undelivered: Vec<(u32, u64)>,
+    /// Deliveries whose value is not the one stored at their position.
+    pub altered: Vec<(u32, u64)>,
+    pub committed: BTreeMap<u32, u64>,
+}
+
+pub struct StreamReport {
+    pub produced: usize,
+    pub high_watermarks: BTreeMap<u32, u64>,
+    pub queues: Vec<QueueStreamReport>,
+    pub groups: Vec<GroupStreamReport>,
+    pub drained_in: Duration,
+}
+
+fn spawn_producer(
+    urls: Vec<String>,
+    stop: Arc<AtomicBool>,
+    produced: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let client = herald::cli::http_client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("build the HTTP client");
+        let (mut node, mut request) = (0, 0u64);
+        while !stop.load(Ordering::SeqCst) {
+            let messages: Vec<Value> = (0..10)
+                .map(|m| json!({"partition": m % PARTITIONS, "value": {"s": request * 10 + u64::from(m)}}))
+                .collect();
+            // Not idempotent: a retry may store a batch twice; the streams must deliver every
+            // stored copy (the checker goes by position).
+            let body = json!({ "messages": messages });
+            match produce_once(&client, &urls[node % urls.len()], &body).await {
+                Attempt::Acknowledged(_) => {
+                    produced.fetch_add(messages.len(), Ordering::SeqCst);
+                    request += 1;
+                }
+                _ => node += 1,
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    })
+}
+
+impl StreamPhase {
+    pub async fn start(cluster: &TestCluster, base_urls: Vec<String>) -> StreamPhase {
+        create_replicated(cluster, 1, TOPIC, PARTITIONS, 3).await;
+        for partition in 0..PARTITIONS {
+            cluster.wait_until_in_sync(TOPIC, partition, 3).await;
+        }
+        for subscription in [WS_QUEUE, SSE_QUEUE] {
+            super::common::queues::subscribe(
+                cluster.node(1),
+                subscription,
+                json!({"topic": TOPIC, "ack_deadline_ms": ACK_DEADLINE_MS, "start": "earliest",
+                       "retry_policy": {"min_backoff_ms": 100, "max_backoff_ms": 500}}),
+            )
+            .await;
+        }
+        let urls = cluster
+            .ids()
+            .into_iter()
+            .map(|id| messages_url(cluster, id, TOPIC))
+            .collect();
+        let (stop_producer, produced) = (Arc::new(AtomicBool::new(false)), Arc::default());
+        let producer = spawn_producer(urls, stop_producer.clone(), Arc::clone(&produced));
+        let stop_clients = Arc::new(AtomicBool::new(false));
+        let stop = &stop_clients;
+        // Spread over the nodes: each first connects to a different one.
+        let queues = vec![
+            (
+                "ws queue",
+                fault_stream_queue::spawn(
+                    Transport::WebSocket,
+                    base_urls.clone(),
+                    0,
+                    WS_QUEUE,
+                    stop.clone(),
+                ),
+            ),
+            (
+                "sse queue",
+                fault_stream_queue::spawn(
+                    Transport::Sse,
+                    base_urls.clone(),
+                    1,
+                    SSE_QUEUE,
+                    stop.clone(),
+                ),
+            ),
+        ];
+        let groups = vec![
+            (
+                "ws group",
+                fault_stream_group::spawn(
+                    Transport::WebSocket,
+                    base_urls.clone(),
+                    2,
+                    WS_GROUP,
+                    TOPIC,
+                    stop.clone(),
+                ),
+            ),
+            (
+                "sse group",
+                fault_stream_group::spawn(
+                    Transport::Sse,
+                    base_urls,
+                    0,
+                    SSE_GROUP,
+                    TOPIC,
+                    stop.clone(),
+                ),
+            ),
+        ];
+        StreamPhase {
+            stop_producer,
+            producer,
+            produced,
+            stop_clients,
+            queues,
+            groups,
+        }
+    }
+
+    /// Stops the producer, lets every stream settle what the topic holds, stops them and
+    /// checks what they saw.
+    pub async fn finish(self, cluster: &TestCluster) -> StreamReport {
+        self.stop_producer.store(true, Ordering::SeqCst);
+        let _ = self.producer.await;
+        let mut high_watermarks = BTreeMap::new();
+        for partition in 0..PARTITIONS {
+            let leader = cluster.stable_leader(TOPIC, partition).await;
+            let view = cluster
+                .partition_view(leader, TOPIC, partition)
+                .await
+                .unwrap_or_else(|err| cluster.fail(&err));
+            high_watermarks.insert(partition, view["high_watermark"].as_u64().unwrap_or(0));
+        }
+        let started = Instant::now();
+        let mut left = BTreeMap::new();
+        let mut committed = BTreeMap::new();
+        while started.elapsed() < DRAIN_DEADLINE {
+            let via = cluster.live_ids()[0];
+            for subscription in [WS_QUEUE, SSE_QUEUE] {
+                let path = format!("/v1/subscriptions/{subscription}");
+                if let Ok(answer) = cluster.get_ok(via, &path).await {
+                    let counts = (answer["backlog"].as_u64(), answer["in_flight"].as_u64());
+                    if let (Some(backlog), Some(in_flight)) = counts {
+                        left.insert(subscription, (backlog, in_flight));
+                    }
+                }
+            }
+            for group in [WS_GROUP, SSE_GROUP] {
+                if let Ok(view) = cluster.get_ok(via, &format!("/v1/groups/{group}")).await {
+                    committed.insert(group, committed_offsets(&view));
+                }
+            }
+            let queues_done = [WS_QUEUE, SSE_QUEUE]
+                .iter()
+                .all(|s| left.get(s) == Some(&(0, 0)));
+            let groups_done = [WS_GROUP, SSE_GROUP]
+                .iter()
+                .all(|g| committed.get(g) == Some(&high_watermarks));
+            if queues_done && groups_done {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let drained_in = started.elapsed();
+        self.stop_clients.store(true, Ordering::SeqCst);
+        let via = cluster.live_ids()[0];
+        let mut stored = BTreeMap::new();
+        for partition in 0..PARTITIONS {
+            stored.insert(
+                partition,
+                cluster.read_partition(via, TOPIC, partition).await,
+            );
+        }
+        let mut queues = Vec::new();
+        for ((name, client), subscription) in self.queues.into_iter().zip([WS_QUEUE, SSE_QUEUE]) {
+            let log = stopped(name, client).await;
+            let delivered: BTreeSet<(u32, u64)> = log.leases.iter().map(|l| l.position).collect();
+            queues.push(QueueStreamReport {
+                name,
+                verdict: fault_stream_queue::check(&log),
+                undelivered: missing(&stored, &delivered),
+                left: left.get(subscription).copied(),
+                log,
+            });
+        }
+        let mut groups = Vec::new();
+        for ((name, client), group) in self.groups.into_iter().zip([WS_GROUP, SSE_GROUP]) {
+            let log = stopped(name, client).await;
+            let delivered: BTreeSet<(u32, u64)> =
+                log.delivered.iter().map(|(p, o, _, _)| (*p, *o)).collect();
+            let altered = log
+                .delivered
+                .iter()
+                .filter(|(p, o, value, _)| {
+                    stored_at(&stored, *p, *o).map(|m| &m.value) != Some(value)
+                })
+                .map(|(p, o, _, _)| (*p, *o))
+                .collect();
+            groups.push(GroupStreamReport {
+                name,
+                undelivered: missing(&stored, &delivered),
+                altered,
+                committed: committed.get(group).cloned().unwrap_or_default(),
+                log,
+            });
+        }
+        StreamReport {
+            produced: self.produced.load(Ordering::SeqCst),
+            high_watermarks,
+            queues,
+            groups,
+            drained_in,
+        }
+    }
+}
+
+async fn stopped<T>(name: &str, client: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), client)
+        .await
+        .unwrap_or_else(|_| panic!("the {name} stream did not stop"))
+        .unwrap_or_else(|_| panic!("the {name} stream panicked"))
+}
+
+fn committed_offsets(view: &Value) -> BTreeMap<u32, u64> {
+    view["offsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| Some((o["partition"].as_u64()? as u32, o["committed"].as_u64()?)))
+        .collect()
+}
+
+fn stored_at(stored: &BTreeMap<u32, Vec<Stored>>, partition: u32, offset: u64) -> Option<&Stored> {
+    let messages = stored.get(&partition)?;
+    let first = messages.first()?.offset;
+    messages
+        .get(offset.checked_sub(first)? as usize)
+        .filter(|m| m.offset == offset)
+}
+
+fn missing(
+    stored: &BTreeMap<u32, Vec<Stored>>,
+    delivered: &BTreeSet<(u32, u64)>,
+) -> Vec<(u32, u64)> {
+    stored
+        .iter()
+        .flat_map(|(p, messages)| messages.iter().map(move |m| (*p, m.offset)))
+        .filter(|position| !delivered.contains(position))
+        .collect()
+}
+
+impl fmt::Display for StreamReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} messages produced, stored {:?}, drained in {:?}",
+            self.produced, self.high_watermarks, self.drained_in
+        )?;
+        for queue in &self.queues {
+            let (log, verdict) = (&queue.log, &queue.verdict);
+            write!(
+                f,
+                "; {}: {} reconnects ({} failed connects, ended {:?}), {} deliveries ({} \
+                 redeliveries), {} acks failed, {} expired, acked twice {}, delivered after a \
+                 confirmed ack {}, never delivered {}, left {:?}",
+                queue.name,
+                log.connections.saturating_sub(1),
+                log.failed_connects,
+                log.ended,
+                verdict.deliveries,
+                verdict.redeliveries,
+                log.ack_failures,
+                log.expired,
+                verdict.acked_twice.len(),
+                verdict.delivered_after_ack.len(),
+                queue.undelivered.len(),
+                queue.left,
+            )?;
+        }
+        for group in &self.groups {
+            let log = &group.log;
+            let distinct: BTreeSet<(u32, u64)> =
+                log.delivered.iter().map(|(p, o, _, _)| (*p, *o)).collect();
+            write!(
+                f,
+                "; {}: {} reconnects ({} failed connects, ended {:?}), {} assignments to {} \
+                 members, {} deliveries ({} redeliveries), {} commits ({} refused, {} failed), \
+                 gaps {}, never delivered {}, committed {:?}",
+                group.name,
+                log.connections.saturating_sub(1),
+                log.failed_connects,
+                log.ended,
+                log.assignments,
+                log.members.len(),
+                log.delivered.len(),
+                log.delivered.len() - distinct.len(),
+                log.commits,
+                log.commits_refused,
+                log.commit_failures,
+                log.gaps.len(),
+                group.undelivered.len(),
+                group.committed,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl StreamReport {
+    pub fn assert_clean(&self) {
+        for queue in &self.queues {
+            let (name, verdict) = (queue.name, &queue.verdict);
+            assert!(
+                verdict.acked_twice.is_empty(),
+                "{name}: acked twice: {:?}",
+                verdict.acked_twice
+            );
+            assert!(
+                verdict.delivered_after_ack.is_empty(),
+                "{name}: delivered after a confirmed ack: {:?}",
+                verdict.delivered_after_ack
+            );
+            assert!(
+                queue.undelivered.is_empty(),
+                "{name}: never delivered: {:?}",
+                queue.undelivered
+            );
+            assert_eq!(
+                queue.left,
+                Some((0, 0)),
+                "{name}: (backlog, in flight) left at the end"
+            );
+        }
+        for group in &self.groups {
+            let name = group.name;
+            assert!(
+                group.log.gaps.is_empty(),
+                "{name}: skipped messages: {:?}",
+                group.log.gaps
+            );
+            assert!(
+                group.undelivered.is_empty(),
+                "{name}: never delivered: {:?}",
+                group.undelivered
+            );
+            assert!(
+                group.altered.is_empty(),
+                "{name}: not what is stored: {:?}",
+                group.altered
+            );
+            assert_eq!(
+                group.committed, self.high_watermarks,
+                "{name}: the group's committed offsets against the partitions' ends"
+            );
+        }
+        for queue in &self.queues {
+            assert!(
+                !queue.log.leases.is_empty(),
+                "{}: delivered nothing",
+                queue.name
+            );
+        }
+    }
+}
