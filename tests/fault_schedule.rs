@@ -238,7 +238,9 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
     eprintln!("fault schedule seed {seed} (HERALD_FAULT_SEED={seed} replays it)");
     let mut rng = Rng(seed);
 
+    let t0 = Instant::now();
     let mut cluster = TestCluster::start_with(3, NODE_ARGS).await;
+    eprintln!("TIMING cluster up {:?}", t0.elapsed());
     let (topic, group) = ("faults", "fault-group");
     create_replicated(&cluster, 1, topic, PARTITIONS, 3).await;
     for partition in 0..PARTITIONS {
@@ -280,8 +282,11 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         })
     };
 
-    let queue = fault_queue_phase::QueuePhase::start(&cluster, base_urls.clone()).await;
-    let streams = stream_phase::StreamPhase::start(&cluster, base_urls.clone()).await;
+    let (queue, streams) = tokio::join!(
+        fault_queue_phase::QueuePhase::start(&cluster, base_urls.clone()),
+        stream_phase::StreamPhase::start(&cluster, base_urls.clone())
+    );
+    eprintln!("TIMING phases started {:?}", t0.elapsed());
 
     let mut faults = Faults::default();
     let mut watch = CommittedWatch::default();
@@ -355,6 +360,7 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
 
     // Faults over: the producers finish their request in flight; the group catches up.
     stop_producers.store(true, Ordering::SeqCst);
+    eprintln!("TIMING faults over {:?}", t0.elapsed());
     let (queue_verdict, stream_report) =
         tokio::join!(queue.finish(&cluster), streams.finish(&cluster));
     for id in cluster.live_ids() {
@@ -373,6 +379,10 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
             .unwrap_or_else(|err| cluster.fail(&err));
         high_watermarks.insert(partition, view["high_watermark"].as_u64().unwrap_or(0));
     }
+    eprintln!(
+        "TIMING queue and streams finished, producers joined {:?}",
+        t0.elapsed()
+    );
     let drain_deadline = Instant::now() + DRAIN_DEADLINE;
     loop {
         watch.observe(&cluster, group).await;
@@ -392,6 +402,7 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     stop_consumer.store(true, Ordering::SeqCst);
+    eprintln!("TIMING group drained {:?}", t0.elapsed());
     let consumer: ConsumerLog = tokio::time::timeout(Duration::from_secs(30), consumer)
         .await
         .expect("the consumer stops")

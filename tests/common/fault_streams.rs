@@ -20,7 +20,7 @@ use super::ws::Socket;
 
 /// A connection silent for this long is abandoned (its node pings or sends a keepalive every
 /// second while it runs).
-pub const SILENCE: Duration = Duration::from_secs(4);
+pub const SILENCE: Duration = Duration::from_secs(2);
 /// How long opening a connection (the handshake, or the event stream's headers) may take; a
 /// paused node accepts the TCP connection and never answers. A group stream joins the group
 /// before its headers, through an election if one is under way.

@@ -192,18 +192,13 @@ impl StreamPhase {
     pub async fn finish(self, cluster: &TestCluster) -> StreamReport {
         self.stop_producer.store(true, Ordering::SeqCst);
         let _ = self.producer.await;
-        let mut high_watermarks = BTreeMap::new();
-        for partition in 0..PARTITIONS {
-            let leader = cluster.stable_leader(TOPIC, partition).await;
-            let view = cluster
-                .partition_view(leader, TOPIC, partition)
-                .await
-                .unwrap_or_else(|err| cluster.fail(&err));
-            high_watermarks.insert(partition, view["high_watermark"].as_u64().unwrap_or(0));
-        }
+        // Done when both subscriptions have nothing left and both groups committed the ends
+        // of the partitions (the highest high watermark any node shows), twice in a row with
+        // the same ends: a produce the producer gave up on may still land.
         let started = Instant::now();
         let mut left = BTreeMap::new();
         let mut committed = BTreeMap::new();
+        let mut done_at: Option<BTreeMap<u32, u64>> = None;
         while started.elapsed() < DRAIN_DEADLINE {
             let via = cluster.live_ids()[0];
             for subscription in [WS_QUEUE, SSE_QUEUE] {
@@ -220,14 +215,20 @@ impl StreamPhase {
                     committed.insert(group, committed_offsets(&view));
                 }
             }
+            let ends = ends(cluster).await;
             let queues_done = [WS_QUEUE, SSE_QUEUE]
                 .iter()
                 .all(|s| left.get(s) == Some(&(0, 0)));
             let groups_done = [WS_GROUP, SSE_GROUP]
                 .iter()
-                .all(|g| committed.get(g) == Some(&high_watermarks));
+                .all(|g| committed.get(g) == Some(&ends));
             if queues_done && groups_done {
-                break;
+                if done_at.as_ref() == Some(&ends) {
+                    break;
+                }
+                done_at = Some(ends);
+            } else {
+                done_at = None;
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
@@ -235,11 +236,11 @@ impl StreamPhase {
         self.stop_clients.store(true, Ordering::SeqCst);
         let via = cluster.live_ids()[0];
         let mut stored = BTreeMap::new();
+        let mut high_watermarks = BTreeMap::new();
         for partition in 0..PARTITIONS {
-            stored.insert(
-                partition,
-                cluster.read_partition(via, TOPIC, partition).await,
-            );
+            let messages = cluster.read_partition(via, TOPIC, partition).await;
+            high_watermarks.insert(partition, messages.last().map_or(0, |m| m.offset + 1));
+            stored.insert(partition, messages);
         }
         let mut queues = Vec::new();
         for ((name, client), subscription) in self.queues.into_iter().zip([WS_QUEUE, SSE_QUEUE]) {
@@ -289,6 +290,27 @@ async fn stopped<T>(name: &str, client: tokio::task::JoinHandle<T>) -> T {
         .await
         .unwrap_or_else(|_| panic!("the {name} stream did not stop"))
         .unwrap_or_else(|_| panic!("the {name} stream panicked"))
+}
+
+/// Per partition, the highest high watermark a live node shows.
+async fn ends(cluster: &TestCluster) -> BTreeMap<u32, u64> {
+    let mut ends = BTreeMap::new();
+    for via in cluster.live_ids() {
+        let Ok(view) = cluster.topic_view(via, TOPIC).await else {
+            continue;
+        };
+        for partition in view["partitions"].as_array().into_iter().flatten() {
+            let (Some(p), Some(high)) = (
+                partition["partition"].as_u64(),
+                partition["high_watermark"].as_u64(),
+            ) else {
+                continue;
+            };
+            let end = ends.entry(p as u32).or_default();
+            *end = high.max(*end);
+        }
+    }
+    ends
 }
 
 fn committed_offsets(view: &Value) -> BTreeMap<u32, u64> {
