@@ -23,7 +23,9 @@
 //! killed node) or goes silent (a paused one). Its checker: each queue stream got every stored
 //! message, none confirmed acked twice, none delivered after its ack was confirmed, and its
 //! subscription ends with nothing left; each group stream got every stored message, skipped
-//! none past what it had seen, and its group committed every partition's end.
+//! none past what it had seen, and its group committed every partition's end. Two topic
+//! streams on it (server-sent events resumed with `Last-Event-ID`, a WebSocket resumed with
+//! its `resume` token) got exactly the stored log: each message once, in order.
 //!
 //! The schedule comes from a seed, printed at the start and on failure; set `HERALD_FAULT_SEED`
 //! to replay one (the faults repeat; their timing against the load does not exactly). The whole

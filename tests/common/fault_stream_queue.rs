@@ -221,6 +221,8 @@ impl Client {
             "{base}/v1/subscriptions/{}/events?max_in_flight={WINDOW}",
             self.subscription
         );
+        // Queue streams do not resume by id (a lease's id is its ack id), but a browser's
+        // `EventSource` sends the last one anyway: the node must take it.
         let mut stream = SseConn::open(&url, last_event_id.as_deref()).await?;
         self.log.connections += 1;
         let mut pending: Vec<String> = Vec::new();

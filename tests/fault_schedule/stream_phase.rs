@@ -1,18 +1,22 @@
 //! The fault schedule's push streams (issue 29, item 9): a topic of their own (two partitions,
-//! RF 3) with a producer, and four stream clients on it, one per kind of stream, spread over
+//! RF 3) with a producer, and six stream clients on it, one per kind of stream, spread over
 //! the nodes, each resuming on another node whenever its connection ends:
 //!
 //! - a WebSocket queue subscription and a queue subscription as server-sent events (each on a
 //!   subscription of its own, acking every lease: `common::fault_stream_queue`);
 //! - a WebSocket consumer group subscription and a group member as server-sent events (each
 //!   the only member of a group of its own, committing what it processed:
-//!   `common::fault_stream_group`).
+//!   `common::fault_stream_group`);
+//! - the topic itself as server-sent events and over a WebSocket, resumed with the last
+//!   event's id as `Last-Event-ID` and with the last message's `resume` token as `from`
+//!   (`common::fault_stream_topic`).
 //!
 //! Its checker, once the faults are over and every stream drained: each queue stream was
 //! delivered every stored message, confirmed no ack twice, was delivered nothing after its ack
 //! was confirmed, and its subscription has nothing left (backlog and in flight 0); each group
 //! stream was delivered every stored message (the same value as stored), skipped nothing past
-//! what it had seen, and its group committed every partition's end.
+//! what it had seen, and its group committed every partition's end; each topic stream was
+//! delivered exactly the stored log: every message once, in offset order per partition.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -24,6 +28,7 @@ use super::common::cluster::Stored;
 use super::common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
 use super::common::fault_stream_group::{self, GroupStreamLog};
 use super::common::fault_stream_queue::{self, QueueStreamLog, QueueStreamVerdict};
+use super::common::fault_stream_topic::{self, Progress, TopicStreamLog};
 use super::common::fault_streams::Transport;
 use serde_json::{json, Value};
 
@@ -45,6 +50,19 @@ pub struct StreamPhase {
     stop_clients: Arc<AtomicBool>,
     queues: Vec<(&'static str, tokio::task::JoinHandle<QueueStreamLog>)>,
     groups: Vec<(&'static str, tokio::task::JoinHandle<GroupStreamLog>)>,
+    topics: Vec<(
+        &'static str,
+        tokio::task::JoinHandle<TopicStreamLog>,
+        Progress,
+    )>,
+}
+
+/// One topic stream's findings.
+pub struct TopicStreamReport {
+    pub name: &'static str,
+    pub log: TopicStreamLog,
+    /// Where it differs from the stored log (empty: every message once, in order).
+    pub problems: Vec<String>,
 }
 
 /// One queue stream's findings.
@@ -72,6 +90,7 @@ pub struct StreamReport {
     pub high_watermarks: BTreeMap<u32, u64>,
     pub queues: Vec<QueueStreamReport>,
     pub groups: Vec<GroupStreamReport>,
+    pub topics: Vec<TopicStreamReport>,
     pub drained_in: Duration,
 }
 
@@ -129,61 +148,47 @@ impl StreamPhase {
         let (stop_producer, produced) = (Arc::new(AtomicBool::new(false)), Arc::default());
         let producer = spawn_producer(urls, stop_producer.clone(), Arc::clone(&produced));
         let stop_clients = Arc::new(AtomicBool::new(false));
+        // Spread over the nodes: (name, transport, the node it connects to first, its
+        // subscription or group).
         let stop = &stop_clients;
-        // Spread over the nodes: each first connects to a different one.
-        let queues = vec![
-            (
-                "ws queue",
-                fault_stream_queue::spawn(
-                    Transport::WebSocket,
-                    base_urls.clone(),
-                    0,
-                    WS_QUEUE,
-                    stop.clone(),
-                ),
-            ),
-            (
-                "sse queue",
-                fault_stream_queue::spawn(
-                    Transport::Sse,
-                    base_urls.clone(),
-                    1,
-                    SSE_QUEUE,
-                    stop.clone(),
-                ),
-            ),
-        ];
-        let groups = vec![
-            (
-                "ws group",
-                fault_stream_group::spawn(
-                    Transport::WebSocket,
-                    base_urls.clone(),
-                    2,
-                    WS_GROUP,
-                    TOPIC,
-                    stop.clone(),
-                ),
-            ),
-            (
-                "sse group",
-                fault_stream_group::spawn(
-                    Transport::Sse,
-                    base_urls,
-                    0,
-                    SSE_GROUP,
-                    TOPIC,
-                    stop.clone(),
-                ),
-            ),
-        ];
+        let queues = [
+            ("ws queue", Transport::WebSocket, 0, WS_QUEUE),
+            ("sse queue", Transport::Sse, 1, SSE_QUEUE),
+        ]
+        .map(|(name, transport, first, subscription)| {
+            let urls = base_urls.clone();
+            let client =
+                fault_stream_queue::spawn(transport, urls, first, subscription, stop.clone());
+            (name, client)
+        });
+        let groups = [
+            ("ws group", Transport::WebSocket, 2, WS_GROUP),
+            ("sse group", Transport::Sse, 0, SSE_GROUP),
+        ]
+        .map(|(name, transport, first, group)| {
+            let urls = base_urls.clone();
+            let client =
+                fault_stream_group::spawn(transport, urls, first, group, TOPIC, stop.clone());
+            (name, client)
+        });
+        let topics = [
+            ("sse topic", Transport::Sse, 1),
+            ("ws topic", Transport::WebSocket, 2),
+        ]
+        .map(|(name, transport, first)| {
+            let urls = base_urls.clone();
+            let (client, progress) =
+                fault_stream_topic::spawn(transport, urls, first, TOPIC, stop.clone());
+            (name, client, progress)
+        });
         StreamPhase {
             stop_producer,
             producer,
             produced,
             stop_clients,
-            queues,
-            groups,
+            queues: queues.into(),
+            groups: groups.into(),
+            topics: topics.into(),
         }
     }
 
@@ -222,7 +227,12 @@ impl StreamPhase {
             let groups_done = [WS_GROUP, SSE_GROUP]
                 .iter()
                 .all(|g| committed.get(g) == Some(&ends));
-            if queues_done && groups_done {
+            let topics_done = self.topics.iter().all(|(_, _, progress)| {
+                let progress = progress.lock().map(|p| p.clone()).unwrap_or_default();
+                ends.iter()
+                    .all(|(p, end)| progress.get(p).copied().unwrap_or(0) >= *end)
+            });
+            if queues_done && groups_done && topics_done {
                 if done_at.as_ref() == Some(&ends) {
                     break;
                 }
@@ -275,7 +285,18 @@ impl StreamPhase {
                 log,
             });
         }
+        let mut topics = Vec::new();
+        for (name, client, _) in self.topics {
+            let log = stopped(name, client).await;
+            let problems = fault_stream_topic::check(&log, &stored);
+            topics.push(TopicStreamReport {
+                name,
+                log,
+                problems,
+            });
+        }
         StreamReport {
+            topics,
             produced: self.produced.load(Ordering::SeqCst),
             high_watermarks,
             queues,
@@ -392,6 +413,21 @@ impl fmt::Display for StreamReport {
                 log.gaps.len(),
                 group.undelivered.len(),
                 group.committed,
+            )?;
+        }
+        for topic in &self.topics {
+            let log = &topic.log;
+            write!(
+                f,
+                "; {}: {} reconnects ({} resumed by token, {} failed connects, ended {:?}), {} \
+                 deliveries, differences from the log {:?}",
+                topic.name,
+                log.connections.saturating_sub(1),
+                log.resumed,
+                log.failed_connects,
+                log.ended,
+                log.delivered.len(),
+                topic.problems,
             )?;
         }
         Ok(())
