@@ -34,21 +34,26 @@
 mod common;
 #[path = "fault_schedule/queue_phase.rs"]
 mod fault_queue_phase;
+#[path = "fault_schedule/producers.rs"]
+mod producers;
 #[path = "fault_schedule/seed.rs"]
 mod seed;
 #[path = "fault_schedule/stream_phase.rs"]
 mod stream_phase;
+#[path = "fault_schedule/stream_report.rs"]
+mod stream_report;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::book::{Book, PRODUCE_DEADLINE};
-use common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
+use common::book::Book;
+use common::cluster::{create_replicated, messages_url, TestCluster};
 use common::fault_consumer::{ConsumerLog, FaultConsumer};
+use producers::{register, spawn_producer};
 use seed::{seed, Rng, SeedOnFailure};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// How long faults are injected.
 const FAULT_PHASE: Duration = Duration::from_secs(50);
@@ -76,98 +81,6 @@ const NODE_ARGS: &[&str] = &[
     "--ws-ping-interval-ms",
     "1000",
 ];
-
-/// What one idempotent producer got acknowledged, in sequence order.
-#[derive(Debug, Default)]
-struct ProducerLog {
-    partition: u32,
-    /// (id, offset), in the order sent (= sequence order).
-    acked: Vec<(String, u64)>,
-    requests: usize,
-    /// Requests that needed more than one attempt.
-    retried: usize,
-}
-
-/// Registers producer `name` through node 1: (producer id, epoch).
-async fn register(cluster: &TestCluster, name: &str) -> (u64, u64) {
-    let node = cluster.node(1);
-    let response = node
-        .post_json("/v1/producers", &json!({ "name": name }))
-        .await;
-    let (status, body) = node.json(response).await;
-    assert!(status.is_success(), "register {name}: {status}: {body}");
-    (
-        body["producer_id"].as_u64().expect("producer_id"),
-        body["producer_epoch"].as_u64().expect("producer_epoch"),
-    )
-}
-
-/// A producer writing `BATCH` messages per request to its partition until `stop`, each request
-/// retried (the same body, the same sequence) through the nodes in turn until acknowledged.
-fn spawn_producer(
-    name: String,
-    (producer_id, epoch): (u64, u64),
-    partition: u32,
-    urls: Vec<String>,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<ProducerLog> {
-    tokio::spawn(async move {
-        let client = herald::cli::http_client::builder()
-            .no_proxy()
-            .timeout(ATTEMPT_TIMEOUT)
-            .build()
-            .expect("build the HTTP client");
-        let mut log = ProducerLog {
-            partition,
-            ..ProducerLog::default()
-        };
-        let mut next_node = partition as usize;
-        let mut sequence = 0u64;
-        while !stop.load(Ordering::SeqCst) {
-            let ids: Vec<String> = (0..BATCH)
-                .map(|m| format!("{name}-{}", sequence + m as u64))
-                .collect();
-            let messages: Vec<Value> = ids
-                .iter()
-                .map(|id| json!({"partition": partition, "key": id, "value": {"id": id}}))
-                .collect();
-            let body = json!({
-                "producer_id": producer_id,
-                "producer_epoch": epoch,
-                "sequence": sequence,
-                "messages": messages,
-            });
-            let deadline = Instant::now() + PRODUCE_DEADLINE;
-            let mut attempts = Vec::new();
-            let offsets = loop {
-                let url = &urls[next_node % urls.len()];
-                match produce_once(&client, url, &body).await {
-                    Attempt::Acknowledged(offsets) => break offsets,
-                    Attempt::Retryable(why) => attempts.push(why),
-                    Attempt::Fatal(why) => panic!(
-                        "{name} sequence {sequence}: {why}\n(after failed attempts {attempts:#?})"
-                    ),
-                }
-                next_node += 1;
-                assert!(
-                    Instant::now() < deadline,
-                    "{name} sequence {sequence} not acknowledged within {PRODUCE_DEADLINE:?}: {attempts:#?}"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
-            log.requests += 1;
-            if !attempts.is_empty() {
-                log.retried += 1;
-            }
-            for (id, (p, offset)) in ids.into_iter().zip(offsets) {
-                assert_eq!(p, partition, "{id} acknowledged on partition {p}");
-                log.acked.push((id, offset));
-            }
-            sequence += BATCH as u64;
-        }
-        log
-    })
-}
 
 /// The faults the schedule injects, counted by kind.
 #[derive(Debug, Default)]
@@ -240,9 +153,7 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
     eprintln!("fault schedule seed {seed} (HERALD_FAULT_SEED={seed} replays it)");
     let mut rng = Rng(seed);
 
-    let t0 = Instant::now();
     let mut cluster = TestCluster::start_with(3, NODE_ARGS).await;
-    eprintln!("TIMING cluster up {:?}", t0.elapsed());
     let (topic, group) = ("faults", "fault-group");
     create_replicated(&cluster, 1, topic, PARTITIONS, 3).await;
     for partition in 0..PARTITIONS {
@@ -288,7 +199,6 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         fault_queue_phase::QueuePhase::start(&cluster, base_urls.clone()),
         stream_phase::StreamPhase::start(&cluster, base_urls.clone())
     );
-    eprintln!("TIMING phases started {:?}", t0.elapsed());
 
     let mut faults = Faults::default();
     let mut watch = CommittedWatch::default();
@@ -362,7 +272,6 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
 
     // Faults over: the producers finish their request in flight; the group catches up.
     stop_producers.store(true, Ordering::SeqCst);
-    eprintln!("TIMING faults over {:?}", t0.elapsed());
     let (queue_verdict, stream_report) =
         tokio::join!(queue.finish(&cluster), streams.finish(&cluster));
     for id in cluster.live_ids() {
@@ -381,10 +290,6 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
             .unwrap_or_else(|err| cluster.fail(&err));
         high_watermarks.insert(partition, view["high_watermark"].as_u64().unwrap_or(0));
     }
-    eprintln!(
-        "TIMING queue and streams finished, producers joined {:?}",
-        t0.elapsed()
-    );
     let drain_deadline = Instant::now() + DRAIN_DEADLINE;
     loop {
         watch.observe(&cluster, group).await;
@@ -404,7 +309,6 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     stop_consumer.store(true, Ordering::SeqCst);
-    eprintln!("TIMING group drained {:?}", t0.elapsed());
     let consumer: ConsumerLog = tokio::time::timeout(Duration::from_secs(30), consumer)
         .await
         .expect("the consumer stops")

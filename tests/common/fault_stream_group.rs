@@ -89,8 +89,7 @@ pub fn spawn(
         assigned: BTreeSet::new(),
     };
     tokio::spawn(async move {
-        let mut node = first;
-        for _ in 0..MAX_CONNECTIONS {
+        for node in first..first + MAX_CONNECTIONS {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
@@ -108,7 +107,6 @@ pub fn spawn(
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
-            node += 1;
         }
         client.log
     })

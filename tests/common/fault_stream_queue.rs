@@ -94,9 +94,8 @@ pub fn spawn(
         by_ack_id: HashMap::new(),
     };
     tokio::spawn(async move {
-        let mut node = first;
         let mut last_event_id = None;
-        for _ in 0..MAX_CONNECTIONS {
+        for node in first..first + MAX_CONNECTIONS {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
@@ -112,7 +111,6 @@ pub fn spawn(
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
-            node += 1;
         }
         client.log
     })

@@ -52,8 +52,7 @@ pub fn spawn(
             ..TopicStreamLog::default()
         };
         let mut token: Option<String> = None;
-        let mut node = first;
-        for _ in 0..MAX_CONNECTIONS {
+        for node in first..first + MAX_CONNECTIONS {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
@@ -73,7 +72,6 @@ pub fn spawn(
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
-            node += 1;
         }
         log
     });

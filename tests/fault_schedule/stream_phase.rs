@@ -19,7 +19,6 @@
 //! delivered exactly the stored log: every message once, in offset order per partition.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,9 +26,10 @@ use std::time::{Duration, Instant};
 use super::common::cluster::Stored;
 use super::common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
 use super::common::fault_stream_group::{self, GroupStreamLog};
-use super::common::fault_stream_queue::{self, QueueStreamLog, QueueStreamVerdict};
+use super::common::fault_stream_queue::{self, QueueStreamLog};
 use super::common::fault_stream_topic::{self, Progress, TopicStreamLog};
 use super::common::fault_streams::Transport;
+use super::stream_report::{GroupStreamReport, QueueStreamReport, StreamReport, TopicStreamReport};
 use serde_json::{json, Value};
 
 const TOPIC: &str = "fault-streams";
@@ -57,43 +57,6 @@ pub struct StreamPhase {
     )>,
 }
 
-/// One topic stream's findings.
-pub struct TopicStreamReport {
-    pub name: &'static str,
-    pub log: TopicStreamLog,
-    /// Where it differs from the stored log (empty: every message once, in order).
-    pub problems: Vec<String>,
-}
-
-/// One queue stream's findings.
-pub struct QueueStreamReport {
-    pub name: &'static str,
-    pub log: QueueStreamLog,
-    pub verdict: QueueStreamVerdict,
-    pub undelivered: Vec<(u32, u64)>,
-    /// `(backlog, in_flight)` the subscription showed last.
-    pub left: Option<(u64, u64)>,
-}
-
-/// One group stream's findings.
-pub struct GroupStreamReport {
-    pub name: &'static str,
-    pub log: GroupStreamLog,
-    pub undelivered: Vec<(u32, u64)>,
-    /// Deliveries whose value is not the one stored at their position.
-    pub altered: Vec<(u32, u64)>,
-    pub committed: BTreeMap<u32, u64>,
-}
-
-pub struct StreamReport {
-    pub produced: usize,
-    pub high_watermarks: BTreeMap<u32, u64>,
-    pub queues: Vec<QueueStreamReport>,
-    pub groups: Vec<GroupStreamReport>,
-    pub topics: Vec<TopicStreamReport>,
-    pub drained_in: Duration,
-}
-
 fn spawn_producer(
     urls: Vec<String>,
     stop: Arc<AtomicBool>,
@@ -107,8 +70,11 @@ fn spawn_producer(
             .expect("build the HTTP client");
         let (mut node, mut request) = (0, 0u64);
         while !stop.load(Ordering::SeqCst) {
-            let messages: Vec<Value> = (0..10)
-                .map(|m| json!({"partition": m % PARTITIONS, "value": {"s": request * 10 + u64::from(m)}}))
+            let messages: Vec<Value> = (0..10u32)
+                .map(|m| {
+                    let s = request * 10 + u64::from(m);
+                    json!({"partition": m % PARTITIONS, "value": {"s": s}})
+                })
                 .collect();
             // Not idempotent: a retry may store a batch twice; the streams must deliver every
             // stored copy (the checker goes by position).
@@ -256,8 +222,15 @@ impl StreamPhase {
         for ((name, client), subscription) in self.queues.into_iter().zip([WS_QUEUE, SSE_QUEUE]) {
             let log = stopped(name, client).await;
             let delivered: BTreeSet<(u32, u64)> = log.leases.iter().map(|l| l.position).collect();
+            let altered = log
+                .leases
+                .iter()
+                .filter(|l| altered(&stored, l.position, &l.value))
+                .map(|l| l.position)
+                .collect();
             queues.push(QueueStreamReport {
                 name,
+                altered,
                 verdict: fault_stream_queue::check(&log),
                 undelivered: missing(&stored, &delivered),
                 left: left.get(subscription).copied(),
@@ -272,9 +245,7 @@ impl StreamPhase {
             let altered = log
                 .delivered
                 .iter()
-                .filter(|(p, o, value, _)| {
-                    stored_at(&stored, *p, *o).map(|m| &m.value) != Some(value)
-                })
+                .filter(|(p, o, value, _)| altered(&stored, (*p, *o), value))
                 .map(|(p, o, _, _)| (*p, *o))
                 .collect();
             groups.push(GroupStreamReport {
@@ -343,12 +314,19 @@ fn committed_offsets(view: &Value) -> BTreeMap<u32, u64> {
         .collect()
 }
 
-fn stored_at(stored: &BTreeMap<u32, Vec<Stored>>, partition: u32, offset: u64) -> Option<&Stored> {
-    let messages = stored.get(&partition)?;
-    let first = messages.first()?.offset;
-    messages
-        .get(offset.checked_sub(first)? as usize)
-        .filter(|m| m.offset == offset)
+/// Whether `value`, delivered as `(partition, offset)`, is not what the log holds there.
+fn altered(
+    stored: &BTreeMap<u32, Vec<Stored>>,
+    (partition, offset): (u32, u64),
+    value: &Value,
+) -> bool {
+    let at = stored.get(&partition).and_then(|messages| {
+        let first = messages.first()?.offset;
+        messages
+            .get(usize::try_from(offset.checked_sub(first)?).ok()?)
+            .filter(|m| m.offset == offset)
+    });
+    at.map(|m| &m.value) != Some(value)
 }
 
 fn missing(
@@ -360,133 +338,4 @@ fn missing(
         .flat_map(|(p, messages)| messages.iter().map(move |m| (*p, m.offset)))
         .filter(|position| !delivered.contains(position))
         .collect()
-}
-
-impl fmt::Display for StreamReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} messages produced, stored {:?}, drained in {:?}",
-            self.produced, self.high_watermarks, self.drained_in
-        )?;
-        for queue in &self.queues {
-            let (log, verdict) = (&queue.log, &queue.verdict);
-            write!(
-                f,
-                "; {}: {} reconnects ({} failed connects, ended {:?}), {} deliveries ({} \
-                 redeliveries), {} acks failed, {} expired, acked twice {}, delivered after a \
-                 confirmed ack {}, never delivered {}, left {:?}",
-                queue.name,
-                log.connections.saturating_sub(1),
-                log.failed_connects,
-                log.ended,
-                verdict.deliveries,
-                verdict.redeliveries,
-                log.ack_failures,
-                log.expired,
-                verdict.acked_twice.len(),
-                verdict.delivered_after_ack.len(),
-                queue.undelivered.len(),
-                queue.left,
-            )?;
-        }
-        for group in &self.groups {
-            let log = &group.log;
-            let distinct: BTreeSet<(u32, u64)> =
-                log.delivered.iter().map(|(p, o, _, _)| (*p, *o)).collect();
-            write!(
-                f,
-                "; {}: {} reconnects ({} failed connects, ended {:?}), {} assignments to {} \
-                 members, {} deliveries ({} redeliveries), {} commits ({} refused, {} failed), \
-                 gaps {}, never delivered {}, committed {:?}",
-                group.name,
-                log.connections.saturating_sub(1),
-                log.failed_connects,
-                log.ended,
-                log.assignments,
-                log.members.len(),
-                log.delivered.len(),
-                log.delivered.len() - distinct.len(),
-                log.commits,
-                log.commits_refused,
-                log.commit_failures,
-                log.gaps.len(),
-                group.undelivered.len(),
-                group.committed,
-            )?;
-        }
-        for topic in &self.topics {
-            let log = &topic.log;
-            write!(
-                f,
-                "; {}: {} reconnects ({} resumed by token, {} failed connects, ended {:?}), {} \
-                 deliveries, differences from the log {:?}",
-                topic.name,
-                log.connections.saturating_sub(1),
-                log.resumed,
-                log.failed_connects,
-                log.ended,
-                log.delivered.len(),
-                topic.problems,
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl StreamReport {
-    pub fn assert_clean(&self) {
-        for queue in &self.queues {
-            let (name, verdict) = (queue.name, &queue.verdict);
-            assert!(
-                verdict.acked_twice.is_empty(),
-                "{name}: acked twice: {:?}",
-                verdict.acked_twice
-            );
-            assert!(
-                verdict.delivered_after_ack.is_empty(),
-                "{name}: delivered after a confirmed ack: {:?}",
-                verdict.delivered_after_ack
-            );
-            assert!(
-                queue.undelivered.is_empty(),
-                "{name}: never delivered: {:?}",
-                queue.undelivered
-            );
-            assert_eq!(
-                queue.left,
-                Some((0, 0)),
-                "{name}: (backlog, in flight) left at the end"
-            );
-        }
-        for group in &self.groups {
-            let name = group.name;
-            assert!(
-                group.log.gaps.is_empty(),
-                "{name}: skipped messages: {:?}",
-                group.log.gaps
-            );
-            assert!(
-                group.undelivered.is_empty(),
-                "{name}: never delivered: {:?}",
-                group.undelivered
-            );
-            assert!(
-                group.altered.is_empty(),
-                "{name}: not what is stored: {:?}",
-                group.altered
-            );
-            assert_eq!(
-                group.committed, self.high_watermarks,
-                "{name}: the group's committed offsets against the partitions' ends"
-            );
-        }
-        for queue in &self.queues {
-            assert!(
-                !queue.log.leases.is_empty(),
-                "{}: delivered nothing",
-                queue.name
-            );
-        }
-    }
 }
