@@ -16,6 +16,17 @@
 //! leads again). Its checker: no message confirmed acked twice, none delivered after its ack was
 //! confirmed, none held by two pullers at once, every retained message acked in the end.
 //!
+//! And a topic read by push streams that resume across the faults (`stream_phase`): a
+//! WebSocket and a server-sent event queue stream (each acking every lease), and a WebSocket
+//! and a server-sent event consumer group stream (each committing what it processed), each
+//! first on a different node and reconnecting to the next one when its connection ends (a
+//! killed node) or goes silent (a paused one). Its checker: each queue stream got every stored
+//! message, none confirmed acked twice, none delivered after its ack was confirmed, and its
+//! subscription ends with nothing left; each group stream got every stored message, skipped
+//! none past what it had seen, and its group committed every partition's end. Two topic
+//! streams on it (server-sent events resumed with `Last-Event-ID`, a WebSocket resumed with
+//! its `resume` token) got exactly the stored log: each message once, in order.
+//!
 //! The schedule comes from a seed, printed at the start and on failure; set `HERALD_FAULT_SEED`
 //! to replay one (the faults repeat; their timing against the load does not exactly). The whole
 //! test takes about a minute.
@@ -23,19 +34,26 @@
 mod common;
 #[path = "fault_schedule/queue_phase.rs"]
 mod fault_queue_phase;
+#[path = "fault_schedule/producers.rs"]
+mod producers;
 #[path = "fault_schedule/seed.rs"]
 mod seed;
+#[path = "fault_schedule/stream_phase.rs"]
+mod stream_phase;
+#[path = "fault_schedule/stream_report.rs"]
+mod stream_report;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::book::{Book, PRODUCE_DEADLINE};
-use common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
+use common::book::Book;
+use common::cluster::{create_replicated, messages_url, TestCluster};
 use common::fault_consumer::{ConsumerLog, FaultConsumer};
+use producers::{register, spawn_producer};
 use seed::{seed, Rng, SeedOnFailure};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// How long faults are injected.
 const FAULT_PHASE: Duration = Duration::from_secs(50);
@@ -48,7 +66,9 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_DEADLINE: Duration = Duration::from_secs(60);
 /// A cut-off leader's produces end within 4 s, and a request waits at most 5 s for a leader
 /// (well above the 2.5 s election timeout).
-/// Retention is checked every second (the queue topic trims during the run).
+/// Retention is checked every second (the queue topic trims during the run). Event streams and
+/// WebSockets hear from their node every second, so a stream client tells a paused node by
+/// its silence.
 const NODE_ARGS: &[&str] = &[
     "--produce-timeout-ms",
     "4000",
@@ -56,99 +76,11 @@ const NODE_ARGS: &[&str] = &[
     "5000",
     "--retention-check-interval-ms",
     "1000",
+    "--sse-keepalive-ms",
+    "1000",
+    "--ws-ping-interval-ms",
+    "1000",
 ];
-
-/// What one idempotent producer got acknowledged, in sequence order.
-#[derive(Debug, Default)]
-struct ProducerLog {
-    partition: u32,
-    /// (id, offset), in the order sent (= sequence order).
-    acked: Vec<(String, u64)>,
-    requests: usize,
-    /// Requests that needed more than one attempt.
-    retried: usize,
-}
-
-/// Registers producer `name` through node 1: (producer id, epoch).
-async fn register(cluster: &TestCluster, name: &str) -> (u64, u64) {
-    let node = cluster.node(1);
-    let response = node
-        .post_json("/v1/producers", &json!({ "name": name }))
-        .await;
-    let (status, body) = node.json(response).await;
-    assert!(status.is_success(), "register {name}: {status}: {body}");
-    (
-        body["producer_id"].as_u64().expect("producer_id"),
-        body["producer_epoch"].as_u64().expect("producer_epoch"),
-    )
-}
-
-/// A producer writing `BATCH` messages per request to its partition until `stop`, each request
-/// retried (the same body, the same sequence) through the nodes in turn until acknowledged.
-fn spawn_producer(
-    name: String,
-    (producer_id, epoch): (u64, u64),
-    partition: u32,
-    urls: Vec<String>,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<ProducerLog> {
-    tokio::spawn(async move {
-        let client = herald::cli::http_client::builder()
-            .no_proxy()
-            .timeout(ATTEMPT_TIMEOUT)
-            .build()
-            .expect("build the HTTP client");
-        let mut log = ProducerLog {
-            partition,
-            ..ProducerLog::default()
-        };
-        let mut next_node = partition as usize;
-        let mut sequence = 0u64;
-        while !stop.load(Ordering::SeqCst) {
-            let ids: Vec<String> = (0..BATCH)
-                .map(|m| format!("{name}-{}", sequence + m as u64))
-                .collect();
-            let messages: Vec<Value> = ids
-                .iter()
-                .map(|id| json!({"partition": partition, "key": id, "value": {"id": id}}))
-                .collect();
-            let body = json!({
-                "producer_id": producer_id,
-                "producer_epoch": epoch,
-                "sequence": sequence,
-                "messages": messages,
-            });
-            let deadline = Instant::now() + PRODUCE_DEADLINE;
-            let mut attempts = Vec::new();
-            let offsets = loop {
-                let url = &urls[next_node % urls.len()];
-                match produce_once(&client, url, &body).await {
-                    Attempt::Acknowledged(offsets) => break offsets,
-                    Attempt::Retryable(why) => attempts.push(why),
-                    Attempt::Fatal(why) => panic!(
-                        "{name} sequence {sequence}: {why}\n(after failed attempts {attempts:#?})"
-                    ),
-                }
-                next_node += 1;
-                assert!(
-                    Instant::now() < deadline,
-                    "{name} sequence {sequence} not acknowledged within {PRODUCE_DEADLINE:?}: {attempts:#?}"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
-            log.requests += 1;
-            if !attempts.is_empty() {
-                log.retried += 1;
-            }
-            for (id, (p, offset)) in ids.into_iter().zip(offsets) {
-                assert_eq!(p, partition, "{id} acknowledged on partition {p}");
-                log.acked.push((id, offset));
-            }
-            sequence += BATCH as u64;
-        }
-        log
-    })
-}
 
 /// The faults the schedule injects, counted by kind.
 #[derive(Debug, Default)]
@@ -263,7 +195,10 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         })
     };
 
-    let queue = fault_queue_phase::QueuePhase::start(&cluster, base_urls.clone()).await;
+    let (queue, streams) = tokio::join!(
+        fault_queue_phase::QueuePhase::start(&cluster, base_urls.clone()),
+        stream_phase::StreamPhase::start(&cluster, base_urls.clone())
+    );
 
     let mut faults = Faults::default();
     let mut watch = CommittedWatch::default();
@@ -337,7 +272,8 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
 
     // Faults over: the producers finish their request in flight; the group catches up.
     stop_producers.store(true, Ordering::SeqCst);
-    let queue_verdict = queue.finish(&cluster).await;
+    let (queue_verdict, stream_report) =
+        tokio::join!(queue.finish(&cluster), streams.finish(&cluster));
     for id in cluster.live_ids() {
         faults.snapshot_installs += fault_queue_phase::installs(&cluster, id).await;
     }
@@ -439,11 +375,13 @@ async fn a_random_fault_schedule_loses_and_duplicates_nothing() {
         watch.reads,
     );
     eprintln!("fault schedule (seed {seed}): queue: {queue_verdict}");
+    eprintln!("fault schedule (seed {seed}): streams: {stream_report}");
     assert!(
         faults.kills + faults.pauses + faults.isolations + faults.one_way_cuts >= 5,
         "too few faults: {faults:?}"
     );
     queue_verdict.assert_clean();
+    stream_report.assert_clean();
     assert_eq!(lost, 0, "acknowledged messages lost");
     assert_eq!(duplicated, 0, "idempotently produced messages stored twice");
     for log in &logs {

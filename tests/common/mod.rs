@@ -22,6 +22,9 @@
 //! - `book`: what a cluster test sent and what was acknowledged;
 //! - `fault_consumer`: a consumer group member that survives faults and records what it saw;
 //!   `fault_queue`: queue pullers that survive faults, and the checker of what they saw;
+//!   `fault_streams`: WebSocket and event stream connections that never panic and abandon a
+//!   silent node; `fault_stream_queue`, `fault_stream_group`, `fault_stream_topic`: queue,
+//!   group and topic stream clients on them that resume on another node, and what they saw;
 //! - `sse`: server-sent event streams, read as `EventSource` would;
 //! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions;
 //! - `tls`: a test certificate authority and raw HTTPS requests;
@@ -42,6 +45,10 @@ mod cluster_reads;
 mod cluster_topics;
 pub mod fault_consumer;
 pub mod fault_queue;
+pub mod fault_stream_group;
+pub mod fault_stream_queue;
+pub mod fault_stream_topic;
+pub mod fault_streams;
 mod gauges;
 pub mod group_flow;
 mod groups;
