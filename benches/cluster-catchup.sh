@@ -12,7 +12,15 @@
 # Prints the time, the catch-up rate, and the data directory sizes of the three nodes (right after
 # the catch-up and SETTLE_S seconds later).
 #
+# With RETENTION_BYTES (each partition's `retention_bytes`; the nodes check retention every
+# second), the leaders trim and purge their raft logs while node 3 is down, so node 3 comes back
+# behind the purge: it installs a snapshot (a checkpoint before the log start) and replays the
+# retained entries. Then "has the data" means its own replica's log start and high watermark
+# (`herald_replica_*` gauges) equal node 1's on every partition, and the run prints the snapshots
+# node 3 installed.
+#
 #   benches/cluster-catchup.sh                           # 1 GiB of 1 KB messages
+#   RETENTION_BYTES=134217728 benches/cluster-catchup.sh # the same, 128 MiB retained a partition
 #   BYTES=50000000 benches/cluster-catchup.sh            # a quick smoke run (50 MB)
 #   HERALD=path/to/herald PARTITIONS=1 benches/cluster-catchup.sh
 set -euo pipefail
@@ -28,6 +36,8 @@ BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-1200}   # a deadline for each load-generator 
 BASE_HTTP=${BASE_HTTP:-19480}
 BASE_RAFT=${BASE_RAFT:-19470}
 EXTRA_ARGS=${EXTRA_ARGS:-}
+RETENTION_BYTES=${RETENTION_BYTES:-}
+[ -z "$RETENTION_BYTES" ] || EXTRA_ARGS="$EXTRA_ARGS --retention-check-interval-ms 1000"
 KEEP_LOGS=${KEEP_LOGS:-}        # a directory to copy every node's log into before cleanup
 TOPIC=catchup
 # shellcheck source-path=SCRIPTDIR
@@ -35,6 +45,22 @@ TOPIC=catchup
 
 appended_bytes() {
     curl -sf -m 5 "$(url "$1" /metrics)" | awk '$1 == "herald_raft_log_appended_bytes_total" {printf "%.0f", $2; found=1} END {if (!found) print 0}'
+}
+# marks NODE: node NODE's own replica of each partition, "log_start:high_watermark" in partition
+# order, from its gauges.
+marks() {
+    curl -sf -m 5 "$(url "$1" /metrics)" | python3 -c "
+import re, sys
+found = {}
+for line in sys.stdin:
+    m = re.match(r'herald_replica_(log_start_offset|high_watermark)\{(.*)\} (\S+)', line)
+    if m and 'topic=\"$TOPIC\"' in m.group(2):
+        part = int(re.search(r'partition=\"(\d+)\"', m.group(2)).group(1))
+        found.setdefault(part, {})[m.group(1)] = int(float(m.group(3)))
+print(' '.join('%s:%s' % (found.get(i, {}).get('log_start_offset'), found.get(i, {}).get('high_watermark')) for i in range($PARTITIONS)))"
+}
+snapshot_installs() {
+    curl -sf -m 5 "$(url "$1" /metrics)" | awk '$1 ~ /^herald_raft_snapshot_installs_total/ {s += $2} END {printf "%d", s}'
 }
 # views: the topic as each reachable node sees it, one JSON object {"1": {...}, "2": ...}.
 views() {
@@ -65,7 +91,13 @@ echo "herald: $HERALD ($(date -u -r "$HERALD" '+%F %T UTC'))"
 echo "machine: $(nproc) cores shared by the 3 nodes and the load generator; data in $DIR ($(df -PT "$DIR" | awk 'NR == 2 {print $2}'))"
 echo "load average before the run: $(cut -d" " -f1-3 /proc/loadavg)"
 start_cluster
-create_topic 1 "$TOPIC" "$PARTITIONS" 3
+if [ -n "$RETENTION_BYTES" ]; then
+    curl -sS --fail-with-body -m 120 -XPOST "$(url 1 /v1/topics)" -H 'content-type: application/json' \
+        -d "{\"name\":\"$TOPIC\",\"partitions\":$PARTITIONS,\"replication_factor\":3,\"config\":{\"retention_bytes\":$RETENTION_BYTES}}" >/dev/null
+    echo "retention: $RETENTION_BYTES B a partition, checked every second"
+else
+    create_topic 1 "$TOPIC" "$PARTITIONS" 3
+fi
 deadline=$(( $(now_ms) + 120000 ))
 until [ "$(exact "all(p and p['leader'] == p['replicas'][0] and len(p['in_sync']) == 3 for p in exact)")" = True ]; do
     [ "$(now_ms)" -lt "$deadline" ] || { echo "topic never settled" >&2; views >&2; exit 1; }
@@ -99,6 +131,10 @@ hws=$(exact "[p['high_watermark'] for p in exact]")
 total_hw=$(exact "sum(p['high_watermark'] for p in exact)")
 missed=$(( $(appended_bytes 1) - before1 ))
 echo "leaders' high watermarks: $hws (sum $total_hw); node 1 appended $missed raft-log bytes while node 3 was down"
+if [ -n "$RETENTION_BYTES" ]; then
+    sleep 3   # a retention check, and the gauges published after it
+    echo "node 1's replicas (log start:high watermark): $(marks 1)"
+fi
 du -sb "$DIR/d1" "$DIR/d2" "$DIR/d3" | sed "s|$DIR/||; s|^|  before restart: |"
 
 log3_lines=$(wc -l <"$DIR/log3")
@@ -114,7 +150,11 @@ while :; do
         state=$(exact "'%s %s' % (all(p and 3 in p['in_sync'] for p in exact), '3' in views and [p['high_watermark'] for p in views['3']['partitions']] == $hws)")
         [ -n "$in_sync_ms" ] || { [ "${state% *}" = True ] && in_sync_ms=$(( now - started )); }
         [ -n "$hw_ms" ] || { [ "${state#* }" = True ] && hw_ms=$(( now - started )); }
-        [ -n "$data_ms" ] || { [ "$(appended_bytes 3)" -ge "$missed" ] && data_ms=$(( now - started )); }
+        if [ -n "$RETENTION_BYTES" ]; then
+            [ -n "$data_ms" ] || { [ "$(marks 3)" = "$(marks 1)" ] && data_ms=$(( now - started )); }
+        else
+            [ -n "$data_ms" ] || { [ "$(appended_bytes 3)" -ge "$missed" ] && data_ms=$(( now - started )); }
+        fi
         if [ -n "$in_sync_ms" ] && [ -n "$hw_ms" ] && [ -n "$data_ms" ] && [ "$state" = "True True" ]; then
             done_ms=$(( now - started ))
             break
@@ -131,8 +171,11 @@ done
 foreign=$(foreign_pct $cpu0 "$started")
 appended3=$(appended_bytes 3)
 echo "node 3 restarted: ready after ${ready_ms} ms, in sync on every partition after ${in_sync_ms} ms," \
-    "reports the leaders' high watermarks after ${hw_ms} ms, has appended the missed raft-log bytes after ${data_ms} ms ($appended3 of $missed B);" \
+    "reports the leaders' high watermarks after ${hw_ms} ms, holds the data after ${data_ms} ms (appended $appended3 raft-log bytes; node 1 appended $missed while it was down);" \
     "all three at once after ${done_ms} ms (CPU outside herald: ${foreign}% of the machine meanwhile)"
+if [ -n "$RETENTION_BYTES" ]; then
+    echo "node 3's replicas $(marks 3), node 1's $(marks 1); snapshots node 3 installed: $(snapshot_installs 3)"
+fi
 python3 -c "
 t = $done_ms / 1000
 print(f'catch-up: {t:.1f} s from restart to caught up; {$BYTES / 1e6 / t:.1f} MB/s of message values, {$appended3 / 1e6 / t:.1f} MB/s of raft log')"

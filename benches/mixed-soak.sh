@@ -44,7 +44,8 @@ curl -sf -XPUT "$URL/v1/subscriptions/soak-q" -H 'content-type: application/json
 
 rss_mib() { echo $(( $(awk '/^VmRSS/ {print $2}' "/proc/$NODE/status") / 1024 )); }
 # Where the memory is, from the node's own gauges (MiB): the allocator's heap in use and free
-# in its arenas, the block cache, the memtables and the SST table readers.
+# in its arenas, the block cache, the memtables, the SST table readers and the raft log's cache
+# of recent entries.
 memory_parts() {
     curl -sf -m 5 "$URL/metrics" | awk '
         $1 == "herald_process_heap_in_use_bytes" {h=$2}
@@ -52,7 +53,8 @@ memory_parts() {
         $1 == "herald_storage_block_cache_bytes" {c=$2}
         $1 == "herald_storage_memtable_bytes" {m=$2}
         $1 == "herald_storage_table_readers_bytes" {t=$2}
-        END {printf "heap in use %d, free in arenas %d; block cache %d, memtables %d, table readers %d", h/1048576, f/1048576, c/1048576, m/1048576, t/1048576}'
+        $1 == "herald_raft_recent_entries_bytes" {r=$2}
+        END {printf "heap in use %d, free in arenas %d; block cache %d, memtables %d, table readers %d, recent raft entries %d", h/1048576, f/1048576, c/1048576, m/1048576, t/1048576, r/1048576}'
 }
 # The node runs with the default budget (`storage.memory_budget_bytes`, 1 GiB).
 budget_mib=1024
@@ -96,5 +98,7 @@ last=$(tail -1 "$DIR/rss" | awk '{print $2}')
 peak=$(awk 'BEGIN {m=0} $2 > m {m=$2} END {print m}' "$DIR/rss")
 # What the readers report (queue backlog, group lag) says whether they kept up.
 echo "queue subscription: $(curl -sf "$URL/v1/subscriptions/soak-q" | json '"backlog %s, in flight %s" % (d["backlog"], d["in_flight"])' 2>/dev/null || echo n/a)"
+# Whether the smaller cache of recent raft entries still serves apply from memory.
+echo "raft log reads: $(curl -sf "$URL/metrics" | awk '$1 ~ /^herald_raft_log_reads_total/ {printf "%s %s  ", $1, $2}')"
 if [ -s "$DIR/clients.log" ]; then echo "client errors (last lines):"; tail -5 "$DIR/clients.log"; fi
 echo "RSS after warm-up (${WARMUP_S} s) ${after_warmup:-n/a} MiB, last ${last:-n/a} MiB, peak ${peak} MiB; budget ${budget_mib} MiB"

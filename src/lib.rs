@@ -13,6 +13,7 @@
 //! [`cluster_secret`] is the secret a cluster's nodes share (signing keys at rest, RPC
 //! authentication without mutual TLS).
 
+pub mod allocator;
 pub mod api;
 pub mod app;
 pub mod bench;

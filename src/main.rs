@@ -184,8 +184,8 @@ struct ServeArgs {
     /// `overloaded` [default: 67108864].
     #[arg(long, env = "HERALD_MAX_QUEUED_BYTES_PER_PARTITION")]
     max_queued_bytes_per_partition: Option<usize>,
-    /// The node's memory budget in bytes: block cache + memtables + in-flight produce bytes +
-    /// a 128 MiB reserve; startup refuses one smaller than its parts [default: 1073741824].
+    /// The node's memory budget in bytes: block cache + memtables + 64 MiB of recent raft
+    /// entries + in-flight produce bytes + a 128 MiB reserve; startup refuses one smaller than its parts [default: 1073741824].
     #[arg(long, env = "HERALD_MEMORY_BUDGET_BYTES")]
     memory_budget_bytes: Option<usize>,
     /// The most raft entries of produced messages a partition's leader has in flight, 1 to 64
@@ -451,6 +451,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         // Before any thread or file exists: whatever the node creates (RocksDB's files, the
         // cluster secret) is its owner's alone, whatever umask it was started with.
         herald::storage::private_files::restrict_new_files();
+        herald::allocator::limit_arenas();
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -84,7 +84,7 @@ impl Default for BrokerOptions {
             produce_timeout: Duration::from_secs(30),
             max_unacknowledged_produces: 1024,
             max_queued_bytes_per_partition: 64 << 20,
-            max_in_flight_produce_bytes: 384 << 20,
+            max_in_flight_produce_bytes: 320 << 20,
             max_in_flight_appends_per_partition: 4,
             groups: GroupOptions::default(),
             requests: requests::RequestOptions::default(),

@@ -417,6 +417,8 @@ impl Cluster {
                     .set(replica.checkpointed_offset() as f64);
             }
         }
+        metrics::gauge!("herald_raft_recent_entries_bytes")
+            .set(crate::raft::recent_entries_bytes() as f64);
         metrics::gauge!("herald_cluster_partition_replicas").set(replicas.len() as f64);
         metrics::gauge!("herald_cluster_partitions_led").set(led as f64);
         metrics::gauge!("herald_cluster_under_replicated_partitions").set(under_replicated as f64);

@@ -2,7 +2,7 @@
 //!
 //! `memory_budget_bytes` is split into the block cache, the memtables (sized so that what
 //! RocksDB holds of them stays within their share; writers wait for a flush when they are
-//! full) and the bytes of records
+//! full), the raft log's cache of recently appended entries, and the bytes of records
 //! produce requests hold while they are written; the rest of the process (runtime, connections,
 //! raft and metadata state, code) gets a fixed reserve. Startup refuses a budget smaller than
 //! those parts need.
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use super::ConfigError;
 // The defaults are storage's own, so a store opened without a configuration file (tests, tools)
 // is tuned exactly like a node's.
+use crate::raft::RECENT_ENTRIES_BUDGET_BYTES;
 use crate::storage::{
     DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_BYTES_PER_SYNC, DEFAULT_DIRECT_IO_FOR_FLUSH,
     DEFAULT_LOG_WRITE_BUFFER_BYTES, DEFAULT_MEMTABLE_BYTES,
@@ -31,8 +32,9 @@ pub const MIN_LOG_WRITE_BUFFER_BYTES: usize = 1 << 20;
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageConfig {
-    /// The node's memory budget in bytes: block cache + memtables + in-flight produce bytes +
-    /// a fixed reserve of 128 MiB for the rest of the process.
+    /// The node's memory budget in bytes: block cache + memtables + 64 MiB of recently
+    /// appended raft entries + in-flight produce bytes + a fixed reserve of 128 MiB for the
+    /// rest of the process.
     pub memory_budget_bytes: usize,
     /// Block cache shared by all column families, in bytes. At least 8 MiB.
     pub block_cache_bytes: usize,
@@ -68,13 +70,20 @@ impl Default for StorageConfig {
 
 impl StorageConfig {
     /// What is left of the budget for the records of produce requests being written: the
-    /// budget less the block cache, the memtables and the process reserve (0 if they take it
-    /// all, which `validate` refuses).
+    /// budget less the block cache, the memtables, the recent raft entries and the process
+    /// reserve (0 if they take it all, which `validate` refuses).
     pub fn produce_in_flight_bytes(&self) -> usize {
         self.memory_budget_bytes
-            .saturating_sub(self.block_cache_bytes)
-            .saturating_sub(self.memtable_bytes)
-            .saturating_sub(PROCESS_RESERVE_BYTES)
+            .saturating_sub(self.fixed_parts())
+    }
+
+    /// The parts of the budget that do not depend on the load: block cache, memtables, the
+    /// recent raft entries and the process reserve.
+    fn fixed_parts(&self) -> usize {
+        self.block_cache_bytes
+            .saturating_add(self.memtable_bytes)
+            .saturating_add(RECENT_ENTRIES_BUDGET_BYTES)
+            .saturating_add(PROCESS_RESERVE_BYTES)
     }
 
     /// Checks the parts fit the budget; `max_body_bytes` is the largest produce request, which
@@ -94,14 +103,10 @@ impl StorageConfig {
                 self.log_write_buffer_bytes, self.memtable_bytes
             )));
         }
-        let needed = self
-            .block_cache_bytes
-            .saturating_add(self.memtable_bytes)
-            .saturating_add(PROCESS_RESERVE_BYTES)
-            .saturating_add(max_body_bytes);
+        let needed = self.fixed_parts().saturating_add(max_body_bytes);
         if self.memory_budget_bytes < needed {
             return Err(ConfigError::Invalid(format!(
-                "storage.memory_budget_bytes is {} but its parts need at least {needed}: block_cache_bytes {} + memtable_bytes {} + a reserve of {PROCESS_RESERVE_BYTES} for the process + room for one produce request of max_body_bytes {max_body_bytes}",
+                "storage.memory_budget_bytes is {} but its parts need at least {needed}: block_cache_bytes {} + memtable_bytes {} + {RECENT_ENTRIES_BUDGET_BYTES} of recently appended raft entries + a reserve of {PROCESS_RESERVE_BYTES} for the process + room for one produce request of max_body_bytes {max_body_bytes}",
                 self.memory_budget_bytes, self.block_cache_bytes, self.memtable_bytes
             )));
         }
@@ -118,7 +123,7 @@ mod tests {
         let config = StorageConfig::default();
         config.validate(16 << 20).unwrap();
         assert_eq!(config.memory_budget_bytes, 1 << 30);
-        assert_eq!(config.produce_in_flight_bytes(), 384 << 20);
+        assert_eq!(config.produce_in_flight_bytes(), 320 << 20);
     }
 
     #[test]
@@ -131,7 +136,11 @@ mod tests {
         assert!(error.contains("memory_budget_bytes"), "{error}");
         // Exactly enough is accepted: the parts plus one largest request.
         let exact = StorageConfig {
-            memory_budget_bytes: (256 << 20) + (256 << 20) + PROCESS_RESERVE_BYTES + (16 << 20),
+            memory_budget_bytes: (256 << 20)
+                + (256 << 20)
+                + RECENT_ENTRIES_BUDGET_BYTES
+                + PROCESS_RESERVE_BYTES
+                + (16 << 20),
             ..StorageConfig::default()
         };
         exact.validate(16 << 20).unwrap();
