@@ -50,9 +50,9 @@ async fn a_budget_smaller_than_its_parts_is_refused_at_startup() {
 async fn produces_past_the_in_flight_share_are_refused_and_write_nothing() {
     let config_dir = tempfile::tempdir().unwrap();
     let config = config_dir.path().join("herald.toml");
-    // Block cache 8 MiB + memtables 4 MiB (the least four 1 MiB memtables take) + the 128 MiB
-    // reserve + one largest request.
-    let budget = (8 << 20) + (4 << 20) + (128 << 20) + MAX_BODY_BYTES;
+    // Block cache 8 MiB + memtables 4 MiB (the least four 1 MiB memtables take) + 64 MiB of
+    // recent raft entries + the 128 MiB reserve + one largest request.
+    let budget = (8 << 20) + (4 << 20) + (64 << 20) + (128 << 20) + MAX_BODY_BYTES;
     std::fs::write(
         &config,
         format!(

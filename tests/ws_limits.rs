@@ -75,9 +75,10 @@ async fn a_socket_holds_at_most_max_subscriptions() {
 async fn subscriptions_count_against_the_memory_budget() {
     let config_dir = tempfile::tempdir().unwrap();
     let config = config_dir.path().join("herald.toml");
-    // Block cache 8 MiB + memtables 4 MiB + the 128 MiB reserve + one largest request: the
-    // share left for records in flight and subscriptions is 64 KiB plus 1 MiB.
-    let budget = (8 << 20) + (4 << 20) + (128 << 20) + MAX_BODY_BYTES + (1 << 20);
+    // Block cache 8 MiB + memtables 4 MiB + 64 MiB of recent raft entries + the 128 MiB
+    // reserve + one largest request: the share left for records in flight and subscriptions
+    // is 64 KiB plus 1 MiB.
+    let budget = (8 << 20) + (4 << 20) + (64 << 20) + (128 << 20) + MAX_BODY_BYTES + (1 << 20);
     std::fs::write(
         &config,
         format!(
