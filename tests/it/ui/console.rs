@@ -10,8 +10,8 @@
 //! session, and signs out; in a cluster it adds a node started with `--join` and
 //! drains it again, following its progress. Every run fails on any error the page logs.
 //!
-//! `CONSOLE_SCREENSHOTS=docs/console cargo test --test console` also saves a screenshot of each
-//! page there (the committed ones in docs/console/ are made so).
+//! `CONSOLE_SCREENSHOTS=docs/console cargo test --test it console::` also saves a screenshot of
+//! each page there (the committed ones in docs/console/ are made so).
 //!
 //! Needs node, `npm ci` in `tests/js` and `/usr/bin/chromium`; `.ci/run` and `make test` install
 //! them. Without them the test fails and says what is missing, rather than passing without
