@@ -8,6 +8,7 @@
 //! The harness (`common::cluster`) runs one cluster at a time, so these tests run one after the
 //! other. Every message a test sends carries a unique id, so the log can be checked exactly.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use crate::common::cluster::{
     assert_placement, create_replicated, messages_url, partition_of, produce_client, sorted_ids,
     Stored, TestCluster, CATCH_UP_DEADLINE, ELECTION_DEADLINE,
 };
-use crate::common::PROBLEM_JSON;
+use crate::common::{poll, PROBLEM_JSON};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -53,8 +54,7 @@ async fn metadata_leader_failover_allows_topic_creation() {
     let via = survivors[0];
 
     // The survivors elect a new metadata leader and report the killed node down.
-    let deadline = Instant::now() + ELECTION_DEADLINE;
-    loop {
+    poll(ELECTION_DEADLINE, Duration::from_millis(100), || async {
         let view = cluster.cluster_view(via).await;
         let settled = view.as_ref().is_ok_and(|view| {
             let leader = view["metadata_leader"].as_u64();
@@ -65,57 +65,61 @@ async fn metadata_leader_failover_allows_topic_creation() {
             leader.is_some_and(|l| survivors.contains(&l)) && down
         });
         if settled {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{view:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "no new metadata leader or node {old} not down within {ELECTION_DEADLINE:?}: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|view| {
+        panic!(
+            "no new metadata leader or node {old} not down within {ELECTION_DEADLINE:?}: {view}"
+        )
+    });
 
     // Topic creation through a survivor succeeds (after 503s while the metadata group elects).
     let topic = "born-after-failover";
     let body = json!({"name": topic, "partitions": 2, "replication_factor": 2});
     let client = produce_client();
-    let deadline = Instant::now() + ELECTION_DEADLINE;
-    let mut unknown_outcome = false;
-    let created = loop {
+    // Whether an earlier attempt may have created the topic.
+    let unknown_outcome = Cell::new(false);
+    let created = poll(ELECTION_DEADLINE, Duration::from_millis(250), || async {
         let attempt = client
             .post(cluster.node(via).url("/v1/topics"))
             .header("content-type", "application/json")
             .body(body.to_string())
             .send()
             .await;
-        let last = match attempt {
+        match attempt {
             Ok(response) => {
                 let status = response.status();
                 let text = response.text().await.unwrap_or_default();
                 let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                 // 200: a retry found the topic an earlier attempt (with an unknown outcome)
                 // created, exactly as asked.
-                if status == StatusCode::CREATED || (status == StatusCode::OK && unknown_outcome) {
-                    break answer;
+                if status == StatusCode::CREATED
+                    || (status == StatusCode::OK && unknown_outcome.get())
+                {
+                    return Ok(answer);
                 }
                 if status != StatusCode::SERVICE_UNAVAILABLE
                     && status != StatusCode::GATEWAY_TIMEOUT
                 {
                     panic!("creating {topic} via node {via}: {status}: {text}");
                 }
-                unknown_outcome |= status == StatusCode::GATEWAY_TIMEOUT;
-                format!("{status}: {text}")
+                if status == StatusCode::GATEWAY_TIMEOUT {
+                    unknown_outcome.set(true);
+                }
+                Err(format!("{status}: {text}"))
             }
             Err(err) => {
-                unknown_outcome = true;
-                err.to_string()
+                unknown_outcome.set(true);
+                Err(err.to_string())
             }
-        };
-        assert!(
-            Instant::now() < deadline,
-            "creating {topic} via node {via} still fails: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+        }
+    })
+    .await
+    .unwrap_or_else(|last| panic!("creating {topic} via node {via} still fails: {last}"));
     assert_eq!(created["replication_factor"], 2, "{created}");
     for partition in 0..2 {
         let view = partition_of(&created, partition).unwrap_or_else(|e| panic!("{e}"));
@@ -149,17 +153,11 @@ async fn metadata_leader_failover_allows_topic_creation() {
 
     // The restarted node learns about the topic and serves it.
     cluster.restart(old).await;
-    let deadline = Instant::now() + CATCH_UP_DEADLINE;
-    let described = loop {
-        match cluster.topic_view(old, topic).await {
-            Ok(view) => break view,
-            Err(err) => assert!(
-                Instant::now() < deadline,
-                "restarted node {old} does not know {topic}: {err}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let described = poll(CATCH_UP_DEADLINE, Duration::from_millis(200), || {
+        cluster.topic_view(old, topic)
+    })
+    .await
+    .unwrap_or_else(|err| panic!("restarted node {old} does not know {topic}: {err}"));
     let survivor_view = cluster
         .topic_view(via, topic)
         .await
@@ -398,41 +396,37 @@ async fn a_metadata_leader_without_its_quorum_answers_and_a_retry_succeeds() {
     for other in &others {
         cluster.restart(*other).await;
     }
-    let deadline = Instant::now() + ELECTION_DEADLINE;
-    loop {
+    let text = poll(ELECTION_DEADLINE, Duration::from_millis(250), || async {
         let response = client
             .post(&url)
             .header("content-type", "application/json")
             .body(body.to_string())
             .send()
             .await;
-        let last = match response {
+        match response {
             Ok(response) => {
                 let status = response.status();
                 let text = response.text().await.unwrap_or_default();
                 if status == StatusCode::CREATED || status == StatusCode::OK {
-                    let topic: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                    assert_eq!(topic["name"], "while-alone", "{text}");
-                    assert_eq!(
-                        topic["partitions"].as_array().map(Vec::len),
-                        Some(2),
-                        "{text}"
-                    );
-                    break;
+                    return Ok(text);
                 }
                 assert!(
                     status == StatusCode::SERVICE_UNAVAILABLE
                         || status == StatusCode::GATEWAY_TIMEOUT,
                     "retrying the create: {status}: {text}"
                 );
-                format!("{status}: {text}")
+                Err(format!("{status}: {text}"))
             }
-            Err(err) => err.to_string(),
-        };
-        assert!(
-            Instant::now() < deadline,
-            "the retried create still fails: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+            Err(err) => Err(err.to_string()),
+        }
+    })
+    .await
+    .unwrap_or_else(|last| panic!("the retried create still fails: {last}"));
+    let topic: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    assert_eq!(topic["name"], "while-alone", "{text}");
+    assert_eq!(
+        topic["partitions"].as_array().map(Vec::len),
+        Some(2),
+        "{text}"
+    );
 }

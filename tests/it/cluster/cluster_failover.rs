@@ -16,6 +16,7 @@ use crate::common::cluster::{
     produce_retrying, sorted_ids, Attempt, Stored, TestCluster, CATCH_UP_DEADLINE,
     ELECTION_DEADLINE,
 };
+use crate::common::poll;
 use serde_json::Value;
 
 /// `(offset, value)` pairs of stored messages.
@@ -82,15 +83,18 @@ async fn leader_failover_loses_no_acknowledged_message() {
     }
 
     // Kill the leader once some requests were acknowledged, while the producers are sending.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while progress.load(Ordering::SeqCst) < KILL_AFTER {
-        assert!(
-            Instant::now() < deadline,
-            "only {} requests acknowledged before the kill deadline",
-            progress.load(Ordering::SeqCst)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll(Duration::from_secs(60), Duration::from_millis(20), || async {
+        let acknowledged = progress.load(Ordering::SeqCst);
+        if acknowledged >= KILL_AFTER {
+            Ok(())
+        } else {
+            Err(acknowledged.to_string())
+        }
+    })
+    .await
+    .unwrap_or_else(|acknowledged| {
+        panic!("only {acknowledged} requests acknowledged before the kill deadline")
+    });
     for producer in &producers {
         assert!(
             !producer.is_finished(),
@@ -263,8 +267,7 @@ async fn wait_for_preferred_leaders(
     within: Duration,
 ) -> Duration {
     let started = Instant::now();
-    let deadline = started + within;
-    loop {
+    let led = poll(within, Duration::from_millis(100), || async {
         let mut last = None;
         'nodes: for via in cluster.live_ids() {
             let described = match cluster.topic_view(via, topic).await {
@@ -288,14 +291,18 @@ async fn wait_for_preferred_leaders(
             }
         }
         match last {
-            None => return started.elapsed(),
-            Some(last) if Instant::now() >= deadline => cluster.fail(&format!(
-                "{topic}: the partitions were not all led by their preferred replicas within \
-                 {within:?}; last: {last}"
-            )),
-            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            None => Ok(()),
+            Some(last) => Err(last),
         }
+    })
+    .await;
+    if let Err(last) = led {
+        cluster.fail(&format!(
+            "{topic}: the partitions were not all led by their preferred replicas within \
+             {within:?}; last: {last}"
+        ));
     }
+    started.elapsed()
 }
 
 #[tokio::test]

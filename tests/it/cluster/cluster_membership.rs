@@ -6,13 +6,14 @@
 //! carries a unique id, so the log can be checked exactly.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::book::{produce_ids, Book};
 use crate::common::cluster::{
     create_replicated, messages_url, partition_of, produce_client, sorted_ids, Stored, TestCluster,
     CATCH_UP_DEADLINE, ELECTION_DEADLINE,
 };
+use crate::common::poll;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -71,20 +72,21 @@ async fn adding_a_node_and_draining_one_moves_replicas_without_loss() {
 
     let add = cluster.add_request(4);
     let node3 = cluster.node(3);
-    let deadline = Instant::now() + ELECTION_DEADLINE;
-    let added = loop {
+    let added = poll(ELECTION_DEADLINE, Duration::from_millis(250), || async {
         let (status, body) = node3
             .json(node3.post_json("/v1/cluster/nodes", &add).await)
             .await;
         if status == StatusCode::CREATED {
-            break body;
+            return Ok(body);
         }
         assert!(
-            status == StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline,
+            status == StatusCode::SERVICE_UNAVAILABLE,
             "adding node 4: {status}: {body}"
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+        Err(format!("{status}: {body}"))
+    })
+    .await
+    .unwrap_or_else(|last| panic!("adding node 4: {last}"));
     assert_eq!(added["id"], 4, "{added}");
     assert_eq!(added["http_addr"], cluster.node(4).http_addr(), "{added}");
     assert_eq!(added["raft_addr"], cluster.node(4).raft_addr(), "{added}");
@@ -116,21 +118,13 @@ async fn adding_a_node_and_draining_one_moves_replicas_without_loss() {
     }
 
     // Node 1 leaves the cluster; its replicas move to node 4.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
+    poll(Duration::from_secs(90), Duration::from_millis(250), || async {
         let (view, described) = match (
             cluster.cluster_view(2).await,
             cluster.topic_view(2, topic).await,
         ) {
             (Ok(view), Ok(described)) => (view, described),
-            (view, described) => {
-                assert!(
-                    Instant::now() < deadline,
-                    "node 1 was not drained within 90 s: {view:?}\n{described:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                continue;
-            }
+            (view, described) => return Err(format!("{view:?}\n{described:?}")),
         };
         let nodes = view["nodes"].as_array().unwrap_or_else(|| panic!("{view}"));
         if let Some(one) = nodes.iter().find(|n| n["id"] == 1) {
@@ -150,14 +144,12 @@ async fn adding_a_node_and_draining_one_moves_replicas_without_loss() {
                 && p["leader"].as_u64().is_some_and(|l| (2..=4).contains(&l))
         });
         if moved && ids == BTreeSet::from([2, 3, 4]) {
-            break;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
-            "node 1 was not drained within 90 s: {view}\n{described}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        Err(format!("{view}\n{described}"))
+    })
+    .await
+    .unwrap_or_else(|last| panic!("node 1 was not drained within 90 s: {last}"));
     cluster.mark_removed(1);
     let remaining: BTreeSet<u64> = BTreeSet::from([2, 3, 4]);
     cluster

@@ -124,8 +124,7 @@ async fn wait_for_acks(
     since: Instant,
     count: usize,
 ) {
-    let deadline = Instant::now() + STEP_DEADLINE;
-    loop {
+    let acknowledged = poll(STEP_DEADLINE, Duration::from_millis(50), || async {
         let seen = ledger
             .lock()
             .unwrap()
@@ -134,16 +133,18 @@ async fn wait_for_acks(
             .filter(|o| o.result.is_ok() && o.answered >= since && via.contains(&o.via))
             .count();
         if seen >= count {
-            return;
+            Ok(())
+        } else {
+            Err(seen.to_string())
         }
-        if Instant::now() >= deadline {
-            cluster.fail(&format!(
-                "only {seen} of {count} produces acknowledged through nodes {via:?} within \
-                 {STEP_DEADLINE:?}; links cut: {:?}",
-                cluster.cut_links()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    })
+    .await;
+    if let Err(seen) = acknowledged {
+        cluster.fail(&format!(
+            "only {seen} of {count} produces acknowledged through nodes {via:?} within \
+             {STEP_DEADLINE:?}; links cut: {:?}",
+            cluster.cut_links()
+        ));
     }
 }
 
@@ -300,8 +301,7 @@ async fn leader_cut_off(topic: &str, cut: Cut) {
     wait_for_acks(&cluster, &ledger, &majority, first_ack, 20).await;
 
     // The old leader answers an error for what it was sent after the cut, and never 200.
-    let deadline = Instant::now() + STEP_DEADLINE;
-    loop {
+    let answered = poll(STEP_DEADLINE, Duration::from_millis(100), || async {
         let errors_after_cut = ledger
             .lock()
             .unwrap()
@@ -310,12 +310,14 @@ async fn leader_cut_off(topic: &str, cut: Cut) {
             .filter(|o| o.via == old && o.sent > cut_at && o.result.is_err())
             .count();
         if errors_after_cut >= 2 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{errors_after_cut} errors"))
         }
-        if Instant::now() >= deadline {
-            cluster.fail("the cut-off old leader did not answer its produces with errors");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
+    if answered.is_err() {
+        cluster.fail("the cut-off old leader did not answer its produces with errors");
     }
     stop_old.store(true, Ordering::SeqCst);
     old_leader_load.await.expect("the old leader's load task");

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::common::book::{produce_ids, Book};
+use crate::common::poll;
 use crate::common::cluster::{
     assert_placement, create_replicated, messages_url, produce_client, sorted_ids, Stored,
     TestCluster, CATCH_UP_DEADLINE, CLUSTER_DEADLINE, ELECTION_DEADLINE,
@@ -25,8 +26,7 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
 
     // Every node describes the same cluster: 3 nodes up at the given addresses, one id, one
     // metadata leader.
-    let deadline = Instant::now() + ELECTION_DEADLINE;
-    loop {
+    poll(ELECTION_DEADLINE, Duration::from_millis(100), || async {
         let mut views = Vec::new();
         for id in 1..=3 {
             views.push(
@@ -76,14 +76,14 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
         if same_id && leaders.len() == 1 && views[0]["metadata_leader"].is_u64() {
             let leader = views[0]["metadata_leader"].as_u64().unwrap();
             assert!((1..=3).contains(&leader), "metadata leader {leader}");
-            break;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "the nodes do not agree on a non-empty cluster_id ({cluster_ids:?}) and a metadata leader ({leaders:?}): {views:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ))
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("{seen}"));
 
     let topic = "replicated";
     create_replicated(&cluster, 1, topic, 3, 3).await;
@@ -198,8 +198,7 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
     }
 
     // `leader_of` in the cluster view names exactly the partitions each node leads.
-    let deadline = Instant::now() + ELECTION_DEADLINE;
-    loop {
+    poll(ELECTION_DEADLINE, Duration::from_millis(200), || async {
         let described = cluster
             .topic_view(2, topic)
             .await
@@ -228,14 +227,14 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
             }
         }
         if got == want {
-            break;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "leader_of {got:?} does not match the partitions' leaders {want:?}: {view} {described}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        ))
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("{seen}"));
 
     // A replication factor above the node count is refused (a conflict with the cluster as it
     // is now: a fourth node would make it possible) and creates nothing.
@@ -260,8 +259,7 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
 /// the id after its election and a follower applies it a heartbeat later, so a node may report
 /// none for a moment: wait (bounded) until every live node reports one.
 async fn cluster_ids(cluster: &TestCluster) -> BTreeMap<u64, String> {
-    let deadline = Instant::now() + CLUSTER_DEADLINE;
-    loop {
+    poll(CLUSTER_DEADLINE, Duration::from_millis(100), || async {
         let mut ids = BTreeMap::new();
         let mut missing = None;
         for via in cluster.live_ids() {
@@ -277,13 +275,12 @@ async fn cluster_ids(cluster: &TestCluster) -> BTreeMap<u64, String> {
             }
         }
         match missing {
-            None => return ids,
-            Some(why) if Instant::now() >= deadline => {
-                cluster.fail(&format!("after {CLUSTER_DEADLINE:?}: {why}"))
-            }
-            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            None => Ok(ids),
+            Some(why) => Err(why),
         }
-    }
+    })
+    .await
+    .unwrap_or_else(|why| cluster.fail(&format!("after {CLUSTER_DEADLINE:?}: {why}")))
 }
 
 #[tokio::test]

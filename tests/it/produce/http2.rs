@@ -2,9 +2,9 @@
 //! many requests at once, each answered as it would be over HTTP/1.1.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::common::{b64, Server};
+use crate::common::{b64, poll, Server};
 use reqwest::{StatusCode, Version};
 use serde_json::Value;
 
@@ -34,8 +34,7 @@ async fn h2c_multiplexes_concurrent_produces_and_reads_on_one_connection() {
 
     // The first request opens the connection. A connection of the helper's start-up polls may
     // not have been released yet: retried until the node has room, within a deadline.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let first = poll(Duration::from_secs(10), Duration::from_millis(100), || async {
         let sent = client
             .post(&produce_url)
             .header("content-type", "application/octet-stream")
@@ -43,16 +42,13 @@ async fn h2c_multiplexes_concurrent_produces_and_reads_on_one_connection() {
             .send()
             .await;
         match sent {
-            Ok(response) if response.status() == StatusCode::OK => {
-                assert_eq!(response.version(), Version::HTTP_2);
-                break;
-            }
-            other if Instant::now() > deadline => {
-                panic!("the first HTTP/2 request never succeeded: {other:?}")
-            }
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            Ok(response) if response.status() == StatusCode::OK => Ok(response),
+            other => Err(format!("{other:?}")),
         }
-    }
+    })
+    .await
+    .unwrap_or_else(|other| panic!("the first HTTP/2 request never succeeded: {other}"));
+    assert_eq!(first.version(), Version::HTTP_2);
 
     let sends = (0..CONCURRENT_PRODUCES).map(|index| {
         client

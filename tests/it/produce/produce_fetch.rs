@@ -6,7 +6,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use crate::common::{b64, now_ms, Server};
+use crate::common::{b64, now_ms, poll, Server};
 use herald::domain::partitioner::partition_for_key;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -396,23 +396,21 @@ async fn acks_leader_and_none() {
         );
     }
     // The messages arrive anyway.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let messages = poll(Duration::from_secs(10), Duration::from_millis(50), || async {
         let messages = server.read_all("acks", 0).await;
         if messages.len() == 4 {
-            let values: Vec<&str> = messages.iter().map(|m| m.value_text()).collect();
-            assert_eq!(
-                values,
-                vec!["\"leader\"", "\"all\"", "\"none-1\"", "\"none-2\""]
-            );
-            break;
+            Ok(messages)
+        } else {
+            Err(format!("{} messages", messages.len()))
         }
-        assert!(
-            Instant::now() < deadline,
-            "acks=none messages never appeared"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("acks=none messages never appeared ({seen})"));
+    let values: Vec<&str> = messages.iter().map(|m| m.value_text()).collect();
+    assert_eq!(
+        values,
+        vec!["\"leader\"", "\"all\"", "\"none-1\"", "\"none-2\""]
+    );
 }
 
 #[tokio::test]
