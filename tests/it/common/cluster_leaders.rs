@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::cluster::{TestCluster, CATCH_UP_DEADLINE, ELECTION_DEADLINE, POLL};
+use super::poll;
 
 impl TestCluster {
     /// The metadata leader, once every live member names the same one.
     pub async fn metadata_leader(&self) -> u64 {
-        let deadline = Instant::now() + ELECTION_DEADLINE;
-        loop {
+        poll(ELECTION_DEADLINE, POLL, || async {
             let mut leaders = BTreeSet::new();
             let mut problem = None;
             for id in self.live_ids() {
@@ -28,15 +28,16 @@ impl TestCluster {
                 }
             }
             if problem.is_none() && leaders.len() == 1 {
-                return leaders.into_iter().next().unwrap();
+                return Ok(leaders.into_iter().next().unwrap());
             }
-            if Instant::now() >= deadline {
-                self.fail(&format!(
-                    "the live nodes did not agree on a metadata leader within {ELECTION_DEADLINE:?}: {leaders:?} {problem:?}"
-                ));
-            }
-            tokio::time::sleep(POLL).await;
-        }
+            Err(format!("{leaders:?} {problem:?}"))
+        })
+        .await
+        .unwrap_or_else(|seen| {
+            self.fail(&format!(
+                "the live nodes did not agree on a metadata leader within {ELECTION_DEADLINE:?}: {seen}"
+            ))
+        })
     }
 
     /// The leader of a partition as a live node reports it, once it is not null (and is a live
@@ -108,28 +109,28 @@ impl TestCluster {
     }
 
     async fn wait_for_leader(&self, topic: &str, partition: u32, not: Option<u64>) -> u64 {
-        let deadline = Instant::now() + ELECTION_DEADLINE;
-        loop {
+        poll(ELECTION_DEADLINE, POLL, || async {
             let live = self.live_ids();
             let mut last = String::new();
             for &via in &live {
                 match self.partition_view(via, topic, partition).await {
                     Ok(view) => match view["leader"].as_u64() {
                         Some(leader) if Some(leader) != not && live.contains(&leader) => {
-                            return leader
+                            return Ok(leader)
                         }
                         _ => last = format!("node {via}: {view}"),
                     },
                     Err(err) => last = err,
                 }
             }
-            if Instant::now() >= deadline {
-                self.fail(&format!(
-                    "{topic}/{partition}: no live leader (other than {not:?}) within {ELECTION_DEADLINE:?}; last: {last}"
-                ));
-            }
-            tokio::time::sleep(POLL).await;
-        }
+            Err(last)
+        })
+        .await
+        .unwrap_or_else(|last| {
+            self.fail(&format!(
+                "{topic}/{partition}: no live leader (other than {not:?}) within {ELECTION_DEADLINE:?}; last: {last}"
+            ))
+        })
     }
 
     /// Waits until a live node reports the partition with a leader and `n` replicas in sync.
@@ -150,19 +151,18 @@ impl TestCluster {
         within: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
-        let deadline = Instant::now() + within;
-        loop {
-            let last = match self.partition_view(via, topic, partition).await {
-                Ok(view) if pred(&view) => return view,
-                Ok(view) => view.to_string(),
-                Err(err) => err,
-            };
-            if Instant::now() >= deadline {
-                self.fail(&format!(
-                    "{topic}/{partition} via node {via}: not as expected within {within:?}; last: {last}"
-                ));
+        poll(within, POLL, || async {
+            match self.partition_view(via, topic, partition).await {
+                Ok(view) if pred(&view) => Ok(view),
+                Ok(view) => Err(view.to_string()),
+                Err(err) => Err(err),
             }
-            tokio::time::sleep(POLL).await;
-        }
+        })
+        .await
+        .unwrap_or_else(|last| {
+            self.fail(&format!(
+                "{topic}/{partition} via node {via}: not as expected within {within:?}; last: {last}"
+            ))
+        })
     }
 }

@@ -3,21 +3,20 @@
 //! `POST /v1/cluster/nodes`) until every member lists it.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use super::cluster::{TestCluster, CATCH_UP_DEADLINE, ELECTION_DEADLINE, POLL, START_ATTEMPTS};
-use super::{free_ports_on, StartError, Wait, READY_DEADLINE};
+use super::{free_ports_on, poll, StartError, Wait, READY_DEADLINE};
 
 impl TestCluster {
     /// Waits until every live member is ready and its `GET /v1/cluster` lists exactly
     /// `expected`, each `up` with the addresses the harness gave it, with a metadata leader
     /// among them. Returns the last view of the first live member.
     pub async fn wait_for_members(&self, expected: &BTreeSet<u64>, within: Duration) -> Value {
-        let deadline = Instant::now() + within;
-        loop {
+        poll(within, POLL, || async {
             let mut problem = None;
             let mut first_view = None;
             for id in self.live_ids() {
@@ -47,13 +46,16 @@ impl TestCluster {
                 }
             }
             match problem {
-                None => return first_view.expect("a live member"),
-                Some(problem) if Instant::now() >= deadline => self.fail(&format!(
-                    "the cluster did not settle on members {expected:?} within {within:?}; last: {problem}"
-                )),
-                Some(_) => tokio::time::sleep(POLL).await,
+                None => Ok(first_view.expect("a live member")),
+                Some(problem) => Err(problem),
             }
-        }
+        })
+        .await
+        .unwrap_or_else(|problem| {
+            self.fail(&format!(
+                "the cluster did not settle on members {expected:?} within {within:?}; last: {problem}"
+            ))
+        })
     }
 
     /// `Ok` when a cluster view lists exactly `expected`, all `up` at their addresses, and a
@@ -119,8 +121,7 @@ impl TestCluster {
         let id = self.start_joining_node().await;
         let via = self.first_live();
         let body = self.add_request(id);
-        let deadline = Instant::now() + ELECTION_DEADLINE;
-        loop {
+        let added = poll(ELECTION_DEADLINE, Duration::from_millis(250), || async {
             let attempt = self
                 .node(via)
                 .http_client()
@@ -129,28 +130,28 @@ impl TestCluster {
                 .body(body.to_string())
                 .send()
                 .await;
-            let last = match attempt {
+            match attempt {
                 Ok(response) => {
                     let status = response.status();
                     let text = response.text().await.unwrap_or_default();
                     if status == StatusCode::CREATED || status == StatusCode::OK {
-                        break;
+                        return Ok(());
                     }
                     if !status.is_server_error() {
                         self.fail(&format!(
                             "adding node {id} via node {via}: {status}: {text}"
                         ));
                     }
-                    format!("{status}: {text}")
+                    Err(format!("{status}: {text}"))
                 }
-                Err(err) => err.to_string(),
-            };
-            if Instant::now() >= deadline {
-                self.fail(&format!(
-                    "adding node {id} via node {via} failed until the deadline: {last}"
-                ));
+                Err(err) => Err(err.to_string()),
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        })
+        .await;
+        if let Err(last) = added {
+            self.fail(&format!(
+                "adding node {id} via node {via} failed until the deadline: {last}"
+            ));
         }
         self.finish_adding(id).await;
         id

@@ -3,12 +3,12 @@
 //! check that an error answer is a well-formed problem+json. Everything that talks to a single
 //! node goes through these.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
-use super::{Server, LEADER_DEADLINE};
+use super::{poll, Server, LEADER_DEADLINE};
 
 /// The longest any single HTTP request of a test may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -94,18 +94,19 @@ impl Server {
 
     /// Waits until `GET path` answers `status`.
     pub async fn wait_for_status(&self, path: &str, status: StatusCode) {
-        let deadline = Instant::now() + LEADER_DEADLINE;
-        loop {
+        let answered = poll(LEADER_DEADLINE, Duration::from_millis(100), || async {
             let got = self.get(path).await.status();
             if got == status {
-                return;
+                Ok(())
+            } else {
+                Err(got.to_string())
             }
-            if Instant::now() >= deadline {
-                self.fail(&format!(
-                    "GET {path} answered {got}, not {status}, for {LEADER_DEADLINE:?}"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        })
+        .await;
+        if let Err(got) = answered {
+            self.fail(&format!(
+                "GET {path} answered {got}, not {status}, for {LEADER_DEADLINE:?}"
+            ));
         }
     }
 

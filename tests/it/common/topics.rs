@@ -2,12 +2,12 @@
 //! partition has elected this node as its leader, and reading the high watermarks that tests
 //! compare before and after an operation that must not write.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use super::Server;
+use super::{poll, Server};
 
 /// How long partitions of a new topic get to elect their leaders.
 pub const LEADER_DEADLINE: Duration = Duration::from_secs(60);
@@ -46,22 +46,23 @@ impl Server {
 
     /// Waits until every partition of `topic` reports this node (1) as its leader.
     pub async fn wait_for_leaders(&self, topic: &str) {
-        let deadline = Instant::now() + LEADER_DEADLINE;
-        loop {
+        let led = poll(LEADER_DEADLINE, Duration::from_millis(100), || async {
             let described = self.describe(topic).await;
             let partitions = described["partitions"]
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
             if !partitions.is_empty() && partitions.iter().all(|p| p["leader"] == 1) {
-                return;
+                Ok(())
+            } else {
+                Err(described.to_string())
             }
-            if Instant::now() >= deadline {
-                self.fail(&format!(
-                    "{topic}: not every partition had a leader within {LEADER_DEADLINE:?}: {described}"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        })
+        .await;
+        if let Err(described) = led {
+            self.fail(&format!(
+                "{topic}: not every partition had a leader within {LEADER_DEADLINE:?}: {described}"
+            ));
         }
     }
 
