@@ -29,15 +29,11 @@ use super::loopback::ClusterNet;
 use super::nft::Firewall;
 use super::{free_ports_on, Server, StartError, Wait};
 
-// Re-exports: each test binary uses a subset, so an unused one is no mistake.
-#[allow(unused_imports)]
 pub use super::cluster_produce::{
     messages_url, produce_client, produce_once, produce_retrying, Attempt, Produced,
     PRODUCE_TIMEOUT,
 };
-#[allow(unused_imports)]
 pub use super::cluster_reads::{partition_of, sorted_ids, Stored};
-#[allow(unused_imports)]
 pub use super::cluster_topics::{assert_placement, create_replicated};
 
 /// The cluster secret every node of a test cluster shares (`HERALD_CLUSTER_SECRET`): it seals

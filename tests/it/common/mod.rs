@@ -31,8 +31,6 @@
 //! - `browser`: the playwright scripts in `tests/js`, run against a node;
 //! - `process`: an outside program (script, code generator, generated client) as a test step.
 
-#![allow(dead_code)]
-
 pub mod auth;
 pub mod book;
 pub mod browser;
@@ -66,19 +64,11 @@ mod topics;
 pub mod ws;
 pub mod ws_streams;
 
-// Re-exports: each test binary uses a subset, so an unused one is no mistake (like
-// `dead_code` above).
-#[allow(unused_imports)]
 pub use groups::{parse_assignments, parse_polled, Delivered, Member, Polled};
-#[allow(unused_imports)]
 pub use http::{client, PROBLEM_JSON, REQUEST_TIMEOUT};
-#[allow(unused_imports)]
 pub use messages::{b64, now_ms, parse_offsets, FetchAnswer, RawMessage};
-#[allow(unused_imports)]
 pub use poll::poll;
-#[allow(unused_imports)]
 pub use server::{
     free_port_list, free_ports_on, tail, Server, StartError, Wait, READY_DEADLINE, STOP_DEADLINE,
 };
-#[allow(unused_imports)]
 pub use topics::LEADER_DEADLINE;
