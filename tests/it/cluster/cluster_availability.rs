@@ -72,9 +72,7 @@ async fn metadata_leader_failover_allows_topic_creation() {
     })
     .await
     .unwrap_or_else(|view| {
-        panic!(
-            "no new metadata leader or node {old} not down within {ELECTION_DEADLINE:?}: {view}"
-        )
+        panic!("no new metadata leader or node {old} not down within {ELECTION_DEADLINE:?}: {view}")
     });
 
     // Topic creation through a survivor succeeds (after 503s while the metadata group elects).

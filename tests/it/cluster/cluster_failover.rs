@@ -83,14 +83,18 @@ async fn leader_failover_loses_no_acknowledged_message() {
     }
 
     // Kill the leader once some requests were acknowledged, while the producers are sending.
-    poll(Duration::from_secs(60), Duration::from_millis(20), || async {
-        let acknowledged = progress.load(Ordering::SeqCst);
-        if acknowledged >= KILL_AFTER {
-            Ok(())
-        } else {
-            Err(acknowledged.to_string())
-        }
-    })
+    poll(
+        Duration::from_secs(60),
+        Duration::from_millis(20),
+        || async {
+            let acknowledged = progress.load(Ordering::SeqCst);
+            if acknowledged >= KILL_AFTER {
+                Ok(())
+            } else {
+                Err(acknowledged.to_string())
+            }
+        },
+    )
     .await
     .unwrap_or_else(|acknowledged| {
         panic!("only {acknowledged} requests acknowledged before the kill deadline")

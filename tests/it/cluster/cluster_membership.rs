@@ -118,36 +118,40 @@ async fn adding_a_node_and_draining_one_moves_replicas_without_loss() {
     }
 
     // Node 1 leaves the cluster; its replicas move to node 4.
-    poll(Duration::from_secs(90), Duration::from_millis(250), || async {
-        let (view, described) = match (
-            cluster.cluster_view(2).await,
-            cluster.topic_view(2, topic).await,
-        ) {
-            (Ok(view), Ok(described)) => (view, described),
-            (view, described) => return Err(format!("{view:?}\n{described:?}")),
-        };
-        let nodes = view["nodes"].as_array().unwrap_or_else(|| panic!("{view}"));
-        if let Some(one) = nodes.iter().find(|n| n["id"] == 1) {
-            assert_ne!(
-                one["status"], "up",
-                "node 1 is up again after the drain began: {view}"
-            );
-        }
-        let ids: BTreeSet<u64> = nodes.iter().filter_map(|n| n["id"].as_u64()).collect();
-        let moved = described["partitions"].as_array().unwrap().iter().all(|p| {
-            sorted_ids(&p["replicas"]) == vec![2, 3, 4]
-                && p["in_sync"].as_array().is_some_and(|s| {
-                    let mut s: Vec<u64> = s.iter().filter_map(Value::as_u64).collect();
-                    s.sort_unstable();
-                    s == vec![2, 3, 4]
-                })
-                && p["leader"].as_u64().is_some_and(|l| (2..=4).contains(&l))
-        });
-        if moved && ids == BTreeSet::from([2, 3, 4]) {
-            return Ok(());
-        }
-        Err(format!("{view}\n{described}"))
-    })
+    poll(
+        Duration::from_secs(90),
+        Duration::from_millis(250),
+        || async {
+            let (view, described) = match (
+                cluster.cluster_view(2).await,
+                cluster.topic_view(2, topic).await,
+            ) {
+                (Ok(view), Ok(described)) => (view, described),
+                (view, described) => return Err(format!("{view:?}\n{described:?}")),
+            };
+            let nodes = view["nodes"].as_array().unwrap_or_else(|| panic!("{view}"));
+            if let Some(one) = nodes.iter().find(|n| n["id"] == 1) {
+                assert_ne!(
+                    one["status"], "up",
+                    "node 1 is up again after the drain began: {view}"
+                );
+            }
+            let ids: BTreeSet<u64> = nodes.iter().filter_map(|n| n["id"].as_u64()).collect();
+            let moved = described["partitions"].as_array().unwrap().iter().all(|p| {
+                sorted_ids(&p["replicas"]) == vec![2, 3, 4]
+                    && p["in_sync"].as_array().is_some_and(|s| {
+                        let mut s: Vec<u64> = s.iter().filter_map(Value::as_u64).collect();
+                        s.sort_unstable();
+                        s == vec![2, 3, 4]
+                    })
+                    && p["leader"].as_u64().is_some_and(|l| (2..=4).contains(&l))
+            });
+            if moved && ids == BTreeSet::from([2, 3, 4]) {
+                return Ok(());
+            }
+            Err(format!("{view}\n{described}"))
+        },
+    )
     .await
     .unwrap_or_else(|last| panic!("node 1 was not drained within 90 s: {last}"));
     cluster.mark_removed(1);

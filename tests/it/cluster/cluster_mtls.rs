@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use crate::common::auth::{create_client, token};
 use crate::common::cluster::{
     create_replicated, messages_url, produce_client, produce_retrying, TestCluster,
@@ -20,6 +19,7 @@ use crate::common::cluster::{
 };
 use crate::common::tls::TestCa;
 use crate::common::Server;
+use bytes::Bytes;
 use herald::domain::auth::{AuthCommand, PolicyRule};
 use herald::domain::metadata::MetadataCommand;
 use herald::rpc::{Lane, PeerTls, PeerTlsFiles, RpcClient, RpcError, RpcLimits};

@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::common::book::{produce_ids, Book};
-use crate::common::poll;
 use crate::common::cluster::{
     assert_placement, create_replicated, messages_url, produce_client, sorted_ids, Stored,
     TestCluster, CATCH_UP_DEADLINE, CLUSTER_DEADLINE, ELECTION_DEADLINE,
 };
+use crate::common::poll;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

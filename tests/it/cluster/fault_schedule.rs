@@ -32,8 +32,8 @@
 //! test takes about a minute.
 
 mod producers;
-mod seed;
 mod queue_phase;
+mod seed;
 mod stream_phase;
 mod stream_report;
 

@@ -7,9 +7,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::HeaderMap;
 use crate::common::tls::TestCa;
 use crate::common::Server;
+use axum::http::HeaderMap;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::process::Command;

@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::common::group_flow::{commit_body, committed_offsets, id_of, poll_ok, produce_ids, topic_with};
+use crate::common::group_flow::{
+    commit_body, committed_offsets, id_of, poll_ok, produce_ids, topic_with,
+};
 use crate::common::{poll, Server};
 use reqwest::StatusCode;
 use serde_json::{json, Value};

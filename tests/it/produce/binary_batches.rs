@@ -4,8 +4,8 @@
 
 use crate::common;
 
-use bytes::Bytes;
 use crate::common::Server;
+use bytes::Bytes;
 use herald::domain::batch::{
     decode_batch, encode_batch, encode_compacted_batch, ProducerStamp, BATCH_HEADER_LEN,
 };

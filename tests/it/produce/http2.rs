@@ -34,18 +34,22 @@ async fn h2c_multiplexes_concurrent_produces_and_reads_on_one_connection() {
 
     // The first request opens the connection. A connection of the helper's start-up polls may
     // not have been released yet: retried until the node has room, within a deadline.
-    let first = poll(Duration::from_secs(10), Duration::from_millis(100), || async {
-        let sent = client
-            .post(&produce_url)
-            .header("content-type", "application/octet-stream")
-            .body("first")
-            .send()
-            .await;
-        match sent {
-            Ok(response) if response.status() == StatusCode::OK => Ok(response),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    let first = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || async {
+            let sent = client
+                .post(&produce_url)
+                .header("content-type", "application/octet-stream")
+                .body("first")
+                .send()
+                .await;
+            match sent {
+                Ok(response) if response.status() == StatusCode::OK => Ok(response),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await
     .unwrap_or_else(|other| panic!("the first HTTP/2 request never succeeded: {other}"));
     assert_eq!(first.version(), Version::HTTP_2);

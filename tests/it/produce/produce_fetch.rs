@@ -396,14 +396,18 @@ async fn acks_leader_and_none() {
         );
     }
     // The messages arrive anyway.
-    let messages = poll(Duration::from_secs(10), Duration::from_millis(50), || async {
-        let messages = server.read_all("acks", 0).await;
-        if messages.len() == 4 {
-            Ok(messages)
-        } else {
-            Err(format!("{} messages", messages.len()))
-        }
-    })
+    let messages = poll(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let messages = server.read_all("acks", 0).await;
+            if messages.len() == 4 {
+                Ok(messages)
+            } else {
+                Err(format!("{} messages", messages.len()))
+            }
+        },
+    )
     .await
     .unwrap_or_else(|seen| panic!("acks=none messages never appeared ({seen})"));
     let values: Vec<&str> = messages.iter().map(|m| m.value_text()).collect();

@@ -8,10 +8,10 @@
 use std::io::Write;
 use std::time::Duration;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use crate::common::auth::token;
 use crate::common::{poll, Server};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -9,10 +9,10 @@ mod tenants;
 
 use std::collections::BTreeMap;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use crate::common::auth::{create_client, token};
 use crate::common::Server;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::{ATTEMPT_TIMEOUT, BATCH};
 use crate::common::book::PRODUCE_DEADLINE;
 use crate::common::cluster::{produce_once, Attempt, TestCluster};
-use super::{ATTEMPT_TIMEOUT, BATCH};
 use serde_json::{json, Value};
 
 /// What one idempotent producer got acknowledged, in sequence order.

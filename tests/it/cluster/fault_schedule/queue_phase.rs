@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::{hold, CommittedWatch, Faults};
 use crate::common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
 use crate::common::fault_queue::{self, QueueLog, QueueVerdict};
-use super::{hold, CommittedWatch, Faults};
 use serde_json::{json, Value};
 
 const TOPIC: &str = "fault-queue";

@@ -23,13 +23,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::stream_report::{GroupStreamReport, QueueStreamReport, StreamReport, TopicStreamReport};
 use crate::common::cluster::Stored;
 use crate::common::cluster::{create_replicated, messages_url, produce_once, Attempt, TestCluster};
 use crate::common::fault_stream_group::{self, GroupStreamLog};
 use crate::common::fault_stream_queue::{self, QueueStreamLog};
 use crate::common::fault_stream_topic::{self, Progress, TopicStreamLog};
 use crate::common::fault_streams::Transport;
-use super::stream_report::{GroupStreamReport, QueueStreamReport, StreamReport, TopicStreamReport};
 use serde_json::{json, Value};
 
 const TOPIC: &str = "fault-streams";
