@@ -68,7 +68,7 @@ console-deps:
 console:
 	cd web-console && npm ci --no-audit --no-fund && npm run build
 
-# The console's unit tests (vitest); its end-to-end test in chromium is tests/console.rs.
+# The console's unit tests (vitest); its end-to-end test in chromium is tests/it/ui/console.rs.
 console-unit: console-deps
 	cd web-console && npm test
 
@@ -90,7 +90,7 @@ lint: deps
 # apt-get install --no-install-recommends docker-compose, or the `docker compose` plugin), the
 # Prometheus configuration and alert rules with promtool (Debian's prometheus package), runs
 # the alert rules' unit tests (deploy/prometheus/alerts.test.yml) and parses the Grafana
-# dashboard. That the dashboard's and the alerts' metrics exist is tests/deploy_metrics.rs.
+# dashboard. That the dashboard's and the alerts' metrics exist is tests/it/ops/deploy_metrics.rs.
 # The file requires HERALD_CLUSTER_SECRET; a placeholder stands in for the check.
 compose-check:
 	@if command -v docker-compose >/dev/null 2>&1; then \

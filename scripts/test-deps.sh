@@ -6,8 +6,9 @@
 #   downloaded browser);
 # - nodejs and npm: the console's unit tests, playwright-core, the AsyncAPI parser and the
 #   TypeScript client generator (their packages are pinned in package-lock.json files);
-# - curl: tests/readme.rs runs the README's curl walkthrough;
-# - python3 with pip, and openapi-python-client (pinned): tests/sdk.rs generates a Python client.
+# - curl: tests/it/docs/readme.rs runs the README's curl walkthrough;
+# - python3 with pip, and openapi-python-client (pinned): tests/it/docs/sdk.rs generates a
+#   Python client.
 # Debian packages need root (or sudo); without either the script says what to run and fails.
 set -euo pipefail
 

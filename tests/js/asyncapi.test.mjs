@@ -1,6 +1,6 @@
 // Validates an AsyncAPI document with the AsyncAPI initiative's own parser (the one its tools
 // use): exits non-zero, listing them, when it reports an error or a warning. Run by
-// tests/asyncapi.rs on openapi/asyncapi.json and on what a node serves at /asyncapi.json:
+// tests/it/docs/asyncapi.rs on openapi/asyncapi.json and on what a node serves at /asyncapi.json:
 //
 //   node asyncapi.test.mjs ../../openapi/asyncapi.json
 import { readFileSync } from "node:fs";

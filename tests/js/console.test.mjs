@@ -1,6 +1,6 @@
 // The web console (/console/) in Debian's chromium against a running node: every check goes
 // through the page as an operator would (labels, buttons, links), and what the page did is then
-// checked over the HTTP API. Run by tests/console.rs, which starts the node:
+// checked over the HTTP API. Run by tests/it/ui/console.rs, which starts the node:
 //
 //   HERALD_URL=http://127.0.0.1:8080 node console.test.mjs
 //   HERALD_URL=... HERALD_CLIENT_ID=ops HERALD_CLIENT_SECRET=... node console.test.mjs   (node with --auth)

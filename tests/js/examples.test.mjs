@@ -1,7 +1,7 @@
 // Opens the example page (/examples/) in Debian's chromium against a running node, produces with
 // plain HTTP from outside the browser, and checks that the messages arrive over both the
 // WebSocket and EventSource, in order, and that a WebSocket reconnect resumes without a gap or a
-// repeat. Run by tests/browser_examples.rs, which starts the node and creates the topic:
+// repeat. Run by tests/it/ui/browser_examples.rs, which starts the node and creates the topic:
 //
 //   HERALD_URL=http://127.0.0.1:8080 HERALD_TOPIC=orders node examples.test.mjs
 //

@@ -6,9 +6,9 @@
 //! from 67 MB to 1.25 GB with a 1 GiB budget before this bound.
 //!
 //! The estimates start from a measurement (RSS of a node before and after 1,000 idle
-//! subscriptions on one socket, `tests/ws_limits.rs`: 9.3 KB a topic subscription, 7.2 KB a
-//! queue one) and add room for what a delivering subscription holds besides (its read-ahead, a
-//! frame being written).
+//! subscriptions on one socket, `tests/it/streams/ws_limits.rs`: 9.3 KB a topic subscription,
+//! 7.2 KB a queue one) and add room for what a delivering subscription holds besides (its
+//! read-ahead, a frame being written).
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 """A produce, read, group and subscription flow through the Python client that
-openapi-python-client generates from openapi/herald.json (tests/sdk.rs generates it into a
+openapi-python-client generates from openapi/herald.json (tests/it/docs/sdk.rs generates it into a
 temporary directory and runs this script against a node it started).
 
 Usage: flow.py BASE_URL CLIENT_ID CLIENT_SECRET

@@ -1,7 +1,8 @@
 // A produce, read, group and subscription flow through the TypeScript client that
-// @hey-api/openapi-ts generates from openapi/herald.json. tests/sdk.rs generates the client next
-// to this file in a temporary directory, type-checks both with `tsc --strict` (so the
-// generated types must fit what a user writes) and runs the result against a node it started.
+// @hey-api/openapi-ts generates from openapi/herald.json. tests/it/docs/sdk.rs generates the
+// client next to this file in a temporary directory, type-checks both with `tsc --strict` (so
+// the generated types must fit what a user writes) and runs the result against a node it
+// started.
 //
 // Usage: node flow.js BASE_URL CLIENT_ID CLIENT_SECRET
 // Exits non-zero with the failed step on stderr. Every wait has a deadline.

@@ -1,0 +1,6 @@
+//! The documents users follow: the README's walkthrough, the AsyncAPI document, SDKs generated
+//! from the OpenAPI document.
+
+mod asyncapi;
+mod readme;
+mod sdk;
