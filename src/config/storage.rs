@@ -73,8 +73,7 @@ impl StorageConfig {
     /// budget less the block cache, the memtables, the recent raft entries and the process
     /// reserve (0 if they take it all, which `validate` refuses).
     pub fn produce_in_flight_bytes(&self) -> usize {
-        self.memory_budget_bytes
-            .saturating_sub(self.fixed_parts())
+        self.memory_budget_bytes.saturating_sub(self.fixed_parts())
     }
 
     /// The parts of the budget that do not depend on the load: block cache, memtables, the

@@ -15,9 +15,11 @@ mod partition;
 pub use engine::error::RaftLayerError;
 pub use engine::group::{Bootstrap, GroupContext, RaftTiming};
 pub use engine::log_store::LogStore;
-pub use engine::recent_entries::{node_bytes as recent_entries_bytes, NODE_BUDGET_BYTES as RECENT_ENTRIES_BUDGET_BYTES};
 pub use engine::membership::{GroupMembers, LeaderReport, MembershipStep};
 pub use engine::network::{RaftService, RAFT_SERVICE};
+pub use engine::recent_entries::{
+    node_bytes as recent_entries_bytes, NODE_BUDGET_BYTES as RECENT_ENTRIES_BUDGET_BYTES,
+};
 pub use engine::registry::GroupRegistry;
 pub use engine::status::{RaftStatus, ROLES as RAFT_ROLES};
 pub use engine::types::{CompactionPlan, DedupClaim, DedupLimits, NodeAddr};

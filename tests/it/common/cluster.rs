@@ -30,8 +30,7 @@ use super::nft::Firewall;
 use super::{free_ports_on, Server, StartError, Wait};
 
 pub use super::cluster_produce::{
-    messages_url, produce_client, produce_once, produce_retrying, Attempt, Produced,
-    PRODUCE_TIMEOUT,
+    messages_url, produce_client, produce_once, produce_retrying, Attempt,
 };
 pub use super::cluster_reads::{partition_of, sorted_ids, Stored};
 pub use super::cluster_topics::{assert_placement, create_replicated};
@@ -174,12 +173,6 @@ impl TestCluster {
         panic!(
             "the cluster could not bind its ports after {START_ATTEMPTS} attempts:\n{last_bind_error}"
         );
-    }
-
-    /// The `--initial-cluster` value of the nodes' first start is gone; this is what every
-    /// node is started with besides its own addresses.
-    pub fn common_args(&self) -> &[String] {
-        &self.common_args
     }
 
     pub fn node(&self, id: u64) -> &Server {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use super::cluster::{TestCluster, CATCH_UP_DEADLINE, ELECTION_DEADLINE, POLL, START_ATTEMPTS};
+use super::cluster::{TestCluster, CATCH_UP_DEADLINE, POLL, START_ATTEMPTS};
 use super::{free_ports_on, poll, StartError, Wait, READY_DEADLINE};
 
 impl TestCluster {
@@ -113,48 +113,6 @@ impl TestCluster {
     pub fn add_request(&self, id: u64) -> Value {
         let node = self.node(id);
         json!({"node_id": id, "http_addr": node.http_addr(), "raft_addr": node.raft_addr()})
-    }
-
-    /// Starts node N+1 with `--join`, adds it through a live member (retrying 503s), and waits
-    /// until it is ready and every live member lists it. Returns its id.
-    pub async fn add_node(&mut self) -> u64 {
-        let id = self.start_joining_node().await;
-        let via = self.first_live();
-        let body = self.add_request(id);
-        let added = poll(ELECTION_DEADLINE, Duration::from_millis(250), || async {
-            let attempt = self
-                .node(via)
-                .http_client()
-                .post(self.node(via).url("/v1/cluster/nodes"))
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .await;
-            match attempt {
-                Ok(response) => {
-                    let status = response.status();
-                    let text = response.text().await.unwrap_or_default();
-                    if status == StatusCode::CREATED || status == StatusCode::OK {
-                        return Ok(());
-                    }
-                    if !status.is_server_error() {
-                        self.fail(&format!(
-                            "adding node {id} via node {via}: {status}: {text}"
-                        ));
-                    }
-                    Err(format!("{status}: {text}"))
-                }
-                Err(err) => Err(err.to_string()),
-            }
-        })
-        .await;
-        if let Err(last) = added {
-            self.fail(&format!(
-                "adding node {id} via node {via} failed until the deadline: {last}"
-            ));
-        }
-        self.finish_adding(id).await;
-        id
     }
 
     /// After node `id` was accepted by `POST /v1/cluster/nodes`: makes it a member and waits

@@ -55,12 +55,4 @@ impl TestCluster {
     pub fn cut_links(&self) -> Vec<(u64, u64)> {
         self.cut_links.iter().copied().collect()
     }
-
-    /// The rules in force, for a failure message.
-    pub fn describe_cuts(&self) -> String {
-        match &self.firewall {
-            Some(firewall) => firewall.describe(),
-            None => "no link was ever cut".into(),
-        }
-    }
 }

@@ -24,6 +24,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// One delivery of one offset to one puller.
 #[derive(Debug, Clone)]
 pub struct Delivery {
+    #[expect(
+        dead_code,
+        reason = "shown in failure messages (Debug): which puller held it"
+    )]
     pub puller: usize,
     pub offset: u64,
     pub pull_sent: Instant,

@@ -36,6 +36,7 @@ pub struct Lease {
     pub position: (u32, u64),
     pub value: Value,
     /// Which connection (0, 1, ...) delivered it.
+    #[expect(dead_code, reason = "shown in failure messages (Debug)")]
     pub connection: usize,
     pub received: Instant,
     pub ack_sent: Option<Instant>,

@@ -64,11 +64,9 @@ mod topics;
 pub mod ws;
 pub mod ws_streams;
 
-pub use groups::{parse_assignments, parse_polled, Delivered, Member, Polled};
+pub use groups::{Member, Polled};
 pub use http::{client, PROBLEM_JSON, REQUEST_TIMEOUT};
 pub use messages::{b64, now_ms, parse_offsets, FetchAnswer, RawMessage};
 pub use poll::poll;
-pub use server::{
-    free_port_list, free_ports_on, tail, Server, StartError, Wait, READY_DEADLINE, STOP_DEADLINE,
-};
+pub use server::{free_ports_on, Server, StartError, Wait, READY_DEADLINE};
 pub use topics::LEADER_DEADLINE;

@@ -77,11 +77,6 @@ impl Firewall {
     pub fn clear(&self) -> Result<(), String> {
         nft(&["flush", "chain", "inet", &self.table, CHAIN])
     }
-
-    /// The rules as `nft` lists them, for failure messages.
-    pub fn describe(&self) -> String {
-        nft_output(&["list", "table", "inet", &self.table]).unwrap_or_else(|err| err)
-    }
 }
 
 impl Drop for Firewall {

@@ -421,18 +421,6 @@ impl Server {
         self.child.as_ref().map(|c| c.id())
     }
 
-    pub fn node_id(&self) -> u64 {
-        self.node_id
-    }
-
-    pub fn http_port(&self) -> u16 {
-        self.http_port
-    }
-
-    pub fn raft_port(&self) -> u16 {
-        self.raft_port
-    }
-
     /// The loopback address the node listens on (and dials its peers from).
     pub fn ip(&self) -> IpAddr {
         self.ip
