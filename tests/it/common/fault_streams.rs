@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::sse::SseEvent;
+use super::sse::{take_event, SseEvent};
 use super::ws::Socket;
 
 /// A connection silent for this long is abandoned (its node pings or sends a keepalive every
@@ -174,7 +174,7 @@ impl SseConn {
 
     /// The next event (comments dropped), within a slice.
     pub async fn next(&mut self) -> Read<SseEvent> {
-        if let Some(event) = self.take_event() {
+        if let Some(event) = take_event(&mut self.buffer) {
             return Read::Item(event);
         }
         match tokio::time::timeout(SLICE, self.body.next()).await {
@@ -187,48 +187,12 @@ impl SseConn {
             Ok(Some(Ok(bytes))) => {
                 self.last_heard = Instant::now();
                 self.buffer.push_str(&String::from_utf8_lossy(&bytes));
-                match self.take_event() {
+                match take_event(&mut self.buffer) {
                     Some(event) => Read::Item(event),
                     None => Read::Quiet,
                 }
             }
         }
-    }
-
-    /// The first complete event in the buffer, if any (blocks of comments only are dropped).
-    fn take_event(&mut self) -> Option<SseEvent> {
-        while let Some(end) = self.buffer.find("\n\n") {
-            let block: String = self.buffer.drain(..end + 2).collect();
-            let mut event = SseEvent {
-                event: "message".into(),
-                id: None,
-                data: String::new(),
-            };
-            let mut has_data = false;
-            for line in block.lines() {
-                if line.starts_with(':') {
-                    continue;
-                }
-                let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                let value = value.strip_prefix(' ').unwrap_or(value);
-                match field {
-                    "event" => event.event = value.to_string(),
-                    "id" => event.id = Some(value.to_string()),
-                    "data" => {
-                        if has_data {
-                            event.data.push('\n');
-                        }
-                        event.data.push_str(value);
-                        has_data = true;
-                    }
-                    _ => {}
-                }
-            }
-            if has_data {
-                return Some(event);
-            }
-        }
-        None
     }
 }
 

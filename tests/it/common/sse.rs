@@ -78,37 +78,8 @@ impl EventStream {
     pub async fn next(&mut self) -> Option<SseEvent> {
         let deadline = tokio::time::Instant::now() + EVENT_DEADLINE;
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut event = SseEvent {
-                    event: "message".into(),
-                    id: None,
-                    data: String::new(),
-                };
-                let mut has_data = false;
-                for line in block.lines() {
-                    if line.starts_with(':') {
-                        continue;
-                    }
-                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                    let value = value.strip_prefix(' ').unwrap_or(value);
-                    match field {
-                        "event" => event.event = value.to_string(),
-                        "id" => event.id = Some(value.to_string()),
-                        "data" => {
-                            if has_data {
-                                event.data.push('\n');
-                            }
-                            event.data.push_str(value);
-                            has_data = true;
-                        }
-                        _ => {}
-                    }
-                }
-                if has_data {
-                    return Some(event);
-                }
-                continue;
+            if let Some(event) = take_event(&mut self.buffer) {
+                return Some(event);
             }
             let chunk = tokio::time::timeout_at(deadline, self.body.next())
                 .await
@@ -154,4 +125,41 @@ impl EventStream {
         }
         events
     }
+}
+
+/// Takes the first complete event out of `buffer`, if there is one: blocks of comments only
+/// (keep-alives) are dropped, multi-line data is joined with newlines.
+pub fn take_event(buffer: &mut String) -> Option<SseEvent> {
+    while let Some(end) = buffer.find("\n\n") {
+        let block: String = buffer.drain(..end + 2).collect();
+        let mut event = SseEvent {
+            event: "message".into(),
+            id: None,
+            data: String::new(),
+        };
+        let mut has_data = false;
+        for line in block.lines() {
+            if line.starts_with(':') {
+                continue;
+            }
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "event" => event.event = value.to_string(),
+                "id" => event.id = Some(value.to_string()),
+                "data" => {
+                    if has_data {
+                        event.data.push('\n');
+                    }
+                    event.data.push_str(value);
+                    has_data = true;
+                }
+                _ => {}
+            }
+        }
+        if has_data {
+            return Some(event);
+        }
+    }
+    None
 }
