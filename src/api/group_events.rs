@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 
 use super::dto::groups::OffsetResetDto;
 use super::dto::streams::{AssignmentBody, GroupDelivered};
-use super::events::{problem_event, EventSource, EventStreams, SSE_EVENTS_TOTAL};
+use super::events::{message_events, problem_event, EventSource, EventStreams};
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::{ApiError, Problem};
 use super::shutdown::Shutdown;
@@ -130,19 +130,8 @@ impl EventSource for MemberEvents {
                 (vec![Event::default().event("assignment").data(data)], false)
             }
             Ok(MemberEvent::Messages(messages)) => {
-                metrics::counter!(SSE_EVENTS_TOTAL).increment(messages.len() as u64);
-                let events = messages
-                    .into_iter()
-                    .map(|message| {
-                        let delivered = GroupDelivered::from(message);
-                        let data = serde_json::to_string(&delivered).unwrap_or_default();
-                        Event::default()
-                            .event("message")
-                            .id(delivered.position())
-                            .data(data)
-                    })
-                    .collect();
-                (events, false)
+                let delivered = messages.into_iter().map(GroupDelivered::from);
+                (message_events(delivered, GroupDelivered::position), false)
             }
             Err(error) => (vec![problem_event(ApiError::from(error))], true),
         }

@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::dto::streams::LeaseDelivered;
-use super::events::{problem_event, EventSource, EventStreams, SSE_EVENTS_TOTAL};
+use super::events::{message_events, problem_event, EventSource, EventStreams};
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::{ApiError, Problem};
 use super::shutdown::Shutdown;
@@ -93,19 +93,11 @@ impl EventSource for LeaseEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
         match self.0.next().await {
             Ok(pulled) => {
-                metrics::counter!(SSE_EVENTS_TOTAL).increment(pulled.len() as u64);
-                let events = pulled
-                    .into_iter()
-                    .map(|pulled| {
-                        let delivered = LeaseDelivered::from(pulled);
-                        let data = serde_json::to_string(&delivered).unwrap_or_default();
-                        Event::default()
-                            .event("message")
-                            .id(&delivered.ack_id)
-                            .data(data)
-                    })
-                    .collect();
-                (events, false)
+                let delivered = pulled.into_iter().map(LeaseDelivered::from);
+                (
+                    message_events(delivered, |lease| lease.ack_id.clone()),
+                    false,
+                )
             }
             Err(error) => (vec![problem_event(ApiError::from(error))], true),
         }

@@ -14,6 +14,17 @@ async fn send_close(sink: &mut futures::stream::SplitSink<WebSocket, Message>, f
         tokio::time::timeout(CLOSE_WRITE_DEADLINE, sink.send(Message::Close(Some(frame)))).await;
 }
 
+/// Ends the writing: with the server's close frame when it sent one (none when the
+/// connection dropped its sender: the peer closed first).
+async fn close_with(
+    sink: &mut futures::stream::SplitSink<WebSocket, Message>,
+    frame: Option<CloseFrame>,
+) {
+    if let Some(frame) = frame {
+        send_close(sink, frame).await;
+    }
+}
+
 /// Writes queued frames at the peer's pace; a close frame jumps the queue (what is queued
 /// behind it is dropped: the socket is ending).
 pub async fn write_frames(
@@ -24,12 +35,7 @@ pub async fn write_frames(
     loop {
         tokio::select! {
             biased;
-            frame = &mut close => {
-                if let Ok(frame) = frame {
-                    send_close(&mut sink, frame).await;
-                }
-                return;
-            }
+            frame = &mut close => return close_with(&mut sink, frame.ok()).await,
             message = receiver.next() => {
                 let Some(message) = message else {
                     // Every sender is gone without a close frame: the peer closed first.
@@ -38,12 +44,7 @@ pub async fn write_frames(
                 };
                 tokio::select! {
                     biased;
-                    frame = &mut close => {
-                        if let Ok(frame) = frame {
-                            send_close(&mut sink, frame).await;
-                        }
-                        return;
-                    }
+                    frame = &mut close => return close_with(&mut sink, frame.ok()).await,
                     sent = sink.send(message.clone()) => {
                         receiver.written(&message);
                         if sent.is_err() {
