@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::problem::ApiError;
 use super::rights::{self, Requirement};
 use crate::broker::auth::access::{Access, AdmittedToken, Denied};
+use crate::broker::auth::operation::Operation;
 use crate::broker::auth::policy::Action;
 use crate::broker::auth::tokens::Principal;
 use crate::broker::ErrorCode;
@@ -113,32 +114,51 @@ pub async fn admit(
         // Kept by what outlives the request (sockets, streams) to check it again later.
         parts.extensions.insert(AdmittedToken(token.into()));
     }
-    let checks = match requirement {
-        Requirement::Right(action, template) => {
-            let params = RawPathParams::from_request_parts(&mut parts, &())
-                .await
-                .ok();
-            let pairs: Vec<(&str, &str)> = params.iter().flat_map(|params| params.iter()).collect();
-            let Some(resource) = rights::resource(template, pairs.iter().copied()) else {
-                return Err(ApiError::internal(format!(
-                    "route {path} lacks a parameter of {template}"
-                ))
-                .into_response());
-            };
-            let mut checks = vec![(action, resource)];
-            checks.extend(rights::query_resources(&path, parts.uri.query()));
-            checks
-        }
-        Requirement::Metrics => vec![(Action::View, "cluster:metrics".to_string())],
-        Requirement::Authenticated | Requirement::Public => Vec::new(),
+    let params = RawPathParams::from_request_parts(&mut parts, &())
+        .await
+        .ok();
+    let pairs: Vec<(&str, &str)> = params.iter().flat_map(|params| params.iter()).collect();
+    let stream_topics = rights::group_stream_topics(&path, parts.uri.query());
+    let operation = match route_operation(requirement, &path, &pairs, stream_topics.as_deref()) {
+        Ok(operation) => operation,
+        Err(error) => return Err(error.into_response()),
     };
-    for (action, resource) in &checks {
-        if let Err(denied) = access.authorize(Some(&principal), *action, resource).await {
-            return Err(with_principal(refusal(&denied), principal));
+    if let Some(operation) = operation {
+        if let Err(refused) = access.authorize(Some(&principal), &operation).await {
+            return Err(with_principal(refusal(&refused.denied), principal));
         }
     }
     parts.extensions.insert(principal.clone());
     Ok((Request::from_parts(parts, body), Some(principal)))
+}
+
+/// The operation a request on a route is, for its rights (`None`: any valid token will do).
+/// A group's event stream joins the group for the topics its query names.
+fn route_operation<'a>(
+    requirement: Requirement,
+    path: &str,
+    params: &[(&'a str, &'a str)],
+    stream_topics: Option<&'a [String]>,
+) -> Result<Option<Operation<'a>>, ApiError> {
+    Ok(Some(match requirement {
+        Requirement::Right(action, template) => {
+            let Some(resource) = rights::resource(template, params.iter().copied()) else {
+                return Err(ApiError::internal(format!(
+                    "route {path} lacks a parameter of {template}"
+                )));
+            };
+            let group = params.iter().find(|(key, _)| *key == "group");
+            match (stream_topics, group) {
+                (Some(topics), Some((_, group))) => Operation::JoinGroup { group, topics },
+                _ => Operation::Route { action, resource },
+            }
+        }
+        Requirement::Metrics => Operation::Route {
+            action: Action::View,
+            resource: "cluster:metrics".to_string(),
+        },
+        Requirement::Authenticated | Requirement::Public => return Ok(None),
+    }))
 }
 
 /// `response` with the principal it was answered to, for the audit log outside.
@@ -176,13 +196,13 @@ impl FromRequestParts<super::AppState> for Caller {
 }
 
 impl Caller {
-    /// Refuses (403) unless the caller may do `action` on `resource`; allows all with
-    /// authentication off.
-    pub async fn require(&self, action: Action, resource: &str) -> Result<(), ApiError> {
+    /// Refuses (403) unless the caller may do `operation`; allows all with authentication
+    /// off.
+    pub async fn authorize(&self, operation: &Operation<'_>) -> Result<(), ApiError> {
         self.access
-            .authorize(self.principal.as_ref(), action, resource)
+            .authorize(self.principal.as_ref(), operation)
             .await
-            .map_err(|denied| denial(&denied))
+            .map_err(|refused| denial(&refused.denied))
     }
 
     /// The caller's subject: `None` with authentication off.
@@ -217,10 +237,10 @@ impl Caller {
             ));
         }
         if reads {
-            for topic in &member.topics {
-                self.require(Action::Consume, &format!("topic:{topic}"))
-                    .await?;
-            }
+            self.authorize(&Operation::ReadAsMember {
+                topics: &member.topics,
+            })
+            .await?;
         }
         Ok(())
     }

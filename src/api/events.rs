@@ -112,6 +112,21 @@ pub(super) trait EventSource: Send + 'static {
     fn shutdown_event(&self) -> Event;
 }
 
+/// One `message` event per delivered item (its JSON as `data`, `id(item)` as the event's
+/// id), counted in [`SSE_EVENTS_TOTAL`]: how every stream of the node sends its messages.
+pub(super) fn message_events<T: serde::Serialize>(
+    delivered: impl ExactSizeIterator<Item = T>,
+    id: impl Fn(&T) -> String,
+) -> Vec<Event> {
+    metrics::counter!(SSE_EVENTS_TOTAL).increment(delivered.len() as u64);
+    delivered
+        .map(|item| {
+            let data = serde_json::to_string(&item).unwrap_or_default();
+            Event::default().event("message").id(id(&item)).data(data)
+        })
+        .collect()
+}
+
 /// A `problem` event: why a stream ends (a lasting refusal, such as a deleted topic).
 pub(super) fn problem_event(error: ApiError) -> Event {
     let data = serde_json::json!({

@@ -1,6 +1,6 @@
 //! `GET /v1/groups/{group}/events`: a consumer group member as a server-sent event stream.
 //!
-//! The stream is a member (a broker [`MemberStream`]: joined, heartbeated and polled through
+//! The stream is a member (a broker [`ResumingMember`], which rides out leader changes itself: joined, heartbeated and polled through
 //! the group methods the REST API calls): its first event is the `assignment`, sent again after
 //! every rebalance; each `message` event carries the offset that commits it, which the client
 //! commits with `POST /v1/groups/{group}/offsets` naming the assignment's `member_id` and
@@ -18,13 +18,13 @@ use utoipa_axum::routes;
 
 use super::dto::groups::OffsetResetDto;
 use super::dto::streams::{AssignmentBody, GroupDelivered};
-use super::events::{problem_event, EventSource, EventStreams, SSE_EVENTS_TOTAL};
+use super::events::{message_events, problem_event, EventSource, EventStreams};
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::{ApiError, Problem};
 use super::shutdown::Shutdown;
 use super::AppState;
-use crate::broker::stream::Retry;
-use crate::broker::{Broker, JoinGroup, MemberEvent, MemberStream};
+use crate::broker::stream::ResumingMember;
+use crate::broker::{Broker, JoinGroup, MemberEvent};
 
 /// The most messages one poll of a member's stream asks for.
 const MESSAGES_PER_POLL: usize = 100;
@@ -111,56 +111,34 @@ async fn group_events(
         .join_stream(request, query.auto_commit.unwrap_or(false))
         .await?;
     Ok(streams.respond(
-        MemberEvents(member, Retry::new("group")),
+        MemberEvents(ResumingMember::new(member)),
         shutdown,
         open,
         token,
     ))
 }
 
-/// The member, and the stream's retry policy across leader changes.
-struct MemberEvents(MemberStream, Retry);
+/// The member, resuming across leader changes: every error it hands over ends the stream.
+struct MemberEvents(ResumingMember);
 
 impl EventSource for MemberEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
-        loop {
-            let event = self.0.next(MESSAGES_PER_POLL).await;
-            if event.is_ok() {
-                self.1.succeeded();
+        match self.0.next(MESSAGES_PER_POLL).await {
+            Ok(MemberEvent::Assignment(membership)) => {
+                let data = AssignmentBody::from(membership);
+                let data = serde_json::to_string(&data).unwrap_or_default();
+                (vec![Event::default().event("assignment").data(data)], false)
             }
-            match event {
-                Ok(MemberEvent::Assignment(membership)) => {
-                    let data = AssignmentBody::from(membership);
-                    let data = serde_json::to_string(&data).unwrap_or_default();
-                    return (vec![Event::default().event("assignment").data(data)], false);
-                }
-                Ok(MemberEvent::Messages(messages)) if messages.is_empty() => continue,
-                Ok(MemberEvent::Messages(messages)) => {
-                    metrics::counter!(SSE_EVENTS_TOTAL).increment(messages.len() as u64);
-                    let events = messages
-                        .into_iter()
-                        .map(|message| {
-                            let delivered = GroupDelivered::from(message);
-                            let data = serde_json::to_string(&delivered).unwrap_or_default();
-                            Event::default()
-                                .event("message")
-                                .id(delivered.position())
-                                .data(data)
-                        })
-                        .collect();
-                    return (events, false);
-                }
-                Err(error) => {
-                    if !self.1.after(&error).await {
-                        return (vec![problem_event(ApiError::from(error))], true);
-                    }
-                }
+            Ok(MemberEvent::Messages(messages)) => {
+                let delivered = messages.into_iter().map(GroupDelivered::from);
+                (message_events(delivered, GroupDelivered::position), false)
             }
+            Err(error) => (vec![problem_event(ApiError::from(error))], true),
         }
     }
 
     fn shutdown_event(&self) -> Event {
-        let membership = self.0.membership();
+        let membership = self.0.member().membership();
         let data = serde_json::json!({
             "member_id": membership.member_id,
             "generation": membership.generation,

@@ -17,6 +17,7 @@ use super::dto::groups::{
 use super::extract::{ApiJson, ApiPath};
 use super::problem::{ApiResult, Problem};
 use super::AppState;
+use crate::broker::auth::operation::Operation;
 use crate::broker::{Broker, GroupGauges};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -56,14 +57,12 @@ async fn join_group(
     ApiPath(group): ApiPath<String>,
     ApiJson(request): ApiJson<JoinGroupRequest>,
 ) -> ApiResult<Json<MembershipDto>> {
-    for topic in &request.topics {
-        caller
-            .require(
-                crate::broker::auth::policy::Action::Consume,
-                &format!("topic:{topic}"),
-            )
-            .await?;
-    }
+    caller
+        .authorize(&Operation::JoinGroup {
+            group: &group,
+            topics: &request.topics,
+        })
+        .await?;
     let membership = broker
         .join_group(request.into_domain(group, caller.subject()))
         .await?;

@@ -20,8 +20,9 @@ use super::dto::produce_batch::{
 use super::dto::topic::check_topic_name;
 use super::extract::{ApiBytes, ApiPath, ApiQuery, ContentType};
 use super::problem::{ApiResult, Problem};
+use super::produce_call::ProduceTo;
 use super::AppState;
-use crate::broker::{BatchFetch, Broker, Idempotence};
+use crate::broker::{BatchFetch, Broker};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -76,19 +77,10 @@ async fn produce(
     content_type: ContentType,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<ProduceResponse> {
-    check_topic_name(&topic)?;
-    let idempotency_key = idempotency_key(&headers)?;
+    let produce = ProduceTo::new(topic)?.keyed(idempotency_key(&headers)?)?;
     let mut decoded = decode_produce(&content_type, &query, body)?;
     super::trace::stamp_messages(&headers, &mut decoded.messages);
-    let acks = query.acks.unwrap_or_default().into();
-    let idempotence = Idempotence {
-        idempotency_key,
-        producer: decoded.producer,
-    };
-    let answer = broker
-        .produce(&topic, decoded.messages, acks, idempotence)
-        .await?;
-    Ok(answer.into())
+    produce.with(decoded, query.acks).send(&broker).await
 }
 
 /// Produce one batch in Herald's stored layout to a partition.

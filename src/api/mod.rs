@@ -38,6 +38,7 @@ pub mod openapi_rules;
 pub mod openapi_security;
 pub mod problem;
 mod process_metrics;
+pub mod produce_call;
 pub mod producers;
 pub mod quota;
 pub mod redrive;

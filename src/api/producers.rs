@@ -9,7 +9,7 @@ use super::dto::producer::{InitProducerRequest, ProducerDto};
 use super::extract::{ApiBytes, ContentType};
 use super::problem::{ApiResult, Problem};
 use super::AppState;
-use crate::broker::auth::policy::Action;
+use crate::broker::auth::operation::Operation;
 use crate::broker::Broker;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -44,9 +44,7 @@ async fn init_producer(
     let request = InitProducerRequest::decode(&content_type, &body)?;
     if let Some(name) = &request.name {
         // Registering a name fences whoever held it: a right on that name, not on all.
-        caller
-            .require(Action::Produce, &format!("producer:{name}"))
-            .await?;
+        caller.authorize(&Operation::NameProducer { name }).await?;
     }
     Ok(Json(broker.init_producer(request.name).await?.into()))
 }

@@ -220,28 +220,28 @@ const PUBLIC_PREFIXES: &[&str] = &[
     "/console",
 ];
 
-/// Resources a route touches besides its own, named in its query: a group stream reads each of
-/// its `?topics=` (comma-separated).
-const QUERY_RESOURCES: &[(&str, &str, Action, &str)] =
-    &[("/v1/groups/{group}/events", "topics", Consume, "topic")];
+/// The route whose query names resources besides its own: a group's event stream joins the
+/// group for each of its `?topics=` (`broker::auth::operation::Operation::JoinGroup`).
+pub const GROUP_STREAM: &str = "/v1/groups/{group}/events";
 
-/// The further (action, resource) checks a request's query asks for.
-pub fn query_resources(path: &str, query: Option<&str>) -> Vec<(Action, String)> {
-    let mut checks = Vec::new();
-    for (route, parameter, action, kind) in QUERY_RESOURCES {
-        if *route != path {
-            continue;
-        }
-        let Some(query) = query else { continue };
-        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-            if key == *parameter {
-                for name in value.split(',').filter(|name| !name.is_empty()) {
-                    checks.push((*action, format!("{kind}:{name}")));
-                }
-            }
+/// The topics a group stream's query names, as their rights are checked (every `topics`
+/// parameter, split at commas, empty names skipped); `None` on any other route.
+pub fn group_stream_topics(path: &str, query: Option<&str>) -> Option<Vec<String>> {
+    if path != GROUP_STREAM {
+        return None;
+    }
+    let mut topics = Vec::new();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if key == "topics" {
+            topics.extend(
+                value
+                    .split(',')
+                    .filter(|name| !name.is_empty())
+                    .map(str::to_string),
+            );
         }
     }
-    checks
+    Some(topics)
 }
 
 /// Routes whose clients may be browsers (`EventSource`, `WebSocket`), which cannot set headers:
@@ -326,6 +326,21 @@ mod tests {
             ROUTES.len(),
             "ROUTES lists a route the API does not have"
         );
+    }
+
+    #[test]
+    fn a_group_stream_needs_what_a_join_needs() {
+        let method = Method::GET;
+        assert_eq!(
+            requirement(&method, GROUP_STREAM),
+            Some(Right(Consume, "group:{group}")),
+            "the route's own right is the first a join needs"
+        );
+        assert_eq!(
+            group_stream_topics(GROUP_STREAM, Some("topics=a,,b&topics=c")),
+            Some(vec!["a".to_string(), "b".to_string(), "c".to_string()])
+        );
+        assert_eq!(group_stream_topics("/v1/topics/{topic}/events", None), None);
     }
 
     #[test]

@@ -2,8 +2,11 @@
 //! event stream.
 //!
 //! The stream leases through the same pull as `POST /v1/subscriptions/{sub}/pull` (a broker
-//! [`LeaseStream`]), with at most `max_in_flight` leases un-settled; each `message` event
-//! carries its `ack_id`, which the client settles with the REST ack, nack and extend calls.
+//! [`ResumingLeases`], which rides out leader changes itself), with at most `max_in_flight`
+//! leases un-settled; each `message` event carries its `ack_id`, which the client settles with
+//! the REST ack, nack and extend calls.
+
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::sse::Event;
@@ -14,13 +17,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::dto::streams::LeaseDelivered;
-use super::events::{problem_event, EventSource, EventStreams, SSE_EVENTS_TOTAL};
+use super::events::{message_events, problem_event, EventSource, EventStreams};
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::{ApiError, Problem};
 use super::shutdown::Shutdown;
 use super::AppState;
-use crate::broker::queue::LeaseStream;
-use crate::broker::stream::Retry;
+use crate::broker::stream::ResumingLeases;
 use crate::broker::Broker;
 
 /// The window of a stream that names none.
@@ -77,51 +79,32 @@ async fn subscription_events(
     let leases = broker.queues().open_lease_stream(&name, max_in_flight)?;
     let open = streams.open()?;
     Ok(streams.respond(
-        LeaseEvents(leases, Retry::new("queue")),
+        LeaseEvents(ResumingLeases::new(Arc::new(leases))),
         shutdown,
         open,
         token,
     ))
 }
 
-/// The leases, and the stream's retry policy across leader changes.
-struct LeaseEvents(LeaseStream, Retry);
+/// The leases, resuming across leader changes: every error they hand over ends the stream.
+struct LeaseEvents(ResumingLeases);
 
 impl EventSource for LeaseEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
-        loop {
-            let pulled = self.0.next().await;
-            if pulled.is_ok() {
-                self.1.succeeded();
+        match self.0.next().await {
+            Ok(pulled) => {
+                let delivered = pulled.into_iter().map(LeaseDelivered::from);
+                (
+                    message_events(delivered, |lease| lease.ack_id.clone()),
+                    false,
+                )
             }
-            match pulled {
-                Ok(pulled) if pulled.is_empty() => continue,
-                Ok(pulled) => {
-                    metrics::counter!(SSE_EVENTS_TOTAL).increment(pulled.len() as u64);
-                    let events = pulled
-                        .into_iter()
-                        .map(|pulled| {
-                            let delivered = LeaseDelivered::from(pulled);
-                            let data = serde_json::to_string(&delivered).unwrap_or_default();
-                            Event::default()
-                                .event("message")
-                                .id(&delivered.ack_id)
-                                .data(data)
-                        })
-                        .collect();
-                    return (events, false);
-                }
-                Err(error) => {
-                    if !self.1.after(&error).await {
-                        return (vec![problem_event(ApiError::from(error))], true);
-                    }
-                }
-            }
+            Err(error) => (vec![problem_event(ApiError::from(error))], true),
         }
     }
 
     fn shutdown_event(&self) -> Event {
-        let data = serde_json::json!({"subscription": self.0.subscription()});
+        let data = serde_json::json!({"subscription": self.0.leases().subscription()});
         Event::default().event("shutdown").data(data.to_string())
     }
 }

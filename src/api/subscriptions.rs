@@ -17,6 +17,7 @@ use super::dto::subscriptions::{
 use super::extract::{ApiJson, ApiPath};
 use super::problem::{ApiResult, Problem};
 use super::AppState;
+use crate::broker::auth::operation::Operation;
 use crate::broker::queue::{PutOutcome, Settle, SubscriptionGauge};
 use crate::broker::Broker;
 
@@ -60,22 +61,15 @@ async fn put_subscription(
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<PutSubscriptionRequest>,
 ) -> ApiResult<(StatusCode, Json<SubscriptionDto>)> {
-    // The subscription reads its topic for its consumers.
     caller
-        .require(
-            crate::broker::auth::policy::Action::Consume,
-            &format!("topic:{}", request.topic),
-        )
+        .authorize(&Operation::PutSubscription {
+            topic: &request.topic,
+            dead_letter_topic: request
+                .dead_letter_policy
+                .as_ref()
+                .map(|dead_letter| dead_letter.topic.as_str()),
+        })
         .await?;
-    // It writes messages that exhaust their deliveries to the dead-letter topic.
-    if let Some(dead_letter) = &request.dead_letter_policy {
-        caller
-            .require(
-                crate::broker::auth::policy::Action::Produce,
-                &format!("topic:{}", dead_letter.topic),
-            )
-            .await?;
-    }
     let (meta, outcome) = broker.queues().put(&name, request.into_domain()).await?;
     let status = match outcome {
         PutOutcome::Created => StatusCode::CREATED,

@@ -6,32 +6,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::binary::{parse_binary_publish, BinaryPublish};
 use super::frames::{
-    parse_client_frame, AuthFrame, ClientFrame, CreditFrame, FrameError, PublishFrame, ServerFrame,
+    parse_client_frame, ClientFrame, CreditFrame, FrameError, PublishFrame, ServerFrame,
     UnsubscribeFrame,
 };
-use super::outbox::{outbox, Outbox, OutboxReceiver};
+use super::outbox::{outbox, Outbox};
+use super::publish::publish_frame;
 use super::queue_subscription::SettleOp;
 use super::running::Running;
+use super::socket_auth::{frame_operation, truncate_at, SocketAuth};
+use super::writer::write_frames;
 use super::{group_subscription, queue_subscription, subscription};
 use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL, SUBSCRIPTIONS_REFUSED_TOTAL};
 use crate::api::connections::STALLED_CONNECTIONS_TOTAL;
-use crate::api::dto::produce::ProduceRequest;
-use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
 use crate::api::quota::quota_exceeded;
-use crate::broker::audit::event::ANONYMOUS;
-use crate::broker::audit::{AuditEvent, AuditLog};
-use crate::broker::auth::access::{Access, TokenEnd, TokenLife};
-use crate::broker::auth::policy::Action;
-use crate::broker::auth::tokens::Principal;
+use crate::broker::auth::access::TokenEnd;
+use crate::broker::auth::operation::Operation;
 use crate::broker::quota::{QuotaKey, QuotaKind};
-use crate::broker::{validate_idempotency_key, ErrorCode, Idempotence, StreamKind, StreamMemory};
+use crate::broker::{ErrorCode, StreamKind, StreamMemory};
 use crate::domain::record::RecordValue;
 
 /// Close codes (RFC 6455 § 7.4.1).
@@ -45,86 +43,11 @@ pub mod close_code {
     pub const TOKEN_EXPIRED: u16 = 4001;
 }
 
-/// Who a socket speaks for: the handshake's principal, replaced by `auth` frames. With
-/// authentication off there is none and every op is allowed.
-pub struct SocketAuth {
-    pub access: Access,
-    pub principal: Option<Principal>,
-    /// How long the principal's token stays valid: the socket closes with 4001 when it expires,
-    /// or as soon as its client is deleted or its secret rotated (on any node).
-    pub life: TokenLife,
-    /// Where refused operations are recorded, with the handshake's request id and address.
-    pub audit: SocketAudit,
-}
-
-/// What an audit event of a refused WebSocket operation says besides the refusal.
-pub struct SocketAudit {
-    pub log: AuditLog,
-    pub remote_addr: Option<String>,
-    pub request_id: String,
-}
-
-impl SocketAuth {
-    /// Refuses an op the principal has no right to, as a 403 problem (400 for a name no rule
-    /// can match). A 403 is audited like a 403 answer, without holding the frame up.
-    async fn require(&self, action: Action, resource: &str) -> Result<(), ApiError> {
-        let Err(denied) = self
-            .access
-            .authorize(self.principal.as_ref(), action, resource)
-            .await
-        else {
-            return Ok(());
-        };
-        let error = crate::api::access::denial(&denied);
-        if error.code == ErrorCode::Forbidden {
-            self.refused(
-                &format!("websocket {}", action.as_str()),
-                resource,
-                403,
-                &error.detail,
-            );
-        }
-        Err(error)
-    }
-
-    /// Records a refused operation of the socket in the audit log.
-    fn refused(&self, action: &str, resource: &str, status: u16, reason: &str) {
-        let (principal, roles) = match &self.principal {
-            Some(principal) => (principal.subject.clone(), Some(principal.roles.clone())),
-            None => (ANONYMOUS.to_string(), None),
-        };
-        self.audit.log.record(AuditEvent {
-            at_ms: now_ms(),
-            principal,
-            roles,
-            action: action.to_string(),
-            method: "WS".into(),
-            path: "/v1/ws".into(),
-            resource: resource.to_string(),
-            allowed: false,
-            status,
-            remote_addr: self.audit.remote_addr.clone(),
-            request_id: self.audit.request_id.clone(),
-            reason: Some(truncate_at(reason.to_string(), MAX_AUDIT_REASON_BYTES)),
-            node_id: 0,
-            count: None,
-            since_ms: None,
-        });
-    }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// The most `publish` frames of one socket being written at once; past it the socket's
 /// frames wait to be read (TCP backpressure on the client).
 const MAX_PUBLISHES_IN_FLIGHT: usize = 16;
 /// How long a close frame may take to reach a peer before the connection is dropped.
-const CLOSE_WRITE_DEADLINE: Duration = Duration::from_secs(5);
+pub(super) const CLOSE_WRITE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Why the read loop ended.
 enum Ending {
@@ -196,54 +119,6 @@ pub async fn serve(
     })
     .await;
     metrics::gauge!(CONNECTIONS).decrement(1.0);
-}
-
-/// Sends a close frame, giving up after [`CLOSE_WRITE_DEADLINE`] (the peer may not read).
-async fn send_close(sink: &mut futures::stream::SplitSink<WebSocket, Message>, frame: CloseFrame) {
-    let _ =
-        tokio::time::timeout(CLOSE_WRITE_DEADLINE, sink.send(Message::Close(Some(frame)))).await;
-}
-
-/// Writes queued frames at the peer's pace; a close frame jumps the queue (what is queued
-/// behind it is dropped: the socket is ending).
-async fn write_frames(
-    mut sink: futures::stream::SplitSink<WebSocket, Message>,
-    mut receiver: OutboxReceiver,
-    mut close: oneshot::Receiver<CloseFrame>,
-) {
-    loop {
-        tokio::select! {
-            biased;
-            frame = &mut close => {
-                if let Ok(frame) = frame {
-                    send_close(&mut sink, frame).await;
-                }
-                return;
-            }
-            message = receiver.next() => {
-                let Some(message) = message else {
-                    // Every sender is gone without a close frame: the peer closed first.
-                    let _ = sink.close().await;
-                    return;
-                };
-                tokio::select! {
-                    biased;
-                    frame = &mut close => {
-                        if let Ok(frame) = frame {
-                            send_close(&mut sink, frame).await;
-                        }
-                        return;
-                    }
-                    sent = sink.send(message.clone()) => {
-                        receiver.written(&message);
-                        if sent.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-    }
 }
 
 struct Connection {
@@ -353,15 +228,16 @@ impl Connection {
             }
         };
         metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => frame.op()).increment(1);
-        if let Some((id, action, resources)) = required_rights(&frame) {
-            for resource in resources {
-                if let Err(error) = self.auth.require(action, &resource).await {
-                    return self.answer(ServerFrame::error(Some(id.into()), &error));
-                }
+        if let Some((id, operation)) = frame_operation(&frame) {
+            if let Err(error) = self.auth.authorize(&operation).await {
+                return self.answer(ServerFrame::error(Some(id.to_string().into()), &error));
             }
         }
         match frame {
-            ClientFrame::Auth(frame) => self.reauthenticate(frame).await,
+            ClientFrame::Auth(frame) => {
+                let answer = self.auth.renew(frame).await;
+                self.answer(answer)
+            }
             ClientFrame::Publish(publish) => self.publish(publish, None, text.len()).await,
             ClientFrame::Subscribe(subscribe) => {
                 let id = subscribe.id.clone();
@@ -379,14 +255,7 @@ impl Connection {
                     Ok(planned) => planned,
                     Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
                 };
-                // The `ok` goes out before the readers start, so it precedes their messages.
-                if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
-                    return Some(ending);
-                }
-                let running = planned.start(&self.outbox);
-                self.memory.insert(id.clone(), memory);
-                self.subscriptions.insert(id, Running::Topic(running));
-                None
+                self.begin(id, memory, |outbox| Running::Topic(planned.start(outbox)))
             }
             ClientFrame::GroupSubscribe(subscribe) => {
                 let id = subscribe.id.clone();
@@ -412,13 +281,9 @@ impl Connection {
                     Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
                 };
                 // The `ok` precedes the `assignment` frame and the messages.
-                if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
-                    return Some(ending);
-                }
-                let running = group_subscription::start(id.clone(), member, credit, &self.outbox);
-                self.memory.insert(id.clone(), memory);
-                self.subscriptions.insert(id, Running::Group(running));
-                None
+                self.begin(id.clone(), memory, |outbox| {
+                    Running::Group(group_subscription::start(id, member, credit, outbox))
+                })
             }
             ClientFrame::QueueSubscribe(subscribe) => {
                 let id = subscribe.id.clone();
@@ -435,13 +300,9 @@ impl Connection {
                     Ok(leases) => leases,
                     Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
                 };
-                if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
-                    return Some(ending);
-                }
-                let running = queue_subscription::start(id.clone(), leases, &self.outbox);
-                self.memory.insert(id.clone(), memory);
-                self.subscriptions.insert(id, Running::Queue(running));
-                None
+                self.begin(id.clone(), memory, |outbox| {
+                    Running::Queue(queue_subscription::start(id, leases, outbox))
+                })
             }
             ClientFrame::Commit(commit) => match self.subscriptions.get(&commit.id) {
                 Some(Running::Group(running)) => {
@@ -484,8 +345,10 @@ impl Connection {
             Ok(BinaryPublish { frame, values }) => {
                 metrics::counter!(FRAMES_TOTAL, "direction" => "in", "op" => "publish_binary")
                     .increment(1);
-                let resource = format!("topic:{}", frame.topic);
-                if let Err(error) = self.auth.require(Action::Produce, &resource).await {
+                let produce = Operation::Produce {
+                    topic: &frame.topic,
+                };
+                if let Err(error) = self.auth.authorize(&produce).await {
                     return self.answer(ServerFrame::error(Some(frame.id.into()), &error));
                 }
                 self.publish(frame, Some(values), size).await
@@ -536,55 +399,6 @@ impl Connection {
         None
     }
 
-    /// `auth`: takes a fresh token for the same client; a bad one is refused and the socket
-    /// keeps its current token (and closes when that expires).
-    async fn reauthenticate(&mut self, frame: AuthFrame) -> Option<Ending> {
-        let id = frame.id.clone();
-        let refuse = |code: ErrorCode, detail: String| {
-            ServerFrame::error(id.clone().map(Into::into), &ApiError::new(code, detail))
-        };
-        match self.auth.access.authenticate(Some(&frame.token)).await {
-            Ok(Some(principal)) => {
-                if let Some(current) = &self.auth.principal {
-                    if current.subject != principal.subject {
-                        let detail = format!(
-                            "the socket belongs to '{}'; an auth frame renews its token, it does not change who it is",
-                            current.subject
-                        );
-                        let resource = format!("client:{}", principal.subject);
-                        self.auth.refused("websocket auth", &resource, 403, &detail);
-                        return self.answer(refuse(ErrorCode::Forbidden, detail));
-                    }
-                }
-                let answer = ServerFrame::Authenticated {
-                    id,
-                    subject: Some(principal.subject.clone()),
-                    expires_at_ms: Some(principal.expires_at_ms),
-                };
-                self.auth.life = self
-                    .auth
-                    .access
-                    .token_life(Some(&principal), Some(frame.token.as_str().into()));
-                self.auth.principal = Some(principal);
-                self.answer(answer)
-            }
-            Ok(None) => self.answer(ServerFrame::Authenticated {
-                id,
-                subject: None,
-                expires_at_ms: None,
-            }),
-            Err(denied) => {
-                let detail = denied.to_string();
-                let resource = match &self.auth.principal {
-                    Some(principal) => format!("client:{}", principal.subject),
-                    None => "client".to_string(),
-                };
-                self.auth.refused("websocket auth", &resource, 401, &detail);
-                self.answer(refuse(ErrorCode::Unauthorized, detail))
-            }
-        }
-    }
-
     /// Admits a new subscription `id` of `kind`: its id is free, the socket is under
     /// `ws.max_subscriptions`, and the node's memory budget has room for it (held while it
     /// lives). Otherwise the `error` answer (`Err`, `Some` when the socket then closes).
@@ -609,6 +423,23 @@ impl Connection {
             }
         };
         Err(self.answer(ServerFrame::error(Some(id.to_string().into()), &refused)))
+    }
+
+    /// Answers `ok` to a `subscribe` and starts it, holding `memory` while it runs. The `ok`
+    /// goes out before the subscription's task starts, so it precedes every frame of it.
+    fn begin(
+        &mut self,
+        id: String,
+        memory: StreamMemory,
+        start: impl FnOnce(&Outbox) -> Running,
+    ) -> Option<Ending> {
+        if let Some(ending) = self.answer(ServerFrame::Ok { id: id.clone() }) {
+            return Some(ending);
+        }
+        let running = start(&self.outbox);
+        self.memory.insert(id.clone(), memory);
+        self.subscriptions.insert(id, running);
+        None
     }
 
     /// `ack`, `nack` or `extend` of a queue subscription's leases.
@@ -651,41 +482,6 @@ impl Connection {
     }
 }
 
-/// The rights a frame needs: the frame's id, the action, and each resource it names. Frames on
-/// a running subscription (credit, commit, ack, ...) were covered when it was subscribed.
-fn required_rights(frame: &ClientFrame) -> Option<(String, Action, Vec<String>)> {
-    match frame {
-        ClientFrame::Publish(publish) => Some((
-            publish.id.clone(),
-            Action::Produce,
-            vec![format!("topic:{}", publish.topic)],
-        )),
-        ClientFrame::Subscribe(subscribe) => Some((
-            subscribe.id.clone(),
-            Action::Consume,
-            vec![format!("topic:{}", subscribe.topic)],
-        )),
-        ClientFrame::GroupSubscribe(subscribe) => Some((
-            subscribe.id.clone(),
-            Action::Consume,
-            std::iter::once(format!("group:{}", subscribe.group))
-                .chain(
-                    subscribe
-                        .topics
-                        .iter()
-                        .map(|topic| format!("topic:{topic}")),
-                )
-                .collect(),
-        )),
-        ClientFrame::QueueSubscribe(subscribe) => Some((
-            subscribe.id.clone(),
-            Action::Consume,
-            vec![format!("subscription:{}", subscribe.subscription)],
-        )),
-        _ => None,
-    }
-}
-
 fn wrong_kind(id: &str, op: &str, wanted: &str, running: &Running) -> ApiError {
     ApiError::invalid_request(format!(
         "{op} applies to {wanted}; '{id}' is {}",
@@ -699,43 +495,6 @@ fn unknown_subscription(id: String) -> ServerFrame {
         format!("this socket has no subscription with id '{id}'"),
     );
     ServerFrame::error(Some(id.into()), &error)
-}
-
-/// `publish`: the same checks and the same broker call as `POST /v1/topics/{topic}/messages`.
-/// `values` are a binary frame's, one per message, instead of the messages' own.
-async fn publish_frame(
-    broker: &crate::broker::Broker,
-    frame: PublishFrame,
-    values: Option<Vec<RecordValue>>,
-) -> Result<ServerFrame, ApiError> {
-    check_topic_name(&frame.topic)?;
-    if let Some(key) = &frame.idempotency_key {
-        validate_idempotency_key(key).map_err(ApiError::invalid_request)?;
-    }
-    let request = ProduceRequest {
-        messages: frame.messages,
-        producer_id: frame.producer_id,
-        producer_epoch: frame.producer_epoch,
-        sequence: frame.sequence,
-    };
-    let decoded = match values {
-        None => request.into_domain()?,
-        Some(values) => request.into_domain_with_values(values)?,
-    };
-    let idempotence = Idempotence {
-        idempotency_key: frame.idempotency_key,
-        producer: decoded.producer,
-    };
-    let acks = frame.acks.unwrap_or_default().into();
-    let answer = broker
-        .produce(&frame.topic, decoded.messages, acks, idempotence)
-        .await?;
-    let response = crate::api::dto::produce::ProduceResponse::from(answer);
-    Ok(ServerFrame::Published {
-        id: frame.id,
-        offsets: response.offsets,
-        duplicate: response.duplicate,
-    })
 }
 
 /// A read error: a frame over the size limit closes with 1009, anything else means the peer
@@ -758,19 +517,4 @@ fn read_error(error: axum::Error, max_frame_bytes: usize) -> Ending {
 /// A close reason must fit in a control frame (123 bytes of UTF-8).
 fn truncate_reason(reason: String) -> String {
     truncate_at(reason, 120)
-}
-
-/// The most bytes of a refusal's reason an audit event of the socket keeps: a refused token's
-/// reason can quote what the client sent.
-const MAX_AUDIT_REASON_BYTES: usize = 512;
-
-fn truncate_at(mut text: String, max_bytes: usize) -> String {
-    if text.len() > max_bytes {
-        let mut end = max_bytes;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }

@@ -11,9 +11,9 @@ use tokio::task::JoinHandle;
 
 use super::frames::{CommitFrame, GroupSubscribeFrame, ServerFrame};
 use super::outbox::Outbox;
-use super::subscription::{check_credit, grant_credit};
+use super::subscription::{check_credit, end_with, grant_credit};
 use crate::api::problem::ApiError;
-use crate::broker::stream::Retry;
+use crate::broker::stream::ResumingMember;
 use crate::broker::{Broker, JoinGroup, MemberEvent, MemberHandle, MemberStream, Membership};
 use crate::domain::groups::TopicPartition;
 
@@ -54,7 +54,12 @@ pub async fn join(
 pub fn start(id: String, member: MemberStream, credit: u64, outbox: &Outbox) -> GroupSubscription {
     let credit = Arc::new(Semaphore::new(credit as usize));
     let handle = member.handle();
-    let task = tokio::spawn(deliver(id, member, credit.clone(), outbox.clone()));
+    let task = tokio::spawn(deliver(
+        id,
+        ResumingMember::new(member),
+        credit.clone(),
+        outbox.clone(),
+    ));
     GroupSubscription {
         credit,
         member: handle,
@@ -91,8 +96,9 @@ impl GroupSubscription {
     }
 }
 
-async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, outbox: Outbox) {
-    let mut retry = Retry::new("group");
+/// Forwards what the member hands over (it rides out leader changes itself), within the
+/// credit and the socket's outbound queue, both checked before each attempt.
+async fn deliver(id: String, mut member: ResumingMember, credit: Arc<Semaphore>, outbox: Outbox) {
     loop {
         // Backpressure: no poll while the socket's queue is full. The session is kept by the
         // next poll; a client that reads nothing for the stall timeout is closed before it
@@ -107,22 +113,15 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
                     drop(granted);
                     continue;
                 }
-                () = heartbeat_due(&member) => {
-                    member.heartbeat().await.map(|event| {
-                        event.unwrap_or(MemberEvent::Messages(Vec::new()))
-                    })
-                }
+                () = heartbeat_due(member.member()) => member.heartbeat().await,
             }
         } else {
-            member.next(room).await
+            member.attempt(room).await
         };
-        if event.is_ok() {
-            retry.succeeded();
-        }
         let frame = match event {
-            Ok(MemberEvent::Assignment(membership)) => assignment(&id, membership),
-            Ok(MemberEvent::Messages(messages)) if messages.is_empty() => continue,
-            Ok(MemberEvent::Messages(messages)) => {
+            Ok(None) => continue,
+            Ok(Some(MemberEvent::Assignment(membership))) => assignment(&id, membership),
+            Ok(Some(MemberEvent::Messages(messages))) => {
                 // Only this task takes credit, and `next` answers at most `room`.
                 if let Ok(taken) = credit.try_acquire_many(messages.len() as u32) {
                     taken.forget();
@@ -132,16 +131,9 @@ async fn deliver(id: String, mut member: MemberStream, credit: Arc<Semaphore>, o
                     messages: messages.into_iter().map(Into::into).collect(),
                 }
             }
-            Err(error) if retry.after(&error).await => continue,
-            Err(error) => {
-                // A lasting refusal (a topic deleted, the member's owner refused): the
-                // subscription ends with it.
-                let _ = outbox.send(&ServerFrame::error(
-                    Some(id.clone().into()),
-                    &ApiError::from(error),
-                ));
-                return;
-            }
+            // A lasting refusal (a topic deleted, the member's owner refused): the
+            // subscription ends with it.
+            Err(error) => return end_with(&outbox, id, error),
         };
         if outbox.deliver(&frame).is_err() {
             return;

@@ -6,18 +6,22 @@
 //! socket, `frames` (and `stream_frames`) are its DTOs, `subscription` reads partitions for a
 //! topic `subscribe`, `group_subscription` makes the socket a consumer group member,
 //! `queue_subscription` leases from a queue subscription, `outbox` bounds what is queued to a
-//! socket. Publishing and reading go through the same [`Broker`]
-//! calls (and the same DTO checks) as the HTTP API.
+//! socket (`writer` its writing half), `socket_auth` checks each frame's operation, `publish`
+//! produces. Publishing and reading go through the same [`Broker`] calls (and the same DTO
+//! checks, produce preparation and authorization) as the HTTP API.
 
 pub mod binary;
 pub mod connection;
 pub mod frames;
 pub mod group_subscription;
 pub mod outbox;
+pub mod publish;
 pub mod queue_subscription;
 pub mod running;
+pub mod socket_auth;
 pub mod stream_frames;
 pub mod subscription;
+pub mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,7 +167,7 @@ async fn connect(
         )
         .into_response();
     };
-    let audit = connection::SocketAudit {
+    let audit = socket_auth::SocketAudit {
         remote_addr: crate::api::audit_layer::remote_address(&auditing, &extensions, &headers),
         request_id: extensions
             .get::<crate::api::request_id::RequestId>()
@@ -186,7 +190,7 @@ async fn connect(
             let token = extensions
                 .get::<crate::broker::auth::access::AdmittedToken>()
                 .map(|token| token.0.clone());
-            let auth = connection::SocketAuth {
+            let auth = socket_auth::SocketAuth {
                 life: access.token_life(principal.as_ref(), token),
                 access,
                 principal,

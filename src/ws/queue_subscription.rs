@@ -10,9 +10,10 @@ use tokio::task::JoinHandle;
 
 use super::frames::{QueueSubscribeFrame, ServerFrame, SettleFrame};
 use super::outbox::Outbox;
+use super::subscription::end_with;
 use crate::api::problem::ApiError;
 use crate::broker::queue::{LeaseStream, Settle, MAX_IN_FLIGHT};
-use crate::broker::stream::Retry;
+use crate::broker::stream::ResumingLeases;
 use crate::broker::Broker;
 
 /// A running queue subscription; dropping it stops its task and nacks what it holds.
@@ -54,7 +55,11 @@ pub fn open(
 /// Starts leasing; `messages` frames go to `outbox`.
 pub fn start(id: String, leases: LeaseStream, outbox: &Outbox) -> QueueSubscription {
     let leases = Arc::new(leases);
-    let task = tokio::spawn(deliver(id, leases.clone(), outbox.clone()));
+    let task = tokio::spawn(deliver(
+        id,
+        ResumingLeases::new(leases.clone()),
+        outbox.clone(),
+    ));
     QueueSubscription { leases, task }
 }
 
@@ -135,28 +140,18 @@ async fn settle(
     })
 }
 
-async fn deliver(id: String, leases: Arc<LeaseStream>, outbox: Outbox) {
-    let mut retry = Retry::new("queue");
+/// Forwards what the leases hand over (they ride out leader changes themselves), with the
+/// socket's outbound queue checked before each attempt.
+async fn deliver(id: String, mut leases: ResumingLeases, outbox: Outbox) {
     loop {
         // Backpressure: no lease is taken while the socket's queue is full, so leases do not
         // run down their deadlines waiting to be written.
         outbox.room().await;
         outbox.quota_pause().await;
-        let pulled = leases.next().await;
-        if pulled.is_ok() {
-            retry.succeeded();
-        }
-        let pulled = match pulled {
-            Ok(pulled) if pulled.is_empty() => continue,
-            Ok(pulled) => pulled,
-            Err(error) if retry.after(&error).await => continue,
-            Err(error) => {
-                let _ = outbox.send(&ServerFrame::error(
-                    Some(id.clone().into()),
-                    &ApiError::from(error),
-                ));
-                return;
-            }
+        let pulled = match leases.attempt().await {
+            Ok(None) => continue,
+            Ok(Some(pulled)) => pulled,
+            Err(error) => return end_with(&outbox, id, error),
         };
         let frame = ServerFrame::Leases {
             id: id.clone(),

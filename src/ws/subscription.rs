@@ -22,7 +22,7 @@ use crate::api::dto::consume::ConsumedMessageDto;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
 use crate::broker::stream::{StartFrom, Tail, TailItem};
-use crate::broker::Broker;
+use crate::broker::{Broker, BrokerError};
 
 /// The most credit a subscription may hold: far past any useful window, and within what a
 /// semaphore counts.
@@ -65,6 +65,12 @@ pub fn grant_credit(credit: &Semaphore, messages: u64) -> Result<(), ApiError> {
     }
     credit.add_permits(messages as usize);
     Ok(())
+}
+
+/// Ends a subscription with the lasting error its stream handed over: its `error` frame is
+/// the last the client gets of it.
+pub fn end_with(outbox: &Outbox, id: String, error: BrokerError) {
+    let _ = outbox.send(&ServerFrame::error(Some(id.into()), &ApiError::from(error)));
 }
 
 /// A `subscribe`'s starting credit, checked.
@@ -134,14 +140,8 @@ async fn send_within_credit(
         };
         let items = match batch {
             Ok(items) => items,
-            Err(error) => {
-                // A lasting refusal (the topic was deleted): the subscription ends with it.
-                let _ = outbox.send(&ServerFrame::error(
-                    Some(id.clone().into()),
-                    &ApiError::from(error),
-                ));
-                return;
-            }
+            // A lasting refusal (the topic was deleted): the subscription ends with it.
+            Err(error) => return end_with(&outbox, id, error),
         };
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {

@@ -84,8 +84,9 @@ impl Access {
 
     /// Whether `principal` may do `action` on `resource`; always with authentication off.
     /// The resource's name is checked first ([`check_requested`]): one no client may use is
-    /// refused whatever the policy says, before any rule is matched against it.
-    pub async fn authorize(
+    /// refused whatever the policy says, before any rule is matched against it. Transports
+    /// ask through [`Access::authorize`], by operation.
+    pub(super) async fn check(
         &self,
         principal: Option<&Principal>,
         action: Action,

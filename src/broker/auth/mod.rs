@@ -8,6 +8,7 @@ pub mod external;
 pub mod failed_requests;
 pub mod keys;
 pub mod low_s;
+pub mod operation;
 pub mod policy;
 pub mod sealing;
 pub mod secret_checks;
