@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use herald::bench::{self, BenchCommand};
-use herald::cli::{
+use herald_client::bench::{self, BenchCommand};
+use herald_client::cli::{
     self, ConsumeArgs, ProduceArgs, PullArgs, ReplyArgs, RequestArgs, ServerArg,
     SubscriptionsCommand, TopicsCommand,
 };
