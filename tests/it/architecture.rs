@@ -20,7 +20,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "herald-cluster",
-        &["herald-domain", "herald-raft", "herald-rpc", "herald-storage"],
+        &[
+            "herald-domain",
+            "herald-raft",
+            "herald-rpc",
+            "herald-storage",
+        ],
     ),
     ("herald-client", &["herald-domain"]),
     (
@@ -162,7 +167,10 @@ fn engines_are_sealed_in_their_crate() {
             }
         }
     }
-    assert!(broken.is_empty(), "engines named outside their crate: {broken:?}");
+    assert!(
+        broken.is_empty(),
+        "engines named outside their crate: {broken:?}"
+    );
 }
 
 #[test]

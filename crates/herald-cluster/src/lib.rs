@@ -37,6 +37,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use gossip::LeaderMap;
 use herald_domain::metadata::MetadataState;
 use herald_raft::{
     Bootstrap, GroupContext, GroupRegistry, MetadataReplica, NodeAddr, PartitionReplica,
@@ -44,7 +45,6 @@ use herald_raft::{
 };
 use herald_rpc::{PeerAdmission, PeerFilter, RpcClient, RpcLimits};
 use herald_storage::Store;
-use gossip::LeaderMap;
 use service::{ClusterReply, ClusterRequest, Dispatcher};
 
 pub struct ClusterOptions {

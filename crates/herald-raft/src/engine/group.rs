@@ -54,7 +54,7 @@ pub struct GroupContext {
 
 impl GroupContext {
     /// How long a follower may stay silent and still count as in sync.
-    pub(in crate) fn max_ack_age(&self) -> Duration {
+    pub(crate) fn max_ack_age(&self) -> Duration {
         Duration::from_millis(self.timing.election_timeout_max_ms)
     }
 }
@@ -73,7 +73,7 @@ pub enum Bootstrap {
     Join,
 }
 
-pub(in crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
+pub(crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
     let config = Config {
         cluster_name: "herald".into(),
         heartbeat_interval: timing.heartbeat_interval_ms,
@@ -95,7 +95,7 @@ pub(in crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLaye
     Ok(Arc::new(config))
 }
 
-pub(in crate) async fn start_raft<A: GroupApplier>(
+pub(crate) async fn start_raft<A: GroupApplier>(
     context: &GroupContext,
     group: u64,
     applier: A,
@@ -124,7 +124,7 @@ pub(in crate) async fn start_raft<A: GroupApplier>(
 
 /// Initializes a new group when asked to and when it has no state yet. Answers whether this
 /// call initialized it (a first start, not a restart).
-pub(in crate) async fn bootstrap_raft<SM>(
+pub(crate) async fn bootstrap_raft<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     bootstrap: &Bootstrap,
@@ -157,7 +157,7 @@ where
     Ok(true)
 }
 
-pub(in crate) fn write_error(
+pub(crate) fn write_error(
     group: u64,
     error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
 ) -> RaftLayerError {
@@ -184,7 +184,7 @@ pub(in crate) fn write_error(
 }
 
 /// Waits until the group knows a leader, or the deadline passes.
-pub(in crate) async fn wait_for_leader<SM>(
+pub(crate) async fn wait_for_leader<SM>(
     raft: &Raft<TypeConfig, SM>,
     timeout: Duration,
 ) -> Option<u64>
@@ -208,7 +208,7 @@ where
     }
 }
 
-pub(in crate) fn leader_of<SM>(raft: &Raft<TypeConfig, SM>) -> Option<u64>
+pub(crate) fn leader_of<SM>(raft: &Raft<TypeConfig, SM>) -> Option<u64>
 where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
@@ -216,11 +216,8 @@ where
 }
 
 /// Asks the leader to hand leadership to `to` (e.g. back to the preferred replica).
-pub(in crate) async fn transfer_leadership<SM>(
-    raft: &Raft<TypeConfig, SM>,
-    group: u64,
-    to: u64,
-) where
+pub(crate) async fn transfer_leadership<SM>(raft: &Raft<TypeConfig, SM>, group: u64, to: u64)
+where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
     if let Err(error) = raft.trigger().transfer_leader(to).await {
@@ -230,10 +227,7 @@ pub(in crate) async fn transfer_leadership<SM>(
 
 /// Writes `set` without sync: on this thread when RocksDB takes it at once (small sets, no
 /// stall), else on a blocking thread, so an async worker never sleeps in a write stall.
-pub(in crate) async fn write_unsynced(
-    store: &Store,
-    set: WriteSet,
-) -> Result<(), std::io::Error> {
+pub(crate) async fn write_unsynced(store: &Store, set: WriteSet) -> Result<(), std::io::Error> {
     let Some(set) = store.write_unless_waiting(set)? else {
         return Ok(());
     };
@@ -244,7 +238,7 @@ pub(in crate) async fn write_unsynced(
         .map_err(std::io::Error::from)
 }
 
-pub(in crate) async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, std::io::Error> + Send + 'static,
 ) -> Result<T, RaftLayerError> {
     tokio::task::spawn_blocking(work)

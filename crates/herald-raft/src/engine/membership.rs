@@ -59,7 +59,7 @@ pub enum MembershipStep {
     NotLeader,
 }
 
-pub(in crate) fn members_of<SM>(raft: &Raft<TypeConfig, SM>) -> GroupMembers
+pub(crate) fn members_of<SM>(raft: &Raft<TypeConfig, SM>) -> GroupMembers
 where
     SM: RaftStateMachine<TypeConfig>,
 {
@@ -73,7 +73,7 @@ where
     }
 }
 
-pub(in crate) fn leader_report<SM>(
+pub(crate) fn leader_report<SM>(
     raft: &Raft<TypeConfig, SM>,
     node_id: u64,
     max_ack_age: Duration,
@@ -150,7 +150,7 @@ fn change_error(
 /// from that leader would; `candidate` (the same on every survivor) then campaigns. Safety is
 /// unchanged: votes still need a quorum and an up-to-date log; only the wait is skipped. If the
 /// detection was wrong, the cost is one needless election.
-pub(in crate) async fn take_over_from<SM>(
+pub(crate) async fn take_over_from<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     dead: u64,
@@ -177,7 +177,7 @@ pub(in crate) async fn take_over_from<SM>(
 /// One step toward `voters` (and `learners`) as the group's membership, taken on the leader:
 /// add missing nodes as learners, promote them once caught up (so a move never drops below
 /// the old replica count of up-to-date copies), then drop nodes that are not wanted.
-pub(in crate) async fn converge<SM>(
+pub(crate) async fn converge<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: u64,
     node_id: u64,

@@ -26,7 +26,7 @@ pub struct RaftStatus {
     pub follower_lag: Vec<(u64, u64)>,
 }
 
-pub(in crate) fn status_of<SM>(raft: &Raft<TypeConfig, SM>, node_id: u64) -> RaftStatus
+pub(crate) fn status_of<SM>(raft: &Raft<TypeConfig, SM>, node_id: u64) -> RaftStatus
 where
     SM: RaftStateMachine<TypeConfig>,
 {

@@ -6,8 +6,8 @@ use std::fmt;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
 use crate::partition::subscriptions::{QueueCommand, QueueOutcome};
+use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
 
 /// Where a node can be reached; carried in raft memberships.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

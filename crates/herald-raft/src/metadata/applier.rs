@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::consumer_groups::{ConsumerGroupsView, GroupsStore};
-use herald_domain::groups::ConsumerGroups;
-use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
 use crate::engine::codec;
 use crate::engine::state_machine::GroupApplier;
 use crate::engine::types::{RaftRequest, RaftResponse};
+use herald_domain::groups::ConsumerGroups;
+use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
 use herald_storage::{Store, WriteSet};
 
 pub struct MetadataApplier {

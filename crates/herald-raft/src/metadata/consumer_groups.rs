@@ -11,9 +11,9 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use crate::engine::codec;
 use herald_domain::groups::{ConsumerGroups, GroupCommand, GroupOutcome};
 use herald_domain::metadata::METADATA_GROUP;
-use crate::engine::codec;
 use herald_storage::{keys, Cf, Store, WriteSet};
 
 /// Rows `(metadata group, TAG_GROUP, group name)`, one encoded `ConsumerGroup` each.
@@ -53,14 +53,14 @@ impl ConsumerGroupsView {
 }
 
 /// The applier's side: applies commands, writes rows, tells readers.
-pub(in crate) struct GroupsStore {
+pub(crate) struct GroupsStore {
     shared: Arc<RwLock<ConsumerGroups>>,
     applied: watch::Sender<u64>,
     dirty: bool,
 }
 
 impl GroupsStore {
-    pub(in crate) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         GroupsStore {
             shared: Arc::default(),
             applied: watch::Sender::new(0),
@@ -68,18 +68,14 @@ impl GroupsStore {
         }
     }
 
-    pub(in crate) fn view(&self) -> ConsumerGroupsView {
+    pub(crate) fn view(&self) -> ConsumerGroupsView {
         ConsumerGroupsView {
             shared: self.shared.clone(),
             applied: self.applied.subscribe(),
         }
     }
 
-    pub(in crate) fn apply(
-        &mut self,
-        command: &GroupCommand,
-        writes: &mut WriteSet,
-    ) -> GroupOutcome {
+    pub(crate) fn apply(&mut self, command: &GroupCommand, writes: &mut WriteSet) -> GroupOutcome {
         let mut groups = self.shared.write();
         let outcome = groups.apply(command);
         let changed = matches!(
@@ -107,7 +103,7 @@ impl GroupsStore {
         outcome
     }
 
-    pub(in crate) fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
+    pub(crate) fn load_rows(&mut self, store: &Store) -> Result<(), io::Error> {
         let mut loaded = ConsumerGroups::default();
         store.scan(Cf::RaftState, &rows_start(), &rows_end(), |_, row| {
             let group: herald_domain::groups::ConsumerGroup = codec::decode(row)?;
@@ -119,12 +115,12 @@ impl GroupsStore {
         Ok(())
     }
 
-    pub(in crate) fn snapshot(&self) -> ConsumerGroups {
+    pub(crate) fn snapshot(&self) -> ConsumerGroups {
         self.shared.read().clone()
     }
 
     /// Replaces every group with a snapshot's, rows included.
-    pub(in crate) fn restore(
+    pub(crate) fn restore(
         &mut self,
         groups: ConsumerGroups,
         writes: &mut WriteSet,
@@ -138,7 +134,7 @@ impl GroupsStore {
         Ok(())
     }
 
-    pub(in crate) fn publish(&mut self) {
+    pub(crate) fn publish(&mut self) {
         if std::mem::take(&mut self.dirty) {
             self.applied.send_modify(|version| *version += 1);
         }

@@ -8,7 +8,6 @@ use tokio::sync::watch;
 
 use super::applier::MetadataApplier;
 use super::consumer_groups::ConsumerGroupsView;
-use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState, METADATA_GROUP};
 use crate::engine::error::RaftLayerError;
 use crate::engine::group::{
     bootstrap_raft, leader_of, start_raft, wait_for_leader, write_error, Bootstrap, GroupContext,
@@ -19,6 +18,7 @@ use crate::engine::membership::{
 use crate::engine::registry::{GroupRegistry, MetadataRaft, RegisteredGroup};
 use crate::engine::status::{status_of, RaftStatus};
 use crate::engine::types::{NodeAddr, RaftRequest, RaftResponse};
+use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState, METADATA_GROUP};
 
 /// This node's replica of the metadata group.
 pub struct MetadataReplica {

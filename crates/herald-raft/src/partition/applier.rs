@@ -16,10 +16,10 @@ use super::dedup::{DedupSnapshot, DedupState, Verdict};
 use super::dedup_rows;
 use super::subscriptions::{self, QueueCommand, QueueStates};
 use super::subscriptions_rows;
-use herald_domain::batch::{self, BatchHeader};
 use crate::engine::codec;
 use crate::engine::state_machine::GroupApplier;
 use crate::engine::types::{CompactionPlan, DedupClaim, RaftRequest, RaftResponse};
+use herald_domain::batch::{self, BatchHeader};
 use herald_storage::{keys, Cf, Store, WriteSet};
 
 /// What readers may see of a partition: offsets in `[log_start_offset, high_watermark)`.
@@ -79,7 +79,7 @@ pub struct PartitionApplier {
     group: u64,
     progress: PartitionProgress,
     /// Idempotency keys and producers (see [`super::dedup`]).
-    pub(in crate) dedup: DedupState,
+    pub(crate) dedup: DedupState,
     watermarks: watch::Sender<Watermarks>,
     compaction: watch::Sender<CompactionProgress>,
     /// Subscriptions' delivery state (see [`super::subscriptions`]), shared with readers.

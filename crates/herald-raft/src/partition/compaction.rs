@@ -30,10 +30,10 @@ use openraft::EntryPayload;
 
 use super::cleaner_state::{self, CleanTally, CleanerState, PassCheckpoint, QueuedPass};
 use super::throttle::Throttle;
-use herald_domain::batch::{self, encode_compacted_batch, RecordView};
-use herald_domain::record::Record;
 use crate::engine::codec;
 use crate::engine::types::Entry;
+use herald_domain::batch::{self, encode_compacted_batch, RecordView};
+use herald_domain::record::Record;
 use herald_storage::{keys, Cf, Store, WriteSet};
 
 /// What one key costs in the map beyond its bytes (hash table slot, box, offset).
@@ -185,7 +185,7 @@ fn corrupt(error: batch::BatchError) -> io::Error {
 /// Maps each key in the batches starting in `[from, to)` to its latest offset. With a
 /// `budget`, stops after the batch that took the map to it (so the map holds at most the budget
 /// plus one batch's keys); answers where it stopped.
-pub(in crate) fn build_map(
+pub(crate) fn build_map(
     context: &CleanContext<'_>,
     from: u64,
     to: u64,

@@ -14,11 +14,11 @@ use super::compaction::{self, CleanContext, PassEnd};
 use super::compaction_plan::{self, PlanSettings};
 use super::reader::{self, ReadLimits};
 use super::throttle::Throttle;
-use herald_domain::batch::{self, Compression, ProducerStamp};
-use herald_domain::record::{Record, RecordKey, RecordValue};
 use crate::engine::codec;
 use crate::engine::state_machine::GroupApplier;
 use crate::engine::types::{CompactionPlan, Entry, RaftRequest, RaftResponse, TypeConfig};
+use herald_domain::batch::{self, Compression, ProducerStamp};
+use herald_domain::record::{Record, RecordKey, RecordValue};
 use herald_storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
 const GROUP: u64 = 7;

@@ -30,18 +30,18 @@ use std::io;
 use serde::{Deserialize, Serialize};
 
 use super::dedup_rows;
-use herald_domain::batch::ProducerStamp;
 use crate::engine::codec;
 use crate::engine::types::{DedupClaim, DedupLimits};
+use herald_domain::batch::ProducerStamp;
 use herald_storage::WriteSet;
 
 /// How many of a producer's latest batches keep their offsets, so a retry of any of them
 /// (a producer with up to this many requests in flight) answers the offsets it was first given.
-pub(in crate) const REMEMBERED_BATCHES: usize = 5;
+pub(crate) const REMEMBERED_BATCHES: usize = 5;
 
 /// What the window remembers of one idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct KeyEntry {
+pub(crate) struct KeyEntry {
     pub base_offset: u64,
     pub offset_span: u32,
     pub fingerprint: u32,
@@ -53,7 +53,7 @@ pub(in crate) struct KeyEntry {
 
 /// One of a producer's recent batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct RecentBatch {
+pub(crate) struct RecentBatch {
     pub first_sequence: i64,
     pub last_sequence: i64,
     pub base_offset: u64,
@@ -62,7 +62,7 @@ pub(in crate) struct RecentBatch {
 
 /// What the window remembers of one idempotent producer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct ProducerEntry {
+pub(crate) struct ProducerEntry {
     pub epoch: i16,
     pub last_sequence: i64,
     /// The latest batches, oldest first, at most [`REMEMBERED_BATCHES`].
@@ -75,14 +75,14 @@ pub(in crate) struct ProducerEntry {
 
 /// The window's clock and the next insertion number.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct DedupClock {
+pub(crate) struct DedupClock {
     pub now_ms: i64,
     pub next_seq: u64,
 }
 
 /// What the window says of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate) enum Verdict {
+pub(crate) enum Verdict {
     /// Not seen before: append it, then [`DedupState::record`] it.
     New,
     /// Written before; `base_offset` is where, when still remembered.
@@ -101,7 +101,7 @@ pub(in crate) enum Verdict {
 
 /// A partition's dedup window (see the module documentation).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(in crate) struct DedupState {
+pub(crate) struct DedupState {
     clock: DedupClock,
     keys: HashMap<String, KeyEntry>,
     /// `seq` → key, oldest first.
@@ -113,7 +113,7 @@ pub(in crate) struct DedupState {
 
 /// The window as a snapshot carries it: everything, in insertion order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct DedupSnapshot {
+pub(crate) struct DedupSnapshot {
     pub clock: DedupClock,
     pub keys: Vec<(String, KeyEntry)>,
     pub producers: Vec<(i64, ProducerEntry)>,
@@ -129,7 +129,7 @@ fn sequences(producer: ProducerStamp, offset_span: u32) -> (i64, i64) {
 
 impl DedupState {
     /// Rebuilds the window from its entries (rows loaded at open, or a snapshot).
-    pub(in crate) fn from_parts(
+    pub(crate) fn from_parts(
         clock: DedupClock,
         keys: impl IntoIterator<Item = (String, KeyEntry)>,
         producers: impl IntoIterator<Item = (i64, ProducerEntry)>,
@@ -149,7 +149,7 @@ impl DedupState {
         state
     }
 
-    pub(in crate) fn snapshot(&self) -> DedupSnapshot {
+    pub(crate) fn snapshot(&self) -> DedupSnapshot {
         DedupSnapshot {
             clock: self.clock,
             keys: self
@@ -165,24 +165,24 @@ impl DedupState {
         }
     }
 
-    pub(in crate) fn from_snapshot(snapshot: DedupSnapshot) -> DedupState {
+    pub(crate) fn from_snapshot(snapshot: DedupSnapshot) -> DedupState {
         DedupState::from_parts(snapshot.clock, snapshot.keys, snapshot.producers)
     }
 
     #[cfg(test)]
-    pub(in crate) fn key_count(&self) -> usize {
+    pub(crate) fn key_count(&self) -> usize {
         self.keys.len()
     }
 
     #[cfg(test)]
-    pub(in crate) fn producer_count(&self) -> usize {
+    pub(crate) fn producer_count(&self) -> usize {
         self.producers.len()
     }
 
     /// Moves the window's clock to the claim's time (never back) and forgets what is older
     /// than the window, then says what the window knows of this batch. `offset_span` is the
     /// batch's.
-    pub(in crate) fn check(
+    pub(crate) fn check(
         &mut self,
         group: u64,
         claim: &DedupClaim,
@@ -235,7 +235,7 @@ impl DedupState {
 
     /// After a duplicate: a newer epoch of the producer still fences the older ones, although
     /// nothing was written.
-    pub(in crate) fn note_epoch(
+    pub(crate) fn note_epoch(
         &mut self,
         group: u64,
         producer: ProducerStamp,
@@ -257,7 +257,7 @@ impl DedupState {
 
     /// Remembers a batch the window called [`Verdict::New`], appended at `base_offset`.
     /// Everything is encoded before anything changes: on an error the window is as before.
-    pub(in crate) fn record(
+    pub(crate) fn record(
         &mut self,
         group: u64,
         claim: &DedupClaim,

@@ -24,7 +24,7 @@ fn producer_key(group: u64, producer_id: i64) -> Vec<u8> {
     keys::group_tag_bytes(group, TAG_PRODUCER, &(producer_id as u64).to_be_bytes())
 }
 
-pub(in crate) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<u8>) {
+pub(crate) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<u8>) {
     writes.put(
         Cf::RaftState,
         keys::group_tag_bytes(group, TAG_KEY, key.as_bytes()),
@@ -32,28 +32,23 @@ pub(in crate) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<
     );
 }
 
-pub(in crate) fn delete_key(writes: &mut WriteSet, group: u64, key: &str) {
+pub(crate) fn delete_key(writes: &mut WriteSet, group: u64, key: &str) {
     writes.delete(
         Cf::RaftState,
         keys::group_tag_bytes(group, TAG_KEY, key.as_bytes()),
     );
 }
 
-pub(in crate) fn put_producer(
-    writes: &mut WriteSet,
-    group: u64,
-    producer_id: i64,
-    row: Vec<u8>,
-) {
+pub(crate) fn put_producer(writes: &mut WriteSet, group: u64, producer_id: i64, row: Vec<u8>) {
     writes.put(Cf::RaftState, producer_key(group, producer_id), row);
 }
 
-pub(in crate) fn delete_producer(writes: &mut WriteSet, group: u64, producer_id: i64) {
+pub(crate) fn delete_producer(writes: &mut WriteSet, group: u64, producer_id: i64) {
     writes.delete(Cf::RaftState, producer_key(group, producer_id));
 }
 
 /// The clock is two fixed-width numbers, written by hand: it cannot fail to encode.
-pub(in crate) fn put_clock(writes: &mut WriteSet, group: u64, clock: DedupClock) {
+pub(crate) fn put_clock(writes: &mut WriteSet, group: u64, clock: DedupClock) {
     let mut row = Vec::with_capacity(16);
     row.extend_from_slice(&clock.now_ms.to_be_bytes());
     row.extend_from_slice(&clock.next_seq.to_be_bytes());
@@ -75,7 +70,7 @@ fn decode_clock(row: &[u8]) -> Result<DedupClock, io::Error> {
 }
 
 /// Reads a partition's window back from its rows (blocking).
-pub(in crate) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error> {
+pub(crate) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error> {
     let clock = match store.get(Cf::RaftState, &keys::group_tag(group, TAG_CLOCK))? {
         Some(row) => decode_clock(&row)?,
         None => DedupClock::default(),
@@ -134,7 +129,7 @@ pub(in crate) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error
 
 /// Replaces every row of the window with a snapshot's: what a replica installing a leader's
 /// snapshot must end with.
-pub(in crate) fn replace_all(
+pub(crate) fn replace_all(
     writes: &mut WriteSet,
     group: u64,
     snapshot: &DedupSnapshot,

@@ -7,10 +7,10 @@ use bytes::Bytes;
 use super::applier::PartitionApplier;
 use super::dedup::DedupState;
 use super::reader;
-use herald_domain::batch::{self, Compression, ProducerStamp};
-use herald_domain::record::{Record, RecordValue};
 use crate::engine::state_machine::GroupApplier;
 use crate::engine::types::{DedupClaim, DedupLimits, RaftRequest, RaftResponse};
+use herald_domain::batch::{self, Compression, ProducerStamp};
+use herald_domain::record::{Record, RecordValue};
 use herald_storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
 const GROUP: u64 = 9;

@@ -29,12 +29,12 @@ use tokio::sync::{oneshot, watch};
 
 use super::once::{once_outcome, OnceOutcome};
 use super::replica::PartitionReplica;
-use herald_domain::batch::decode_header;
 use crate::engine::error::RaftLayerError;
 use crate::engine::group::write_error;
 use crate::engine::recent_entries::RecentEntries;
 use crate::engine::registry::PartitionRaft;
 use crate::engine::types::{DedupClaim, RaftRequest, RaftResponse};
+use herald_domain::batch::decode_header;
 
 /// A plain append proposed: resolves with its base offset and span once a quorum has it.
 pub type PendingAppend = BoxFuture<'static, Result<(u64, u32), RaftLayerError>>;
@@ -43,7 +43,7 @@ pub type PendingOnce = BoxFuture<'static, Vec<Result<OnceOutcome, RaftLayerError
 
 /// The leader's chain of predictions (see the module doc).
 #[derive(Default)]
-pub(in crate) struct Predictions {
+pub(crate) struct Predictions {
     chain: Option<Chain>,
 }
 
@@ -345,4 +345,4 @@ async fn check_in_chain(
 }
 
 /// Shared with the proposals' futures, which break the chain when an append fails.
-pub(in crate) type SharedPredictions = Arc<Mutex<Predictions>>;
+pub(crate) type SharedPredictions = Arc<Mutex<Predictions>>;

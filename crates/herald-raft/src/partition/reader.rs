@@ -7,8 +7,8 @@ use std::io;
 use bytes::Bytes;
 use openraft::EntryPayload;
 
-use herald_domain::batch;
 use crate::engine::codec;
+use herald_domain::batch;
 use herald_storage::{keys, Cf, Store};
 
 /// A stored batch and the offset of its first message.

@@ -8,11 +8,11 @@ use bytes::Bytes;
 
 use super::applier::PartitionApplier;
 use super::subscriptions::{LeaseFacts, LeaseRef, MessageFacts, QueueCommand, QueueOutcome};
+use crate::engine::state_machine::GroupApplier;
+use crate::engine::types::{RaftRequest, RaftResponse};
 use herald_domain::batch::{self, Compression, ProducerStamp};
 use herald_domain::record::{Record, RecordValue};
 use herald_domain::subscriptions::RetryPolicy;
-use crate::engine::state_machine::GroupApplier;
-use crate::engine::types::{RaftRequest, RaftResponse};
 use herald_storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
 const GROUP: u64 = 11;

@@ -37,9 +37,9 @@ use herald_storage::Store;
 pub struct PartitionReplica {
     group: u64,
     node_id: u64,
-    pub(in crate) raft: PartitionRaft,
+    pub(crate) raft: PartitionRaft,
     watermarks: watch::Receiver<Watermarks>,
-    pub(in crate) store: Store,
+    pub(crate) store: Store,
     registry: Arc<GroupRegistry>,
     leader_wait: Duration,
     max_ack_age: Duration,
@@ -53,17 +53,17 @@ pub struct PartitionReplica {
     /// One purge at a time: the retention pass and the purge loop may both ask.
     purge_lock: tokio::sync::Mutex<()>,
     /// Shared with the log store: see [`compaction`](super::compaction).
-    pub(in crate) log_lock: Arc<std::sync::Mutex<()>>,
+    pub(crate) log_lock: Arc<std::sync::Mutex<()>>,
     /// Set when the group stops: a running compaction pass stops at the next batch.
-    pub(in crate) closing: Arc<AtomicBool>,
-    pub(in crate) compaction: watch::Receiver<CompactionProgress>,
+    pub(crate) closing: Arc<AtomicBool>,
+    pub(crate) compaction: watch::Receiver<CompactionProgress>,
     /// The key map the leader built when it planned a pass, for its own cleaner.
-    pub(in crate) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
+    pub(crate) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
     queues: QueueView,
     /// The log's recently appended entries, shared with the log store.
-    pub(in crate) recent: Arc<RecentEntries>,
+    pub(crate) recent: Arc<RecentEntries>,
     /// Where the appender's next appends land, while certain (see [`super::proposal`]).
-    pub(in crate) predictions: SharedPredictions,
+    pub(crate) predictions: SharedPredictions,
 }
 
 /// Runs in the state-machine worker, between applies (see `engine::checkpoints`). Also
@@ -129,7 +129,7 @@ impl PartitionReplica {
         self.group
     }
 
-    pub(in crate) fn node_id(&self) -> u64 {
+    pub(crate) fn node_id(&self) -> u64 {
         self.node_id
     }
 

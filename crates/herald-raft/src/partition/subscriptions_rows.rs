@@ -17,7 +17,7 @@ fn row_key(group: u64, subscription: u64) -> Vec<u8> {
 }
 
 /// Writes (or, when gone, deletes) the row of `subscription`.
-pub(in crate) fn persist(
+pub(crate) fn persist(
     writes: &mut WriteSet,
     group: u64,
     subscription: u64,
@@ -35,7 +35,7 @@ pub(in crate) fn persist(
 }
 
 /// Reads every subscription's state back (blocking).
-pub(in crate) fn load(store: &Store, group: u64) -> Result<QueueStates, io::Error> {
+pub(crate) fn load(store: &Store, group: u64) -> Result<QueueStates, io::Error> {
     let mut states = QueueStates::new();
     store.scan(
         Cf::RaftState,
@@ -56,7 +56,7 @@ pub(in crate) fn load(store: &Store, group: u64) -> Result<QueueStates, io::Erro
 }
 
 /// Replaces every row with a snapshot's states.
-pub(in crate) fn replace_all(
+pub(crate) fn replace_all(
     writes: &mut WriteSet,
     group: u64,
     states: &QueueStates,
