@@ -26,20 +26,31 @@ ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
 WORKDIR /src
 
 # 1. Dependencies only (RocksDB's C++ above all, the slow part): this layer is reused for as long
-#    as Cargo.toml and Cargo.lock do not change. The placeholder main builds every dependency.
+#    as the manifests and Cargo.lock do not change. Placeholder sources for the workspace's
+#    crates (crates/*: one per layer) and the binary build every dependency.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/herald-client/Cargo.toml crates/herald-client/
+COPY crates/herald-cluster/Cargo.toml crates/herald-cluster/
+COPY crates/herald-domain/Cargo.toml crates/herald-domain/
+COPY crates/herald-raft/Cargo.toml crates/herald-raft/
+COPY crates/herald-rpc/Cargo.toml crates/herald-rpc/
+COPY crates/herald-storage/Cargo.toml crates/herald-storage/
 RUN mkdir src \
     && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs \
+    && for crate in crates/*/; do mkdir "$crate/src" && touch "$crate/src/lib.rs"; done \
     && cargo build --release --locked --bin herald \
-    && rm -rf src
+    && rm -rf src crates/*/src
 
-# 2. Herald itself. Forget the placeholder's artifacts, so cargo cannot take them for current
+# 2. Herald itself. Forget the placeholders' artifacts, so cargo cannot take them for current
 #    whatever the copied files' timestamps are.
 COPY src ./src
-# The example pages are compiled into the binary (served at /examples/).
+COPY crates ./crates
+# The example pages and the web console's build are compiled into the binary.
 COPY examples ./examples
-RUN rm -rf target/release/.fingerprint/herald-* target/release/deps/herald-* \
-        target/release/deps/libherald-* target/release/herald \
+COPY web-console/dist ./web-console/dist
+RUN rm -rf target/release/.fingerprint/herald* target/release/deps/herald* \
+        target/release/deps/libherald* target/release/herald \
     && cargo build --release --locked --bin herald \
     && install -m 0755 target/release/herald /usr/local/bin/herald
 

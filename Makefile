@@ -44,7 +44,7 @@ test-deps:
 	scripts/test-deps.sh
 
 test: deps test-deps js-deps console-unit
-	$(CARGO) test --all-targets
+	$(CARGO) test --workspace --all-targets
 
 # The npm packages of tests/js (playwright-core, which drives /usr/bin/chromium:
 # apt-get install -y chromium nodejs npm; never downloads a browser; and the AsyncAPI parser),
@@ -84,7 +84,7 @@ console-check: console
 
 lint: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Validates docker-compose.yml (parsing only: no Docker engine needed; Debian's docker-compose,
 # apt-get install --no-install-recommends docker-compose, or the `docker compose` plugin), the

@@ -1,31 +1,36 @@
 //! Herald: a replicated message log served over HTTP.
 //!
-//! Layout, top to bottom (layers call downward only):
-//! - [`api`]: axum routers, DTOs, problem+json errors, the OpenAPI document;
-//! - [`broker`]: the service layer every transport calls;
-//! - [`cluster`]: metadata, placement, the partition replicas a node runs;
-//! - [`raft`]: openraft groups, log store and state machines (the only user of openraft);
-//! - [`storage`]: the node's RocksDB (the only user of rocksdb);
-//! - [`domain`]: pure types: records, the batch layout, partitioning, names, topic config.
+//! The workspace has one crate per layer; layers call downward only, and the crate graph makes
+//! the compiler enforce it (`tests/it/architecture.rs` checks what a crate edge cannot):
+//! - this crate: [`api`] and [`ws`] (axum routers, DTOs, problem+json errors, the OpenAPI
+//!   document, WebSocket and SSE), [`broker`] (the service layer every transport calls), [`app`]
+//!   (composes a node), [`config`] (typed configuration), [`telemetry`] (logs, metrics, traces);
+//! - `herald-cluster` ([`cluster`]): metadata, placement, the partition replicas a node runs;
+//! - `herald-raft` ([`raft`]): openraft groups, log store and state machines (the only crate that
+//!   names openraft);
+//! - `herald-rpc` ([`rpc`]): the node-to-node transport, with [`cluster_secret`] (the secret a
+//!   cluster's nodes share) and [`tls_files`];
+//! - `herald-storage` ([`storage`]): the node's RocksDB (the only crate that names rocksdb);
+//! - `herald-domain` ([`domain`]): pure types: records, the batch layout, partitioning, names,
+//!   topic config.
 //!
-//! Beside them: [`app`] composes a node, [`config`] types its configuration, [`cli`] and
-//! [`bench`] are HTTP clients of a running node, [`telemetry`] sets up logs and metrics,
-//! [`cluster_secret`] is the secret a cluster's nodes share (signing keys at rest, RPC
-//! authentication without mutual TLS).
+//! `herald-client` (the CLI and `herald bench`) is an HTTP client of a running node and depends
+//! on `herald-domain` only; the binary (`src/main.rs`) links it, this library does not.
+//!
+//! The lower crates are re-exported under their layer names, so `crate::storage::...` reads the
+//! same in every layer above.
 
 pub mod allocator;
 pub mod api;
 pub mod app;
-pub mod bench;
 pub mod broker;
-pub mod cli;
-pub mod cluster;
-pub mod cluster_secret;
 pub mod config;
-pub mod domain;
-pub mod raft;
-pub mod rpc;
-pub mod storage;
 pub mod telemetry;
-pub mod tls_files;
 pub mod ws;
+
+pub use herald_cluster as cluster;
+pub use herald_domain as domain;
+pub use herald_raft as raft;
+pub use herald_rpc as rpc;
+pub use herald_rpc::{cluster_secret, tls_files};
+pub use herald_storage as storage;

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use herald::bench::{self, BenchCommand};
-use herald::cli::{
+use herald::config::Config;
+use herald_client::bench::{self, BenchCommand};
+use herald_client::cli::{
     self, ConsumeArgs, ProduceArgs, PullArgs, ReplyArgs, RequestArgs, ServerArg,
     SubscriptionsCommand, TopicsCommand,
 };
-use herald::config::Config;
 
 #[derive(Parser, Debug)]
 #[command(

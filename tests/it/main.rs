@@ -8,6 +8,7 @@
 
 mod common;
 
+mod architecture;
 mod cluster;
 mod command_line;
 mod docs;

@@ -125,7 +125,7 @@ async fn long_polls_forwarded_by_a_follower_do_not_stall_the_raft_traffic() {
     );
 
     // The flood: long polls sent to the flooded node for partitions its peers lead.
-    let flood_client = herald::cli::http_client::builder()
+    let flood_client = herald_client::cli::http_client::builder()
         .no_proxy()
         .timeout(Duration::from_millis(POLL_WAIT_MS) + Duration::from_secs(15))
         .build()
@@ -159,7 +159,7 @@ async fn long_polls_forwarded_by_a_follower_do_not_stall_the_raft_traffic() {
     let votes_before = vote_requests(&cluster).await;
 
     // Replication through the flooded node's own partitions goes on at its usual pace.
-    let client = herald::cli::http_client::builder()
+    let client = herald_client::cli::http_client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(30))
         .build()

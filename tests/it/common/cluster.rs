@@ -68,7 +68,7 @@ static ONE_CLUSTER_AT_A_TIME: Semaphore = Semaphore::const_new(1);
 
 /// A client for polls: shorter timeout than the tests' requests.
 pub fn probe_client() -> reqwest::Client {
-    herald::cli::http_client::builder()
+    herald_client::cli::http_client::builder()
         .no_proxy()
         .timeout(PROBE_TIMEOUT)
         .build()
@@ -263,7 +263,7 @@ impl TestCluster {
             node.spawn();
         }
         let deadline = Instant::now() + CLUSTER_DEADLINE;
-        let probe = herald::cli::http_client::builder()
+        let probe = herald_client::cli::http_client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(2))
             .build()
@@ -320,7 +320,7 @@ async fn wait_all_ready(
     within: Duration,
 ) -> Result<(), StartError> {
     let deadline = Instant::now() + within;
-    let probe = herald::cli::http_client::builder()
+    let probe = herald_client::cli::http_client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(2))
         .build()

@@ -14,7 +14,7 @@ pub const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A client for produce attempts made while nodes fail.
 pub fn produce_client() -> reqwest::Client {
-    herald::cli::http_client::builder()
+    herald_client::cli::http_client::builder()
         .no_proxy()
         .timeout(PRODUCE_TIMEOUT)
         .build()

@@ -59,7 +59,7 @@ impl FaultConsumer {
     pub fn new(base_urls: Vec<String>, group: &str, topic: &str) -> FaultConsumer {
         assert!(!base_urls.is_empty());
         FaultConsumer {
-            client: herald::cli::http_client::builder()
+            client: herald_client::cli::http_client::builder()
                 .no_proxy()
                 .timeout(CALL_TIMEOUT)
                 .build()

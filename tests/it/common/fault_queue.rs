@@ -86,7 +86,7 @@ async fn pull_loop(
     subscription: &str,
     stop: Arc<AtomicBool>,
 ) -> QueueLog {
-    let client = herald::cli::http_client::builder()
+    let client = herald_client::cli::http_client::builder()
         .no_proxy()
         .timeout(CALL_TIMEOUT)
         .build()

@@ -48,7 +48,7 @@ pub enum Read<T> {
 
 /// An HTTP client for the acks and commits of event streams: every call has a deadline.
 pub fn call_client() -> reqwest::Client {
-    herald::cli::http_client::builder()
+    herald_client::cli::http_client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(3))
         .build()

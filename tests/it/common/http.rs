@@ -18,7 +18,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// Where every HTTP client of the tests starts (so they are all built alike).
 pub fn client_builder() -> reqwest::ClientBuilder {
-    herald::cli::http_client::builder()
+    herald_client::cli::http_client::builder()
 }
 
 /// The HTTP client of the tests: no proxy, and no request longer than [`REQUEST_TIMEOUT`].

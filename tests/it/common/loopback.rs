@@ -1,6 +1,6 @@
 //! One loopback address per node of a test cluster: `127.A.B.<node id>`, with `A.B` unique to
 //! the cluster. Linux routes all of 127.0.0.0/8 to `lo`, so no setup is needed, and since a node
-//! listens on its address and dials its peers from it (`src/rpc/connection.rs`), every packet
+//! listens on its address and dials its peers from it (`crates/herald-rpc/src/connection.rs`), every packet
 //! between two nodes names both: that is what lets `nft` cut one link (see `nft`), and what keeps
 //! the rules of one cluster away from every other cluster on the machine (other test binaries,
 //! other engineers' runs), which get other `A.B`.

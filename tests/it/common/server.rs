@@ -316,7 +316,7 @@ impl Server {
             Wait::Healthy => "/healthz",
         };
         let url = format!("{}{path}", self.base_url());
-        let probe = herald::cli::http_client::builder()
+        let probe = herald_client::cli::http_client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(2))
             .build()

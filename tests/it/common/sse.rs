@@ -31,7 +31,7 @@ pub struct EventStream {
 
 pub fn stream_client() -> reqwest::Client {
     // No overall timeout: the stream is endless; each read has its own deadline.
-    herald::cli::http_client::builder()
+    herald_client::cli::http_client::builder()
         .no_proxy()
         .build()
         .expect("build the HTTP client")

@@ -127,7 +127,7 @@ async fn https_alpn_and_plaintext_refused_in_tls_only_mode() {
 async fn plaintext_is_served_beside_tls_when_allowed() {
     let ca = TestCa::new("Herald test CA");
     let server = tls_server(&ca, &["--tls-allow-plaintext"]).await;
-    let plain = herald::cli::http_client::builder()
+    let plain = herald_client::cli::http_client::builder()
         .build()
         .unwrap()
         .get(format!("http://{}/healthz", server.http_addr()))
@@ -308,7 +308,7 @@ async fn admitted<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> bool {
 
 /// `GET /healthz` on a fresh plain connection answers 200 within `within`.
 async fn healthz_within(server: &Server, within: Duration) -> Result<(), String> {
-    let client = herald::cli::http_client::builder()
+    let client = herald_client::cli::http_client::builder()
         .no_proxy()
         .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(2))

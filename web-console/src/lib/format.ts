@@ -114,7 +114,7 @@ export function displayKey(message: MessageLike): string {
   return "";
 }
 
-/** Kafka's murmur2 (as the node's partitioner, src/domain/partitioner.rs). */
+/** Kafka's murmur2 (as the node's partitioner, crates/herald-domain/src/partitioner.rs). */
 export function murmur2(data: Uint8Array): number {
   const seed = 0x9747b28c;
   const m = 0x5bd1e995;

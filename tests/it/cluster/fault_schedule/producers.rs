@@ -46,7 +46,7 @@ pub fn spawn_producer(
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<ProducerLog> {
     tokio::spawn(async move {
-        let client = herald::cli::http_client::builder()
+        let client = herald_client::cli::http_client::builder()
             .no_proxy()
             .timeout(ATTEMPT_TIMEOUT)
             .build()

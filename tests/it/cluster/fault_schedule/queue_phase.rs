@@ -115,7 +115,7 @@ fn spawn_producer(
     produced: Arc<AtomicUsize>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let client = herald::cli::http_client::builder()
+        let client = herald_client::cli::http_client::builder()
             .no_proxy()
             .timeout(Duration::from_secs(5))
             .build()

@@ -1,0 +1,112 @@
+//! What only the metadata leader does: keep the metadata group's voters and learners in line
+//! with the registered nodes, and finish drains once every partition has moved.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Cluster;
+use herald_domain::metadata::{MetadataCommand, MetadataOutcome, METADATA_GROUP};
+use herald_raft::NodeAddr;
+
+impl Cluster {
+    pub(super) async fn control_metadata(&self) {
+        if !self.metadata.is_leader() {
+            return;
+        }
+        self.converge_metadata_members().await;
+        self.finish_drains().await;
+    }
+
+    /// Voters: the current ones minus draining nodes, topped up from caught-up learners to
+    /// `metadata_voters`; every other registered node follows as a learner.
+    async fn converge_metadata_members(&self) {
+        let state = self.metadata();
+        let members = self.metadata.members();
+        let draining: BTreeSet<u64> = state
+            .nodes
+            .iter()
+            .filter(|(_, record)| record.draining)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut voters: BTreeSet<u64> = members.voters.difference(&draining).copied().collect();
+        let active = state.active_nodes();
+        let target = self.metadata_voters.min(active.len().max(1));
+        for candidate in active.iter().filter(|node| self.is_up(**node)) {
+            if voters.len() >= target {
+                break;
+            }
+            if members.learners.contains(candidate) {
+                voters.insert(*candidate);
+            }
+        }
+        if voters.is_empty() {
+            return;
+        }
+        let learners: BTreeSet<u64> = state
+            .nodes
+            .keys()
+            .copied()
+            .filter(|node| !voters.contains(node))
+            .collect();
+        let addresses: BTreeMap<u64, NodeAddr> = state
+            .nodes
+            .iter()
+            .map(|(id, record)| (*id, Cluster::raft_node(&record.raft_addr)))
+            .collect();
+        let step = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            self.metadata
+                .converge_members(&voters, &learners, &addresses),
+        )
+        .await;
+        match step {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "metadata membership change failed"),
+            Err(_) => tracing::warn!("metadata membership change is slow"),
+        }
+    }
+
+    /// A draining node is removed once no partition lists it and every partition's leader
+    /// reports a group without it: its data has been copied elsewhere.
+    async fn finish_drains(&self) {
+        let state = self.metadata();
+        let draining: Vec<u64> = state
+            .nodes
+            .iter()
+            .filter(|(_, record)| record.draining)
+            .map(|(id, _)| *id)
+            .collect();
+        for node in draining {
+            let moved = state.topics.values().all(|topic| {
+                topic.partitions.iter().all(|assignment| {
+                    if assignment.replicas.contains(&node) {
+                        return false;
+                    }
+                    match self.leaders.get(assignment.group_id) {
+                        Some((leader, leadership)) => {
+                            leader != node
+                                && !leadership.voters.contains(&node)
+                                && !leadership.learners.contains(&node)
+                        }
+                        None => false,
+                    }
+                })
+            });
+            let metadata_voter = self.metadata.members().voters.contains(&node);
+            if !moved || metadata_voter {
+                continue;
+            }
+            match self
+                .propose(MetadataCommand::RemoveNode { node_id: node })
+                .await
+            {
+                Ok(MetadataOutcome::Done) => {
+                    tracing::info!(node, "drained node removed from the cluster");
+                    self.rpc.forget(node);
+                    self.leaders.forget(METADATA_GROUP, node);
+                }
+                Ok(outcome) => tracing::warn!(node, ?outcome, "could not remove a drained node"),
+                Err(error) => tracing::warn!(node, %error, "could not remove a drained node"),
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Noticing at once that a peer's process is gone, so the groups it led elect a new leader
+//! without waiting out raft's lease and election timeouts.
+//!
+//! Every node keeps a connection to every peer (the gossip pings keep them open). When one
+//! drops, a single ping tells a dead process (connection refused: nothing listens) from a slow
+//! or unreachable one (timeout: left to raft's own timers, as a pause or a partition must be).
+
+use std::collections::HashMap;
+use std::sync::Weak;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::propose::AskError;
+use super::service::ClusterRequest;
+use super::Cluster;
+use herald_rpc::RpcError;
+
+/// How often connection states are looked at (a map lookup per peer).
+const CHECK_INTERVAL: Duration = Duration::from_millis(50);
+/// How long the confirming ping may take.
+const CONFIRM_TIMEOUT: Duration = Duration::from_millis(500);
+
+pub(super) async fn watch_peers(cluster: Weak<Cluster>, mut stopped: watch::Receiver<bool>) {
+    let mut connected: HashMap<u64, bool> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(CHECK_INTERVAL) => {}
+            _ = stopped.wait_for(|stopped| *stopped) => return,
+        }
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        let peers: Vec<u64> = cluster
+            .metadata()
+            .nodes
+            .keys()
+            .copied()
+            .filter(|node| *node != cluster.node_id)
+            .collect();
+        for peer in peers {
+            let now = cluster.rpc.is_connected(peer);
+            let before = connected.insert(peer, now).unwrap_or(false);
+            if before && !now {
+                let cluster = cluster.clone();
+                tokio::spawn(async move { cluster.confirm_gone(peer).await });
+            }
+        }
+    }
+}
+
+impl Cluster {
+    async fn confirm_gone(&self, peer: u64) {
+        let answer = self
+            .ask(
+                peer,
+                &ClusterRequest::Ping,
+                Instant::now() + CONFIRM_TIMEOUT,
+            )
+            .await;
+        if let Err(AskError::Rpc(RpcError::Unreachable { reason, .. })) = answer {
+            tracing::warn!(peer, %reason, "peer is gone; taking over the groups it led");
+            metrics::counter!("herald_cluster_dead_peer_takeovers_total").increment(1);
+            self.take_over_from(peer).await;
+        }
+    }
+
+    /// For every local group `dead` led: the lowest-id live voter campaigns at once.
+    async fn take_over_from(&self, dead: u64) {
+        let alive = |node: &u64| *node != dead && self.is_up(*node);
+        if self.metadata.leader() == Some(dead) {
+            if let Some(candidate) = self.metadata.members().voters.iter().copied().find(alive) {
+                self.metadata.take_over_from(dead, candidate).await;
+            }
+        }
+        for replica in self.local_replicas() {
+            if replica.leader() != Some(dead) {
+                continue;
+            }
+            if let Some(candidate) = replica.members().voters.iter().copied().find(alive) {
+                replica.take_over_from(dead, candidate).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! What this node reports of its raft groups and storage when metrics are scraped. Read at
+//! scrape time rather than recorded, so a group that moved away or a deleted topic leaves no
+//! stale series behind. Raft groups are labelled for operators: the metadata group as
+//! `metadata`, a partition's as `<topic>/<partition>`.
+
+use super::Cluster;
+use herald_raft::RaftStatus;
+use herald_storage::StorageGauges;
+
+/// One local raft group's progress and its operator-facing name.
+#[derive(Debug, Clone)]
+pub struct GroupRaftStatus {
+    /// `metadata`, or `<topic>/<partition>`.
+    pub raft_group: String,
+    pub status: RaftStatus,
+}
+
+impl Cluster {
+    /// The metadata group's progress on this node, then each local partition replica's, in
+    /// topic and partition order.
+    pub fn raft_statuses(&self) -> Vec<GroupRaftStatus> {
+        let mut statuses = vec![GroupRaftStatus {
+            raft_group: "metadata".to_string(),
+            status: self.metadata.raft_status(),
+        }];
+        let state = self.metadata();
+        for topic in state.topics.values() {
+            for (index, assignment) in topic.partitions.iter().enumerate() {
+                if let Some(replica) = self.local_replica(assignment.group_id) {
+                    statuses.push(GroupRaftStatus {
+                        raft_group: format!("{}/{index}", topic.name),
+                        status: replica.raft_status(),
+                    });
+                }
+            }
+        }
+        statuses
+    }
+
+    /// The storage engine's gauges (disk use, compaction debt, write stalls).
+    pub fn storage_gauges(&self) -> StorageGauges {
+        self.context.store.gauges()
+    }
+}

@@ -1,0 +1,153 @@
+//! Handing leadership back to each partition's preferred replica (the first in its
+//! assignment) once that replica is up and complete, so leaders stay balanced after a failed
+//! node returns.
+//!
+//! "Complete" is more than raft's "matched the leader's log": the target must hold the whole
+//! retained range of the partition (its log start at or below the leader's) and have applied
+//! everything the leader had committed when asked, so its offsets, indexes and subscription
+//! state are the leader's. A replica still replaying after a snapshot, or one that somehow
+//! lacks retained batches, keeps following (issue 29: a replica restored from a snapshot
+//! without the retained messages was made leader and answered 416 for acknowledged data).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::service::{ClusterReply, ClusterRequest, ReplicaProgress};
+use super::Cluster;
+use herald_raft::PartitionReplica;
+
+/// The least time between two leadership hand-backs of one group.
+const TRANSFER_PAUSE: Duration = Duration::from_secs(10);
+/// How long the target gets to report its progress.
+const PROGRESS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a replica may not take over leadership, if it may not.
+pub(super) fn incomplete(
+    target: &ReplicaProgress,
+    leader_log_start: u64,
+    leader_committed: u64,
+) -> Option<String> {
+    if target.log_start_offset > leader_log_start {
+        return Some(format!(
+            "its log starts at {}, after the partition's {leader_log_start}",
+            target.log_start_offset
+        ));
+    }
+    if target.applied_index < leader_committed {
+        return Some(format!(
+            "it applied up to raft index {}, the leader committed {leader_committed}",
+            target.applied_index
+        ));
+    }
+    None
+}
+
+impl Cluster {
+    /// This node's progress on `group`, for a leader deciding whether this node may lead it.
+    pub(super) fn replica_progress(&self, group: u64) -> Option<ReplicaProgress> {
+        let replica = self.local_replica(group)?;
+        let watermarks = replica.watermarks();
+        Some(ReplicaProgress {
+            log_start_offset: watermarks.log_start_offset,
+            high_watermark: watermarks.high_watermark,
+            applied_index: replica.raft_status().applied_index,
+        })
+    }
+
+    /// On the leader of `replica`'s group: asks `target` for its progress and checks that it
+    /// holds the whole retained range (see the module doc). Answers why not, if not.
+    async fn check_complete(&self, replica: &PartitionReplica, target: u64) -> Option<String> {
+        // Read before asking: what the target reports afterwards must cover it.
+        let committed = replica.raft_status().committed_index;
+        let log_start = replica.watermarks().log_start_offset;
+        let request = ClusterRequest::ReplicaProgress {
+            group: replica.group(),
+        };
+        match self
+            .ask(target, &request, Instant::now() + PROGRESS_TIMEOUT)
+            .await
+        {
+            Ok(ClusterReply::ReplicaProgress(Some(progress))) => {
+                incomplete(&progress, log_start, committed)
+            }
+            Ok(ClusterReply::ReplicaProgress(None)) => Some("it has no replica here".into()),
+            Ok(_) => Some("it answered something else".into()),
+            Err(error) => Some(format!("it did not answer: {error}")),
+        }
+    }
+
+    /// Hands leadership back to each group's preferred replica once it is up, in sync and
+    /// complete.
+    pub(super) async fn hand_back_leadership(&self) {
+        let state = self.metadata();
+        for topic in state.topics.values() {
+            for assignment in &topic.partitions {
+                let Some(&preferred) = assignment.replicas.first() else {
+                    continue;
+                };
+                if preferred == self.node_id {
+                    continue;
+                }
+                let Some(replica) = self.local_replica(assignment.group_id) else {
+                    continue;
+                };
+                let Some(report) = replica.leader_report() else {
+                    continue;
+                };
+                if !report.in_sync.contains(&preferred) || !self.is_up(preferred) {
+                    continue;
+                }
+                let now = Instant::now();
+                let recent = self
+                    .transfers
+                    .lock()
+                    .get(&assignment.group_id)
+                    .is_some_and(|at| now.duration_since(*at) < TRANSFER_PAUSE);
+                if recent {
+                    continue;
+                }
+                if let Some(reason) = self.check_complete(&replica, preferred).await {
+                    tracing::info!(
+                        group = assignment.group_id,
+                        to = preferred,
+                        %reason,
+                        "not handing leadership back yet: the preferred replica is incomplete"
+                    );
+                    metrics::counter!("herald_cluster_handbacks_deferred_total").increment(1);
+                    continue;
+                }
+                self.transfers.lock().insert(assignment.group_id, now);
+                tracing::info!(
+                    group = assignment.group_id,
+                    to = preferred,
+                    "handing leadership back to the preferred replica"
+                );
+                replica.transfer_leadership(preferred).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(log_start_offset: u64, applied_index: u64) -> ReplicaProgress {
+        ReplicaProgress {
+            log_start_offset,
+            high_watermark: 7_000,
+            applied_index,
+        }
+    }
+
+    #[test]
+    fn only_a_replica_holding_the_whole_retained_range_may_lead() {
+        assert_eq!(incomplete(&progress(5_700, 90), 5_700, 90), None);
+        assert_eq!(incomplete(&progress(5_000, 95), 5_700, 90), None);
+        // Restored from a snapshot without the retained batches (issue 29).
+        assert!(incomplete(&progress(7_000, 90), 5_700, 90).is_some());
+        // Still applying what the leader committed.
+        assert!(incomplete(&progress(5_700, 80), 5_700, 90).is_some());
+    }
+}

@@ -1,0 +1,419 @@
+//! The cluster layer: the node's internal RPC listener, the metadata group, the partition
+//! replicas this node runs, and where every partition's leader is.
+//!
+//! Background loops keep the node in line with the replicated metadata: `reconcile` starts
+//! and erases local partition groups, moves group memberships toward the placement and hands
+//! leadership back to preferred replicas; `controller` does what only the metadata leader does
+//! (metadata membership, finishing drains); `gossip` learns who leads what. The broker asks
+//! here for routes to partition leaders and for metadata changes; raft details stay below.
+
+mod compaction;
+mod controller;
+mod detector;
+mod error;
+mod gauges;
+mod gossip;
+mod groups;
+mod handback;
+mod nodes;
+pub mod placement;
+mod propose;
+mod reconcile;
+mod retention;
+mod routing;
+mod service;
+
+pub use compaction::CleanerOptions;
+pub use error::ClusterError;
+pub use gauges::GroupRaftStatus;
+pub use groups::{topic_partition_counts, MemberView};
+pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use gossip::LeaderMap;
+use herald_domain::metadata::MetadataState;
+use herald_raft::{
+    Bootstrap, GroupContext, GroupRegistry, MetadataReplica, NodeAddr, PartitionReplica,
+    RaftService, RaftTiming, Watermarks,
+};
+use herald_rpc::{PeerAdmission, PeerFilter, RpcClient, RpcLimits};
+use herald_storage::Store;
+use service::{ClusterReply, ClusterRequest, Dispatcher};
+
+pub struct ClusterOptions {
+    pub node_id: u64,
+    pub http_addr: String,
+    pub raft_addr: String,
+    pub store: Store,
+    pub timing: RaftTiming,
+    /// The founding members (id to raft address); empty means this node alone.
+    pub founders: BTreeMap<u64, String>,
+    /// Found nothing; wait to be added by a running cluster.
+    pub join: bool,
+    /// How many nodes vote in the metadata group.
+    pub metadata_voters: usize,
+    pub rpc_limits: RpcLimits,
+    /// How long a request waits for a leader (metadata or partition) before giving up.
+    pub leader_wait: Duration,
+    /// How often partition leaders check retention.
+    pub retention_check_interval: Duration,
+    /// Log compaction: I/O budget, memory, when to clean.
+    pub cleaner: CleanerOptions,
+}
+
+/// The wall clock in ms since the Unix epoch: what retention and compaction plans are decided
+/// by (on the leader, once; replicas never read their own clocks for them).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Where requests for a partition go.
+pub enum Route {
+    /// This node leads it.
+    Local(Arc<PartitionReplica>),
+    /// Another node leads it.
+    Remote(u64),
+}
+
+/// What is known about one partition group.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionState {
+    pub leader: Option<u64>,
+    pub in_sync: Vec<u64>,
+    pub watermarks: Watermarks,
+}
+
+/// A node as `GET /v1/cluster` shows it.
+#[derive(Debug, Clone)]
+pub struct NodeView {
+    pub id: u64,
+    pub http_addr: String,
+    pub raft_addr: String,
+    /// `up`, `down` or `draining`.
+    pub status: &'static str,
+    /// The partition groups it leads.
+    pub leads: Vec<u64>,
+}
+
+pub struct Cluster {
+    node_id: u64,
+    http_addr: String,
+    raft_addr: String,
+    context: GroupContext,
+    metadata: MetadataReplica,
+    replicas: RwLock<HashMap<u64, Arc<PartitionReplica>>>,
+    /// Bumped whenever `replicas` changes, so waiters can wake.
+    replicas_version: watch::Sender<u64>,
+    reconcile_lock: tokio::sync::Mutex<()>,
+    rpc: RpcClient,
+    leaders: LeaderMap,
+    founders: BTreeMap<u64, String>,
+    metadata_voters: usize,
+    leader_wait: Duration,
+    dispatcher: Arc<Dispatcher>,
+    /// Set to true to stop the background loops and the RPC listener.
+    stop: watch::Sender<bool>,
+    /// When leadership of a group was last handed to its preferred replica.
+    transfers: Mutex<HashMap<u64, Instant>>,
+    cleaner: compaction::Cleaner,
+    /// Consumer group members' liveness, kept while this node leads the metadata group.
+    liveness: groups::Liveness,
+}
+
+impl Cluster {
+    /// Opens the internal RPC listener, starts the metadata group (founding the cluster when
+    /// this data directory has none and this node is a founding voter), then keeps following
+    /// the metadata in the background. Returns without waiting for peers: readiness says when
+    /// the node can serve.
+    pub async fn start(options: ClusterOptions) -> Result<Arc<Cluster>, ClusterError> {
+        let rpc = RpcClient::new(options.node_id, options.rpc_limits.clone());
+        let founders = if options.founders.is_empty() && !options.join {
+            BTreeMap::from([(options.node_id, options.raft_addr.clone())])
+        } else {
+            options.founders.clone()
+        };
+        for (node, address) in &founders {
+            if *node != options.node_id {
+                rpc.set_address(*node, address);
+            }
+        }
+        let registry = Arc::new(GroupRegistry::default());
+        let dispatcher = Arc::new(Dispatcher {
+            raft: RaftService::new(registry.clone()),
+            cluster: OnceLock::new(),
+            broker: OnceLock::new(),
+        });
+        // Only members may connect: a node removed from the cluster is refused even with a
+        // valid certificate or the cluster secret. Until this node knows its cluster (the
+        // `Cluster` below exists), it refuses everyone for a moment.
+        let mut server_limits = options.rpc_limits.clone();
+        let members_of = dispatcher.clone();
+        server_limits.peers = Some(PeerFilter::new(move |node| {
+            members_of
+                .cluster
+                .get()
+                .and_then(Weak::upgrade)
+                .map_or(PeerAdmission::Unknown, |cluster| {
+                    cluster.peer_admission(node)
+                })
+        }));
+        let listener = tokio::net::TcpListener::bind(&options.raft_addr)
+            .await
+            .map_err(|error| ClusterError::Listen {
+                address: options.raft_addr.clone(),
+                reason: error.to_string(),
+            })?;
+        let (stop, stopped) = watch::channel(false);
+        let mut stop_listener = stopped.clone();
+        tokio::spawn(herald_rpc::serve(
+            listener,
+            options.node_id,
+            dispatcher.clone(),
+            server_limits,
+            async move {
+                let _ = stop_listener.wait_for(|stopped| *stopped).await;
+            },
+        ));
+
+        let context = GroupContext {
+            node_id: options.node_id,
+            store: options.store,
+            timing: options.timing,
+            rpc: rpc.clone(),
+            registry,
+        };
+        let metadata = MetadataReplica::start(
+            &context,
+            metadata_bootstrap(
+                options.node_id,
+                &founders,
+                options.join,
+                options.metadata_voters,
+            ),
+        )
+        .await?;
+        let cluster = Arc::new(Cluster {
+            node_id: options.node_id,
+            http_addr: options.http_addr,
+            raft_addr: options.raft_addr,
+            context,
+            metadata,
+            replicas: RwLock::new(HashMap::new()),
+            replicas_version: watch::Sender::new(0),
+            reconcile_lock: tokio::sync::Mutex::new(()),
+            rpc,
+            leaders: LeaderMap::default(),
+            founders,
+            metadata_voters: options.metadata_voters,
+            leader_wait: options.leader_wait,
+            dispatcher,
+            stop,
+            transfers: Mutex::new(HashMap::new()),
+            cleaner: compaction::Cleaner::new(options.cleaner),
+            liveness: groups::Liveness::default(),
+        });
+        let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
+        cluster.reconcile().await;
+        tokio::spawn(reconcile::every(
+            Arc::downgrade(&cluster),
+            options.retention_check_interval,
+            stopped.clone(),
+            |cluster| async move { cluster.apply_retention().await },
+        ));
+        reconcile::spawn_loops(&cluster, stopped);
+        Ok(cluster)
+    }
+
+    /// Lets the broker serve requests other nodes forward to it.
+    pub fn set_broker_service(&self, service: Arc<dyn BrokerService>) {
+        let _ = self.dispatcher.broker.set(service);
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    /// The latest metadata applied on this node.
+    pub fn metadata(&self) -> Arc<MetadataState> {
+        self.metadata.state()
+    }
+
+    pub fn metadata_leader(&self) -> Option<u64> {
+        self.metadata.leader()
+    }
+
+    /// Whether node `node` may connect to this one: a member of the cluster (a registered or
+    /// added node, draining ones included, a voter or learner of the metadata group, a founder
+    /// that has not registered yet), never a removed one. A node waiting to join admits
+    /// whoever adds it.
+    pub fn peer_admission(&self, node: u64) -> PeerAdmission {
+        let state = self.metadata();
+        if state.removed_nodes.contains(&node) {
+            return PeerAdmission::NotMember;
+        }
+        let waiting_to_join = state.nodes.is_empty() && self.founders.is_empty();
+        if waiting_to_join
+            || state.nodes.contains_key(&node)
+            || self.founders.contains_key(&node)
+            || self.metadata.members().contains(node)
+        {
+            return PeerAdmission::Member;
+        }
+        PeerAdmission::NotMember
+    }
+
+    /// Whether this start of the node founded the cluster (once per cluster, on one node):
+    /// what is created only once, at a cluster's birth, asks this.
+    pub fn founded_here(&self) -> bool {
+        self.metadata.founded_here()
+    }
+
+    /// Whether this node leads the metadata group now (what runs only there asks this).
+    pub fn is_metadata_leader(&self) -> bool {
+        self.metadata.is_leader()
+    }
+
+    /// Every metadata state this node applies, as it is published.
+    pub fn metadata_changes(&self) -> watch::Receiver<Arc<MetadataState>> {
+        self.metadata.subscribe()
+    }
+
+    /// Becomes true when the node shuts down: background tasks above the cluster stop on it.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
+    /// Whether this node is listed in the metadata (founded or added, and registered).
+    pub fn is_registered(&self) -> bool {
+        self.metadata().nodes.contains_key(&self.node_id)
+    }
+
+    /// Whether `node` answered recently (this node always counts as up).
+    pub fn is_up(&self, node: u64) -> bool {
+        node == self.node_id
+            || self
+                .rpc
+                .last_answer(node)
+                .is_some_and(|answered| answered.elapsed() <= gossip::REPORT_TTL)
+    }
+
+    /// This node's replica of `group`, if it runs one now.
+    pub fn local_replica(&self, group: u64) -> Option<Arc<PartitionReplica>> {
+        self.replicas.read().get(&group).cloned()
+    }
+
+    /// Every running local replica.
+    pub fn local_replicas(&self) -> Vec<Arc<PartitionReplica>> {
+        self.replicas.read().values().cloned().collect()
+    }
+
+    /// Waits until no replica of the given groups runs here any more (after a delete).
+    pub async fn wait_until_gone(
+        &self,
+        groups: &[u64],
+        timeout: Duration,
+    ) -> Result<(), ClusterError> {
+        let mut version = self.replicas_version.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if groups
+                .iter()
+                .all(|group| self.local_replica(*group).is_none())
+            {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, version.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Err(ClusterError::Timeout("deleted partitions to stop".into())),
+            }
+        }
+    }
+
+    /// Stops the background loops and every group; storage is flushed by the caller.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let _running = self.reconcile_lock.lock().await;
+        let replicas: Vec<Arc<PartitionReplica>> = self
+            .replicas
+            .write()
+            .drain()
+            .map(|(_, replica)| replica)
+            .collect();
+        futures::future::join_all(replicas.iter().map(|replica| replica.shutdown())).await;
+        self.metadata.shutdown().await;
+    }
+
+    /// A node's address as raft memberships carry it. The HTTP address is left out: every
+    /// founding replica must write the identical first membership entry, and HTTP addresses
+    /// live in the metadata anyway.
+    fn raft_node(raft_addr: &str) -> NodeAddr {
+        NodeAddr {
+            http_addr: String::new(),
+            raft_addr: raft_addr.to_string(),
+        }
+    }
+}
+
+fn leadership(
+    group: u64,
+    report: herald_raft::LeaderReport,
+    watermarks: Watermarks,
+) -> GroupLeadership {
+    GroupLeadership {
+        group,
+        term: report.term,
+        voters: report.voters,
+        learners: report.learners,
+        in_sync: report.in_sync,
+        log_start_offset: watermarks.log_start_offset,
+        high_watermark: watermarks.high_watermark,
+    }
+}
+
+/// How this node's metadata group starts when it has no state: the founding voters (the
+/// lowest ids of the founders, up to `metadata_voters`) initialize it, the lowest one
+/// campaigns at once; other founders and joining nodes wait to be added as learners.
+fn metadata_bootstrap(
+    node_id: u64,
+    founders: &BTreeMap<u64, String>,
+    join: bool,
+    metadata_voters: usize,
+) -> Bootstrap {
+    if join {
+        return Bootstrap::Join;
+    }
+    let voters: BTreeMap<u64, NodeAddr> = founders
+        .iter()
+        .take(metadata_voters)
+        .map(|(id, address)| (*id, Cluster::raft_node(address)))
+        .collect();
+    if !voters.contains_key(&node_id) {
+        return Bootstrap::Join;
+    }
+    let campaign = voters.keys().next() == Some(&node_id);
+    Bootstrap::Initialize { voters, campaign }
+}
+
+/// A fresh cluster id: unique enough across clusters (time, process, node), not a secret.
+fn new_cluster_id(node_id: u64) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(nanos);
+    hasher.write_u32(std::process::id());
+    hasher.write_u64(node_id);
+    format!("herald-{:016x}", hasher.finish())
+}

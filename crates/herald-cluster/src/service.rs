@@ -1,0 +1,150 @@
+//! What nodes ask each other on the internal RPC, besides raft: metadata proposals forwarded
+//! to the metadata leader, and the ping that tells every node who is alive and who leads which
+//! group. Also the dispatcher that routes each incoming RPC to its service.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::groups::MemberView;
+use super::Cluster;
+use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
+use herald_raft::{RaftService, RAFT_SERVICE};
+use herald_rpc::{Lane, RpcHandler, ServiceId};
+
+/// Cluster requests (this module).
+pub const CLUSTER_SERVICE: ServiceId = 2;
+/// Requests the broker forwards to a partition's leader (`broker::forward`).
+pub const BROKER_SERVICE: ServiceId = 3;
+
+/// The RPC lane requests of `service` travel on: forwarded client requests on the client lane,
+/// so that however many a node forwards (long polls hold their call for up to a minute), raft
+/// and the cluster's own requests on the control lane never wait behind them.
+pub fn lane_of(service: ServiceId) -> Lane {
+    match service {
+        BROKER_SERVICE => Lane::Client,
+        _ => Lane::Control,
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ClusterRequest {
+    /// Propose a metadata command; a node that does not lead the metadata group passes it on
+    /// to the leader once (`hops` stops loops while leadership moves).
+    Propose {
+        command: MetadataCommand,
+        hops: u8,
+    },
+    Ping,
+    /// A consumer group member is alive; served by the metadata leader.
+    GroupHeartbeat {
+        group: String,
+        member_id: String,
+    },
+    /// This node's progress on a partition group: asked by its leader before it hands
+    /// leadership here (`handback`).
+    ReplicaProgress {
+        group: u64,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ClusterReply {
+    /// The outcome and the raft index it was applied at.
+    Proposed(Result<(MetadataOutcome, u64), ProposeFailure>),
+    Pong(PingReport),
+    /// The member's generation and partitions; None for an unknown member.
+    GroupHeartbeat(Result<Option<MemberView>, ProposeFailure>),
+    /// None when the node has no replica of the group.
+    ReplicaProgress(Option<ReplicaProgress>),
+}
+
+/// One replica's extent and applied point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaProgress {
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+    pub applied_index: u64,
+}
+
+/// Why a forwarded proposal was not applied. Only `NoLeader` is safe to retry blindly.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) enum ProposeFailure {
+    /// Nothing was proposed: no leader known (yet).
+    NoLeader,
+    /// Proposed, but the outcome is unknown or it failed.
+    Failed(String),
+    /// Proposed, and not committed within the leader wait (the leader may have lost its
+    /// quorum): it may still be applied later.
+    TimedOut,
+    /// Proposed, or maybe sent on to the leader, and then the outcome was lost (a leader
+    /// change discarded the entry, or the forwarded call failed after it was sent).
+    OutcomeUnknown(String),
+}
+
+/// One group this node leads, as it sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupLeadership {
+    pub group: u64,
+    pub term: u64,
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    pub in_sync: Vec<u64>,
+    /// The partition's offsets on the leader (zero for the metadata group).
+    pub log_start_offset: u64,
+    pub high_watermark: u64,
+}
+
+/// A node's answer to a ping.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PingReport {
+    pub node_id: u64,
+    /// The groups it leads (metadata group included).
+    pub leads: Vec<GroupLeadership>,
+}
+
+/// Serves requests of the broker service; set by the composition root once the broker exists
+/// (the broker sits above the cluster, so it registers itself instead of being called by name).
+pub trait BrokerService: Send + Sync + 'static {
+    fn handle(&self, from: u64, body: Bytes) -> BoxFuture<'static, Result<Bytes, String>>;
+}
+
+/// Routes incoming internal RPCs: raft messages to groups, cluster requests to the cluster,
+/// broker requests to the broker.
+pub(super) struct Dispatcher {
+    pub(super) raft: RaftService,
+    pub(super) cluster: OnceLock<Weak<Cluster>>,
+    pub(super) broker: OnceLock<Arc<dyn BrokerService>>,
+}
+
+impl RpcHandler for Dispatcher {
+    fn handle(
+        &self,
+        from: u64,
+        service: ServiceId,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<Bytes, String>> {
+        match service {
+            RAFT_SERVICE => {
+                let raft = self.raft.clone();
+                Box::pin(async move { raft.handle(from, body).await })
+            }
+            CLUSTER_SERVICE => {
+                let cluster = self.cluster.get().and_then(Weak::upgrade);
+                Box::pin(async move {
+                    match cluster {
+                        Some(cluster) => cluster.serve_request(body).await,
+                        None => Err("this node is still starting".to_string()),
+                    }
+                })
+            }
+            BROKER_SERVICE => match self.broker.get() {
+                Some(broker) => broker.handle(from, body),
+                None => Box::pin(async { Err("this node is still starting".to_string()) }),
+            },
+            other => Box::pin(async move { Err(format!("unknown service {other}")) }),
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Starting raft groups on the node's storage and the helpers both kinds of group share; the
+//! handles the layers above hold are [`super::PartitionReplica`] and
+//! [`super::MetadataReplica`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::errors::{ClientWriteError, RaftError};
+use openraft::rt::watch::WatchReceiver;
+use openraft::{Config, Raft, SnapshotPolicy};
+
+use super::error::RaftLayerError;
+use super::log_store::LogStore;
+use super::network::NetworkFactory;
+use super::recent_entries::RecentEntries;
+use super::registry::GroupRegistry;
+use super::state_machine::{GroupApplier, GroupStateMachine};
+use super::types::{NodeAddr, TypeConfig};
+use herald_rpc::RpcClient;
+use herald_storage::{Store, WriteSet};
+
+/// Raft timing for every group of a node. A failover takes about one election timeout; every
+/// heartbeat interval each leader sends one message per follower, so the interval is what
+/// hundreds of idle partitions cost (see `docs/clustering.md` for the measured trade-off).
+#[derive(Debug, Clone, Copy)]
+pub struct RaftTiming {
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+}
+
+impl Default for RaftTiming {
+    fn default() -> Self {
+        RaftTiming {
+            heartbeat_interval_ms: 500,
+            election_timeout_min_ms: 1500,
+            election_timeout_max_ms: 2500,
+        }
+    }
+}
+
+/// What starting a group needs.
+#[derive(Clone)]
+pub struct GroupContext {
+    pub node_id: u64,
+    pub store: Store,
+    pub timing: RaftTiming,
+    /// The node's internal RPC client, which every group's raft network shares.
+    pub rpc: RpcClient,
+    /// Where incoming raft messages find this node's groups.
+    pub registry: Arc<GroupRegistry>,
+}
+
+impl GroupContext {
+    /// How long a follower may stay silent and still count as in sync.
+    pub(crate) fn max_ack_age(&self) -> Duration {
+        Duration::from_millis(self.timing.election_timeout_max_ms)
+    }
+}
+
+/// How a group that has no raft state yet starts.
+#[derive(Debug, Clone)]
+pub enum Bootstrap {
+    /// Initialize it with these voters (every founding replica does the same, so all agree on
+    /// the first membership entry).
+    Initialize {
+        voters: BTreeMap<u64, NodeAddr>,
+        /// Start an election at once instead of waiting for a timeout: the preferred leader.
+        campaign: bool,
+    },
+    /// Wait for a leader to add this node (a replica that joins an existing group).
+    Join,
+}
+
+pub(crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
+    let config = Config {
+        cluster_name: "herald".into(),
+        heartbeat_interval: timing.heartbeat_interval_ms,
+        election_timeout_min: timing.election_timeout_min_ms,
+        election_timeout_max: timing.election_timeout_max_ms,
+        // A node coming back from a pause or a partition asks before it disrupts a leader.
+        enable_pre_vote: Some(true),
+        // Snapshots are the small state-machine state; give slow disks room anyway.
+        install_snapshot_timeout: 30_000,
+        // Retention decides when a partition's log prefix goes; raft never purges on its own.
+        snapshot_policy: SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: u64::MAX,
+        ..Default::default()
+    };
+    let config = config.validate().map_err(|error| RaftLayerError::Fatal {
+        group: 0,
+        reason: error.to_string(),
+    })?;
+    Ok(Arc::new(config))
+}
+
+pub(crate) async fn start_raft<A: GroupApplier>(
+    context: &GroupContext,
+    group: u64,
+    applier: A,
+    log_lock: Arc<std::sync::Mutex<()>>,
+    recent: Arc<RecentEntries>,
+) -> Result<(Raft<TypeConfig, GroupStateMachine<A>>, Duration), RaftLayerError> {
+    let state_machine = GroupStateMachine::open(group, context.store.clone(), applier).await?;
+    let log_store = LogStore::with_recent(group, context.store.clone(), log_lock, recent);
+    let raft = Raft::new(
+        context.node_id,
+        raft_config(context.timing)?,
+        NetworkFactory::new(context.rpc.clone(), group),
+        log_store,
+        state_machine,
+    )
+    .await
+    .map_err(|fatal| RaftLayerError::Fatal {
+        group,
+        reason: fatal.to_string(),
+    })?;
+    Ok((
+        raft,
+        Duration::from_millis(context.timing.election_timeout_max_ms),
+    ))
+}
+
+/// Initializes a new group when asked to and when it has no state yet. Answers whether this
+/// call initialized it (a first start, not a restart).
+pub(crate) async fn bootstrap_raft<SM>(
+    raft: &Raft<TypeConfig, SM>,
+    group: u64,
+    bootstrap: &Bootstrap,
+) -> Result<bool, RaftLayerError>
+where
+    SM: openraft::storage::RaftStateMachine<TypeConfig>,
+{
+    let Bootstrap::Initialize { voters, campaign } = bootstrap else {
+        return Ok(false);
+    };
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|fatal| RaftLayerError::Fatal {
+            group,
+            reason: fatal.to_string(),
+        })?;
+    if initialized {
+        return Ok(false);
+    }
+    if let Err(error) = raft.initialize(voters.clone()).await {
+        tracing::debug!(group, %error, "group already initialized");
+        return Ok(false);
+    }
+    if *campaign && voters.len() > 1 {
+        if let Err(error) = raft.trigger().elect(true).await {
+            tracing::debug!(group, %error, "could not start an election");
+        }
+    }
+    Ok(true)
+}
+
+pub(crate) fn write_error(
+    group: u64,
+    error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
+) -> RaftLayerError {
+    match error {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+            match forward.leader_id {
+                Some(leader) => RaftLayerError::NotLeader {
+                    group,
+                    leader: Some(leader),
+                },
+                None => RaftLayerError::NoLeader { group },
+            }
+        }
+        // Proposed and appended, then lost from this node's log: the outcome is unknown.
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => {
+            RaftLayerError::OutcomeUnknown { group }
+        }
+        RaftError::APIError(other) => RaftLayerError::Rejected(other.to_string()),
+        RaftError::Fatal(fatal) => RaftLayerError::Fatal {
+            group,
+            reason: fatal.to_string(),
+        },
+    }
+}
+
+/// Waits until the group knows a leader, or the deadline passes.
+pub(crate) async fn wait_for_leader<SM>(
+    raft: &Raft<TypeConfig, SM>,
+    timeout: Duration,
+) -> Option<u64>
+where
+    SM: openraft::storage::RaftStateMachine<TypeConfig>,
+{
+    let mut metrics = raft.metrics();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let leader = metrics.borrow_watched().current_leader;
+        if let Some(leader) = leader {
+            return Some(leader);
+        }
+        if tokio::time::timeout_at(deadline, metrics.changed())
+            .await
+            .ok()?
+            .is_err()
+        {
+            return None;
+        }
+    }
+}
+
+pub(crate) fn leader_of<SM>(raft: &Raft<TypeConfig, SM>) -> Option<u64>
+where
+    SM: openraft::storage::RaftStateMachine<TypeConfig>,
+{
+    raft.metrics().borrow_watched().current_leader
+}
+
+/// Asks the leader to hand leadership to `to` (e.g. back to the preferred replica).
+pub(crate) async fn transfer_leadership<SM>(raft: &Raft<TypeConfig, SM>, group: u64, to: u64)
+where
+    SM: openraft::storage::RaftStateMachine<TypeConfig>,
+{
+    if let Err(error) = raft.trigger().transfer_leader(to).await {
+        tracing::debug!(group, to, %error, "could not transfer leadership");
+    }
+}
+
+/// Writes `set` without sync: on this thread when RocksDB takes it at once (small sets, no
+/// stall), else on a blocking thread, so an async worker never sleeps in a write stall.
+pub(crate) async fn write_unsynced(store: &Store, set: WriteSet) -> Result<(), std::io::Error> {
+    let Some(set) = store.write_unless_waiting(set)? else {
+        return Ok(());
+    };
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.write(set, false))
+        .await
+        .map_err(|join| std::io::Error::other(format!("storage task failed: {join}")))?
+        .map_err(std::io::Error::from)
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, std::io::Error> + Send + 'static,
+) -> Result<T, RaftLayerError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|join| RaftLayerError::Storage(std::io::Error::other(join.to_string())))?
+        .map_err(RaftLayerError::Storage)
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::errors::ForwardToLeader;
+
+    use super::*;
+
+    #[test]
+    fn a_refused_write_is_not_led_here_and_a_discarded_one_has_an_unknown_outcome() {
+        let refused = RaftError::APIError(ClientWriteError::ForwardToLeader(ForwardToLeader::<
+            TypeConfig,
+        >::empty()));
+        assert!(matches!(
+            write_error(3, refused),
+            RaftLayerError::NoLeader { group: 3 }
+        ));
+        // Appended, then dropped when another leader's log replaced it: it may still commit,
+        // so it must not read as "not written" (retried blindly) nor as a server bug (500).
+        let discarded =
+            RaftError::APIError(ClientWriteError::LogEntryDiscarded(ForwardToLeader::<
+                TypeConfig,
+            >::empty()));
+        assert!(matches!(
+            write_error(3, discarded),
+            RaftLayerError::OutcomeUnknown { group: 3 }
+        ));
+    }
+}

@@ -1,0 +1,432 @@
+//! The raft network of a node: every group's AppendEntries, Vote, PreVote, snapshot and
+//! TransferLeader calls travel over the node's internal RPC (`rpc::RpcClient`), on its control
+//! lane: one multiplexed connection per peer node that forwarded client requests never share,
+//! so heartbeats arrive on time however busy clients keep the node. A message names its group, so hundreds of groups share
+//! those connections instead of opening one each.
+//!
+//! The receiving side is [`RaftService`]: it finds the group in the node's [`GroupRegistry`]
+//! and hands the message to its `Raft`.
+//!
+//! AppendEntries to a follower are pipelined: several in flight per (group, follower), handed
+//! to the follower's raft in order (see [`super::stream_append`]).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use openraft::base::{BoxFuture, BoxStream};
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
+};
+use openraft::{OptionalSend, RaftNetworkV2};
+use serde::{Deserialize, Serialize};
+
+use super::codec;
+use super::registry::{GroupRegistry, RegisteredGroup};
+use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
+use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use herald_rpc::{Lane, RpcClient, RpcError, ServiceId};
+
+/// The RPC service id raft messages travel under.
+pub const RAFT_SERVICE: ServiceId = 1;
+
+/// Counter of vote requests this node sent as a candidate, labelled `kind` = `pre_vote` or
+/// `vote`: it only grows while some group looks for a leader, so a steady value means no
+/// election started (what tests watch to prove heartbeats keep arriving).
+pub const VOTE_REQUESTS_TOTAL: &str = "herald_raft_vote_requests_total";
+
+/// How long an AppendEntries carrying entries may take: up to 16 MiB plus the follower's
+/// fsync. Heartbeats (no entries) use openraft's own, much shorter, time-to-live.
+const APPEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a snapshot transfer and install may take.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One raft message for one group.
+#[derive(Debug, Serialize, Deserialize)]
+struct Envelope {
+    group: u64,
+    message: RaftMessage,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum RaftMessage {
+    Append(AppendEntriesRequest<TypeConfig>),
+    /// One AppendEntries of a pipelined stream: handed to raft after the one before it.
+    StreamAppend {
+        position: StreamPosition,
+        request: AppendEntriesRequest<TypeConfig>,
+    },
+    Vote(VoteRequest<TypeConfig>),
+    PreVote(VoteRequest<TypeConfig>),
+    Snapshot {
+        vote: Vote,
+        meta: SnapshotMeta,
+        data: Vec<u8>,
+    },
+    TransferLeader(TransferLeaderRequest<TypeConfig>),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum RaftReply {
+    Append(AppendEntriesResponse<TypeConfig>),
+    Vote(VoteResponse<TypeConfig>),
+    Snapshot(SnapshotResponse<TypeConfig>),
+    TransferLeader(TransferLeaderResponse<TypeConfig>),
+}
+
+/// Why the receiving node could not hand a message to its group.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+enum RaftServiceError {
+    /// The group does not run on the receiver (not started yet, or removed from it).
+    #[error("group {0} does not run on this node")]
+    UnknownGroup(u64),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Creates the per-(group, peer) clients openraft asks for; all share the node's RPC client.
+#[derive(Clone)]
+pub struct NetworkFactory {
+    rpc: RpcClient,
+    group: u64,
+}
+
+impl NetworkFactory {
+    pub fn new(rpc: RpcClient, group: u64) -> Self {
+        NetworkFactory { rpc, group }
+    }
+}
+
+#[derive(Clone)]
+pub struct PeerClient {
+    rpc: RpcClient,
+    target: u64,
+    group: u64,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: u64, node: &NodeAddr) -> Self::Network {
+        // Memberships carry raft addresses; the cluster layer also feeds addresses from the
+        // metadata, which win when both exist.
+        if self.rpc.address(target).is_none() && !node.raft_addr.is_empty() {
+            self.rpc.set_address(target, &node.raft_addr);
+        }
+        PeerClient {
+            rpc: self.rpc.clone(),
+            target,
+            group: self.group,
+        }
+    }
+}
+
+/// Unreachable makes openraft back off from the peer at once; other failures only after a run.
+fn unreachable(error: &(impl std::error::Error + 'static)) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::new(error))
+}
+
+fn transport_error(error: RpcError) -> RPCError<TypeConfig> {
+    match error {
+        RpcError::NoAddress(_) | RpcError::Unreachable { .. } | RpcError::TooLarge { .. } => {
+            unreachable(&error)
+        }
+        other => RPCError::Network(NetworkError::new(&other)),
+    }
+}
+
+impl PeerClient {
+    async fn send(
+        &self,
+        message: RaftMessage,
+        timeout: Duration,
+    ) -> Result<RaftReply, RPCError<TypeConfig>> {
+        let envelope = Envelope {
+            group: self.group,
+            message,
+        };
+        let body = codec::encode(&envelope).map_err(|error| unreachable(&error))?;
+        let answer = self
+            .rpc
+            .call(
+                self.target,
+                Lane::Control,
+                RAFT_SERVICE,
+                Bytes::from(body),
+                timeout,
+            )
+            .await
+            .map_err(transport_error)?;
+        let reply: Result<RaftReply, RaftServiceError> =
+            codec::decode(&answer).map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        match reply {
+            Ok(reply) => Ok(reply),
+            Err(error @ RaftServiceError::UnknownGroup(_)) => Err(unreachable(&error)),
+            Err(error) => Err(RPCError::Network(NetworkError::new(&error))),
+        }
+    }
+}
+
+/// How long an AppendEntries may take (see [`APPEND_TIMEOUT`]).
+fn append_timeout(request: &AppendEntriesRequest<TypeConfig>, option: &RPCOption) -> Duration {
+    if request.entries.is_empty() {
+        option.soft_ttl()
+    } else {
+        option.soft_ttl().max(APPEND_TIMEOUT)
+    }
+}
+
+impl SendAppend for (PeerClient, RPCOption) {
+    fn send_append(
+        &self,
+        position: StreamPosition,
+        request: AppendEntriesRequest<TypeConfig>,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<Output = Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>>>
+                + Send,
+        >,
+    > {
+        let (client, option) = self.clone();
+        Box::pin(async move {
+            // A pipelined request may wait behind the ones before it, however small it is.
+            let timeout = if position.seq == 0 {
+                append_timeout(&request, &option)
+            } else {
+                option.soft_ttl().max(APPEND_TIMEOUT)
+            };
+            let message = if position.seq == 0 {
+                RaftMessage::Append(request)
+            } else {
+                RaftMessage::StreamAppend { position, request }
+            };
+            match client.send(message, timeout).await? {
+                RaftReply::Append(response) => Ok(response),
+                _ => Err(unexpected("append")),
+            }
+        })
+    }
+}
+
+fn unexpected(what: &str) -> RPCError<TypeConfig> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
+        "unexpected answer to {what}"
+    ))))
+}
+
+impl RaftNetworkV2<TypeConfig> for PeerClient {
+    type SnapshotData = Vec<u8>;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let timeout = append_timeout(&rpc, &option);
+        match self.send(RaftMessage::Append(rpc), timeout).await? {
+            RaftReply::Append(response) => Ok(response),
+            _ => Err(unexpected("append")),
+        }
+    }
+
+    /// Several AppendEntries in flight, answered in order (see [`super::stream_append`]).
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<
+        's,
+        Result<
+            BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>,
+            RPCError<TypeConfig>,
+        >,
+    >
+    where
+        S: futures::Stream<Item = AppendEntriesRequest<TypeConfig>>
+            + OptionalSend
+            + Unpin
+            + 'static,
+    {
+        let answers = pipeline((self.clone(), option), input);
+        Box::pin(async move {
+            let answers: BoxStream<'s, _> = Box::pin(answers);
+            Ok(answers)
+        })
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        metrics::counter!(VOTE_REQUESTS_TOTAL, "kind" => "vote").increment(1);
+        match self.send(RaftMessage::Vote(rpc), option.soft_ttl()).await? {
+            RaftReply::Vote(response) => Ok(response),
+            _ => Err(unexpected("vote")),
+        }
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        metrics::counter!(VOTE_REQUESTS_TOTAL, "kind" => "pre_vote").increment(1);
+        match self
+            .send(RaftMessage::PreVote(rpc), option.soft_ttl())
+            .await?
+        {
+            RaftReply::Vote(response) => Ok(response),
+            _ => Err(unexpected("pre-vote")),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        // Herald's snapshots are the small state-machine state (the data stays in the log), so
+        // one message carries the whole snapshot.
+        let message = RaftMessage::Snapshot {
+            vote,
+            meta: snapshot.meta,
+            data: snapshot.snapshot,
+        };
+        let timeout = option.soft_ttl().max(SNAPSHOT_TIMEOUT);
+        let reply = tokio::select! {
+            reply = self.send(message, timeout) => reply,
+            closed = cancel => {
+                return Err(StreamingError::Closed(closed));
+            }
+        };
+        match reply {
+            Ok(RaftReply::Snapshot(response)) => Ok(response),
+            Ok(_) => Err(StreamingError::Network(NetworkError::new(
+                &std::io::Error::other("unexpected answer to a snapshot"),
+            ))),
+            Err(RPCError::Unreachable(error)) => Err(StreamingError::Unreachable(error)),
+            Err(RPCError::Network(error)) => Err(StreamingError::Network(error)),
+            Err(other) => Err(StreamingError::Network(NetworkError::new(&other))),
+        }
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        request: TransferLeaderRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
+        match self
+            .send(RaftMessage::TransferLeader(request), option.soft_ttl())
+            .await?
+        {
+            RaftReply::TransferLeader(response) => Ok(response),
+            _ => Err(unexpected("transfer-leader")),
+        }
+    }
+}
+
+/// The receiving side: hands raft messages from peers to this node's groups.
+#[derive(Clone)]
+pub struct RaftService {
+    registry: Arc<GroupRegistry>,
+    sequencer: Arc<Sequencer>,
+}
+
+impl RaftService {
+    pub fn new(registry: Arc<GroupRegistry>) -> Self {
+        RaftService {
+            registry,
+            sequencer: Arc::default(),
+        }
+    }
+
+    /// Serves one message from node `from`; the answer is an encoded
+    /// `Result<RaftReply, RaftServiceError>`, so the sender can tell "no such group here" from
+    /// a transport failure.
+    pub async fn handle(&self, from: u64, body: Bytes) -> Result<Bytes, String> {
+        let envelope: Envelope = codec::decode(&body).map_err(|error| error.to_string())?;
+        let group_id = envelope.group;
+        let reply = match (self.registry.get(group_id), envelope.message) {
+            (None, _) => Err(RaftServiceError::UnknownGroup(group_id)),
+            (Some(group), RaftMessage::StreamAppend { position, request }) => self
+                .sequencer
+                .in_turn(
+                    from,
+                    group_id,
+                    position,
+                    APPEND_TIMEOUT,
+                    dispatch(group, RaftMessage::Append(request)),
+                )
+                .await
+                .unwrap_or_else(|out_of_turn| Err(failed(out_of_turn))),
+            (Some(group), message) => dispatch(group, message).await,
+        };
+        codec::encode(&reply)
+            .map(Bytes::from)
+            .map_err(|error| error.to_string())
+    }
+}
+
+fn failed(error: impl std::fmt::Display) -> RaftServiceError {
+    RaftServiceError::Failed(error.to_string())
+}
+
+async fn dispatch(
+    group: RegisteredGroup,
+    message: RaftMessage,
+) -> Result<RaftReply, RaftServiceError> {
+    macro_rules! on_raft {
+        ($raft:expr) => {{
+            let raft = $raft;
+            match message {
+                RaftMessage::Append(request) => raft
+                    .append_entries(request)
+                    .await
+                    .map(RaftReply::Append)
+                    .map_err(failed),
+                RaftMessage::StreamAppend { request, .. } => raft
+                    .append_entries(request)
+                    .await
+                    .map(RaftReply::Append)
+                    .map_err(failed),
+                RaftMessage::Vote(request) => raft
+                    .vote(request)
+                    .await
+                    .map(RaftReply::Vote)
+                    .map_err(failed),
+                RaftMessage::PreVote(request) => raft
+                    .pre_vote(request)
+                    .await
+                    .map(RaftReply::Vote)
+                    .map_err(failed),
+                RaftMessage::Snapshot { vote, meta, data } => raft
+                    .install_full_snapshot(
+                        vote,
+                        Snapshot {
+                            meta,
+                            snapshot: data,
+                        },
+                    )
+                    .await
+                    .map(RaftReply::Snapshot)
+                    .map_err(failed),
+                RaftMessage::TransferLeader(request) => raft
+                    .handle_transfer_leader(request)
+                    .await
+                    .map(RaftReply::TransferLeader)
+                    .map_err(failed),
+            }
+        }};
+    }
+    match group {
+        RegisteredGroup::Metadata(raft) => on_raft!(raft),
+        RegisteredGroup::Partition(raft) => on_raft!(raft),
+    }
+}

@@ -1,0 +1,43 @@
+//! The raft groups running on this node, by group id: where messages from peers are delivered.
+//!
+//! A group is registered when it starts and removed when it stops, so a message for a group
+//! that is not (or no longer) here gets a clear "unknown group" answer instead of waiting.
+
+use std::collections::HashMap;
+
+use openraft::Raft;
+use parking_lot::RwLock;
+
+use super::state_machine::GroupStateMachine;
+use super::types::TypeConfig;
+use crate::metadata::applier::MetadataApplier;
+use crate::partition::applier::PartitionApplier;
+
+pub type MetadataRaft = Raft<TypeConfig, GroupStateMachine<MetadataApplier>>;
+pub type PartitionRaft = Raft<TypeConfig, GroupStateMachine<PartitionApplier>>;
+
+/// A running group's raft handle (cheap to clone).
+#[derive(Clone)]
+pub enum RegisteredGroup {
+    Metadata(MetadataRaft),
+    Partition(PartitionRaft),
+}
+
+#[derive(Default)]
+pub struct GroupRegistry {
+    groups: RwLock<HashMap<u64, RegisteredGroup>>,
+}
+
+impl GroupRegistry {
+    pub fn insert(&self, group: u64, raft: RegisteredGroup) {
+        self.groups.write().insert(group, raft);
+    }
+
+    pub fn remove(&self, group: u64) {
+        self.groups.write().remove(&group);
+    }
+
+    pub fn get(&self, group: u64) -> Option<RegisteredGroup> {
+        self.groups.read().get(&group).cloned()
+    }
+}
