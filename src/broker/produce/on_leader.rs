@@ -275,9 +275,9 @@ mod tests {
     use crate::broker::ErrorCode;
     use crate::domain::RecordValue;
 
-    fn record(value: &'static [u8]) -> Record {
+    fn record(offset_delta: u32, value: &'static [u8]) -> Record {
         Record {
-            offset_delta: 0,
+            offset_delta,
             timestamp: 1,
             key: None,
             value: RecordValue::Bytes(Bytes::from_static(value)),
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn encodable_records_travel_whole() {
-        let records = vec![record(b"v")];
+        let records = vec![record(0, b"v")];
         let batch = wire_batch(&records, ProducerStamp::NONE).unwrap();
         let (_, decoded) = decode_batch(&batch).unwrap();
         assert_eq!(decoded.len(), 1);
@@ -325,7 +325,7 @@ mod tests {
         let sent_at = Instant::now();
         let mut append = AppendRecords::once(
             4,
-            vec![record(b"a"), record(b"b")],
+            vec![record(0, b"a"), record(1, b"b")],
             Compression::None,
             claim.clone(),
             stamp,
@@ -348,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_stored_batch_travels_byte_for_byte() {
-        let batch = wire_batch(&[record(b"x")], ProducerStamp::NONE).unwrap();
+        let batch = wire_batch(&[record(0, b"x")], ProducerStamp::NONE).unwrap();
         let stored = AppendStored {
             group: 5,
             batch: batch.clone(),
