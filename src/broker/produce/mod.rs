@@ -30,6 +30,7 @@ use metrics::Counter;
 use tokio::time::Instant;
 
 use self::idempotence::{fenced, fingerprint_message, Landing};
+use self::on_leader::AppendRecords;
 use self::partial::{Landed, Share};
 use super::topics::now_ms;
 use super::{Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage};
@@ -220,16 +221,16 @@ impl Broker {
                 let landing = async {
                     match once {
                         Some((claim, stamp)) => {
-                            broker
-                                .append_once(
-                                    group,
-                                    batch.records,
-                                    compression,
-                                    claim,
-                                    stamp,
-                                    deadline,
-                                )
-                                .await
+                            let records = batch.records;
+                            let share = AppendRecords::once(
+                                group,
+                                records,
+                                compression,
+                                claim,
+                                stamp,
+                                deadline,
+                            );
+                            broker.run_on_leader(share).await
                         }
                         None => broker
                             .append_records(

@@ -221,21 +221,6 @@ impl Broker {
         }
     }
 
-    /// Appends an idempotent request's share (see [`AppendRecords::once`]); answers what the
-    /// partition's dedup window decided.
-    pub(in crate::broker) async fn append_once(
-        &self,
-        group: u64,
-        records: Vec<Record>,
-        compression: Compression,
-        claim: OnceClaim,
-        stamp: ProducerStamp,
-        deadline: Instant,
-    ) -> BrokerResult<Landing> {
-        let append = AppendRecords::once(group, records, compression, claim, stamp, deadline);
-        self.run_on_leader(append).await
-    }
-
     /// Appends `batch` (in the stored layout, checked) to the partition of `group` on its
     /// leader, alone and byte for byte; answers its base offset once a quorum has it, or with
     /// `leader_ack` once the leader has it durable. Not proposed by `deadline`, it is never
