@@ -11,9 +11,8 @@ mod cluster_info;
 pub mod error;
 pub mod error_code;
 pub(crate) mod fetch;
-mod forward;
-mod forward_wire;
 mod groups;
+mod leader;
 mod memory;
 pub mod node_gauges;
 mod produce;
@@ -35,8 +34,8 @@ pub use memory::{StreamKind, StreamMemory};
 pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use produce::stored::BatchLanding;
 pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
-// The produce path's parts, under the names the rest of broker/ knows them by.
-use produce::{appender, idempotence};
+// The produce path's appenders, under the name the rest of broker/ knows them by.
+use produce::appender;
 pub use types::*;
 
 use std::sync::atomic::AtomicU64;
@@ -188,10 +187,12 @@ impl Broker {
             })
     }
 
-    /// The service other nodes forward partition requests to. It holds the broker weakly:
-    /// the cluster (which keeps it) must not keep the broker alive past shutdown.
+    /// The service other nodes send operations to (`leader`: appends, reads and queue
+    /// commands for partitions this node leads, replies for requests waiting here). It holds
+    /// the broker weakly: the cluster (which keeps it) must not keep the broker alive past
+    /// shutdown.
     pub fn forwarding_service(&self) -> Arc<dyn crate::cluster::BrokerService> {
-        Arc::new(forward::ForwardedRequests(Arc::downgrade(&self.inner)))
+        Arc::new(leader::ForwardedRequests(Arc::downgrade(&self.inner)))
     }
 }
 

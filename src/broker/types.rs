@@ -143,8 +143,8 @@ pub struct ProducerInfo {
     pub name: Option<String>,
 }
 
-/// Where a read starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a read starts. Also what a read sent to a partition's leader carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OffsetSpec {
     Earliest,
     Latest,

@@ -13,6 +13,7 @@
 pub(super) mod appender;
 mod appender_writes;
 pub(super) mod idempotence;
+pub(in crate::broker) mod on_leader;
 mod partial;
 mod producers;
 pub(super) mod stored;
@@ -29,6 +30,7 @@ use metrics::Counter;
 use tokio::time::Instant;
 
 use self::idempotence::{fenced, fingerprint_message, Landing};
+use self::on_leader::AppendRecords;
 use self::partial::{Landed, Share};
 use super::topics::now_ms;
 use super::{Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage};
@@ -219,16 +221,16 @@ impl Broker {
                 let landing = async {
                     match once {
                         Some((claim, stamp)) => {
-                            broker
-                                .append_once(
-                                    group,
-                                    batch.records,
-                                    compression,
-                                    claim,
-                                    stamp,
-                                    deadline,
-                                )
-                                .await
+                            let records = batch.records;
+                            let share = AppendRecords::once(
+                                group,
+                                records,
+                                compression,
+                                claim,
+                                stamp,
+                                deadline,
+                            );
+                            broker.run_on_leader(share).await
                         }
                         None => broker
                             .append_records(

@@ -1,7 +1,9 @@
 //! What a subscription's state on a partition tells an operator: its counts and the age of its
 //! oldest message not done. Computed where the state is authoritative, on the partition's
-//! leader: for `GET /v1/subscriptions/{sub}` (asked over the forward RPC when the leader is
-//! elsewhere) and for the `/metrics` gauges of the partitions this node leads.
+//! leader: for `GET /v1/subscriptions/{sub}` (asked of the leader, `on_leader::ReadQueueStats`,
+//! when it is elsewhere) and for the `/metrics` gauges of the partitions this node leads.
+
+use serde::{Deserialize, Serialize};
 
 use super::{QueueCounts, QueueService};
 use crate::broker::topics::now_ms;
@@ -10,13 +12,24 @@ use crate::domain::batch::decode_batch;
 use crate::raft::{PartitionReplica, ReadLimits};
 
 /// A subscription's counts on one partition, and how old its oldest message not done is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueStats {
+    #[serde(with = "WireCounts")]
     pub counts: QueueCounts,
     /// Now (the leader's clock) minus the stored timestamp of the oldest message not done
     /// (delivered and not acked, or never delivered); `None` when every message is done.
     /// A timestamp in the future counts as age 0.
     pub oldest_unacked_age_ms: Option<u64>,
+}
+
+/// [`QueueCounts`] (a raft type, without serde) as a leader answers them to another node.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "QueueCounts")]
+struct WireCounts {
+    backlog: u64,
+    in_flight: u64,
+    delayed: u64,
+    dead_lettered: u64,
 }
 
 impl QueueStats {

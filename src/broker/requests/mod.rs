@@ -11,7 +11,7 @@
 //!
 //! The transports (HTTP now, WebSocket later) call [`Broker::request`] and [`Broker::reply`].
 
-mod forward;
+pub(in crate::broker) mod deliver;
 pub mod ids;
 pub mod waiters;
 

@@ -1,18 +1,14 @@
 //! Reading: by offset, with long polls woken by the append itself, and by timestamp. The
-//! partition's leader reads stored batches (`read_here`, possibly for another node); the node
+//! partition's leader reads stored batches (`on_leader`, possibly for another node); the node
 //! the client asked decodes them into messages.
 
-use std::sync::Arc;
+pub(in crate::broker) mod on_leader;
+
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use super::forward::RawRead;
-use super::{
-    Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec,
-};
+use super::{Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult};
 use crate::domain::batch::{decode_batch, decode_header};
-use crate::raft::{PartitionReplica, ReadLimits, Watermarks};
+use crate::raft::ReadLimits;
 
 /// The most messages one fetch answers.
 pub const MAX_FETCH_MESSAGES: usize = 10_000;
@@ -149,68 +145,6 @@ impl Broker {
             next_offset,
             high_watermark: read.high_watermark,
             log_start_offset: read.log_start_offset,
-        })
-    }
-
-    /// On the partition's leader: stored batches from `spec`, after a long poll of up to
-    /// `max_wait` when nothing is there yet.
-    pub(super) async fn read_here(
-        &self,
-        replica: Arc<PartitionReplica>,
-        spec: OffsetSpec,
-        limits: ReadLimits,
-        max_wait: Duration,
-    ) -> BrokerResult<RawRead> {
-        let mut watermarks = replica.watermarks();
-        if let OffsetSpec::At(offset) = spec {
-            if offset > watermarks.high_watermark {
-                // A leader elected a moment ago may not have applied all that its predecessor
-                // committed: catch up before calling the offset out of range.
-                replica.catch_up_applied().await?;
-                watermarks = replica.watermarks();
-            }
-        }
-        let from = match spec {
-            OffsetSpec::Earliest => watermarks.log_start_offset,
-            OffsetSpec::Latest => watermarks.high_watermark,
-            OffsetSpec::At(offset) => offset,
-        };
-        let out_of_range = |watermarks: Watermarks| BrokerError::OffsetOutOfRange {
-            offset: from,
-            log_start_offset: watermarks.log_start_offset,
-            high_watermark: watermarks.high_watermark,
-        };
-        if from < watermarks.log_start_offset || from > watermarks.high_watermark {
-            return Err(out_of_range(watermarks));
-        }
-
-        // A long poll: wait for the high watermark to pass `from`, woken by apply.
-        if from >= watermarks.high_watermark && !max_wait.is_zero() {
-            let mut changes = replica.subscribe();
-            let deadline = Instant::now() + max_wait.min(MAX_WAIT);
-            let waited = tokio::time::timeout_at(
-                deadline,
-                changes.wait_for(|marks| marks.high_watermark > from),
-            )
-            .await;
-            watermarks = match waited {
-                Ok(Ok(marks)) => *marks,
-                _ => replica.watermarks(),
-            };
-        }
-        if from < watermarks.log_start_offset {
-            return Err(out_of_range(watermarks));
-        }
-        let batches = replica.read(from, limits).await?;
-        let latest = replica.watermarks();
-        Ok(RawRead {
-            from,
-            batches: batches
-                .into_iter()
-                .map(|batch| (batch.base_offset, batch.bytes))
-                .collect(),
-            log_start_offset: latest.log_start_offset,
-            high_watermark: latest.high_watermark,
         })
     }
 
