@@ -16,7 +16,7 @@ use herald_rpc::{Lane, RpcHandler, ServiceId};
 
 /// Cluster requests (this module).
 pub const CLUSTER_SERVICE: ServiceId = 2;
-/// Requests the broker forwards to a partition's leader (`broker::forward`).
+/// Requests the broker sends to a partition's leader or to a node (`broker::leader`).
 pub const BROKER_SERVICE: ServiceId = 3;
 
 /// The RPC lane requests of `service` travel on: forwarded client requests on the client lane,
