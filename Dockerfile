@@ -29,12 +29,14 @@ WORKDIR /src
 #    as the manifests and Cargo.lock do not change. Placeholder sources for the workspace's
 #    crates (crates/*: one per layer) and the binary build every dependency.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/herald-broker/Cargo.toml crates/herald-broker/
 COPY crates/herald-client/Cargo.toml crates/herald-client/
 COPY crates/herald-cluster/Cargo.toml crates/herald-cluster/
 COPY crates/herald-domain/Cargo.toml crates/herald-domain/
 COPY crates/herald-raft/Cargo.toml crates/herald-raft/
 COPY crates/herald-rpc/Cargo.toml crates/herald-rpc/
 COPY crates/herald-storage/Cargo.toml crates/herald-storage/
+COPY crates/herald-telemetry/Cargo.toml crates/herald-telemetry/
 RUN mkdir src \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs \

@@ -3,8 +3,8 @@
 //! The workspace has one crate per layer; layers call downward only, and the crate graph makes
 //! the compiler enforce it (`tests/it/architecture.rs` checks what a crate edge cannot):
 //! - this crate: [`api`] and [`ws`] (axum routers, DTOs, problem+json errors, the OpenAPI
-//!   document, WebSocket and SSE), [`broker`] (the service layer every transport calls), [`app`]
-//!   (composes a node), [`config`] (typed configuration), [`telemetry`] (logs, metrics, traces);
+//!   document, WebSocket and SSE), [`app`] (composes a node), [`config`] (typed configuration);
+//! - `herald-broker` ([`broker`]): the service layer every transport calls;
 //! - `herald-cluster` ([`cluster`]): metadata, placement, the partition replicas a node runs;
 //! - `herald-raft` ([`raft`]): openraft groups, log store and state machines (the only crate that
 //!   names openraft);
@@ -12,25 +12,26 @@
 //!   cluster's nodes share) and [`tls_files`];
 //! - `herald-storage` ([`storage`]): the node's RocksDB (the only crate that names rocksdb);
 //! - `herald-domain` ([`domain`]): pure types: records, the batch layout, partitioning, names,
-//!   topic config.
+//!   topic config;
+//! - `herald-telemetry` ([`telemetry`]): logs, spans, trace context, the metrics recorder.
 //!
 //! `herald-client` (the CLI and `herald bench`) is an HTTP client of a running node and depends
 //! on `herald-domain` only; the binary (`src/main.rs`) links it, this library does not.
 //!
-//! The lower crates are re-exported under their layer names, so `crate::storage::...` reads the
-//! same in every layer above.
+//! The lower crates are re-exported under their layer names, so `crate::broker::...` reads the
+//! same in every module above.
 
 pub mod allocator;
 pub mod api;
 pub mod app;
-pub mod broker;
 pub mod config;
-pub mod telemetry;
 pub mod ws;
 
+pub use herald_broker as broker;
 pub use herald_cluster as cluster;
 pub use herald_domain as domain;
 pub use herald_raft as raft;
 pub use herald_rpc as rpc;
 pub use herald_rpc::{cluster_secret, tls_files};
 pub use herald_storage as storage;
+pub use herald_telemetry as telemetry;

@@ -11,13 +11,12 @@ mod audit;
 mod auth;
 mod quotas;
 mod storage;
-mod telemetry;
 mod tls;
 pub use audit::AuditConfig;
 pub use auth::{AuthConfig, ExternalIssuerConfig};
 pub use quotas::{ClientQuota, QuotasConfig};
 pub use storage::StorageConfig;
-pub use telemetry::{LogFormat, TelemetryConfig};
+pub use herald_telemetry::config::{LogFormat, TelemetryConfig};
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.
@@ -458,7 +457,7 @@ impl Config {
         self.auth.validate()?;
         self.audit.validate()?;
         self.quotas.validate()?;
-        self.telemetry.validate()?;
+        self.telemetry.validate().map_err(ConfigError::Invalid)?;
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),

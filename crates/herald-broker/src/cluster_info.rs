@@ -1,0 +1,150 @@
+//! Cluster state, membership changes and readiness, as the broker reports them.
+
+use std::collections::HashMap;
+
+use super::{
+    Broker, BrokerError, BrokerResult, ClusterInfo, ErrorCode, NodeInfo, PartitionRef, Readiness,
+};
+use herald_domain::metadata::MetadataOutcome;
+
+impl Broker {
+    pub async fn cluster_info(&self) -> BrokerResult<ClusterInfo> {
+        let cluster = self.cluster();
+        let metadata = cluster.metadata();
+        let partitions: HashMap<u64, PartitionRef> = metadata
+            .partitions()
+            .map(|(topic, partition, assignment)| {
+                let reference = PartitionRef {
+                    topic: topic.name.clone(),
+                    partition,
+                };
+                (assignment.group_id, reference)
+            })
+            .collect();
+        let nodes = cluster
+            .nodes_view()
+            .into_iter()
+            .map(|node| NodeInfo {
+                id: node.id,
+                http_addr: node.http_addr,
+                raft_addr: node.raft_addr,
+                status: node.status.to_string(),
+                leader_of: node
+                    .leads
+                    .iter()
+                    .filter_map(|group| partitions.get(group).cloned())
+                    .collect(),
+            })
+            .collect();
+        Ok(ClusterInfo {
+            cluster_id: metadata.cluster_id.clone().unwrap_or_default(),
+            nodes,
+            metadata_leader: cluster.metadata_leader(),
+        })
+    }
+
+    /// Adds a node to the cluster (`POST /v1/cluster/nodes`); `true` when it was new.
+    pub async fn add_node(
+        &self,
+        node_id: u64,
+        http_addr: String,
+        raft_addr: String,
+    ) -> BrokerResult<(bool, NodeInfo)> {
+        check_node_id(node_id)?;
+        for (field, address) in [("http_addr", &http_addr), ("raft_addr", &raft_addr)] {
+            let valid = address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !valid || address.len() > 255 {
+                return Err(BrokerError::InvalidRequest(format!(
+                    "{field} must be HOST:PORT, got '{address}'"
+                )));
+            }
+        }
+        let existed = self.cluster().metadata().nodes.contains_key(&node_id);
+        match self
+            .cluster()
+            .add_node(node_id, http_addr, raft_addr)
+            .await?
+        {
+            MetadataOutcome::Done => {}
+            MetadataOutcome::NodeExists => {
+                return Err(BrokerError::Conflict {
+                    code: ErrorCode::NodeExists,
+                    message: format!(
+                        "node id {node_id} is taken (by a node with other addresses, or by a removed node: ids are not reused), or another node has one of these addresses"
+                    ),
+                })
+            }
+            other => return Err(BrokerError::InvalidRequest(format!("{other:?}"))),
+        }
+        let node = self.node_info(node_id).await?;
+        Ok((!existed, node))
+    }
+
+    /// Starts draining a node (`DELETE /v1/cluster/nodes/{id}`): its replicas move to other
+    /// nodes, then it leaves the cluster.
+    pub async fn drain_node(&self, node_id: u64) -> BrokerResult<NodeInfo> {
+        check_node_id(node_id)?;
+        match self.cluster().drain_node(node_id).await? {
+            MetadataOutcome::Done => self.node_info(node_id).await,
+            MetadataOutcome::NodeNotFound => Err(BrokerError::NodeNotFound(node_id)),
+            MetadataOutcome::Invalid(reason) => Err(BrokerError::Conflict {
+                code: ErrorCode::CannotDrain,
+                message: reason,
+            }),
+            other => Err(BrokerError::Internal(format!(
+                "unexpected drain outcome {other:?}"
+            ))),
+        }
+    }
+
+    async fn node_info(&self, node_id: u64) -> BrokerResult<NodeInfo> {
+        self.cluster_info()
+            .await?
+            .nodes
+            .into_iter()
+            .find(|node| node.id == node_id)
+            .ok_or(BrokerError::NodeNotFound(node_id))
+    }
+
+    pub async fn readiness(&self) -> Readiness {
+        let cluster = self.cluster();
+        let mut reasons = Vec::new();
+        if cluster.metadata_leader().is_none() {
+            reasons.push("the metadata group has no leader".to_string());
+        }
+        if !cluster.is_registered() {
+            reasons.push("this node is not (yet) part of the cluster metadata".to_string());
+        }
+        let metadata = cluster.metadata();
+        for topic in metadata.topics.values() {
+            for (index, assignment) in topic.partitions.iter().enumerate() {
+                if !assignment.replicas.contains(&cluster.node_id()) {
+                    continue;
+                }
+                match cluster.local_replica(assignment.group_id) {
+                    Some(replica) if replica.leader().is_some() => {}
+                    Some(_) => reasons.push(format!("{}/{index} has no leader", topic.name)),
+                    None => reasons.push(format!("{}/{index} is not started", topic.name)),
+                }
+            }
+        }
+        Readiness {
+            ready: reasons.is_empty(),
+            reasons,
+        }
+    }
+}
+
+/// Node ids are 1 to `i64::MAX`: they travel as JSON numbers, which many clients read as
+/// signed 64-bit integers.
+fn check_node_id(node_id: u64) -> BrokerResult<()> {
+    if node_id == 0 || node_id > i64::MAX as u64 {
+        return Err(BrokerError::InvalidRequest(format!(
+            "node ids are 1 to {}, got {node_id}",
+            i64::MAX
+        )));
+    }
+    Ok(())
+}

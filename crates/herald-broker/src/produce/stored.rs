@@ -1,0 +1,299 @@
+//! Producing a batch the client sent in the stored layout (`application/vnd.herald.batch`,
+//! docs/binary-batches.md): checked completely, then appended as it is, so the client's bytes
+//! are the bytes the log stores, replicates and serves.
+//!
+//! Everything the JSON path refuses is refused here too, on the batch's own records, plus what
+//! only a hand-made batch can get wrong: the compacted flag, a producer stamp (idempotence goes
+//! through JSON), offset deltas other than 0, 1, 2, ... (they become the records' offsets).
+//! A refused batch writes nothing.
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::{count_produced, MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
+use crate::queue::message_times;
+use crate::{Acks, Broker, BrokerError, BrokerResult, ErrorCode};
+use herald_domain::batch::{visit_records, BatchError, BatchHeader, ProducerStamp, RecordView};
+use herald_domain::topic::{CleanupPolicy, TopicConfig};
+
+/// Where a produced batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLanding {
+    pub partition: u32,
+    /// The first record's offset; the others follow on. `None` with `acks=none`.
+    pub base_offset: Option<u64>,
+    pub record_count: u32,
+}
+
+impl Broker {
+    /// Appends `batch`, in the stored layout, to `partition` of `topic_name` as it is, after
+    /// checking every byte of it against the layout and the topic's limits.
+    pub async fn produce_batch(
+        &self,
+        topic_name: &str,
+        partition: u32,
+        batch: Bytes,
+        acks: Acks,
+    ) -> BrokerResult<BatchLanding> {
+        let topic = self.topic(topic_name)?;
+        if partition as usize >= topic.partitions.len() {
+            return Err(BrokerError::PartitionNotFound {
+                topic: topic_name.to_string(),
+                partition,
+            });
+        }
+        let (header, value_bytes) = check_produced_batch(&batch, &topic.config)?;
+        let group = self.assignment(&topic, partition)?.group_id;
+        drop(topic);
+        let deadline = Instant::now() + self.inner.options.produce_timeout;
+        let record_count = header.record_count;
+        let landing = |base_offset| BatchLanding {
+            partition,
+            base_offset,
+            record_count,
+        };
+
+        if acks == Acks::None {
+            let permit = self
+                .inner
+                .unacknowledged
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| BrokerError::Unavailable("the broker is shutting down".into()))?;
+            let (broker, topic_label) = (self.clone(), topic_name.to_string());
+            tokio::spawn(async move {
+                let _permit = permit;
+                match broker.append_stored(group, batch, false, deadline).await {
+                    Ok(_) => count_produced(
+                        &topic_label,
+                        partition,
+                        u64::from(record_count),
+                        value_bytes as u64,
+                    ),
+                    Err(error) => {
+                        tracing::warn!(topic = topic_label, partition, %error, "an acks=none batch produce failed");
+                    }
+                }
+            });
+            return Ok(landing(None));
+        }
+
+        let appended = self.append_stored(group, batch, acks == Acks::Leader, deadline);
+        let base_offset = match tokio::time::timeout_at(deadline + super::ANSWER_GRACE, appended)
+            .await
+        {
+            Ok(appended) => appended?,
+            Err(_) => {
+                return Err(BrokerError::Timeout(format!(
+                    "partition {partition} did not acknowledge within {} ms; the batch may still be written",
+                    self.inner.options.produce_timeout.as_millis()
+                )))
+            }
+        };
+        count_produced(
+            topic_name,
+            partition,
+            u64::from(record_count),
+            value_bytes as u64,
+        );
+        Ok(landing(Some(base_offset)))
+    }
+}
+
+/// Checks a producer's batch: the layout (magic, version, lengths, CRC, every record, the
+/// header against the records) and what a produce allows (see the module doc). Answers its
+/// header and the bytes of its values.
+pub(crate) fn check_produced_batch(
+    batch: &[u8],
+    config: &TopicConfig,
+) -> BrokerResult<(BatchHeader, usize)> {
+    let needs_keys = config.cleanup_policy != CleanupPolicy::Delete;
+    let max_bytes = config.max_message_bytes as usize;
+    let mut refusal: Option<BrokerError> = None;
+    let mut index = 0u32;
+    let mut value_bytes = 0usize;
+    let header = visit_records(batch, |record| {
+        if refusal.is_none() {
+            refusal = check_record(&record, index, needs_keys, max_bytes).err();
+        }
+        value_bytes += record.value.len();
+        index += 1;
+    })
+    .map_err(layout_error)?;
+    if let Some(refusal) = refusal {
+        return Err(refusal);
+    }
+    if header.compacted {
+        return Err(invalid(
+            "the compacted attribute (bit 3) is set; a producer's batch must leave it clear",
+        ));
+    }
+    if header.producer != ProducerStamp::NONE {
+        return Err(invalid(
+            "producer_id, producer_epoch and base_sequence must each be -1; idempotent producing takes application/json",
+        ));
+    }
+    if header.record_count as usize > MAX_MESSAGES_PER_REQUEST {
+        return Err(invalid(format!(
+            "a batch carries at most {MAX_MESSAGES_PER_REQUEST} records, this one {}",
+            header.record_count
+        )));
+    }
+    if header.first_timestamp < 0 {
+        return Err(invalid("record timestamps must be >= 0"));
+    }
+    Ok((header, value_bytes))
+}
+
+fn check_record(
+    record: &RecordView<'_>,
+    index: u32,
+    needs_keys: bool,
+    max_bytes: usize,
+) -> BrokerResult<()> {
+    if record.offset_delta != index {
+        return Err(invalid(format!(
+            "record {index} has offset_delta {}; a producer's batch numbers its records 0, 1, 2, ...",
+            record.offset_delta
+        )));
+    }
+    if record.timestamp < 0 {
+        return Err(invalid(format!("record {index}: timestamp must be >= 0")));
+    }
+    if needs_keys && record.key.is_none() {
+        return Err(invalid(format!(
+            "record {index} has no key, and the topic is compacted: every message needs one"
+        )));
+    }
+    if record.header_count() > MAX_HEADERS_PER_MESSAGE {
+        return Err(invalid(format!(
+            "record {index}: a message carries at most {MAX_HEADERS_PER_MESSAGE} headers, this one {}",
+            record.header_count()
+        )));
+    }
+    message_times::check_pairs(record.headers())
+        .map_err(|error| invalid(format!("record {index}: {error}")))?;
+    let size = record.encoded_len();
+    if size > max_bytes {
+        return Err(BrokerError::MessageTooLarge {
+            size,
+            max: max_bytes as u32,
+        });
+    }
+    Ok(())
+}
+
+fn invalid(message: impl Into<String>) -> BrokerError {
+    BrokerError::InvalidBatch {
+        code: ErrorCode::InvalidBatch,
+        message: message.into(),
+    }
+}
+
+/// A layout error, with the code that tells a damaged batch from a foreign or broken one.
+fn layout_error(error: BatchError) -> BrokerError {
+    let code = match error {
+        BatchError::CrcMismatch { .. } => ErrorCode::BatchCrcMismatch,
+        BatchError::UnsupportedVersion(_) => ErrorCode::UnsupportedBatchVersion,
+        _ => ErrorCode::InvalidBatch,
+    };
+    BrokerError::InvalidBatch {
+        code,
+        message: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use proptest::prelude::*;
+
+    use super::*;
+    use herald_domain::batch::{decode_batch, encode_batch};
+    use herald_domain::{Compression, Record, RecordKey, RecordValue};
+
+    fn valid(count: u32, compression: Compression) -> Vec<u8> {
+        let records: Vec<Record> = (0..count)
+            .map(|index| Record {
+                offset_delta: index,
+                timestamp: 1_000 + i64::from(index),
+                key: Some(RecordKey::Text(format!("k{index}"))),
+                value: RecordValue::Json(Bytes::from(format!("[{index}]"))),
+                headers: vec![("h".into(), "v".into())],
+            })
+            .collect();
+        encode_batch(&records, compression, ProducerStamp::NONE)
+            .expect("encode")
+            .to_vec()
+    }
+
+    fn resign(batch: &mut [u8]) {
+        if batch.len() >= 6 {
+            let crc = crc32c::crc32c(&batch[6..]);
+            batch[2..6].copy_from_slice(&crc.to_be_bytes());
+        }
+    }
+
+    #[test]
+    fn a_valid_batch_is_taken_with_its_value_bytes() {
+        for compression in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            let batch = valid(3, compression);
+            let (header, value_bytes) =
+                check_produced_batch(&batch, &TopicConfig::default()).expect("valid");
+            assert_eq!(header.record_count, 3);
+            assert_eq!(value_bytes, 9);
+        }
+    }
+
+    proptest! {
+        /// Whatever is changed in a valid batch (with its CRC recomputed or not), the check
+        /// answers without panicking, and what it takes decodes into records numbered 0, 1, 2,
+        /// ... with non-negative timestamps: safe to store as it is.
+        #[test]
+        fn damaged_batches_are_refused_or_still_sound(
+            compression in prop_oneof![Just(Compression::None), Just(Compression::Lz4)],
+            changes in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+            resigned in any::<bool>(),
+        ) {
+            let mut batch = valid(4, compression);
+            for (at, byte) in changes {
+                let at = at.index(batch.len());
+                batch[at] = byte;
+            }
+            if let Some(cut) = cut {
+                batch.truncate(cut.index(batch.len() + 1));
+            }
+            if resigned {
+                resign(&mut batch);
+            }
+            match check_produced_batch(&batch, &TopicConfig::default()) {
+                Ok((header, _)) => {
+                    let (decoded, records) = decode_batch(&batch).expect("a taken batch decodes");
+                    prop_assert_eq!(decoded, header);
+                    prop_assert!(!header.compacted);
+                    prop_assert_eq!(header.producer, ProducerStamp::NONE);
+                    for (index, record) in records.iter().enumerate() {
+                        prop_assert_eq!(record.offset_delta as usize, index);
+                        prop_assert!(record.timestamp >= 0);
+                    }
+                }
+                Err(error) => {
+                    let code = error.code();
+                    prop_assert!(
+                        matches!(
+                            code,
+                            ErrorCode::InvalidBatch
+                                | ErrorCode::BatchCrcMismatch
+                                | ErrorCode::UnsupportedBatchVersion
+                                | ErrorCode::MessageTooLarge
+                        ),
+                        "{:?}",
+                        code
+                    );
+                }
+            }
+        }
+    }
+}

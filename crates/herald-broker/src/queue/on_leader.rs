@@ -1,0 +1,242 @@
+//! The queue operations that run on a partition's leader, here or sent there: a change of a
+//! subscription's delivery state (lease, ack, nack, seek...), its counts, and a wait until a
+//! lease could get something. The leader's clock decides deadlines, whichever node the puller
+//! asked.
+//!
+//! A queue command is not retried once sent: a lease or an ack whose answer was lost is as if
+//! the lease expired (at-least-once).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::stats::{stats_here, QueueStats};
+use super::wait::wait_here;
+use crate::leader::{LeaderOperation, OperationKind};
+use crate::topics::now_ms;
+use crate::{Broker, BrokerResult};
+use herald_domain::subscriptions::RetryPolicy;
+use herald_raft::{PartitionReplica, QueueCommand, QueueOutcome, StoredBatch};
+
+/// A queue command applied by a partition's leader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate) struct ApplyQueueCommand {
+    group: u64,
+    command: QueueCommand,
+}
+
+/// What a leader answers a queue command.
+#[derive(Debug, Serialize, Deserialize)]
+pub(in crate) struct QueueApplied {
+    pub outcome: QueueOutcome,
+    /// The batches a lease's facts were read from, when this node leads: a puller here hands
+    /// out the leased messages from them instead of reading them again. Not sent back from
+    /// another node's leader (empty then).
+    #[serde(skip)]
+    pub batches: Vec<StoredBatch>,
+}
+
+impl LeaderOperation for ApplyQueueCommand {
+    const KIND: OperationKind = OperationKind::ApplyQueueCommand;
+    type Reply = QueueApplied;
+
+    fn group(&self) -> u64 {
+        self.group
+    }
+
+    async fn run_here(
+        &mut self,
+        broker: &Broker,
+        replica: Arc<PartitionReplica>,
+    ) -> BrokerResult<QueueApplied> {
+        let mut command = self.command.clone();
+        command.set_now(now_ms());
+        let batches = broker.fill_lease_facts(&replica, &mut command).await?;
+        let outcome = replica.queue(command).await?;
+        Ok(QueueApplied { outcome, batches })
+    }
+}
+
+/// A subscription's counts and oldest unacked age on a partition, as its leader applied them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate) struct ReadQueueStats {
+    group: u64,
+    subscription: u64,
+}
+
+impl LeaderOperation for ReadQueueStats {
+    const KIND: OperationKind = OperationKind::ReadQueueStats;
+    type Reply = QueueStats;
+
+    fn group(&self) -> u64 {
+        self.group
+    }
+
+    async fn run_here(
+        &mut self,
+        _broker: &Broker,
+        replica: Arc<PartitionReplica>,
+    ) -> BrokerResult<QueueStats> {
+        stats_here(&replica, self.subscription).await
+    }
+}
+
+/// A wait on a partition's leader, up to `max_wait`, until a lease of the subscription could
+/// get something there (see [`super::wait`]); answered then, at the deadline, or when the node
+/// stops leading.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate) struct WaitForLease {
+    group: u64,
+    subscription: u64,
+    retry: RetryPolicy,
+    max_wait: Duration,
+}
+
+impl LeaderOperation for WaitForLease {
+    const KIND: OperationKind = OperationKind::WaitForLease;
+    type Reply = ();
+
+    fn group(&self) -> u64 {
+        self.group
+    }
+
+    fn wait(&self) -> Duration {
+        self.max_wait
+    }
+
+    async fn run_here(
+        &mut self,
+        _broker: &Broker,
+        replica: Arc<PartitionReplica>,
+    ) -> BrokerResult<()> {
+        // `wait_here` holds it to the longest long poll, whoever asks.
+        wait_here(&replica, self.subscription, &self.retry, self.max_wait).await;
+        Ok(())
+    }
+}
+
+impl Broker {
+    /// Applies a queue command on the leader of `group`.
+    pub(in crate) async fn queue_on_leader(
+        &self,
+        group: u64,
+        command: QueueCommand,
+    ) -> BrokerResult<QueueOutcome> {
+        let applied = self
+            .run_on_leader(ApplyQueueCommand { group, command })
+            .await?;
+        Ok(applied.outcome)
+    }
+
+    /// Like [`Self::queue_on_leader`], and when this node leads, also the batches the lease's
+    /// facts were read from (empty from another node's leader: they are not sent back).
+    pub(in crate) async fn lease_on_leader(
+        &self,
+        group: u64,
+        command: QueueCommand,
+    ) -> BrokerResult<(QueueOutcome, Vec<StoredBatch>)> {
+        let applied = self
+            .run_on_leader(ApplyQueueCommand { group, command })
+            .await?;
+        Ok((applied.outcome, applied.batches))
+    }
+
+    /// A subscription's counts and oldest unacked age on the partition of `group`, from its
+    /// leader.
+    pub(in crate) async fn queue_stats_on_leader(
+        &self,
+        group: u64,
+        subscription: u64,
+    ) -> BrokerResult<QueueStats> {
+        self.run_on_leader(ReadQueueStats {
+            group,
+            subscription,
+        })
+        .await
+    }
+
+    /// Waits on the leader of `group` (up to `max_wait`) until a lease of `subscription` could
+    /// get something there (see [`super::wait`]).
+    pub(in crate) async fn queue_wait_on_leader(
+        &self,
+        group: u64,
+        subscription: u64,
+        retry: RetryPolicy,
+        max_wait: Duration,
+    ) -> BrokerResult<()> {
+        self.run_on_leader(WaitForLease {
+            group,
+            subscription,
+            retry,
+            max_wait,
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leader::round_trip;
+    use herald_raft::QueueCounts;
+
+    #[test]
+    fn queue_operations_travel_whole() {
+        let command = ApplyQueueCommand {
+            group: 2,
+            command: QueueCommand::Forget { subscription: 9 },
+        };
+        assert_eq!(
+            round_trip(OperationKind::ApplyQueueCommand, &command),
+            command
+        );
+        let stats = ReadQueueStats {
+            group: 2,
+            subscription: 9,
+        };
+        assert_eq!(round_trip(OperationKind::ReadQueueStats, &stats), stats);
+        let wait = WaitForLease {
+            group: 2,
+            subscription: 9,
+            retry: RetryPolicy {
+                min_backoff_ms: 10,
+                max_backoff_ms: 20,
+            },
+            max_wait: Duration::from_millis(1500),
+        };
+        let arrived = round_trip(OperationKind::WaitForLease, &wait);
+        assert_eq!(arrived, wait);
+        assert_eq!(arrived.wait(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn stats_travel_whole() {
+        let stats = QueueStats {
+            counts: QueueCounts {
+                backlog: 1,
+                in_flight: 2,
+                delayed: 3,
+                dead_lettered: 4,
+            },
+            oldest_unacked_age_ms: Some(5),
+        };
+        let body = postcard::to_stdvec(&stats).unwrap();
+        assert_eq!(postcard::from_bytes::<QueueStats>(&body).unwrap(), stats);
+    }
+
+    #[test]
+    fn a_leases_batches_stay_on_the_leaders_node() {
+        let applied = QueueApplied {
+            outcome: QueueOutcome::Sought { offset: 3 },
+            batches: vec![StoredBatch {
+                base_offset: 0,
+                bytes: bytes::Bytes::from_static(b"batch"),
+            }],
+        };
+        let body = postcard::to_stdvec(&applied).unwrap();
+        let arrived: QueueApplied = postcard::from_bytes(&body).unwrap();
+        assert_eq!(arrived.outcome, applied.outcome);
+        assert!(arrived.batches.is_empty());
+    }
+}
