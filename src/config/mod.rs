@@ -14,9 +14,9 @@ mod storage;
 mod tls;
 pub use audit::AuditConfig;
 pub use auth::{AuthConfig, ExternalIssuerConfig};
+pub use herald_telemetry::config::{LogFormat, TelemetryConfig};
 pub use quotas::{ClientQuota, QuotasConfig};
 pub use storage::StorageConfig;
-pub use herald_telemetry::config::{LogFormat, TelemetryConfig};
 pub use tls::TlsConfig;
 
 /// 64 MiB/s: the default `cleaner_io_max_bytes_per_sec`.

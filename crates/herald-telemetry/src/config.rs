@@ -3,7 +3,6 @@
 
 use serde::Deserialize;
 
-
 /// How log lines are written to stdout.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

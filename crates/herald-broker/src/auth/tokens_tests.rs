@@ -302,10 +302,7 @@ fn the_twin_of_a_signature_is_refused() {
             issue(&key, &settings(), "billing", &cred(&state), now_ms(), None).unwrap();
         let (signed, signature) = token.rsplit_once('.').unwrap();
         let signature = URL_SAFE_NO_PAD.decode(signature).unwrap();
-        assert!(
-            crate::auth::low_s::is_low_s_p256(&signature),
-            "{token}"
-        );
+        assert!(crate::auth::low_s::is_low_s_p256(&signature), "{token}");
         assert!(validate(&token, &state, &settings()).is_ok());
         // n - s, computed with the normalisation's own subtraction run on a high s: the twin
         // of a low s is high, and normalising it gives the original back.

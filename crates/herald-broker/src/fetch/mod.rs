@@ -2,7 +2,7 @@
 //! partition's leader reads stored batches (`on_leader`, possibly for another node); the node
 //! the client asked decodes them into messages.
 
-pub(in crate) mod on_leader;
+pub(crate) mod on_leader;
 
 use std::time::Duration;
 

@@ -18,7 +18,7 @@ use herald_raft::{PartitionReplica, ReadLimits, Watermarks};
 
 /// Stored batches from a partition's leader, with its watermarks after the read.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(in crate) struct RawRead {
+pub(crate) struct RawRead {
     /// The offset the read started at (resolved from earliest/latest).
     pub from: u64,
     pub batches: Vec<(u64, Bytes)>,
@@ -28,7 +28,7 @@ pub(in crate) struct RawRead {
 
 /// Stored batches of a partition from an offset, read on its leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct ReadBatches {
+pub(crate) struct ReadBatches {
     group: u64,
     from: OffsetSpec,
     max_records: usize,
@@ -74,7 +74,7 @@ impl LeaderOperation for ReadBatches {
 /// start when the timestamp is older than what is left, the high watermark when no message
 /// is that recent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct OffsetForTimestamp {
+pub(crate) struct OffsetForTimestamp {
     group: u64,
     timestamp: i64,
 }
@@ -102,7 +102,7 @@ impl LeaderOperation for OffsetForTimestamp {
 
 impl Broker {
     /// Reads stored batches of `group` on its leader.
-    pub(in crate) async fn read_batches(
+    pub(crate) async fn read_batches(
         &self,
         group: u64,
         from: OffsetSpec,
@@ -120,18 +120,14 @@ impl Broker {
     }
 
     /// The first offset of `group` at or after `timestamp`, asked of its leader.
-    pub(in crate) async fn find_offset(
-        &self,
-        group: u64,
-        timestamp: i64,
-    ) -> BrokerResult<u64> {
+    pub(crate) async fn find_offset(&self, group: u64, timestamp: i64) -> BrokerResult<u64> {
         self.run_on_leader(OffsetForTimestamp { group, timestamp })
             .await
     }
 
     /// On the partition's leader: stored batches from `spec`, after a long poll of up to
     /// `max_wait` when nothing is there yet.
-    pub(in crate) async fn read_here(
+    pub(crate) async fn read_here(
         &self,
         replica: Arc<PartitionReplica>,
         spec: OffsetSpec,

@@ -244,7 +244,7 @@ impl Broker {
     }
 
     /// Partition counts of the group's topics as this node's metadata has them.
-    pub(in crate) fn group_partition_counts(&self, group: &str) -> BTreeMap<String, u32> {
+    pub(crate) fn group_partition_counts(&self, group: &str) -> BTreeMap<String, u32> {
         let topics: Vec<String> = self.cluster().groups().read(|groups| {
             groups
                 .get(group)

@@ -36,7 +36,7 @@ impl Broker {
     /// Runs `operation` on this node when it leads the operation's group, or sends it to the
     /// leader; follows leadership changes until the leader wait (`leader_wait`) is over, then
     /// answers `no_leader`.
-    pub(in crate) async fn run_on_leader<Op: LeaderOperation>(
+    pub(crate) async fn run_on_leader<Op: LeaderOperation>(
         &self,
         mut operation: Op,
     ) -> BrokerResult<Op::Reply> {
@@ -113,7 +113,7 @@ impl Broker {
     }
 
     /// Runs `operation` on `node`, once, within `timeout`.
-    pub(in crate) async fn run_on_node<Op: NodeOperation>(
+    pub(crate) async fn run_on_node<Op: NodeOperation>(
         &self,
         node: u64,
         operation: &Op,

@@ -21,7 +21,7 @@ mod operation;
 mod serve;
 mod wire;
 
-pub(in crate) use operation::{LeaderOperation, NodeOperation, OperationKind};
-pub(in crate) use serve::ForwardedRequests;
+pub(crate) use operation::{LeaderOperation, NodeOperation, OperationKind};
+pub(crate) use serve::ForwardedRequests;
 #[cfg(test)]
-pub(in crate) use wire::round_trip;
+pub(crate) use wire::round_trip;

@@ -64,7 +64,7 @@ operation_kinds! {
 
 impl OperationKind {
     /// The tag on the wire.
-    pub(in crate) fn tag(self) -> u16 {
+    pub(crate) fn tag(self) -> u16 {
         self as u16
     }
 }
@@ -72,7 +72,7 @@ impl OperationKind {
 /// An operation that runs on the leader of a raft group: on this node when it leads, or sent
 /// to the leader. The type itself is what travels (postcard); fields that only make sense on
 /// one node (a deadline, records not yet encoded) are `#[serde(skip)]` and set by the hooks.
-pub(in crate) trait LeaderOperation:
+pub(crate) trait LeaderOperation:
     Serialize + DeserializeOwned + Send + Sync + 'static
 {
     const KIND: OperationKind;
@@ -118,7 +118,7 @@ pub(in crate) trait LeaderOperation:
 
 /// An operation for one given node rather than a group's leader (e.g. a reply for a request
 /// that waits there). Sent once; never retried, never redirected.
-pub(in crate) trait NodeOperation:
+pub(crate) trait NodeOperation:
     Serialize + DeserializeOwned + Send + Sync + 'static
 {
     const KIND: OperationKind;

@@ -81,7 +81,7 @@ fn encode<T: serde::Serialize>(tag: u16, reply: &Result<T, WireError>) -> Result
 
 /// The broker as the cluster's broker service. It holds the broker weakly: the cluster (which
 /// keeps the service) must not keep the broker alive past shutdown.
-pub(in crate) struct ForwardedRequests(pub(in crate) std::sync::Weak<BrokerInner>);
+pub(crate) struct ForwardedRequests(pub(crate) std::sync::Weak<BrokerInner>);
 
 impl BrokerService for ForwardedRequests {
     fn handle(&self, _from: u64, body: Bytes) -> BoxFuture<'static, Result<Bytes, String>> {

@@ -13,7 +13,7 @@ use crate::{BrokerError, BrokerResult};
 
 /// The errors a serving node answers an operation with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) enum WireError {
+pub(crate) enum WireError {
     /// This node does not lead the group: nothing was done, ask the leader.
     NotLeader,
     OffsetOutOfRange {
@@ -128,7 +128,7 @@ pub(super) fn decode_reply<T: DeserializeOwned>(
 /// Sends `operation` through a request envelope and back, checking its tag; for the tests of
 /// each operation.
 #[cfg(test)]
-pub(in crate) fn round_trip<Op: Serialize + DeserializeOwned>(
+pub(crate) fn round_trip<Op: Serialize + DeserializeOwned>(
     kind: OperationKind,
     operation: &Op,
 ) -> Op {

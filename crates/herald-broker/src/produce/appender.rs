@@ -74,10 +74,10 @@ pub(super) const PIPELINE_MIN_BYTES: usize = 64 << 10;
 
 /// Where a request's records landed (for an ordinary request always
 /// [`Landing::Appended`] with their base offset), or why they were not written.
-pub(in crate) type AppendOutcome = Result<Landing, BrokerError>;
+pub(crate) type AppendOutcome = Result<Landing, BrokerError>;
 
 /// One appender per partition group on this node.
-pub(in crate) struct Appenders {
+pub(crate) struct Appenders {
     by_group: Mutex<HashMap<u64, Arc<PartitionAppender>>>,
     max_queued_bytes: usize,
     max_in_flight: usize,
@@ -87,7 +87,7 @@ pub(in crate) struct Appenders {
 impl Appenders {
     /// Appenders that each hold at most `max_queued_bytes` of records and have at most
     /// `max_in_flight` raft entries proposed and not yet answered (at least one).
-    pub(in crate) fn new(max_queued_bytes: usize, max_in_flight: usize) -> Appenders {
+    pub(crate) fn new(max_queued_bytes: usize, max_in_flight: usize) -> Appenders {
         Appenders {
             by_group: Mutex::new(HashMap::new()),
             max_queued_bytes,
@@ -98,12 +98,12 @@ impl Appenders {
 
     /// The same, pipelining runs of any size (the unit tests' small requests).
     #[cfg(test)]
-    pub(in crate) fn pipelining_everything(mut self) -> Appenders {
+    pub(crate) fn pipelining_everything(mut self) -> Appenders {
         self.pipeline_min_bytes = 0;
         self
     }
 
-    pub(in crate) fn for_group(&self, group: u64) -> Arc<PartitionAppender> {
+    pub(crate) fn for_group(&self, group: u64) -> Arc<PartitionAppender> {
         self.by_group
             .lock()
             .entry(group)
@@ -118,7 +118,7 @@ impl Appenders {
             .clone()
     }
 
-    pub(in crate) fn forget(&self, groups: &[u64]) {
+    pub(crate) fn forget(&self, groups: &[u64]) {
         let mut by_group = self.by_group.lock();
         groups.iter().for_each(|group| {
             by_group.remove(group);
@@ -127,7 +127,7 @@ impl Appenders {
 }
 
 /// One request's records for a partition, and how to write them.
-pub(in crate) struct AppendRequest {
+pub(crate) struct AppendRequest {
     pub records: Vec<Record>,
     /// A batch already in the stored layout (then `records` is empty): goes alone, as is.
     pub stored: Option<Bytes>,
@@ -141,7 +141,7 @@ pub(in crate) struct AppendRequest {
     pub deadline: Instant,
 }
 
-pub(in crate) struct PartitionAppender {
+pub(crate) struct PartitionAppender {
     group: u64,
     max_queued_bytes: usize,
     queue: Mutex<Queue>,
@@ -211,7 +211,7 @@ impl PartitionAppender {
     /// has them durable; `overloaded` at once when the appender holds too much; "not written"
     /// when the deadline passes before they were proposed, "outcome unknown" when it passes
     /// after.
-    pub(in crate) async fn append<L: PartitionLog>(
+    pub(crate) async fn append<L: PartitionLog>(
         self: &Arc<Self>,
         log: Arc<L>,
         request: AppendRequest,

@@ -20,7 +20,7 @@ use herald_domain::batch::{encode_batch, ProducerStamp};
 use herald_raft::{DedupClaim, PartitionReplica, PendingAppend, PendingOnce, RaftLayerError};
 
 /// What an appender writes to: this node's replica of a partition it leads.
-pub(in crate) trait PartitionLog: Send + Sync + 'static {
+pub(crate) trait PartitionLog: Send + Sync + 'static {
     /// Proposes one stored batch; returns once it is queued in raft (proposals reach the log
     /// in the order they are made), with what resolves to its base offset and offset span
     /// once a quorum has it. With `early`, the base offset is also sent there once the leader

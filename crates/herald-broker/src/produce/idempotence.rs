@@ -36,7 +36,7 @@ pub fn validate_idempotency_key(key: &str) -> Result<(), String> {
 /// What a partition's share of an idempotent request asks its leader's dedup window; the leader
 /// adds its clock when it proposes. The producer's identity travels in the batch header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct OnceClaim {
+pub(crate) struct OnceClaim {
     pub idempotency_key: Option<String>,
     pub fingerprint: u32,
     pub limits: DedupLimits,
@@ -45,7 +45,7 @@ pub(in crate) struct OnceClaim {
 /// Where an append landed, as a partition's leader answers it. An ordinary append is always
 /// `Appended`; an idempotent one may be any of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) enum Landing {
+pub(crate) enum Landing {
     Appended {
         base_offset: u64,
     },

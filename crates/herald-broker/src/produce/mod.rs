@@ -13,7 +13,7 @@
 pub(super) mod appender;
 mod appender_writes;
 pub(super) mod idempotence;
-pub(in crate) mod on_leader;
+pub(crate) mod on_leader;
 mod partial;
 mod producers;
 pub(super) mod stored;

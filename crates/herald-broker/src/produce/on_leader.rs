@@ -24,7 +24,7 @@ use herald_raft::PartitionReplica;
 /// not written, like any leader operation; a retried idempotent share the window saw before is
 /// answered as a duplicate.
 #[derive(Debug, Serialize, Deserialize)]
-pub(in crate) struct AppendRecords {
+pub(crate) struct AppendRecords {
     group: u64,
     /// The records, on the node that appends them: the client's, or decoded from `batch` on
     /// arrival.
@@ -55,7 +55,7 @@ fn no_stamp() -> ProducerStamp {
 
 impl AppendRecords {
     /// An ordinary append of `records`.
-    pub(in crate) fn new(
+    pub(crate) fn new(
         group: u64,
         records: Vec<Record>,
         compression: Compression,
@@ -77,7 +77,7 @@ impl AppendRecords {
 
     /// An idempotent request's share of one partition, stamped with `stamp`: appended alone,
     /// through the partition's dedup window.
-    pub(in crate) fn once(
+    pub(crate) fn once(
         group: u64,
         records: Vec<Record>,
         compression: Compression,
@@ -150,7 +150,7 @@ impl LeaderOperation for AppendRecords {
 /// A producer's batch in the stored layout, checked by the node it was sent to: appended alone
 /// and byte for byte. The leader checks its header again on arrival; its CRC guards the hop.
 #[derive(Debug, Serialize, Deserialize)]
-pub(in crate) struct AppendStored {
+pub(crate) struct AppendStored {
     group: u64,
     batch: Bytes,
     /// `acks=leader`: answer at the leader's own fsync.
@@ -204,7 +204,7 @@ impl Broker {
     /// Appends `records` to the partition of `group` on its leader; answers the base offset
     /// once a quorum has them, or with `leader_ack` once the leader has them durable. Not
     /// proposed by `deadline`, they are never written.
-    pub(in crate) async fn append_records(
+    pub(crate) async fn append_records(
         &self,
         group: u64,
         records: Vec<Record>,
@@ -225,7 +225,7 @@ impl Broker {
     /// leader, alone and byte for byte; answers its base offset once a quorum has it, or with
     /// `leader_ack` once the leader has it durable. Not proposed by `deadline`, it is never
     /// written.
-    pub(in crate) async fn append_stored(
+    pub(crate) async fn append_stored(
         &self,
         group: u64,
         batch: Bytes,

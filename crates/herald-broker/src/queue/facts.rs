@@ -24,7 +24,7 @@ impl Broker {
     /// Fills a lease's facts from the leader's log; other commands are left as they are.
     /// Answers the batches it read, so a puller on this node hands out the messages the lease
     /// takes from them instead of reading them again.
-    pub(in crate) async fn fill_lease_facts(
+    pub(crate) async fn fill_lease_facts(
         &self,
         replica: &PartitionReplica,
         command: &mut QueueCommand,

@@ -6,7 +6,7 @@ pub mod ack_id;
 mod facts;
 pub mod lease_stream;
 pub mod message_times;
-pub(in crate) mod on_leader;
+pub(crate) mod on_leader;
 pub mod pull;
 pub mod redrive;
 pub mod redrive_runner;

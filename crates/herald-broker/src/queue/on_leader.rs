@@ -21,14 +21,14 @@ use herald_raft::{PartitionReplica, QueueCommand, QueueOutcome, StoredBatch};
 
 /// A queue command applied by a partition's leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct ApplyQueueCommand {
+pub(crate) struct ApplyQueueCommand {
     group: u64,
     command: QueueCommand,
 }
 
 /// What a leader answers a queue command.
 #[derive(Debug, Serialize, Deserialize)]
-pub(in crate) struct QueueApplied {
+pub(crate) struct QueueApplied {
     pub outcome: QueueOutcome,
     /// The batches a lease's facts were read from, when this node leads: a puller here hands
     /// out the leased messages from them instead of reading them again. Not sent back from
@@ -60,7 +60,7 @@ impl LeaderOperation for ApplyQueueCommand {
 
 /// A subscription's counts and oldest unacked age on a partition, as its leader applied them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct ReadQueueStats {
+pub(crate) struct ReadQueueStats {
     group: u64,
     subscription: u64,
 }
@@ -86,7 +86,7 @@ impl LeaderOperation for ReadQueueStats {
 /// get something there (see [`super::wait`]); answered then, at the deadline, or when the node
 /// stops leading.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct WaitForLease {
+pub(crate) struct WaitForLease {
     group: u64,
     subscription: u64,
     retry: RetryPolicy,
@@ -118,7 +118,7 @@ impl LeaderOperation for WaitForLease {
 
 impl Broker {
     /// Applies a queue command on the leader of `group`.
-    pub(in crate) async fn queue_on_leader(
+    pub(crate) async fn queue_on_leader(
         &self,
         group: u64,
         command: QueueCommand,
@@ -131,7 +131,7 @@ impl Broker {
 
     /// Like [`Self::queue_on_leader`], and when this node leads, also the batches the lease's
     /// facts were read from (empty from another node's leader: they are not sent back).
-    pub(in crate) async fn lease_on_leader(
+    pub(crate) async fn lease_on_leader(
         &self,
         group: u64,
         command: QueueCommand,
@@ -144,7 +144,7 @@ impl Broker {
 
     /// A subscription's counts and oldest unacked age on the partition of `group`, from its
     /// leader.
-    pub(in crate) async fn queue_stats_on_leader(
+    pub(crate) async fn queue_stats_on_leader(
         &self,
         group: u64,
         subscription: u64,
@@ -158,7 +158,7 @@ impl Broker {
 
     /// Waits on the leader of `group` (up to `max_wait`) until a lease of `subscription` could
     /// get something there (see [`super::wait`]).
-    pub(in crate) async fn queue_wait_on_leader(
+    pub(crate) async fn queue_wait_on_leader(
         &self,
         group: u64,
         subscription: u64,

@@ -15,7 +15,7 @@ use herald_rpc::RpcError;
 
 /// A responder's reply for a request waiting on the receiving node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(in crate) struct DeliverReply {
+pub(crate) struct DeliverReply {
     /// The requester process's instance number, from its `reply_to`.
     instance: u64,
     correlation_id: u128,

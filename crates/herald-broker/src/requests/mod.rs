@@ -11,7 +11,7 @@
 //!
 //! The transports (HTTP now, WebSocket later) call [`Broker::request`] and [`Broker::reply`].
 
-pub(in crate) mod deliver;
+pub(crate) mod deliver;
 pub mod ids;
 pub mod waiters;
 
