@@ -93,18 +93,18 @@ fn external_issuers(
 }
 
 /// The client listener's TLS, when `[tls]` configures it.
-fn client_tls(config: &Config) -> anyhow::Result<Option<api::tls::TlsAcceptor>> {
+fn client_tls(config: &Config) -> anyhow::Result<Option<api::server::tls::TlsAcceptor>> {
     let (Some(cert_file), Some(key_file)) = (&config.tls.cert_file, &config.tls.key_file) else {
         return Ok(None);
     };
-    let settings = api::tls::TlsSettings {
+    let settings = api::server::tls::TlsSettings {
         cert_file: cert_file.clone(),
         key_file: key_file.clone(),
         allow_plaintext: config.tls.allow_plaintext,
         handshake_timeout: Duration::from_millis(config.tls.handshake_timeout_ms),
         reload_check_interval: Duration::from_millis(config.tls.reload_check_interval_ms),
     };
-    Ok(Some(api::tls::TlsAcceptor::load(settings)?))
+    Ok(Some(api::server::tls::TlsAcceptor::load(settings)?))
 }
 
 /// Mutual TLS between nodes, when `[tls]` configures it; reloaded on SIGHUP and file changes.
@@ -263,12 +263,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     crate::broker::queue::spawn_redrive_supervisor(broker.clone());
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
-    let shutdown = api::shutdown::Shutdown::new(stop_receiver.clone());
+    let shutdown = api::server::shutdown::Shutdown::new(stop_receiver.clone());
     let quotas = crate::broker::quota::Quotas::new(config.quotas.policy());
     let ws = crate::ws::WsState::new(broker.clone(), shutdown.clone(), config.ws.clone())
         .with_quotas(quotas.clone())
         .with_client_stall_timeout(Duration::from_millis(config.client_stall_timeout_ms));
-    let auditing = api::audit_layer::Auditing {
+    let auditing = api::middleware::audit_layer::Auditing {
         log: crate::broker::audit::AuditLog::start(
             broker.clone(),
             crate::broker::audit::AuditSettings {
@@ -286,13 +286,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         broker,
         ApiConfig {
             max_body_bytes: config.max_body_bytes,
-            limits: api::limits::RequestLimits {
+            limits: api::middleware::limits::RequestLimits {
                 request_timeout: Duration::from_millis(config.request_timeout_ms),
                 max_concurrent_requests: config.max_concurrent_requests,
             },
             metrics,
             shutdown,
-            event_streams: api::events::EventStreamLimits {
+            event_streams: api::routes::events::EventStreamLimits {
                 max_streams: config.max_sse_streams,
                 keepalive: Duration::from_millis(config.sse_keepalive_ms),
             },
@@ -327,14 +327,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(tls) = &tls {
         tls.spawn_reloader().context("watching for SIGHUP")?;
     }
-    let listener = api::listener::LimitedListener::new(listener, config.max_connections, tls);
-    let timeouts = api::connections::ConnectionTimeouts {
+    let listener = api::server::listener::LimitedListener::new(listener, config.max_connections, tls);
+    let timeouts = api::server::connections::ConnectionTimeouts {
         header_read: Duration::from_millis(config.header_read_timeout_ms),
         idle: Duration::from_millis(config.idle_timeout_ms),
         http2_keepalive: Duration::from_millis(config.http2_keepalive_interval_ms),
         client_stall: Duration::from_millis(config.client_stall_timeout_ms),
     };
-    let server_task = tokio::spawn(api::connections::serve(
+    let server_task = tokio::spawn(api::server::connections::serve(
         listener,
         router,
         timeouts,

@@ -6,54 +6,14 @@
 //! cross-cutting layers (body limit, request deadline and concurrency cap, metrics, tracing,
 //! panic catching). `listener` bounds the open connections.
 
-pub mod access;
-pub mod asyncapi;
-pub mod audit;
-pub mod audit_layer;
-pub mod auth_clients;
-pub mod auth_policies;
+pub mod middleware;
+pub mod openapi;
+pub mod routes;
+pub mod server;
 pub mod batch_body;
-pub mod client_address;
-pub mod cluster;
-pub mod connections;
-pub mod console;
-pub mod docs;
 pub mod dto;
-pub(crate) mod envelope;
-pub mod events;
-pub mod examples;
 pub mod extract;
-pub mod group_events;
-pub mod groups;
-pub mod health;
-pub mod limits;
-pub mod listener;
-pub mod messages;
-pub mod metrics_layer;
-pub mod node_metrics;
-pub mod oauth;
-pub mod offsets;
-pub mod openapi_doc;
-pub mod openapi_rules;
-pub mod openapi_security;
 pub mod problem;
-mod process_metrics;
-pub mod produce_call;
-pub mod producers;
-pub mod quota;
-pub mod redrive;
-pub mod request_id;
-pub mod requests;
-pub mod rights;
-pub(crate) mod route_guard;
-pub mod shutdown;
-pub mod stream_token;
-pub mod subscription_events;
-pub mod subscriptions;
-pub mod tls;
-pub mod topics;
-pub mod trace;
-pub mod write_stall;
 
 use std::sync::Arc;
 
@@ -69,20 +29,20 @@ pub struct ApiConfig {
     /// The largest request body accepted; larger ones get 413 `payload_too_large`.
     pub max_body_bytes: usize,
     /// Every request's deadline and the cap on requests in flight.
-    pub limits: limits::RequestLimits,
+    pub limits: middleware::limits::RequestLimits,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     /// The node's stop signal, which long-lived streams follow.
-    pub shutdown: shutdown::Shutdown,
+    pub shutdown: server::shutdown::Shutdown,
     /// The cap and keepalive of server-sent event streams.
-    pub event_streams: events::EventStreamLimits,
+    pub event_streams: routes::events::EventStreamLimits,
     /// The WebSocket transport's limits and open sockets.
     pub ws: crate::ws::WsState,
     /// The authentication service (the built-in issuer and the external issuers it trusts),
     /// made once per node: its clones share the secret checks and failure limits.
     pub auth: crate::broker::auth::service::Auth,
     /// Where administrative actions and refused requests are recorded.
-    pub auditing: audit_layer::Auditing,
+    pub auditing: middleware::audit_layer::Auditing,
     /// Per-client quotas, enforced on every request this node serves.
     pub quotas: crate::broker::quota::Quotas,
     /// Whether requests need a token and the right `rights` names (`[auth] enabled`).
@@ -110,16 +70,16 @@ impl std::ops::Deref for AppState {
 pub struct AppStateInner {
     pub broker: Broker,
     pub metrics: PrometheusHandle,
-    pub shutdown: shutdown::Shutdown,
-    pub event_streams: events::EventStreams,
+    pub shutdown: server::shutdown::Shutdown,
+    pub event_streams: routes::events::EventStreams,
     pub ws: crate::ws::WsState,
     pub auth: crate::broker::auth::service::Auth,
     /// The audit log, for refusals that are not HTTP answers (WebSocket operations).
-    pub auditing: audit_layer::Auditing,
+    pub auditing: middleware::audit_layer::Auditing,
     pub access: crate::broker::auth::access::Access,
 }
 
-impl FromRef<AppState> for audit_layer::Auditing {
+impl FromRef<AppState> for middleware::audit_layer::Auditing {
     fn from_ref(state: &AppState) -> Self {
         state.auditing.clone()
     }
@@ -131,7 +91,7 @@ impl FromRef<AppState> for crate::broker::auth::service::Auth {
     }
 }
 
-impl FromRef<AppState> for events::EventStreams {
+impl FromRef<AppState> for routes::events::EventStreams {
     fn from_ref(state: &AppState) -> Self {
         state.event_streams.clone()
     }
@@ -143,7 +103,7 @@ impl FromRef<AppState> for crate::ws::WsState {
     }
 }
 
-impl FromRef<AppState> for shutdown::Shutdown {
+impl FromRef<AppState> for server::shutdown::Shutdown {
     fn from_ref(state: &AppState) -> Self {
         state.shutdown.clone()
     }
@@ -163,38 +123,38 @@ impl FromRef<AppState> for PrometheusHandle {
 
 /// Every documented route, with its OpenAPI operations.
 fn api_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(openapi_doc::base())
-        .merge(topics::router())
-        .merge(messages::router())
-        .merge(events::router())
-        .merge(group_events::router())
-        .merge(subscription_events::router())
-        .merge(offsets::router())
-        .merge(groups::router())
-        .merge(subscriptions::router())
-        .merge(redrive::router())
-        .merge(producers::router())
-        .merge(requests::router())
-        .merge(cluster::router())
-        .merge(health::router())
+    OpenApiRouter::with_openapi(openapi::document::base())
+        .merge(routes::topics::router())
+        .merge(routes::messages::router())
+        .merge(routes::events::router())
+        .merge(routes::group_events::router())
+        .merge(routes::subscription_events::router())
+        .merge(routes::offsets::router())
+        .merge(routes::groups::router())
+        .merge(routes::subscriptions::router())
+        .merge(routes::redrive::router())
+        .merge(routes::producers::router())
+        .merge(routes::requests::router())
+        .merge(routes::cluster::router())
+        .merge(routes::health::router())
         .merge(crate::ws::router())
-        .merge(oauth::router())
-        .merge(auth_clients::router())
-        .merge(audit::router())
-        .merge(auth_policies::router())
+        .merge(routes::oauth::router())
+        .merge(routes::auth_clients::router())
+        .merge(routes::audit::router())
+        .merge(routes::auth_policies::router())
 }
 
 /// The full OpenAPI document of the HTTP API.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut document = api_routes().split_for_parts().1;
-    openapi_rules::apply(&mut document);
+    openapi::rules::apply(&mut document);
     document
 }
 
 /// The complete HTTP application: API routes, `/openapi.json`, `/docs`, fallbacks and layers.
 pub fn router(broker: Broker, config: ApiConfig) -> Router {
     let (routes, mut document) = api_routes().split_for_parts();
-    openapi_rules::apply(&mut document);
+    openapi::rules::apply(&mut document);
     let auth = config.auth;
     let access = crate::broker::auth::access::Access::new(
         config.auth_enabled,
@@ -203,16 +163,16 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
         broker.authorizer(),
     );
     let routes = routes
-        .merge(docs::router(document))
-        .merge(examples::router())
-        .merge(console::router(config.auth_enabled))
+        .merge(openapi::docs::router(document))
+        .merge(routes::examples::router())
+        .merge(routes::console::router(config.auth_enabled))
         .with_state(AppState(Arc::new(AppStateInner {
             auth,
             access: access.clone(),
             broker,
             metrics: config.metrics,
             shutdown: config.shutdown,
-            event_streams: events::EventStreams::new(config.event_streams),
+            event_streams: routes::events::EventStreams::new(config.event_streams),
             ws: config.ws,
             auditing: config.auditing.clone(),
         })));
@@ -222,7 +182,7 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
             max_body_bytes: config.max_body_bytes,
             limits: config.limits,
             auditing: Some(config.auditing),
-            guard: route_guard::RouteGuard {
+            guard: middleware::route_guard::RouteGuard {
                 access: Some(access),
                 quotas: Some(config.quotas),
             },
@@ -233,10 +193,10 @@ pub fn router(broker: Broker, config: ApiConfig) -> Router {
 /// What [`with_layers`] puts around the routes.
 pub(crate) struct Layers {
     pub(crate) max_body_bytes: usize,
-    pub(crate) limits: limits::RequestLimits,
+    pub(crate) limits: middleware::limits::RequestLimits,
     /// The audit log; none in tests of routes alone.
-    pub(crate) auditing: Option<audit_layer::Auditing>,
-    pub(crate) guard: route_guard::RouteGuard,
+    pub(crate) auditing: Option<middleware::audit_layer::Auditing>,
+    pub(crate) guard: middleware::route_guard::RouteGuard,
 }
 
 /// Wraps routes with what every request goes through: the route guard around each matched
@@ -244,19 +204,19 @@ pub(crate) struct Layers {
 /// outermost the envelope (request id, audit, metrics, span, limits). Separate from
 /// [`router`] so tests can check fallbacks and limits on routes that need no broker.
 pub(crate) fn with_layers(routes: Router, layers: Layers) -> Router {
-    let envelope = envelope::Envelope {
+    let envelope = middleware::envelope::Envelope {
         auditing: layers.auditing,
-        limiter: limits::Limiter::new(layers.limits),
+        limiter: middleware::limits::Limiter::new(layers.limits),
     };
     routes
         .method_not_allowed_fallback(problem::method_not_allowed_fallback)
         .route_layer(middleware::from_fn_with_state(
             layers.guard,
-            route_guard::guard,
+            middleware::route_guard::guard,
         ))
         .fallback(problem::not_found_fallback)
         .layer(DefaultBodyLimit::max(layers.max_body_bytes))
-        .layer(middleware::from_fn_with_state(envelope, envelope::wrap))
+        .layer(middleware::from_fn_with_state(envelope, middleware::envelope::wrap))
 }
 
 #[cfg(test)]

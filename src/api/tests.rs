@@ -16,9 +16,11 @@ use super::dto::consume::FetchQuery;
 use super::dto::produce::{decode_produce, ProduceQuery};
 use super::dto::topic::CreateTopicRequest;
 use super::extract::{ApiBytes, ApiJson, ApiPath, ApiQuery, ContentType};
-use super::limits::RequestLimits;
+use super::middleware::limits::RequestLimits;
 use super::problem::{ApiResult, PROBLEM_JSON};
-use super::{docs, health, with_layers};
+use super::openapi::docs;
+use super::routes::health;
+use super::with_layers;
 
 const LIMIT: usize = 1024;
 
@@ -63,7 +65,7 @@ fn test_layers(limits: RequestLimits) -> super::Layers {
         max_body_bytes: LIMIT,
         limits,
         auditing: None,
-        guard: super::route_guard::RouteGuard::default(),
+        guard: super::middleware::route_guard::RouteGuard::default(),
     }
 }
 

@@ -36,7 +36,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::problem::{ApiError, Problem};
-use crate::api::shutdown::Shutdown;
+use crate::api::server::shutdown::Shutdown;
 use crate::api::AppState;
 use crate::broker::{Broker, ErrorCode};
 use crate::config::WsConfig;
@@ -136,7 +136,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn connect(
     State(state): State<WsState>,
     State(access): State<crate::broker::auth::access::Access>,
-    State(auditing): State<crate::api::audit_layer::Auditing>,
+    State(auditing): State<crate::api::middleware::audit_layer::Auditing>,
     principal: Option<axum::Extension<crate::broker::auth::tokens::Principal>>,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
@@ -168,9 +168,9 @@ async fn connect(
         .into_response();
     };
     let audit = socket_auth::SocketAudit {
-        remote_addr: crate::api::audit_layer::remote_address(&auditing, &extensions, &headers),
+        remote_addr: crate::api::middleware::audit_layer::remote_address(&auditing, &extensions, &headers),
         request_id: extensions
-            .get::<crate::api::request_id::RequestId>()
+            .get::<crate::api::middleware::request_id::RequestId>()
             .map(|id| id.as_str().to_string())
             .unwrap_or_default(),
         log: auditing.log,
@@ -185,7 +185,7 @@ async fn connect(
         .max_frame_size(max_frame_bytes)
         .on_upgrade(move |socket| {
             // Who the socket's frames are charged to is fixed at the handshake.
-            let quota_key = crate::api::quota::quota_key(&extensions);
+            let quota_key = crate::api::middleware::quota::quota_key(&extensions);
             let principal = principal.map(|axum::Extension(principal)| principal);
             let token = extensions
                 .get::<crate::broker::auth::access::AdmittedToken>()

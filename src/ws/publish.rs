@@ -1,10 +1,10 @@
 //! The `publish` frame, JSON or binary: the same produce preparation and broker call as
-//! `POST /v1/topics/{topic}/messages` (`api::produce_call`).
+//! `POST /v1/topics/{topic}/messages` (`api::routes::produce_call`).
 
 use super::frames::{PublishFrame, ServerFrame};
 use crate::api::dto::produce::ProduceRequest;
 use crate::api::problem::ApiError;
-use crate::api::produce_call::ProduceTo;
+use crate::api::routes::produce_call::ProduceTo;
 use crate::broker::Broker;
 use crate::domain::record::RecordValue;
 

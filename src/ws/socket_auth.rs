@@ -42,7 +42,7 @@ impl SocketAuth {
         else {
             return Ok(());
         };
-        let error = crate::api::access::denial(&refused.denied);
+        let error = crate::api::middleware::access::denial(&refused.denied);
         if error.code == ErrorCode::Forbidden {
             self.refused(
                 &format!("websocket {}", refused.action.as_str()),

@@ -1,5 +1,5 @@
 //! PEM files for TLS (certificates, keys, trust roots) and their reloading: shared by the client
-//! listener (`api::tls`) and the internal RPC's mutual TLS (`rpc::tls`).
+//! listener (`api::server::tls`) and the internal RPC's mutual TLS (`rpc::tls`).
 //!
 //! A node reloads its certificates on SIGHUP and when a file changes (its modification time or
 //! length), checked at an interval; a reload that fails keeps what was loaded before, so a

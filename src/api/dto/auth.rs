@@ -13,10 +13,10 @@ use crate::broker::auth::service::ClientInfo;
 #[schema(example = json!({"client_id": "billing", "roles": ["producer"]}))]
 pub struct CreateClientRequest {
     /// The client's id (topic name rules).
-    #[schema(schema_with = crate::api::openapi_rules::name_field_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::name_field_schema)]
     pub client_id: String,
     /// Built-in roles `admin`, `producer`, `consumer`, `viewer`, or custom ones the policy names.
-    #[schema(schema_with = crate::api::openapi_rules::role_list_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::role_list_schema)]
     pub roles: Vec<String>,
 }
 

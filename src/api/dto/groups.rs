@@ -67,7 +67,7 @@ fn assignments_dto(assignments: Vec<TopicPartition>) -> Vec<TopicPartitionDto> {
 #[schema(example = json!({"topics": ["orders"], "session_timeout_ms": 10000}))]
 pub struct JoinGroupRequest {
     /// The topics to read (1 to 100).
-    #[schema(schema_with = crate::api::openapi_rules::member_topics_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::member_topics_schema)]
     pub topics: Vec<String>,
     /// Without a heartbeat or poll for this long, the member is removed and its partitions
     /// go to the others. Default 10000; the node's limits apply (1000 to 300000 by default,
@@ -295,7 +295,7 @@ pub struct ResetOffsetsRequest {
     pub offset: Option<u64>,
     /// The topics whose partitions move; default every topic the group has offsets for.
     #[serde(default)]
-    #[schema(schema_with = crate::api::openapi_rules::optional_topic_list_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::optional_topic_list_schema)]
     pub topics: Vec<String>,
 }
 

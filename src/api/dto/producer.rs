@@ -16,7 +16,7 @@ pub struct InitProducerRequest {
     /// A stable name (topic name rules): registering it again answers the same id with the next
     /// epoch, which fences the previous holder. Without a name, a fresh id at epoch 0.
     #[serde(default)]
-    #[schema(schema_with = crate::api::openapi_rules::optional_public_name_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::optional_public_name_schema)]
     pub name: Option<String>,
 }
 

@@ -94,7 +94,7 @@ impl Default for RetryPolicyDto {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeadLetterPolicyDto {
-    #[schema(schema_with = crate::api::openapi_rules::public_name_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::public_name_schema)]
     pub topic: String,
     #[schema(minimum = 1, maximum = 1000)]
     pub max_delivery_attempts: u32,
@@ -111,7 +111,7 @@ pub struct DeadLetterPolicyDto {
 }))]
 pub struct PutSubscriptionRequest {
     /// The topic to read; fixed at creation.
-    #[schema(schema_with = crate::api::openapi_rules::subscription_topic_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::subscription_topic_schema)]
     pub topic: String,
     /// How long a puller holds a message before it is delivered again. Default 30000.
     #[serde(default = "default_ack_deadline")]

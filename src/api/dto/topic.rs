@@ -116,7 +116,7 @@ pub struct TopicConfigPatchDto {
 #[schema(example = json!({"name": "orders", "partitions": 3, "replication_factor": 1, "config": {"retention_ms": 86400000}}))]
 pub struct CreateTopicRequest {
     /// 1-249 characters of `[A-Za-z0-9._-]`, not `.` or `..`, not starting with `__`.
-    #[schema(schema_with = crate::api::openapi_rules::public_name_schema)]
+    #[schema(schema_with = crate::api::openapi::rules::public_name_schema)]
     pub name: String,
     /// 1 to 1024; default 1.
     #[serde(default = "one_u32")]

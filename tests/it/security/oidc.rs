@@ -170,7 +170,7 @@ impl Provider {
                     .unwrap();
             }),
             Some(files) => {
-                let acceptor = herald::api::tls::TlsAcceptor::load(herald::api::tls::TlsSettings {
+                let acceptor = herald::api::server::tls::TlsAcceptor::load(herald::api::server::tls::TlsSettings {
                     cert_file: files.cert.clone(),
                     key_file: files.key.clone(),
                     allow_plaintext: false,
@@ -179,7 +179,7 @@ impl Provider {
                 })
                 .unwrap();
                 let listener =
-                    herald::api::listener::LimitedListener::new(listener, 64, Some(acceptor));
+                    herald::api::server::listener::LimitedListener::new(listener, 64, Some(acceptor));
                 tokio::spawn(async move {
                     axum::serve(listener, router)
                         .with_graceful_shutdown(async move {

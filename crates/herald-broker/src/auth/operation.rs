@@ -2,7 +2,7 @@
 //! an operation's rights are described, and the one [`Access::authorize`] every transport
 //! calls (the HTTP route guard and handlers, server-sent event streams, WebSocket frames).
 //!
-//! Routes of the HTTP API name their own right in `api::rights` (it is also written into the
+//! Routes of the HTTP API name their own right in `api::middleware::rights` (it is also written into the
 //! OpenAPI document); they come here as [`Operation::Route`]. Operations that name resources in
 //! their body, query or frame (a group join's topics, a publish's topic) are described here,
 //! so a `publish` frame and `POST /v1/topics/{topic}/messages` cannot drift apart.
@@ -14,7 +14,7 @@ use super::tokens::Principal;
 /// An operation, by what it touches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Operation<'a> {
-    /// What a route of the HTTP API needs by its entry in `api::rights`: `action` on one
+    /// What a route of the HTTP API needs by its entry in `api::middleware::rights`: `action` on one
     /// resource.
     Route { action: Action, resource: String },
     /// Write messages to a topic (a WebSocket `publish`, JSON or binary).
