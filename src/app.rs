@@ -327,7 +327,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(tls) = &tls {
         tls.spawn_reloader().context("watching for SIGHUP")?;
     }
-    let listener = api::server::listener::LimitedListener::new(listener, config.max_connections, tls);
+    let listener =
+        api::server::listener::LimitedListener::new(listener, config.max_connections, tls);
     let timeouts = api::server::connections::ConnectionTimeouts {
         header_read: Duration::from_millis(config.header_read_timeout_ms),
         idle: Duration::from_millis(config.idle_timeout_ms),

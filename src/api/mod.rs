@@ -6,19 +6,19 @@
 //! cross-cutting layers (body limit, request deadline and concurrency cap, metrics, tracing,
 //! panic catching). `listener` bounds the open connections.
 
-pub mod middleware;
-pub mod openapi;
-pub mod routes;
-pub mod server;
 pub mod batch_body;
 pub mod dto;
 pub mod extract;
+pub mod middleware;
+pub mod openapi;
 pub mod problem;
+pub mod routes;
+pub mod server;
 
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, FromRef};
-use axum::{middleware, Router};
+use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -210,13 +210,16 @@ pub(crate) fn with_layers(routes: Router, layers: Layers) -> Router {
     };
     routes
         .method_not_allowed_fallback(problem::method_not_allowed_fallback)
-        .route_layer(middleware::from_fn_with_state(
+        .route_layer(axum::middleware::from_fn_with_state(
             layers.guard,
             middleware::route_guard::guard,
         ))
         .fallback(problem::not_found_fallback)
         .layer(DefaultBodyLimit::max(layers.max_body_bytes))
-        .layer(middleware::from_fn_with_state(envelope, middleware::envelope::wrap))
+        .layer(axum::middleware::from_fn_with_state(
+            envelope,
+            middleware::envelope::wrap,
+        ))
 }
 
 #[cfg(test)]

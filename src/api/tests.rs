@@ -17,8 +17,8 @@ use super::dto::produce::{decode_produce, ProduceQuery};
 use super::dto::topic::CreateTopicRequest;
 use super::extract::{ApiBytes, ApiJson, ApiPath, ApiQuery, ContentType};
 use super::middleware::limits::RequestLimits;
-use super::problem::{ApiResult, PROBLEM_JSON};
 use super::openapi::docs;
+use super::problem::{ApiResult, PROBLEM_JSON};
 use super::routes::health;
 use super::with_layers;
 

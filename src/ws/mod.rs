@@ -168,7 +168,11 @@ async fn connect(
         .into_response();
     };
     let audit = socket_auth::SocketAudit {
-        remote_addr: crate::api::middleware::audit_layer::remote_address(&auditing, &extensions, &headers),
+        remote_addr: crate::api::middleware::audit_layer::remote_address(
+            &auditing,
+            &extensions,
+            &headers,
+        ),
         request_id: extensions
             .get::<crate::api::middleware::request_id::RequestId>()
             .map(|id| id.as_str().to_string())

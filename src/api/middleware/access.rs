@@ -10,8 +10,8 @@ use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
-use crate::api::problem::ApiError;
 use crate::api::middleware::rights::{self, Requirement};
+use crate::api::problem::ApiError;
 use crate::broker::auth::access::{Access, AdmittedToken, Denied};
 use crate::broker::auth::operation::Operation;
 use crate::broker::auth::policy::Action;

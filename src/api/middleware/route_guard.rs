@@ -14,8 +14,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt as _;
 
-use crate::api::problem::ApiError;
 use crate::api::middleware::{access, metrics_layer, quota};
+use crate::api::problem::ApiError;
 use crate::broker::auth::access::Access;
 use crate::broker::quota::Quotas;
 

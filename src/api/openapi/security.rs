@@ -8,8 +8,8 @@ use utoipa::openapi::security::{
 };
 use utoipa::openapi::{Components, OpenApi};
 
-use crate::api::openapi::rules::problem_response;
 use crate::api::middleware::rights::{self, Requirement};
+use crate::api::openapi::rules::problem_response;
 
 pub fn apply(document: &mut OpenApi) {
     let components = document.components.get_or_insert_with(Components::new);

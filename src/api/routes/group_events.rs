@@ -18,9 +18,9 @@ use utoipa_axum::routes;
 
 use crate::api::dto::groups::OffsetResetDto;
 use crate::api::dto::streams::{AssignmentBody, GroupDelivered};
-use crate::api::routes::events::{message_events, problem_event, EventSource, EventStreams};
 use crate::api::extract::{ApiPath, ApiQuery};
 use crate::api::problem::{ApiError, Problem};
+use crate::api::routes::events::{message_events, problem_event, EventSource, EventStreams};
 use crate::api::server::shutdown::Shutdown;
 use crate::api::AppState;
 use crate::broker::stream::ResumingMember;

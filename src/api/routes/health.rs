@@ -90,7 +90,9 @@ async fn metrics(
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str(&crate::api::routes::subscriptions::render_gauges(&subscriptions));
+        text.push_str(&crate::api::routes::subscriptions::render_gauges(
+            &subscriptions,
+        ));
     }
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text)
 }

@@ -180,9 +180,9 @@ fn batches_response(fetch: BatchFetch) -> Response {
         chunks.push(bytes::Bytes::copy_from_slice(&base_offset.to_be_bytes()));
         chunks.push(batch);
     }
-    let mut response = Response::new(axum::body::Body::new(crate::api::batch_body::ChunksBody::new(
-        chunks,
-    )));
+    let mut response = Response::new(axum::body::Body::new(
+        crate::api::batch_body::ChunksBody::new(chunks),
+    ));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

@@ -18,10 +18,12 @@ use base64::Engine;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::dto::auth::{
+    JwkSet, OAuthError, OpenIdConfiguration, TokenRequestForm, TokenResponse,
+};
+use crate::api::extract::{ApiBytes, ContentType};
 use crate::api::middleware::audit_layer::Auditing;
 use crate::api::middleware::client_address::client_address;
-use crate::api::dto::auth::{JwkSet, OAuthError, OpenIdConfiguration, TokenRequestForm, TokenResponse};
-use crate::api::extract::{ApiBytes, ContentType};
 use crate::api::AppState;
 use crate::broker::auth::service::{Auth, GrantError, IssuedToken};
 

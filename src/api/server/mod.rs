@@ -3,6 +3,6 @@
 
 pub mod connections;
 pub mod listener;
-pub mod tls;
 pub mod shutdown;
+pub mod tls;
 pub mod write_stall;

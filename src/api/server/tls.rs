@@ -21,8 +21,8 @@ use parking_lot::RwLock;
 use rustls::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::api::server::listener::{ClientStream, CountedStream};
 use crate::api::problem::{ApiError, PROBLEM_JSON};
+use crate::api::server::listener::{ClientStream, CountedStream};
 use crate::tls_files::{self, PemError};
 
 /// Counter of connections that did not become TLS: failed or timed-out handshakes, and

@@ -170,16 +170,21 @@ impl Provider {
                     .unwrap();
             }),
             Some(files) => {
-                let acceptor = herald::api::server::tls::TlsAcceptor::load(herald::api::server::tls::TlsSettings {
-                    cert_file: files.cert.clone(),
-                    key_file: files.key.clone(),
-                    allow_plaintext: false,
-                    handshake_timeout: DEADLINE,
-                    reload_check_interval: Duration::from_secs(3600),
-                })
+                let acceptor = herald::api::server::tls::TlsAcceptor::load(
+                    herald::api::server::tls::TlsSettings {
+                        cert_file: files.cert.clone(),
+                        key_file: files.key.clone(),
+                        allow_plaintext: false,
+                        handshake_timeout: DEADLINE,
+                        reload_check_interval: Duration::from_secs(3600),
+                    },
+                )
                 .unwrap();
-                let listener =
-                    herald::api::server::listener::LimitedListener::new(listener, 64, Some(acceptor));
+                let listener = herald::api::server::listener::LimitedListener::new(
+                    listener,
+                    64,
+                    Some(acceptor),
+                );
                 tokio::spawn(async move {
                     axum::serve(listener, router)
                         .with_graceful_shutdown(async move {
