@@ -57,7 +57,7 @@ describe("message values", () => {
 });
 
 describe("the key partitioner", () => {
-  // Kafka's UtilsTest.testMurmur2 vectors, as src/domain/partitioner.rs checks them.
+  // Kafka's UtilsTest.testMurmur2 vectors, as crates/herald-domain/src/partitioner.rs checks them.
   it("is Kafka's murmur2", () => {
     const cases: [string, number][] = [
       ["21", -973932308],
