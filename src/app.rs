@@ -261,7 +261,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             cluster.stopping(),
         ));
     }
-    crate::broker::queue::spawn_redrive_supervisor(broker.clone());
+    crate::broker::subscriptions::spawn_redrive_supervisor(broker.clone());
     let (stop_sender, stop_receiver) = tokio::sync::watch::channel(false);
     let shutdown = api::server::shutdown::Shutdown::new(stop_receiver.clone());
     let quotas = crate::broker::quota::Quotas::new(config.quotas.policy());

@@ -417,7 +417,7 @@ impl Connection {
                 ),
             )
         } else {
-            match self.state.broker.reserve_stream_memory(kind) {
+            match self.state.broker.streams().reserve_stream_memory(kind) {
                 Ok(memory) => return Ok(memory),
                 Err(error) => ApiError::from(error),
             }

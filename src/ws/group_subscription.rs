@@ -46,7 +46,10 @@ pub async fn join(
         session_timeout: frame.session_timeout_ms.map(Duration::from_millis),
         offset_reset: frame.auto_offset_reset.map(Into::into),
     };
-    let member = broker.join_stream(request, frame.auto_commit).await?;
+    let member = broker
+        .groups()
+        .join_stream(request, frame.auto_commit)
+        .await?;
     Ok((frame.id, member, credit))
 }
 

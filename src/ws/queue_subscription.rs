@@ -12,8 +12,8 @@ use super::frames::{QueueSubscribeFrame, ServerFrame, SettleFrame};
 use super::outbox::Outbox;
 use super::subscription::end_with;
 use crate::api::problem::ApiError;
-use crate::broker::queue::{LeaseStream, Settle, MAX_IN_FLIGHT};
 use crate::broker::stream::ResumingLeases;
+use crate::broker::subscriptions::{LeaseStream, Settle, MAX_IN_FLIGHT};
 use crate::broker::Broker;
 
 /// A running queue subscription; dropping it stops its task and nacks what it holds.
@@ -48,7 +48,7 @@ pub fn open(
         None => default_credit.min(u64::from(MAX_IN_FLIGHT)) as u32,
     };
     Ok(broker
-        .queues()
+        .subscriptions()
         .open_lease_stream(&frame.subscription, credit)?)
 }
 

@@ -98,6 +98,7 @@ pub async fn plan(
         Some(FromSpec::Text(text)) => StartFrom::parse(&text)?,
     };
     let tail = broker
+        .streams()
         .open_tail(&frame.topic, frame.partition, from)
         .await?;
     Ok(PlannedSubscription {

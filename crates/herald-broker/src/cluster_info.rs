@@ -1,15 +1,26 @@
 //! Cluster state, membership changes and readiness, as the broker reports them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use super::{
-    Broker, BrokerError, BrokerResult, ClusterInfo, ErrorCode, NodeInfo, PartitionRef, Readiness,
-};
+use super::{BrokerError, BrokerResult, ClusterInfo, ErrorCode, NodeInfo, PartitionRef, Readiness};
+use crate::broker_core::Core;
 use herald_domain::metadata::MetadataOutcome;
 
-impl Broker {
+/// The cluster's nodes as this node sees them: their state and the partitions they lead,
+/// joining and draining, this node's readiness and its raft and storage gauges.
+#[derive(Clone)]
+pub struct NodeService {
+    core: Arc<Core>,
+}
+
+impl NodeService {
+    pub(crate) fn new(core: Arc<Core>) -> NodeService {
+        NodeService { core }
+    }
+
     pub async fn cluster_info(&self) -> BrokerResult<ClusterInfo> {
-        let cluster = self.cluster();
+        let cluster = self.core.cluster();
         let metadata = cluster.metadata();
         let partitions: HashMap<u64, PartitionRef> = metadata
             .partitions()
@@ -61,8 +72,9 @@ impl Broker {
                 )));
             }
         }
-        let existed = self.cluster().metadata().nodes.contains_key(&node_id);
+        let existed = self.core.cluster().metadata().nodes.contains_key(&node_id);
         match self
+            .core
             .cluster()
             .add_node(node_id, http_addr, raft_addr)
             .await?
@@ -86,7 +98,7 @@ impl Broker {
     /// nodes, then it leaves the cluster.
     pub async fn drain_node(&self, node_id: u64) -> BrokerResult<NodeInfo> {
         check_node_id(node_id)?;
-        match self.cluster().drain_node(node_id).await? {
+        match self.core.cluster().drain_node(node_id).await? {
             MetadataOutcome::Done => self.node_info(node_id).await,
             MetadataOutcome::NodeNotFound => Err(BrokerError::NodeNotFound(node_id)),
             MetadataOutcome::Invalid(reason) => Err(BrokerError::Conflict {
@@ -109,7 +121,7 @@ impl Broker {
     }
 
     pub async fn readiness(&self) -> Readiness {
-        let cluster = self.cluster();
+        let cluster = self.core.cluster();
         let mut reasons = Vec::new();
         if cluster.metadata_leader().is_none() {
             reasons.push("the metadata group has no leader".to_string());
@@ -147,4 +159,16 @@ fn check_node_id(node_id: u64) -> BrokerResult<()> {
         )));
     }
     Ok(())
+}
+
+impl NodeService {
+    /// Every local raft group's role, term, indexes and (on its leader) follower lag.
+    pub fn raft_statuses(&self) -> Vec<crate::node_gauges::GroupRaftStatus> {
+        self.core.cluster().raft_statuses()
+    }
+
+    /// Disk use, compaction debt and write stalls of this node's storage.
+    pub fn storage_gauges(&self) -> crate::node_gauges::StorageGauges {
+        self.core.cluster().storage_gauges()
+    }
 }

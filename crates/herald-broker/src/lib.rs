@@ -1,12 +1,15 @@
 //! The service layer every transport calls: topics, produce (idempotent or not), producer
 //! ids, fetch, consumer groups, request/reply, cluster state.
 //!
-//! Handlers translate a request into exactly one call on [`Broker`] and map its answer to a
-//! DTO; everything that orchestrates (placement, partition choice, waiting for replicas,
-//! long polls) happens here or below.
+//! [`Broker`] is the composition root: one service per capability (topics, produce, fetch,
+//! streams, consumer groups, subscriptions (queues), requests, nodes, audit; auth is made with its own
+//! settings), each owning its state. Handlers translate a request into exactly one call on one
+//! service and map its answer to a DTO; everything that orchestrates (placement, partition
+//! choice, waiting for replicas, long polls) happens here or below.
 
 pub mod audit;
 pub mod auth;
+mod broker_core;
 mod cluster_info;
 pub mod error;
 pub mod error_code;
@@ -16,10 +19,10 @@ mod leader;
 mod memory;
 pub mod node_gauges;
 mod produce;
-pub mod queue;
 pub mod quota;
 pub mod requests;
 pub mod stream;
+pub mod subscriptions;
 mod topics;
 pub mod types;
 
@@ -34,18 +37,24 @@ pub use memory::{StreamKind, StreamMemory};
 pub use produce::idempotence::{validate_idempotency_key, MAX_IDEMPOTENCY_KEY_LEN};
 pub use produce::stored::BatchLanding;
 pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
-// The produce path's appenders, under the name the rest of broker/ knows them by.
-use produce::appender;
 pub use types::*;
 
-use std::sync::atomic::AtomicU64;
+pub use audit::AuditService;
+pub use cluster_info::NodeService;
+pub use fetch::FetchService;
+pub use groups::GroupService;
+pub use produce::ProduceService;
+pub use requests::RequestService;
+pub use stream::StreamService;
+pub use subscriptions::SubscriptionService;
+pub use topics::TopicService;
+
+use broker_core::Core;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
-
 use herald_cluster::{Cluster, ClusterError};
-use herald_domain::metadata::{MetadataState, PartitionAssignment, TopicMeta};
 use herald_raft::RaftLayerError;
 
 /// Limits and waits of the broker, from the node configuration.
@@ -91,100 +100,103 @@ impl Default for BrokerOptions {
     }
 }
 
-/// A topic as of one metadata version; the version is immutable, so the topic stays there.
-struct TopicRef {
-    metadata: Arc<MetadataState>,
-    name: String,
-}
-
-impl std::ops::Deref for TopicRef {
-    type Target = TopicMeta;
-
-    fn deref(&self) -> &TopicMeta {
-        // Checked when the reference was made, and `metadata` never changes.
-        &self.metadata.topics[&self.name]
-    }
-}
-
-/// The broker service. Cheap to clone; all state is shared.
+/// The broker: the composition root of its capability services, one per capability, each
+/// owning its state. Cheap to clone; the services are shared.
+///
+/// A transport calls one service per request (`broker.produce().produce(...)`); a service
+/// that needs another holds a clone of it, made here, so the dependencies between
+/// capabilities are the constructor's arguments and nothing else.
 #[derive(Clone)]
 pub struct Broker {
-    inner: Arc<BrokerInner>,
+    inner: Arc<Services>,
 }
 
-struct BrokerInner {
-    cluster: Arc<Cluster>,
-    options: BrokerOptions,
-    /// Spreads unkeyed messages over partitions.
-    round_robin: AtomicU64,
-    /// Bounds the `acks=none` produces still being written in the background: past the bound a
-    /// client waits, so a flood of fire-and-forget requests cannot pile up in memory.
-    unacknowledged: Arc<Semaphore>,
-    /// Merges concurrent produce requests per partition into shared raft entries.
-    appenders: appender::Appenders,
-    /// The records produce requests hold on this node, against the memory budget.
-    produce_memory: Arc<memory::ProduceMemory>,
-    /// The requests waiting here for a reply.
-    requests: requests::RequestReply,
-    /// The queue streams on this node, by the leases they hold.
-    lease_streams: queue::lease_stream::LeaseStreams,
-    /// The shared readers of live streams at the tail of a partition.
-    tail_hub: stream::TailHub,
+pub(crate) struct Services {
+    core: Arc<Core>,
+    topics: TopicService,
+    produce: ProduceService,
+    fetch: FetchService,
+    streams: StreamService,
+    groups: GroupService,
+    subscriptions: SubscriptionService,
+    requests: RequestService,
+    nodes: NodeService,
+    audit: AuditService,
 }
 
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
-        let unacknowledged = Arc::new(Semaphore::new(options.max_unacknowledged_produces));
-        let produce_memory = memory::ProduceMemory::new(options.max_in_flight_produce_bytes);
-        let appenders = appender::Appenders::new(
-            options.max_queued_bytes_per_partition,
-            options.max_in_flight_appends_per_partition,
-        );
-        let requests = requests::RequestReply::new(cluster.node_id(), &options.requests);
+        let core = Core::new(cluster, options);
+        let fetch = FetchService::new(core.clone());
+        let produce = ProduceService::new(core.clone());
+        let streams = StreamService::new(core.clone(), fetch.clone());
         Broker {
-            inner: Arc::new(BrokerInner {
-                requests,
-                lease_streams: Default::default(),
-                cluster,
-                options,
-                round_robin: AtomicU64::new(0),
-                unacknowledged,
-                appenders,
-                produce_memory,
-                tail_hub: stream::TailHub::default(),
+            inner: Arc::new(Services {
+                topics: TopicService::new(core.clone(), produce.clone()),
+                groups: GroupService::new(core.clone(), fetch.clone()),
+                subscriptions: SubscriptionService::new(
+                    core.clone(),
+                    fetch.clone(),
+                    produce.clone(),
+                ),
+                requests: RequestService::new(core.clone(), produce.clone()),
+                nodes: NodeService::new(core.clone()),
+                audit: AuditService::new(core.clone(), fetch.clone()),
+                core,
+                produce,
+                fetch,
+                streams,
             }),
         }
     }
 
-    fn cluster(&self) -> &Cluster {
-        &self.inner.cluster
+    pub(crate) fn core(&self) -> &Core {
+        &self.inner.core
     }
 
-    /// A topic of the current metadata, without copying it: every produce and fetch looks
-    /// one up, and a topic can hold 1024 partition assignments.
-    fn topic(&self, name: &str) -> BrokerResult<TopicRef> {
-        let metadata = self.cluster().metadata();
-        if !metadata.topics.contains_key(name) {
-            return Err(BrokerError::TopicNotFound(name.to_string()));
-        }
-        Ok(TopicRef {
-            metadata,
-            name: name.to_string(),
-        })
+    /// Topic administration: create, describe, grow, reconfigure, delete.
+    pub fn topics(&self) -> &TopicService {
+        &self.inner.topics
     }
 
-    fn assignment<'t>(
-        &self,
-        topic: &'t TopicMeta,
-        partition: u32,
-    ) -> BrokerResult<&'t PartitionAssignment> {
-        topic
-            .partitions
-            .get(partition as usize)
-            .ok_or_else(|| BrokerError::PartitionNotFound {
-                topic: topic.name.clone(),
-                partition,
-            })
+    /// Producing: messages, stored batches, producer ids.
+    pub fn produce(&self) -> &ProduceService {
+        &self.inner.produce
+    }
+
+    /// Reading by offset or time.
+    pub fn fetch(&self) -> &FetchService {
+        &self.inner.fetch
+    }
+
+    /// Live streams at a partition's tail, and the memory push subscriptions hold.
+    pub fn streams(&self) -> &StreamService {
+        &self.inner.streams
+    }
+
+    /// Consumer groups: membership, assignment, polls, committed offsets, lag.
+    pub fn groups(&self) -> &GroupService {
+        &self.inner.groups
+    }
+
+    /// Subscriptions: queue semantics on the log.
+    pub fn subscriptions(&self) -> &SubscriptionService {
+        &self.inner.subscriptions
+    }
+
+    /// Request/reply.
+    pub fn requests(&self) -> &RequestService {
+        &self.inner.requests
+    }
+
+    /// The cluster's nodes: their state, joining, draining, readiness and gauges.
+    pub fn nodes(&self) -> &NodeService {
+        &self.inner.nodes
+    }
+
+    /// Reading the audit log.
+    pub fn audit(&self) -> &AuditService {
+        &self.inner.audit
     }
 
     /// The service other nodes send operations to (`leader`: appends, reads and queue

@@ -9,13 +9,16 @@
 //! success: waiting for the new partitions' leaders is bounded (all partitions together) and
 //! only delays it.
 
+use std::sync::Arc;
+
 use futures::future::join_all;
 use tokio::time::Instant;
 
 use super::{
-    Broker, BrokerError, BrokerResult, CreateTopic, CreatedTopic, ErrorCode, PartitionInfo,
+    BrokerError, BrokerResult, CreateTopic, CreatedTopic, ErrorCode, PartitionInfo, ProduceService,
     TopicInfo, UpdateTopic,
 };
+use crate::broker_core::Core;
 use herald_cluster::placement::{place_partitions, PlacementError};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, TopicMeta};
 use herald_domain::names::{is_internal, validate_name};
@@ -61,10 +64,22 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
     }
 }
 
-impl Broker {
+/// Topic administration: create (placing the partitions), describe, grow, reconfigure,
+/// delete. A deleted topic's appenders go with it, through [`ProduceService`].
+#[derive(Clone)]
+pub struct TopicService {
+    core: Arc<Core>,
+    produce: ProduceService,
+}
+
+impl TopicService {
+    pub(crate) fn new(core: Arc<Core>, produce: ProduceService) -> TopicService {
+        TopicService { core, produce }
+    }
+
     /// Nodes that take new replicas: registered, not draining, and up.
     pub(super) fn placement_nodes(&self) -> Vec<u64> {
-        let cluster = self.cluster();
+        let cluster = self.core.cluster();
         cluster
             .metadata()
             .active_nodes()
@@ -76,7 +91,8 @@ impl Broker {
     /// Spreads topics' first partitions over nodes: each placement starts where the cluster's
     /// partition count leaves off.
     fn placement_rotation(&self) -> u32 {
-        self.cluster()
+        self.core
+            .cluster()
             .metadata()
             .topics
             .values()
@@ -97,7 +113,7 @@ impl Broker {
     }
 
     /// Creates a topic whatever its name: the broker's own internal topics (`__audit`) come
-    /// through here, users' requests through [`Broker::create_topic`].
+    /// through here, users' requests through [`TopicService::create_topic`].
     pub(super) async fn create_any_topic(
         &self,
         request: CreateTopic,
@@ -123,7 +139,7 @@ impl Broker {
             replicas,
             created_at_ms: now_ms(),
         };
-        match outcome(&request.name, self.cluster().propose(command).await?) {
+        match outcome(&request.name, self.core.cluster().propose(command).await?) {
             Ok(()) => {}
             // Proposed again after an earlier attempt committed (or raced with an identical
             // create): the same topic is a success, another one a conflict.
@@ -148,7 +164,7 @@ impl Broker {
         request: &CreateTopic,
         config: &TopicConfig,
     ) -> BrokerResult<Option<CreatedTopic>> {
-        let metadata = self.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let Some(existing) = metadata.topics.get(&request.name) else {
             return Ok(None);
         };
@@ -165,7 +181,7 @@ impl Broker {
     }
 
     pub async fn list_topics(&self) -> BrokerResult<Vec<TopicInfo>> {
-        let metadata = self.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         Ok(metadata
             .topics
             .values()
@@ -175,12 +191,12 @@ impl Broker {
     }
 
     pub async fn describe_topic(&self, name: &str) -> BrokerResult<TopicInfo> {
-        let topic = self.topic(name)?;
+        let topic = self.core.topic(name)?;
         Ok(self.topic_info(&topic))
     }
 
     pub async fn update_topic(&self, name: &str, update: UpdateTopic) -> BrokerResult<TopicInfo> {
-        let topic = self.topic(name)?;
+        let topic = self.core.topic(name)?;
         let current = topic.partitions.len() as u32;
         let new_replicas = match update.partitions {
             Some(wanted) => {
@@ -210,7 +226,7 @@ impl Broker {
             config: update.config,
             new_replicas,
         };
-        outcome(name, self.cluster().propose(command).await?)?;
+        outcome(name, self.core.cluster().propose(command).await?)?;
         self.wait_for_partitions(name).await;
         self.describe_topic(name).await
     }
@@ -218,10 +234,10 @@ impl Broker {
     /// Deletes a topic. A delete of a topic deleted moments ago (a retry whose first answer was
     /// lost) succeeds again; see [`herald_domain::metadata::MetadataState::recently_deleted`].
     pub async fn delete_topic(&self, name: &str) -> BrokerResult<()> {
-        let topic = match self.topic(name) {
+        let topic = match self.core.topic(name) {
             Ok(topic) => topic,
             Err(error @ BrokerError::TopicNotFound(_)) => {
-                return match self.cluster().metadata().recently_deleted(name) {
+                return match self.core.cluster().metadata().recently_deleted(name) {
                     true => Ok(()),
                     false => Err(error),
                 }
@@ -232,10 +248,10 @@ impl Broker {
             name: name.to_string(),
             deleted_at_ms: now_ms(),
         };
-        match outcome(name, self.cluster().propose(command).await?) {
+        match outcome(name, self.core.cluster().propose(command).await?) {
             Ok(()) => {}
             Err(BrokerError::TopicNotFound(_))
-                if self.cluster().metadata().recently_deleted(name) => {}
+                if self.core.cluster().metadata().recently_deleted(name) => {}
             Err(error) => return Err(error),
         }
         let groups: Vec<u64> = topic
@@ -246,13 +262,14 @@ impl Broker {
         // The delete is committed: what is left is this node stopping its replicas, which
         // delays the answer but cannot undo it.
         if let Err(error) = self
+            .core
             .cluster()
-            .wait_until_gone(&groups, self.inner.options.leader_wait)
+            .wait_until_gone(&groups, self.core.options.leader_wait)
             .await
         {
             tracing::warn!(topic = name, %error, "the deleted topic's replicas are still stopping");
         }
-        self.inner.appenders.forget(&groups);
+        self.produce.forget_partitions(&groups);
         Ok(())
     }
 
@@ -262,14 +279,14 @@ impl Broker {
     /// A partition still without a leader at the end is logged, not an error: the topic exists,
     /// and its describe shows which partitions have no leader yet.
     async fn wait_for_partitions(&self, name: &str) {
-        let Ok(topic) = self.topic(name) else {
+        let Ok(topic) = self.core.topic(name) else {
             return;
         };
-        let deadline = Instant::now() + self.inner.options.leader_wait;
+        let deadline = Instant::now() + self.core.options.leader_wait;
         let waits = topic
             .partitions
             .iter()
-            .map(|assignment| self.cluster().route(assignment.group_id, deadline));
+            .map(|assignment| self.core.cluster().route(assignment.group_id, deadline));
         let missing = join_all(waits)
             .await
             .into_iter()
@@ -290,7 +307,7 @@ impl Broker {
             .iter()
             .enumerate()
             .map(|(index, assignment)| {
-                let state = self.cluster().partition_state(assignment.group_id);
+                let state = self.core.cluster().partition_state(assignment.group_id);
                 PartitionInfo {
                     partition: index as u32,
                     leader: state.leader,

@@ -15,7 +15,7 @@ use super::idempotence::producer_fields;
 use super::produce_limits::{deserialize_bounded_headers, deserialize_messages};
 use crate::api::extract::ContentType;
 use crate::api::problem::ApiError;
-use crate::broker::queue::message_times;
+use crate::broker::subscriptions::message_times;
 use crate::broker::{Acks, ProduceMessage, ProducerFields};
 
 pub use super::produce_answer::{ProduceResponse, ProducedOffsetDto};

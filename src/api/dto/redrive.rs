@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::broker::queue::RedriveRequest;
+use crate::broker::subscriptions::RedriveRequest;
 use crate::domain::redrive::{RedriveJob, RedriveState};
 
 /// Body of `POST /v1/subscriptions/{sub}/redrive`. Offsets are offsets of the dead-letter

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 use super::consume::ConsumedMessageDto;
 use super::groups::TopicPartitionDto;
-use crate::broker::queue::PulledMessage;
+use crate::broker::subscriptions::PulledMessage;
 use crate::broker::{GroupMessage, Membership};
 
 /// A message delivered to a group member's stream, with the offset that commits it.

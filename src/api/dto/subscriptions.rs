@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use super::consume::ConsumedMessageDto;
 use super::redrive::RedriveDto;
 use crate::api::problem::ApiError;
-use crate::broker::queue::{PulledMessage, QueueStats, SeekTarget, Settle, Sought};
+use crate::broker::subscriptions::{PulledMessage, QueueStats, SeekTarget, Settle, Sought};
 use crate::domain::redrive::RedriveJob;
 use crate::domain::subscriptions::{
     DeadLetterPolicy, Ordering, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,

@@ -226,7 +226,7 @@ impl Caller {
         if !self.access.enabled() {
             return Ok(());
         }
-        let member = broker.group_member(group, member_id).await?;
+        let member = broker.groups().group_member(group, member_id).await?;
         let caller = self.principal.as_ref().map(|principal| &principal.subject);
         if member.owner.as_ref() != caller || caller.is_none() {
             return Err(ApiError::new(

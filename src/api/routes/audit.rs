@@ -37,5 +37,5 @@ async fn audit_events(
     ApiQuery(query): ApiQuery<AuditQueryParams>,
 ) -> ApiResult<Json<AuditPageDto>> {
     let query = query.into_domain()?;
-    Ok(Json(broker.audit_events(query).await?.into()))
+    Ok(Json(broker.audit().audit_events(query).await?.into()))
 }

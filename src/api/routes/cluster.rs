@@ -30,7 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     )
 )]
 async fn cluster_info(State(broker): State<Broker>) -> ApiResult<Json<ClusterDto>> {
-    Ok(Json(broker.cluster_info().await?.into()))
+    Ok(Json(broker.nodes().cluster_info().await?.into()))
 }
 
 /// Add a node to the running cluster. Start it first with `herald serve --join`; it follows the
@@ -53,6 +53,7 @@ async fn add_node(
     ApiJson(request): ApiJson<AddNodeDto>,
 ) -> ApiResult<(StatusCode, Json<NodeDto>)> {
     let (created, node) = broker
+        .nodes()
         .add_node(request.node_id, request.http_addr, request.raft_addr)
         .await?;
     let status = if created {
@@ -81,6 +82,6 @@ async fn drain_node(
     State(broker): State<Broker>,
     ApiPath(id): ApiPath<u64>,
 ) -> ApiResult<(StatusCode, Json<NodeDto>)> {
-    let node = broker.drain_node(id).await?;
+    let node = broker.nodes().drain_node(id).await?;
     Ok((StatusCode::ACCEPTED, Json(node.into())))
 }

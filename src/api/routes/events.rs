@@ -208,7 +208,10 @@ async fn events(
     check_topic_name(&topic)?;
     let from = start_from(&headers, &query)?;
     let open = streams.open()?;
-    let tail = broker.open_tail(&topic, query.partition, from).await?;
+    let tail = broker
+        .streams()
+        .open_tail(&topic, query.partition, from)
+        .await?;
     Ok(streams.respond(TopicEvents(tail), shutdown, open, token))
 }
 

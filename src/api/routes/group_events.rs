@@ -108,6 +108,7 @@ async fn group_events(
         offset_reset: query.auto_offset_reset.map(Into::into),
     };
     let member = broker
+        .groups()
         .join_stream(request, query.auto_commit.unwrap_or(false))
         .await?;
     Ok(streams.respond(

@@ -64,6 +64,7 @@ async fn join_group(
         })
         .await?;
     let membership = broker
+        .groups()
         .join_group(request.into_domain(group, caller.subject()))
         .await?;
     Ok(Json(membership.into()))
@@ -92,7 +93,13 @@ async fn heartbeat(
     caller
         .require_member(&broker, &group, &member, false)
         .await?;
-    Ok(Json(broker.group_heartbeat(&group, &member).await?.into()))
+    Ok(Json(
+        broker
+            .groups()
+            .group_heartbeat(&group, &member)
+            .await?
+            .into(),
+    ))
 }
 
 /// Poll messages from the member's partitions.
@@ -128,7 +135,7 @@ async fn poll(
         .require_member(&broker, &group, &member, true)
         .await?;
     let request = request.into_domain(group, member)?;
-    Ok(Json(broker.poll_group(request).await?.into()))
+    Ok(Json(broker.groups().poll_group(request).await?.into()))
 }
 
 /// Leave a group; its partitions go to the other members at once.
@@ -154,7 +161,7 @@ async fn leave_group(
     caller
         .require_member(&broker, &group, &member, false)
         .await?;
-    broker.leave_group(&group, &member).await?;
+    broker.groups().leave_group(&group, &member).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -193,7 +200,10 @@ async fn commit_offsets(
     caller
         .require_member(&broker, &group, &request.member_id, true)
         .await?;
-    let stored = broker.commit_offsets(request.into_domain(group)).await?;
+    let stored = broker
+        .groups()
+        .commit_offsets(request.into_domain(group))
+        .await?;
     if !prefers_representation(&headers) {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
@@ -244,7 +254,9 @@ async fn reset_offsets(
     ApiJson(request): ApiJson<ResetOffsetsRequest>,
 ) -> ApiResult<Json<GroupDto>> {
     let request = request.into_domain(group)?;
-    Ok(Json(broker.reset_group_offsets(request).await?.into()))
+    Ok(Json(
+        broker.groups().reset_group_offsets(request).await?.into(),
+    ))
 }
 
 /// Describe a group: members, assignments, committed offsets, high watermarks and lag.
@@ -262,7 +274,7 @@ async fn describe_group(
     State(broker): State<Broker>,
     ApiPath(group): ApiPath<String>,
 ) -> ApiResult<Json<GroupDto>> {
-    Ok(Json(broker.describe_group(&group)?.into()))
+    Ok(Json(broker.groups().describe_group(&group)?.into()))
 }
 
 /// Delete a group without live members, with its offsets.
@@ -281,7 +293,7 @@ async fn delete_group(
     State(broker): State<Broker>,
     ApiPath(group): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    broker.delete_group(&group).await?;
+    broker.groups().delete_group(&group).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -294,7 +306,12 @@ async fn delete_group(
 )]
 async fn list_groups(State(broker): State<Broker>) -> Json<GroupListDto> {
     Json(GroupListDto {
-        groups: broker.list_groups().into_iter().map(Into::into).collect(),
+        groups: broker
+            .groups()
+            .list_groups()
+            .into_iter()
+            .map(Into::into)
+            .collect(),
     })
 }
 

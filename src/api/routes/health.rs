@@ -47,7 +47,7 @@ pub(crate) async fn healthz() -> Json<HealthDto> {
     )
 )]
 async fn readyz(State(broker): State<Broker>) -> (StatusCode, Json<ReadinessDto>) {
-    let readiness = broker.readiness().await;
+    let readiness = broker.nodes().readiness().await;
     let status = if readiness.ready {
         StatusCode::OK
     } else {
@@ -68,16 +68,16 @@ async fn metrics(
     State(broker): State<Broker>,
 ) -> impl IntoResponse {
     let mut text = handle.render();
-    if let Some(gauges) = broker.group_gauges() {
+    if let Some(gauges) = broker.groups().group_gauges() {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         text.push_str(&crate::api::routes::groups::render_gauges(&gauges));
     }
     for rendered in [
-        crate::api::routes::node_metrics::render_raft(&broker.raft_statuses()),
-        crate::api::routes::node_metrics::render_storage(&broker.storage_gauges()),
-        crate::api::routes::node_metrics::render_lag_ages(&broker.group_lag_ages().await),
+        crate::api::routes::node_metrics::render_raft(&broker.nodes().raft_statuses()),
+        crate::api::routes::node_metrics::render_storage(&broker.nodes().storage_gauges()),
+        crate::api::routes::node_metrics::render_lag_ages(&broker.groups().group_lag_ages().await),
         crate::api::routes::process_metrics::render_process(),
     ] {
         if !text.is_empty() && !text.ends_with('\n') {
@@ -85,7 +85,7 @@ async fn metrics(
         }
         text.push_str(&rendered);
     }
-    let subscriptions = broker.queues().local_gauges().await;
+    let subscriptions = broker.subscriptions().local_gauges().await;
     if !subscriptions.is_empty() {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');

@@ -121,7 +121,10 @@ async fn produce_batch(
     check_topic_name(&topic)?;
     check_batch_content_type(&content_type)?;
     let acks = query.acks.unwrap_or_default().into();
-    let landing = broker.produce_batch(&topic, partition, body, acks).await?;
+    let landing = broker
+        .produce()
+        .produce_batch(&topic, partition, body, acks)
+        .await?;
     Ok(Json(landing.into()))
 }
 
@@ -167,9 +170,11 @@ async fn fetch(
     check_topic_name(&topic)?;
     let request = query.into_domain(topic, partition)?;
     if accepts_batches(&headers) {
-        return Ok(batches_response(broker.fetch_batches(request).await?));
+        return Ok(batches_response(
+            broker.fetch().fetch_batches(request).await?,
+        ));
     }
-    Ok(Json(FetchResponse::from(broker.fetch(request).await?)).into_response())
+    Ok(Json(FetchResponse::from(broker.fetch().fetch(request).await?)).into_response())
 }
 
 /// Stored batches as the body, each behind its base offset, without copying them: one chunk

@@ -41,6 +41,7 @@ async fn offset_for_timestamp(
     check_topic_name(&topic)?;
     let timestamp = query.checked()?;
     let offset = broker
+        .fetch()
         .offset_for_timestamp(&topic, partition, timestamp)
         .await?;
     Ok(Json(OffsetDto { offset }))

@@ -72,6 +72,7 @@ impl PreparedProduce {
     /// Produces through the broker; the answer as both transports send it.
     pub async fn send(self, broker: &Broker) -> Result<ProduceResponse, ApiError> {
         let answer = broker
+            .produce()
             .produce(&self.topic, self.messages, self.acks, self.idempotence)
             .await?;
         Ok(answer.into())

@@ -46,5 +46,7 @@ async fn init_producer(
         // Registering a name fences whoever held it: a right on that name, not on all.
         caller.authorize(&Operation::NameProducer { name }).await?;
     }
-    Ok(Json(broker.init_producer(request.name).await?.into()))
+    Ok(Json(
+        broker.produce().init_producer(request.name).await?.into(),
+    ))
 }

@@ -45,7 +45,10 @@ async fn start_redrive(
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<RedriveRequestDto>,
 ) -> ApiResult<(StatusCode, Json<RedriveDto>)> {
-    let job = broker.queues().start_redrive(&name, request.into()).await?;
+    let job = broker
+        .subscriptions()
+        .start_redrive(&name, request.into())
+        .await?;
     Ok((StatusCode::ACCEPTED, Json(job.into())))
 }
 
@@ -65,7 +68,7 @@ async fn get_redrive(
     State(broker): State<Broker>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<RedriveDto>> {
-    Ok(Json(broker.queues().redrive(&name)?.into()))
+    Ok(Json(broker.subscriptions().redrive(&name)?.into()))
 }
 
 /// Cancel the running redrive. What it republished stays republished.
@@ -86,5 +89,7 @@ async fn cancel_redrive(
     State(broker): State<Broker>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<RedriveDto>> {
-    Ok(Json(broker.queues().cancel_redrive(&name).await?.into()))
+    Ok(Json(
+        broker.subscriptions().cancel_redrive(&name).await?.into(),
+    ))
 }

@@ -56,7 +56,7 @@ async fn request(
     check_topic_name(&topic)?;
     let timeout = request_timeout(query.timeout_ms)?;
     let message = message.into_domain_as(&"the request")?;
-    let answer = broker.request(&topic, message, timeout).await?;
+    let answer = broker.requests().request(&topic, message, timeout).await?;
     Ok(Json(RequestAnswerDto::from_domain(&topic, answer)))
 }
 
@@ -85,6 +85,6 @@ async fn reply(
     State(broker): State<Broker>,
     ApiJson(body): ApiJson<ReplyRequest>,
 ) -> ApiResult<StatusCode> {
-    broker.reply(body.into_domain()?).await?;
+    broker.requests().reply(body.into_domain()?).await?;
     Ok(StatusCode::NO_CONTENT)
 }

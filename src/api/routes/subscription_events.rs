@@ -76,7 +76,9 @@ async fn subscription_events(
     token: crate::api::routes::stream_token::StreamToken,
 ) -> Result<Response, ApiError> {
     let max_in_flight = query.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
-    let leases = broker.queues().open_lease_stream(&name, max_in_flight)?;
+    let leases = broker
+        .subscriptions()
+        .open_lease_stream(&name, max_in_flight)?;
     let open = streams.open()?;
     Ok(streams.respond(
         LeaseEvents(ResumingLeases::new(Arc::new(leases))),

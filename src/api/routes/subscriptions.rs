@@ -18,7 +18,7 @@ use crate::api::extract::{ApiJson, ApiPath};
 use crate::api::problem::{ApiResult, Problem};
 use crate::api::AppState;
 use crate::broker::auth::operation::Operation;
-use crate::broker::queue::{PutOutcome, Settle, SubscriptionGauge};
+use crate::broker::subscriptions::{PutOutcome, Settle, SubscriptionGauge};
 use crate::broker::Broker;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -70,7 +70,10 @@ async fn put_subscription(
                 .map(|dead_letter| dead_letter.topic.as_str()),
         })
         .await?;
-    let (meta, outcome) = broker.queues().put(&name, request.into_domain()).await?;
+    let (meta, outcome) = broker
+        .subscriptions()
+        .put(&name, request.into_domain())
+        .await?;
     let status = match outcome {
         PutOutcome::Created => StatusCode::CREATED,
         PutOutcome::Updated | PutOutcome::Unchanged => StatusCode::OK,
@@ -97,7 +100,7 @@ async fn get_subscription(
     State(broker): State<Broker>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<SubscriptionDto>> {
-    let queues = broker.queues();
+    let queues = broker.subscriptions();
     let meta = queues.get(&name)?;
     let stats = queues.stats(&meta).await?;
     let redrive = queues.redrive_job(meta.id);
@@ -125,7 +128,7 @@ async fn delete_subscription(
     State(broker): State<Broker>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    broker.queues().delete(&name).await?;
+    broker.subscriptions().delete(&name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -138,7 +141,12 @@ async fn delete_subscription(
 )]
 async fn list_subscriptions(State(broker): State<Broker>) -> Json<SubscriptionListDto> {
     Json(SubscriptionListDto {
-        subscriptions: broker.queues().list().into_iter().map(Into::into).collect(),
+        subscriptions: broker
+            .subscriptions()
+            .list()
+            .into_iter()
+            .map(Into::into)
+            .collect(),
     })
 }
 
@@ -168,7 +176,7 @@ async fn pull(
     ApiJson(request): ApiJson<PullRequest>,
 ) -> ApiResult<Json<PullResponse>> {
     let messages = broker
-        .queues()
+        .subscriptions()
         .pull(
             &name,
             request.max_messages,
@@ -204,7 +212,7 @@ async fn ack(
     ApiJson(request): ApiJson<AckRequest>,
 ) -> ApiResult<Json<AckResponse>> {
     let settled = broker
-        .queues()
+        .subscriptions()
         .settle(&name, request.ack_ids(), Settle::Ack)
         .await?;
     Ok(Json(AckResponse {
@@ -235,7 +243,10 @@ async fn nack(
     ApiJson(request): ApiJson<NackRequest>,
 ) -> ApiResult<Json<NackResponse>> {
     let (ack_ids, settle) = request.into_parts();
-    let settled = broker.queues().settle(&name, ack_ids, settle).await?;
+    let settled = broker
+        .subscriptions()
+        .settle(&name, ack_ids, settle)
+        .await?;
     Ok(Json(NackResponse {
         nacked: settled.done,
         expired: settled.expired,
@@ -263,7 +274,10 @@ async fn extend(
     ApiJson(request): ApiJson<ExtendRequest>,
 ) -> ApiResult<Json<ExtendResponse>> {
     let (ack_ids, settle) = request.into_parts();
-    let settled = broker.queues().settle(&name, ack_ids, settle).await?;
+    let settled = broker
+        .subscriptions()
+        .settle(&name, ack_ids, settle)
+        .await?;
     Ok(Json(ExtendResponse {
         extended: settled.done,
         expired: settled.expired,
@@ -296,7 +310,7 @@ async fn seek(
     ApiJson(request): ApiJson<SeekRequest>,
 ) -> ApiResult<Json<SeekResponse>> {
     let target = request.into_target()?;
-    let sought = broker.queues().seek(&name, target).await?;
+    let sought = broker.subscriptions().seek(&name, target).await?;
     Ok(Json(sought.into()))
 }
 

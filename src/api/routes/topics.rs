@@ -39,7 +39,7 @@ async fn create_topic(
     ApiJson(request): ApiJson<CreateTopicRequest>,
 ) -> ApiResult<(StatusCode, Json<TopicDto>)> {
     let request = request.into_domain()?;
-    let answer = broker.create_topic(request).await?;
+    let answer = broker.topics().create_topic(request).await?;
     let status = match answer.created {
         true => StatusCode::CREATED,
         false => StatusCode::OK,
@@ -58,7 +58,7 @@ async fn create_topic(
     )
 )]
 async fn list_topics(State(broker): State<Broker>) -> ApiResult<Json<TopicListDto>> {
-    let topics = broker.list_topics().await?;
+    let topics = broker.topics().list_topics().await?;
     Ok(Json(TopicListDto {
         topics: topics.into_iter().map(TopicDto::from).collect(),
     }))
@@ -81,7 +81,7 @@ async fn describe_topic(
     ApiPath(topic): ApiPath<String>,
 ) -> ApiResult<Json<TopicDto>> {
     check_topic_name(&topic)?;
-    Ok(Json(broker.describe_topic(&topic).await?.into()))
+    Ok(Json(broker.topics().describe_topic(&topic).await?.into()))
 }
 
 /// Grow a topic's partitions or change its config.
@@ -104,7 +104,9 @@ async fn update_topic(
 ) -> ApiResult<Json<TopicDto>> {
     check_topic_name(&topic)?;
     let update = request.into_domain()?;
-    Ok(Json(broker.update_topic(&topic, update).await?.into()))
+    Ok(Json(
+        broker.topics().update_topic(&topic, update).await?.into(),
+    ))
 }
 
 /// Delete a topic and its data.
@@ -124,6 +126,6 @@ async fn delete_topic(
     ApiPath(topic): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     check_topic_name(&topic)?;
-    broker.delete_topic(&topic).await?;
+    broker.topics().delete_topic(&topic).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use event::AuditEvent;
-pub use reader::{AuditPage, AuditQuery, MAX_AUDIT_LIMIT};
+pub use reader::{AuditPage, AuditQuery, AuditService, MAX_AUDIT_LIMIT};
 
 use tokio::sync::mpsc;
 
@@ -72,7 +72,7 @@ impl AuditLog {
     /// refusals as they end. Both stop when every clone of the log is gone.
     pub fn start(broker: Broker, settings: AuditSettings) -> AuditLog {
         let (queue, events) = mpsc::channel(settings.queue_capacity.max(1));
-        let node_id = broker.cluster().node_id();
+        let node_id = broker.core().cluster().node_id();
         let refusals = Arc::new(refusals::RefusalWindows::new(settings.refusal_window));
         tokio::spawn(writer::run(broker, settings, events));
         tokio::spawn(close_windows(queue.downgrade(), node_id, refusals.clone()));

@@ -5,10 +5,14 @@
 //! others would otherwise carry a time cursor past events written after it. `since` only says
 //! where a reader starts (through the topic's time index) and which events it wants.
 
+use crate::broker_core::Core;
+use crate::FetchService;
+use std::sync::Arc;
+
 use std::time::Duration;
 
 use super::{AuditEvent, AUDIT_TOPIC};
-use crate::{Broker, BrokerError, BrokerResult, FetchRequest, OffsetSpec};
+use crate::{BrokerError, BrokerResult, FetchRequest, OffsetSpec};
 
 /// The most events one page answers (a page continued by time may pass it by the events of its
 /// last millisecond; see [`AuditPage::next_since`]).
@@ -46,20 +50,32 @@ pub struct AuditPage {
     pub next_offset: u64,
 }
 
-impl Broker {
+/// Reading the audit log (`__audit`), page by page; the node's writer is [`super::AuditLog`].
+#[derive(Clone)]
+pub struct AuditService {
+    core: Arc<Core>,
+    fetch: FetchService,
+}
+
+impl AuditService {
+    pub(crate) fn new(core: Arc<Core>, fetch: FetchService) -> AuditService {
+        AuditService { core, fetch }
+    }
+
     /// Events of the audit log from `query.from_offset` (or `query.since_ms`) on, oldest
     /// first (in the order they were written).
     pub async fn audit_events(&self, query: AuditQuery) -> BrokerResult<AuditPage> {
         let start = match query.from_offset {
             Some(offset) => offset,
-            None if self.topic(AUDIT_TOPIC).is_ok() => {
-                self.offset_for_timestamp(AUDIT_TOPIC, 0, query.since_ms)
+            None if self.core.topic(AUDIT_TOPIC).is_ok() => {
+                self.fetch
+                    .offset_for_timestamp(AUDIT_TOPIC, 0, query.since_ms)
                     .await?
             }
             None => 0,
         };
         let mut pager = Pager::new(&query, start);
-        if self.topic(AUDIT_TOPIC).is_err() {
+        if self.core.topic(AUDIT_TOPIC).is_err() {
             return Ok(pager.finish());
         }
         let mut offset = start;
@@ -71,7 +87,7 @@ impl Broker {
                 max_messages: CHUNK,
                 max_wait: Duration::ZERO,
             };
-            let read = match self.fetch(request).await {
+            let read = match self.fetch.fetch(request).await {
                 Ok(read) => read,
                 // Retention removed the start (before the seek, or between it and the read).
                 Err(BrokerError::OffsetOutOfRange {

@@ -71,6 +71,7 @@ async fn write(
                 *topic_ready = true;
             }
             broker
+                .produce()
                 .produce(
                     AUDIT_TOPIC,
                     messages.clone(),
@@ -117,7 +118,7 @@ fn retention(settings: &AuditSettings) -> TopicConfigPatch {
 
 /// Creates `__audit` if it does not exist, or brings its retention to the configured one.
 async fn ensure_topic(broker: &Broker, settings: &AuditSettings) -> BrokerResult<()> {
-    if let Ok(topic) = broker.topic(AUDIT_TOPIC) {
+    if let Ok(topic) = broker.core().topic(AUDIT_TOPIC) {
         let current = (topic.config.retention_ms, topic.config.retention_bytes);
         drop(topic);
         if current != (settings.retention_ms, settings.retention_bytes) {
@@ -125,11 +126,11 @@ async fn ensure_topic(broker: &Broker, settings: &AuditSettings) -> BrokerResult
                 partitions: None,
                 config: retention(settings),
             };
-            broker.update_topic(AUDIT_TOPIC, update).await?;
+            broker.topics().update_topic(AUDIT_TOPIC, update).await?;
         }
         return Ok(());
     }
-    let nodes = broker.placement_nodes().len().max(1);
+    let nodes = broker.topics().placement_nodes().len().max(1);
     let replication_factor = settings
         .replication_factor
         .min(u16::try_from(nodes).unwrap_or(u16::MAX));
@@ -139,7 +140,7 @@ async fn ensure_topic(broker: &Broker, settings: &AuditSettings) -> BrokerResult
         replication_factor,
         config: retention(settings),
     };
-    match broker.create_any_topic(request).await {
+    match broker.topics().create_any_topic(request).await {
         // Another node made it first, perhaps with another replication factor: it is there.
         Ok(_) | Err(BrokerError::TopicExists(_)) => Ok(()),
         Err(error) => Err(error),

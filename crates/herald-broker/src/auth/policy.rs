@@ -23,6 +23,7 @@ use arc_swap::ArcSwapOption;
 use casbin::{CoreApi, DefaultModel, Enforcer, MemoryAdapter, MgmtApi};
 
 use crate::auth::tokens::Principal;
+use crate::broker_core::Core;
 use crate::Broker;
 use herald_domain::auth::{validate_role, PolicyRule, MAX_POLICY_RULES};
 use herald_domain::metadata::MetadataState;
@@ -268,7 +269,7 @@ async fn compile(source: Option<Vec<PolicyRule>>) -> Result<Compiled, PolicyErro
 /// The authorization checks of a node; cheap to clone.
 #[derive(Clone)]
 pub struct Authorizer {
-    broker: Broker,
+    core: Arc<Core>,
     /// Empty until the first check compiles the policy.
     compiled: Arc<ArcSwapOption<Compiled>>,
     /// Serialises recompilation so a policy change is compiled once, not by every request
@@ -280,7 +281,7 @@ impl Broker {
     /// The node's authorization checks. Make one per node: it holds the compiled policy.
     pub fn authorizer(&self) -> Authorizer {
         Authorizer {
-            broker: self.clone(),
+            core: self.inner.core.clone(),
             compiled: Arc::new(ArcSwapOption::empty()),
             recompiling: Arc::new(tokio::sync::Mutex::new(())),
         }
@@ -290,7 +291,7 @@ impl Broker {
 impl Authorizer {
     /// The rules in force, and whether they are the built-in ones (no policy was ever set).
     pub fn effective_rules(&self) -> (Vec<PolicyRule>, bool) {
-        match self.broker.cluster().metadata().auth.policy.clone() {
+        match self.core.cluster().metadata().auth.policy.clone() {
             Some(rules) => (rules, false),
             None => (built_in_rules(), true),
         }
@@ -306,7 +307,7 @@ impl Authorizer {
 
     /// The compiled policy matching the metadata's, compiling it first when it changed.
     async fn current(&self) -> Option<Arc<Compiled>> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let compiled = self.compiled.load_full();
         if let Some(compiled) = compiled.as_ref() {
             let verified = compiled.verified.load();

@@ -18,6 +18,7 @@ use super::secret_checks::{CheckError, SecretChecks};
 use super::secrets::generate_secret;
 use super::tokens::{self, Principal, TokenSettings};
 use super::verified::{VerifiedTokens, MAX_VERIFIED_TOKENS};
+use crate::broker_core::Core;
 use crate::{Broker, BrokerError, BrokerResult, ErrorCode};
 use herald_domain::auth::{AuthCommand, AuthOutcome, ClientRecord, PolicyRule, SigningKeyRecord};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
@@ -102,7 +103,7 @@ pub struct AuthSetup {
 /// the secret check threads, the failure limits and the opened signing key.
 #[derive(Clone)]
 pub struct Auth {
-    broker: Broker,
+    core: Arc<Core>,
     settings: Arc<TokenSettings>,
     external: ExternalIssuers,
     /// Built-in tokens whose signature was checked (shared by the clones of this service).
@@ -118,7 +119,7 @@ impl Broker {
     /// The authentication service.
     pub fn auth(&self, setup: AuthSetup) -> Auth {
         Auth {
-            broker: self.clone(),
+            core: self.inner.core.clone(),
             settings: setup.settings,
             external: ExternalIssuers::default(),
             verified: Arc::new(VerifiedTokens::new(MAX_VERIFIED_TOKENS)),
@@ -232,7 +233,7 @@ impl Auth {
     }
 
     pub fn client(&self, client_id: &str) -> BrokerResult<ClientInfo> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         metadata
             .auth
             .clients
@@ -242,7 +243,7 @@ impl Auth {
     }
 
     pub fn clients(&self) -> Vec<ClientInfo> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         metadata
             .auth
             .clients
@@ -267,7 +268,7 @@ impl Auth {
             return Err(GrantError::TooManyFailures { retry_after });
         }
         let client = {
-            let metadata = self.broker.cluster().metadata();
+            let metadata = self.core.cluster().metadata();
             metadata.auth.clients.get(client_id).cloned()
         };
         // An unknown client costs a verification too, so timing does not tell ids apart.
@@ -305,7 +306,7 @@ impl Auth {
             return Err(GrantError::IssuerDisabled);
         }
         let renewal = {
-            let metadata = self.broker.cluster().metadata();
+            let metadata = self.core.cluster().metadata();
             tokens::renewal(token, &metadata.auth, &self.settings)
                 .map_err(|error| GrantError::InvalidGrant(error.to_string()))?
         };
@@ -367,7 +368,7 @@ impl Auth {
                 "the built-in issuer is disabled; use a token of an external issuer".into(),
             ));
         }
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         tokens::validate_cached(token, &metadata.auth, &self.settings, &self.verified)
     }
 
@@ -376,7 +377,7 @@ impl Auth {
     pub fn credential_changes(
         &self,
     ) -> tokio::sync::watch::Receiver<Arc<herald_domain::metadata::MetadataState>> {
-        self.broker.cluster().metadata_changes()
+        self.core.cluster().metadata_changes()
     }
 
     /// Replaces the authorization policy on every node (`PUT /v1/auth/policies`).
@@ -390,7 +391,7 @@ impl Auth {
 
     /// Every key that validates tokens, for `/oauth/jwks.json`.
     pub fn jwks(&self) -> Vec<Jwk> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         metadata.auth.signing_keys.iter().map(Jwk::of).collect()
     }
 
@@ -426,13 +427,13 @@ impl Auth {
 
     /// The key signing now; the cluster's first token creates it.
     async fn current_signing_key(&self) -> BrokerResult<SigningKeyRecord> {
-        if let Some(key) = self.broker.cluster().metadata().auth.current_signing_key() {
+        if let Some(key) = self.core.cluster().metadata().auth.current_signing_key() {
             return Ok(key.clone());
         }
         let key = self.rotate_signing_key().await?;
         // Two nodes may have raced to create the first key: sign with whichever won.
         Ok(self
-            .broker
+            .core
             .cluster()
             .metadata()
             .auth
@@ -443,7 +444,7 @@ impl Auth {
 
     async fn propose(&self, command: AuthCommand) -> BrokerResult<AuthOutcome> {
         match self
-            .broker
+            .core
             .cluster()
             .propose(MetadataCommand::Auth(command))
             .await?

@@ -4,9 +4,11 @@
 
 pub(crate) mod on_leader;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult};
+use super::{BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult};
+use crate::broker_core::Core;
 use herald_domain::batch::{decode_batch, decode_header};
 use herald_raft::ReadLimits;
 
@@ -28,9 +30,20 @@ pub struct BatchFetch {
 /// The longest long poll a leader serves, whoever asks.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 
-impl Broker {
+/// Reading: by offset (with long polls) and by timestamp. Holds no state of its own: what a
+/// read needs is the partition's replica, on whichever node leads it.
+#[derive(Clone)]
+pub struct FetchService {
+    core: Arc<Core>,
+}
+
+impl FetchService {
+    pub(crate) fn new(core: Arc<Core>) -> FetchService {
+        FetchService { core }
+    }
+
     pub async fn fetch(&self, request: FetchRequest) -> BrokerResult<FetchResult> {
-        self.fetch_within(request, self.inner.options.fetch_max_bytes)
+        self.fetch_within(request, self.core.options.fetch_max_bytes)
             .await
     }
 
@@ -42,13 +55,13 @@ impl Broker {
         max_bytes: usize,
     ) -> BrokerResult<FetchResult> {
         let started = std::time::Instant::now();
-        let topic = self.topic(&request.topic)?;
-        let group = self.assignment(&topic, request.partition)?.group_id;
+        let topic = self.core.topic(&request.topic)?;
+        let group = self.core.assignment(&topic, request.partition)?.group_id;
         drop(topic);
         let max_messages = request.max_messages.clamp(1, MAX_FETCH_MESSAGES);
         let limits = ReadLimits {
             max_records: max_messages,
-            max_bytes: max_bytes.min(self.inner.options.fetch_max_bytes).max(1),
+            max_bytes: max_bytes.min(self.core.options.fetch_max_bytes).max(1),
         };
         let read = self
             .read_batches(group, request.offset, limits, request.max_wait)
@@ -118,12 +131,12 @@ impl Broker {
     /// possibly starting before the offset asked for, within `max_messages` records (the first
     /// batch whatever its size) and the node's `fetch_max_bytes`.
     pub async fn fetch_batches(&self, request: FetchRequest) -> BrokerResult<BatchFetch> {
-        let topic = self.topic(&request.topic)?;
-        let group = self.assignment(&topic, request.partition)?.group_id;
+        let topic = self.core.topic(&request.topic)?;
+        let group = self.core.assignment(&topic, request.partition)?.group_id;
         drop(topic);
         let limits = ReadLimits {
             max_records: request.max_messages.clamp(1, MAX_FETCH_MESSAGES),
-            max_bytes: self.inner.options.fetch_max_bytes.max(1),
+            max_bytes: self.core.options.fetch_max_bytes.max(1),
         };
         let read = self
             .read_batches(group, request.offset, limits, request.max_wait)
@@ -155,8 +168,8 @@ impl Broker {
         partition: u32,
         timestamp: i64,
     ) -> BrokerResult<u64> {
-        let topic_meta = self.topic(topic)?;
-        let group = self.assignment(&topic_meta, partition)?.group_id;
+        let topic_meta = self.core.topic(topic)?;
+        let group = self.core.assignment(&topic_meta, partition)?.group_id;
         drop(topic_meta);
         self.find_offset(group, timestamp).await
     }

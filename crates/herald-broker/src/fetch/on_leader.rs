@@ -5,6 +5,8 @@
 //! A read that arrives from another node is held to this node's limits: at most
 //! `fetch_max_bytes` and a long poll of at most [`super::MAX_WAIT`], whatever the sender asked.
 
+use crate::FetchService;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +42,11 @@ pub(crate) struct ReadBatches {
 impl LeaderOperation for ReadBatches {
     const KIND: OperationKind = OperationKind::ReadBatches;
     type Reply = RawRead;
+    type Service = FetchService;
+
+    fn service(broker: &Broker) -> &FetchService {
+        broker.fetch()
+    }
 
     fn group(&self) -> u64 {
         self.group
@@ -57,14 +64,14 @@ impl LeaderOperation for ReadBatches {
 
     async fn run_here(
         &mut self,
-        broker: &Broker,
+        fetch: &FetchService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<RawRead> {
         let limits = ReadLimits {
             max_records: self.max_records,
             max_bytes: self.max_bytes,
         };
-        broker
+        fetch
             .read_here(replica, self.from, limits, self.max_wait)
             .await
     }
@@ -82,6 +89,11 @@ pub(crate) struct OffsetForTimestamp {
 impl LeaderOperation for OffsetForTimestamp {
     const KIND: OperationKind = OperationKind::OffsetForTimestamp;
     type Reply = u64;
+    type Service = FetchService;
+
+    fn service(broker: &Broker) -> &FetchService {
+        broker.fetch()
+    }
 
     fn group(&self) -> u64 {
         self.group
@@ -89,7 +101,7 @@ impl LeaderOperation for OffsetForTimestamp {
 
     async fn run_here(
         &mut self,
-        _broker: &Broker,
+        _fetch: &FetchService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<u64> {
         let watermarks = replica.watermarks();
@@ -100,7 +112,7 @@ impl LeaderOperation for OffsetForTimestamp {
     }
 }
 
-impl Broker {
+impl FetchService {
     /// Reads stored batches of `group` on its leader.
     pub(crate) async fn read_batches(
         &self,
@@ -109,19 +121,24 @@ impl Broker {
         limits: ReadLimits,
         max_wait: Duration,
     ) -> BrokerResult<RawRead> {
-        self.run_on_leader(ReadBatches {
-            group,
-            from,
-            max_records: limits.max_records,
-            max_bytes: limits.max_bytes,
-            max_wait,
-        })
-        .await
+        self.core
+            .run_on_leader(
+                self,
+                ReadBatches {
+                    group,
+                    from,
+                    max_records: limits.max_records,
+                    max_bytes: limits.max_bytes,
+                    max_wait,
+                },
+            )
+            .await
     }
 
     /// The first offset of `group` at or after `timestamp`, asked of its leader.
     pub(crate) async fn find_offset(&self, group: u64, timestamp: i64) -> BrokerResult<u64> {
-        self.run_on_leader(OffsetForTimestamp { group, timestamp })
+        self.core
+            .run_on_leader(self, OffsetForTimestamp { group, timestamp })
             .await
     }
 

@@ -6,6 +6,8 @@
 //! the commit is proposed, and one offset past it refuses the whole commit (after the group's
 //! own checks, so an unknown member hears that first).
 
+use crate::GroupService;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -14,7 +16,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use super::super::topics::now_ms;
 use super::refusal::{check_group_name, refusal};
 use crate::{
-    Broker, BrokerError, BrokerResult, CommitOffsets, OffsetSpec, StoredOffset, MAX_COMMIT_OFFSETS,
+    BrokerError, BrokerResult, CommitOffsets, OffsetSpec, StoredOffset, MAX_COMMIT_OFFSETS,
 };
 use herald_domain::groups::{GroupCommand, GroupOutcome, TopicPartition};
 use herald_raft::ReadLimits;
@@ -22,7 +24,7 @@ use herald_raft::ReadLimits;
 /// How many partition leaders one commit asks at once for their high watermark.
 const LEADER_CHECKS_IN_FLIGHT: usize = 16;
 
-impl Broker {
+impl GroupService {
     /// Commits the offsets of a member's partitions; answers them as stored afterwards
     /// (a commit never moves an offset back, so a stored one may be above the request's).
     pub async fn commit_offsets(&self, request: CommitOffsets) -> BrokerResult<Vec<StoredOffset>> {
@@ -41,7 +43,7 @@ impl Broker {
             past_log_end: past_log_end.keys().cloned().collect(),
             now_ms: now_ms(),
         };
-        match self.cluster().propose_group(command).await? {
+        match self.core.cluster().propose_group(command).await? {
             GroupOutcome::Committed { offsets } => Ok(offsets
                 .into_iter()
                 .map(|(partition, committed)| StoredOffset {
@@ -67,7 +69,7 @@ impl Broker {
         &self,
         offsets: &[(TopicPartition, u64)],
     ) -> BrokerResult<BTreeMap<TopicPartition, BrokerError>> {
-        let metadata = self.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let above_local: Vec<(TopicPartition, u64, u64)> = offsets
             .iter()
             .filter_map(|(partition, offset)| {
@@ -77,7 +79,7 @@ impl Broker {
                     .partitions
                     .get(partition.partition as usize)?
                     .group_id;
-                let known = self.cluster().partition_state(group).watermarks;
+                let known = self.core.cluster().partition_state(group).watermarks;
                 (*offset > known.high_watermark).then(|| (partition.clone(), *offset, group))
             })
             .collect();
@@ -106,6 +108,7 @@ impl Broker {
             max_bytes: 1,
         };
         match self
+            .fetch
             .read_batches(group, OffsetSpec::At(offset), limits, Duration::ZERO)
             .await
         {

@@ -9,19 +9,21 @@
 //! name are listed; the total count says how many there are. Only the metadata leader answers
 //! them, so a dashboard that sums over nodes counts each group once.
 
+use crate::GroupService;
+
 use std::collections::BTreeMap;
 
-use crate::{Broker, GroupGauge, GroupGauges};
+use crate::{GroupGauge, GroupGauges};
 
-impl Broker {
+impl GroupService {
     /// The gauges of the groups, or None on a node that is not the metadata leader.
     pub fn group_gauges(&self) -> Option<GroupGauges> {
-        let cluster = self.cluster();
+        let cluster = self.core.cluster();
         if cluster.metadata_leader() != Some(cluster.node_id()) {
             return None;
         }
         let metadata = cluster.metadata();
-        let limit = self.inner.options.groups.max_metric_groups;
+        let limit = self.core.options.groups.max_metric_groups;
         Some(cluster.groups().read(|groups| {
             GroupGauges {
                 total_groups: groups.groups.len(),

@@ -8,9 +8,11 @@
 //! from the metadata group, which every node applies. Like the other group gauges, these are
 //! computed at scrape time and only for the first `max_metric_groups` groups by name.
 
+use crate::GroupService;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::{Broker, OffsetSpec};
+use crate::OffsetSpec;
 use herald_domain::batch::decode_batch;
 use herald_raft::ReadLimits;
 
@@ -26,13 +28,13 @@ pub struct GroupLagAge {
     pub seconds: f64,
 }
 
-impl Broker {
+impl GroupService {
     /// The lag, in messages and seconds, of every listed group on every partition this node
     /// leads and the group has committed an offset on.
     pub async fn group_lag_ages(&self) -> Vec<GroupLagAge> {
-        let cluster = self.cluster();
+        let cluster = self.core.cluster();
         let metadata = cluster.metadata();
-        let limit = self.inner.options.groups.max_metric_groups;
+        let limit = self.core.options.groups.max_metric_groups;
         let committed: Vec<(String, String, u32, u64, u64)> = cluster.groups().read(|groups| {
             groups
                 .groups
@@ -97,6 +99,7 @@ impl Broker {
             max_bytes: 1,
         };
         let read = self
+            .fetch
             .read_here(replica, OffsetSpec::At(offset), limits, Duration::ZERO)
             .await
             .ok()?;

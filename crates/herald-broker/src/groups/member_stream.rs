@@ -2,7 +2,7 @@
 //! server-sent event stream) instead of a client's loop of REST calls.
 //!
 //! It is a member like any other: it joins, heartbeats, polls and commits through the same
-//! broker methods the REST handlers call (`join_group`, `group_heartbeat`, `poll_group`,
+//! `GroupService` methods the REST handlers call (`join_group`, `group_heartbeat`, `poll_group`,
 //! `commit_offsets`, `leave_group`); it only keeps the poll cursor and the generation for the
 //! stream, and leaves the group when dropped, so the partitions go to the other members at
 //! once instead of after the session timeout.
@@ -19,13 +19,15 @@
 //! committed offsets, so nothing is skipped (what was delivered and not committed comes
 //! again, as for any member that lost its partitions).
 
+use crate::GroupService;
+
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use super::super::fetch::{MAX_FETCH_MESSAGES, MAX_WAIT};
 use crate::{
-    Broker, BrokerError, BrokerResult, CommitOffsets, ErrorCode, GroupMessage, GroupPoll,
-    JoinGroup, Membership, StoredOffset,
+    BrokerError, BrokerResult, CommitOffsets, ErrorCode, GroupMessage, GroupPoll, JoinGroup,
+    Membership, StoredOffset,
 };
 use herald_domain::groups::TopicPartition;
 
@@ -60,7 +62,7 @@ pub enum MemberEvent {
 
 /// A member of a group driven by a stream; leaves the group when dropped.
 pub struct MemberStream {
-    broker: Broker,
+    groups: GroupService,
     group: String,
     /// How it joined: the same request joins again if the group forgets the member.
     join: JoinGroup,
@@ -77,7 +79,7 @@ pub struct MemberStream {
     left: bool,
 }
 
-impl Broker {
+impl GroupService {
     /// Joins `request.group` as a streaming member.
     pub async fn join_stream(
         &self,
@@ -87,10 +89,10 @@ impl Broker {
         let group = request.group.clone();
         let session = request
             .session_timeout
-            .unwrap_or(self.inner.options.groups.default_session_timeout);
+            .unwrap_or(self.core.options.groups.default_session_timeout);
         let membership = self.join_group(request.clone()).await?;
         Ok(MemberStream {
-            broker: self.clone(),
+            groups: self.clone(),
             group,
             join: request,
             shared: Arc::new(RwLock::new(membership.clone())),
@@ -106,7 +108,7 @@ impl Broker {
 
     /// Resolves once this node's copy of the group is past `generation`.
     async fn group_generation_passes(&self, group: &str, generation: u64) {
-        let mut changes = self.cluster().groups().changes();
+        let mut changes = self.core.cluster().groups().changes();
         loop {
             if self
                 .local_group_generation(group)
@@ -123,7 +125,8 @@ impl Broker {
 
     /// This node's copy of the group's generation (it may lag the coordinator's briefly).
     fn local_group_generation(&self, group: &str) -> Option<u64> {
-        self.cluster()
+        self.core
+            .cluster()
             .groups()
             .read(|groups| groups.get(group).map(|group| group.generation))
     }
@@ -164,11 +167,11 @@ impl MemberStream {
         // What this node knew when the poll began: only a later rebalance cuts it short (the
         // poll's own heartbeat learns of one that came before).
         let seen = self
-            .broker
+            .groups
             .local_group_generation(&self.group)
             .unwrap_or(0)
             .max(self.membership.generation);
-        let poll = self.broker.poll_group(GroupPoll {
+        let poll = self.groups.poll_group(GroupPoll {
             group: self.group.clone(),
             member_id: self.membership.member_id.clone(),
             generation: None,
@@ -186,13 +189,13 @@ impl MemberStream {
             // then but a reset start, which is compare-and-set: safe to drop.
             tokio::select! {
                 answer = poll => answer?,
-                () = self.broker.group_generation_passes(&self.group, seen) => {
+                () = self.groups.group_generation_passes(&self.group, seen) => {
                     return self.learn_rebalance().await;
                 }
             }
         };
         let replaced = self
-            .broker
+            .groups
             .local_group_generation(&self.group)
             .is_some_and(|local| local > answer.generation);
         if replaced && !self.auto_commit {
@@ -225,7 +228,7 @@ impl MemberStream {
     /// Resolves once this node applies a rebalance of the group past the member's generation
     /// (for a stream that waits without polling, to call [`MemberStream::heartbeat`] then).
     pub async fn rebalanced(&self) {
-        self.broker
+        self.groups
             .group_generation_passes(&self.group, self.membership.generation)
             .await
     }
@@ -243,7 +246,7 @@ impl MemberStream {
     /// assignment if the group rebalanced.
     pub async fn heartbeat(&mut self) -> BrokerResult<Option<MemberEvent>> {
         let membership = match self
-            .broker
+            .groups
             .group_heartbeat(&self.group, &self.membership.member_id)
             .await
         {
@@ -259,7 +262,7 @@ impl MemberStream {
     /// group gives it now, each from its committed offset (the cursor is dropped). Announced
     /// as a new assignment.
     async fn rejoin(&mut self) -> BrokerResult<MemberEvent> {
-        let membership = self.broker.join_group(self.join.clone()).await?;
+        let membership = self.groups.join_group(self.join.clone()).await?;
         metrics::counter!(MEMBER_REJOINS_TOTAL).increment(1);
         tracing::info!(
             group = self.group,
@@ -277,7 +280,7 @@ impl MemberStream {
     /// A handle that commits for this member from another task.
     pub fn handle(&self) -> MemberHandle {
         MemberHandle {
-            broker: self.broker.clone(),
+            groups: self.groups.clone(),
             group: self.group.clone(),
             membership: self.shared.clone(),
         }
@@ -293,7 +296,7 @@ impl MemberStream {
     /// Leaves the group now (dropping the stream does it in the background).
     pub async fn leave(mut self) -> BrokerResult<()> {
         self.left = true;
-        self.broker
+        self.groups
             .leave_group(&self.group, &self.membership.member_id)
             .await
     }
@@ -310,7 +313,7 @@ impl MemberStream {
 /// Commits for a streaming member, with its current generation.
 #[derive(Clone)]
 pub struct MemberHandle {
-    broker: Broker,
+    groups: GroupService,
     group: String,
     membership: Arc<RwLock<Membership>>,
 }
@@ -330,7 +333,7 @@ impl MemberHandle {
                 ))
             }
         };
-        self.broker
+        self.groups
             .commit_offsets(CommitOffsets {
                 group: self.group.clone(),
                 member_id,
@@ -346,13 +349,13 @@ impl Drop for MemberStream {
         if self.left {
             return;
         }
-        let broker = self.broker.clone();
+        let groups = self.groups.clone();
         let group = std::mem::take(&mut self.group);
         let member_id = std::mem::take(&mut self.membership.member_id);
         // Dropped inside the runtime (a stream's task or body); leaving is one proposal.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(error) = broker.leave_group(&group, &member_id).await {
+                if let Err(error) = groups.leave_group(&group, &member_id).await {
                     tracing::debug!(group, member_id, %error, "a streaming member could not leave; its session will time out");
                 }
             });

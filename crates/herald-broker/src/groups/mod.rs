@@ -17,27 +17,42 @@ pub mod types;
 pub use ownership::MemberFacts;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use self::refusal::{check_group_name, group_not_found, not_empty, refusal, unknown_member};
 use super::topics::now_ms;
+use crate::broker_core::Core;
 use crate::{
-    Broker, BrokerError, BrokerResult, GroupInfo, GroupMemberInfo, GroupOffsetInfo, GroupSummary,
-    JoinGroup, Membership, ResetOffsets, ResetTarget, MAX_GROUP_TOPICS,
+    BrokerError, BrokerResult, FetchService, GroupInfo, GroupMemberInfo, GroupOffsetInfo,
+    GroupSummary, JoinGroup, Membership, ResetOffsets, ResetTarget, MAX_GROUP_TOPICS,
 };
 use herald_cluster::topic_partition_counts;
 use herald_domain::groups::{ConsumerGroup, GroupCommand, GroupOutcome, TopicPartition};
 use herald_domain::names::validate_public_topic_name;
 
-impl Broker {
+/// Consumer groups: membership, rebalancing, polls, committed offsets, lag. The groups' state
+/// is the cluster's (replicated by the metadata group); this service reads partitions through
+/// [`FetchService`].
+#[derive(Clone)]
+pub struct GroupService {
+    core: Arc<Core>,
+    fetch: FetchService,
+}
+
+impl GroupService {
+    pub(crate) fn new(core: Arc<Core>, fetch: FetchService) -> GroupService {
+        GroupService { core, fetch }
+    }
+
     pub async fn join_group(&self, request: JoinGroup) -> BrokerResult<Membership> {
         check_group_name(&request.group)?;
-        let options = &self.inner.options.groups;
+        let options = &self.core.options.groups;
         if request.topics.is_empty() || request.topics.len() > MAX_GROUP_TOPICS {
             return Err(BrokerError::InvalidRequest(format!(
                 "a member subscribes to between 1 and {MAX_GROUP_TOPICS} topics"
             )));
         }
-        let metadata = self.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         for topic in &request.topics {
             // Internal topics (the audit log) are the node's own: no member reads them.
             validate_public_topic_name("topic name", topic).map_err(BrokerError::InvalidRequest)?;
@@ -57,7 +72,7 @@ impl Broker {
         }
         // Counts for every topic of the group after the join, as this node knows them: the
         // rebalance the join causes covers the other members' topics too.
-        let known_topics: BTreeSet<String> = self.cluster().groups().read(|groups| {
+        let known_topics: BTreeSet<String> = self.core.cluster().groups().read(|groups| {
             groups
                 .get(&request.group)
                 .map(|group| group.topics().into_iter().map(String::from).collect())
@@ -70,7 +85,7 @@ impl Broker {
                 .map(String::as_str)
                 .chain(request.topics.iter().map(String::as_str)),
         );
-        let member_id = new_member_id(self.cluster().node_id());
+        let member_id = new_member_id(self.core.cluster().node_id());
         let command = GroupCommand::Join {
             group: request.group.clone(),
             member_id: member_id.clone(),
@@ -82,7 +97,7 @@ impl Broker {
             now_ms: now_ms(),
             max_members: options.max_members,
         };
-        match self.cluster().propose_group(command).await? {
+        match self.core.cluster().propose_group(command).await? {
             GroupOutcome::Joined {
                 generation,
                 assignments,
@@ -101,7 +116,12 @@ impl Broker {
     /// Keeps a member's session alive; answers its generation and partitions.
     pub async fn group_heartbeat(&self, group: &str, member_id: &str) -> BrokerResult<Membership> {
         check_group_name(group)?;
-        match self.cluster().group_heartbeat(group, member_id).await? {
+        match self
+            .core
+            .cluster()
+            .group_heartbeat(group, member_id)
+            .await?
+        {
             Some(view) => Ok(Membership {
                 member_id: member_id.to_string(),
                 generation: view.generation,
@@ -120,7 +140,7 @@ impl Broker {
             partition_counts,
             now_ms: now_ms(),
         };
-        match self.cluster().propose_group(command).await? {
+        match self.core.cluster().propose_group(command).await? {
             GroupOutcome::Rebalanced { .. } => {
                 metrics::counter!("herald_group_rebalances_total", "cause" => "leave").increment(1);
                 Ok(())
@@ -132,6 +152,7 @@ impl Broker {
     pub fn describe_group(&self, name: &str) -> BrokerResult<GroupInfo> {
         check_group_name(name)?;
         let group = self
+            .core
             .cluster()
             .groups()
             .read(|groups| groups.get(name).cloned())
@@ -141,6 +162,7 @@ impl Broker {
 
     pub fn list_groups(&self) -> Vec<GroupSummary> {
         let groups: Vec<ConsumerGroup> = self
+            .core
             .cluster()
             .groups()
             .read(|groups| groups.groups.values().cloned().collect());
@@ -163,6 +185,7 @@ impl Broker {
     pub async fn reset_group_offsets(&self, request: ResetOffsets) -> BrokerResult<GroupInfo> {
         check_group_name(&request.group)?;
         let existing = self
+            .core
             .cluster()
             .groups()
             .read(|groups| groups.get(&request.group).cloned());
@@ -193,7 +216,7 @@ impl Broker {
                 "name the topics to reset: the group has no offsets yet".into(),
             ));
         }
-        let metadata = self.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let mut offsets = Vec::new();
         for topic in &topics {
             let meta = metadata
@@ -203,6 +226,7 @@ impl Broker {
             for (index, assignment) in meta.partitions.iter().enumerate() {
                 let partition = index as u32;
                 let marks = self
+                    .core
                     .cluster()
                     .partition_state(assignment.group_id)
                     .watermarks;
@@ -213,7 +237,8 @@ impl Broker {
                         offset.clamp(marks.log_start_offset, marks.high_watermark)
                     }
                     ResetTarget::Timestamp(timestamp) => {
-                        self.offset_for_timestamp(topic, partition, timestamp)
+                        self.fetch
+                            .offset_for_timestamp(topic, partition, timestamp)
                             .await?
                     }
                 };
@@ -225,7 +250,7 @@ impl Broker {
             offsets,
             now_ms: now_ms(),
         };
-        match self.cluster().propose_group(command).await? {
+        match self.core.cluster().propose_group(command).await? {
             GroupOutcome::Done => self.describe_group(&request.group),
             other => Err(refusal(&request.group, "", other)),
         }
@@ -237,7 +262,7 @@ impl Broker {
         let command = GroupCommand::Delete {
             group: name.to_string(),
         };
-        match self.cluster().propose_group(command).await? {
+        match self.core.cluster().propose_group(command).await? {
             GroupOutcome::Done => Ok(()),
             other => Err(refusal(name, "", other)),
         }
@@ -245,20 +270,20 @@ impl Broker {
 
     /// Partition counts of the group's topics as this node's metadata has them.
     pub(crate) fn group_partition_counts(&self, group: &str) -> BTreeMap<String, u32> {
-        let topics: Vec<String> = self.cluster().groups().read(|groups| {
+        let topics: Vec<String> = self.core.cluster().groups().read(|groups| {
             groups
                 .get(group)
                 .map(|group| group.topics().into_iter().map(String::from).collect())
                 .unwrap_or_default()
         });
         topic_partition_counts(
-            &self.cluster().metadata(),
+            &self.core.cluster().metadata(),
             topics.iter().map(String::as_str),
         )
     }
 
     fn group_info(&self, group: &ConsumerGroup) -> GroupInfo {
-        let metadata = self.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         // Every partition of the subscribed topics, and every partition with an offset.
         let mut partitions: BTreeSet<TopicPartition> = group.offsets.keys().cloned().collect();
         for topic in group.topics() {
@@ -276,7 +301,8 @@ impl Broker {
                     .get(&partition.topic)
                     .and_then(|meta| meta.partitions.get(partition.partition as usize))
                     .map(|assignment| {
-                        self.cluster()
+                        self.core
+                            .cluster()
                             .partition_state(assignment.group_id)
                             .watermarks
                             .high_watermark

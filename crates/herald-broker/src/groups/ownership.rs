@@ -3,10 +3,12 @@
 //! it, so another principal that read the member's id (anyone with `view` on the group can)
 //! cannot act as it.
 
+use crate::GroupService;
+
 use std::time::Duration;
 
 use super::refusal::{check_group_name, unknown_member};
-use crate::{Broker, BrokerResult};
+use crate::BrokerResult;
 
 /// How long a node waits for its copy of a group to show a member the coordinator knows (one
 /// joined through another node a moment ago).
@@ -21,7 +23,7 @@ pub struct MemberFacts {
     pub topics: Vec<String>,
 }
 
-impl Broker {
+impl GroupService {
     /// The owner and topics of `member_id` in `group`, from this node's copy of the group. A
     /// member this copy does not show yet is asked for at the group coordinator (the metadata
     /// leader), and this copy awaited; one the coordinator does not know is `unknown_member`.
@@ -31,13 +33,14 @@ impl Broker {
             return Ok(facts);
         }
         let membership = self.group_heartbeat(group, member_id).await?;
-        let mut changes = self.cluster().groups().changes();
+        let mut changes = self.core.cluster().groups().changes();
         let caught_up = async {
             loop {
                 if let Some(facts) = self.local_member(group, member_id) {
                     return Some(facts);
                 }
                 let generation = self
+                    .core
                     .cluster()
                     .groups()
                     .read(|groups| groups.get(group).map(|group| group.generation));
@@ -58,7 +61,7 @@ impl Broker {
     }
 
     fn local_member(&self, group: &str, member_id: &str) -> Option<MemberFacts> {
-        self.cluster().groups().read(|groups| {
+        self.core.cluster().groups().read(|groups| {
             let member = groups.get(group)?.members.get(member_id)?;
             Some(MemberFacts {
                 owner: member.owner.clone(),

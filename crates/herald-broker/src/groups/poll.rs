@@ -14,6 +14,8 @@
 //! Both are compare-and-set on the committed offsets the poll read, so two polls of one
 //! member that race do not both record or both auto-commit: the loser reads again.
 
+use crate::GroupService;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -24,9 +26,7 @@ use super::super::topics::now_ms;
 use super::cursor::PollCursor;
 use super::poll_reads::{deliver, PartitionPlan, PollPlan};
 use super::refusal::{refusal, stale_generation};
-use crate::{
-    Broker, BrokerError, BrokerResult, GroupMessage, GroupPoll, GroupPollResult, Membership,
-};
+use crate::{BrokerError, BrokerResult, GroupMessage, GroupPoll, GroupPollResult, Membership};
 use herald_domain::groups::{GroupCommand, GroupOutcome, OffsetSwap, TopicPartition};
 
 /// How many times one poll reads again after losing its compare-and-commit to a concurrent
@@ -38,7 +38,7 @@ const MAX_POLL_ROUNDS: usize = 5;
 /// since when the member owns each partition).
 const VIEW_CATCH_UP: Duration = Duration::from_secs(1);
 
-impl Broker {
+impl GroupService {
     pub async fn poll_group(&self, request: GroupPoll) -> BrokerResult<GroupPollResult> {
         if request.max_messages == 0 || request.max_messages > MAX_FETCH_MESSAGES {
             return Err(BrokerError::InvalidRequest(format!(
@@ -50,7 +50,7 @@ impl Broker {
                 text,
                 &request.group,
                 &request.member_id,
-                self.inner.options.groups.max_cursor_bytes,
+                self.core.options.groups.max_cursor_bytes,
             )?,
             None => None,
         };
@@ -68,7 +68,7 @@ impl Broker {
             }
             if membership.assignments.is_empty() {
                 // Nothing to read in this generation: wait for a rebalance (or the deadline).
-                let mut changes = self.cluster().groups().changes();
+                let mut changes = self.core.cluster().groups().changes();
                 let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
                 if Instant::now() >= deadline || round >= MAX_POLL_ROUNDS {
                     return Ok(self.answer(&request, membership, Vec::new(), BTreeMap::new()));
@@ -119,7 +119,7 @@ impl Broker {
             }
             _ => None,
         };
-        self.cluster().groups().read(|groups| {
+        self.core.cluster().groups().read(|groups| {
             let state = groups.get(group);
             let partitions = membership
                 .assignments
@@ -150,7 +150,7 @@ impl Broker {
 
     /// Whether this node has applied the group at `generation` or later, waiting briefly.
     async fn local_generation_reaches(&self, group: &str, generation: u64) -> bool {
-        let groups = self.cluster().groups();
+        let groups = self.core.cluster().groups();
         let mut changes = groups.changes();
         let deadline = Instant::now() + VIEW_CATCH_UP;
         loop {
@@ -254,7 +254,7 @@ impl Broker {
             offsets: swaps,
             now_ms: now_ms(),
         };
-        match self.cluster().propose_group(command).await? {
+        match self.core.cluster().propose_group(command).await? {
             GroupOutcome::Committed { .. } => Ok(true),
             GroupOutcome::StaleGeneration { current } if request.generation.is_some() => {
                 Err(stale_generation(&request.group, current))
@@ -278,7 +278,7 @@ impl Broker {
             positions,
         };
         let committed = |partition: &TopicPartition| {
-            self.cluster().groups().read(|groups| {
+            self.core.cluster().groups().read(|groups| {
                 groups
                     .get(&request.group)
                     .and_then(|group| group.committed(partition))
@@ -288,7 +288,7 @@ impl Broker {
             cursor: cursor.encode(
                 &request.group,
                 &request.member_id,
-                self.inner.options.groups.max_cursor_bytes,
+                self.core.options.groups.max_cursor_bytes,
                 committed,
             ),
             generation: membership.generation,

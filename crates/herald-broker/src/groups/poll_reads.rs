@@ -8,14 +8,15 @@
 //! message that would overflow it (unless it is the first). So a member with many partitions
 //! gets one budget's worth per poll, not one per partition.
 
+use crate::GroupService;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::{
-    Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, GroupMessage,
-    OffsetSpec,
+    BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, GroupMessage, OffsetSpec,
 };
 use herald_domain::groups::{OffsetReset, OffsetSwap, TopicPartition};
 
@@ -101,10 +102,10 @@ pub(super) fn message_bytes(message: &ConsumedMessage) -> usize {
             .sum::<usize>()
 }
 
-impl Broker {
+impl GroupService {
     /// The poll's byte budget.
     pub(super) fn poll_budget(&self) -> usize {
-        self.inner.options.fetch_max_bytes.max(1)
+        self.core.options.fetch_max_bytes.max(1)
     }
 
     /// Reads the planned partitions without waiting, within the poll's budget; partitions
@@ -174,6 +175,7 @@ impl Broker {
         };
         for start in [plan.cursor, plan.committed].into_iter().flatten() {
             match self
+                .fetch
                 .fetch_within(fetch(OffsetSpec::At(start)), max_bytes)
                 .await
             {
@@ -186,7 +188,7 @@ impl Broker {
             OffsetReset::Earliest => OffsetSpec::Earliest,
             OffsetReset::Latest => OffsetSpec::Latest,
         };
-        let result = self.fetch_within(fetch(spec), max_bytes).await?;
+        let result = self.fetch.fetch_within(fetch(spec), max_bytes).await?;
         let start = result
             .messages
             .first()
@@ -219,7 +221,7 @@ impl Broker {
                     max_messages: share_messages,
                     max_wait: wait,
                 };
-                match self.fetch_within(request, share_bytes).await {
+                match self.fetch.fetch_within(request, share_bytes).await {
                     Ok(result) => Ok(Some(PartitionRead {
                         partition: first.partition.clone(),
                         committed: first.committed,

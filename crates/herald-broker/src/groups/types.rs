@@ -49,7 +49,7 @@ pub const MAX_COMMIT_OFFSETS: usize = 10_000;
 pub struct JoinGroup {
     pub group: String,
     /// Who joins: the principal's subject, or `None` with authentication off. The member is
-    /// theirs alone (see `Broker::group_member`).
+    /// theirs alone (see `GroupService::group_member`).
     pub owner: Option<String>,
     pub topics: Vec<String>,
     pub session_timeout: Option<Duration>,

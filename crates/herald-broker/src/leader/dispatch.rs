@@ -16,7 +16,8 @@ use tokio::time::Instant;
 
 use super::wire::{self, WireError};
 use super::{LeaderOperation, NodeOperation};
-use crate::{Broker, BrokerError, BrokerResult};
+use crate::broker_core::Core;
+use crate::{BrokerError, BrokerResult};
 use herald_cluster::{Route, BROKER_SERVICE};
 
 /// How long past its own wait a forwarded operation (a long poll) may take before the caller
@@ -32,19 +33,20 @@ enum Attempt<T> {
     Retry,
 }
 
-impl Broker {
+impl Core {
     /// Runs `operation` on this node when it leads the operation's group, or sends it to the
     /// leader; follows leadership changes until the leader wait (`leader_wait`) is over, then
-    /// answers `no_leader`.
+    /// answers `no_leader`. `service` runs it when this node leads.
     pub(crate) async fn run_on_leader<Op: LeaderOperation>(
         &self,
+        service: &Op::Service,
         mut operation: Op,
     ) -> BrokerResult<Op::Reply> {
         let group = operation.group();
-        let deadline = Instant::now() + self.inner.options.leader_wait;
+        let deadline = Instant::now() + self.options.leader_wait;
         loop {
             let attempt = match self.cluster().route(group, deadline).await? {
-                Route::Local(replica) => match operation.run_here(self, replica).await {
+                Route::Local(replica) => match operation.run_here(service, replica).await {
                     // Refused before anything was done: leadership moved under us.
                     Err(BrokerError::NoLeader(_)) => Attempt::Retry,
                     other => Attempt::Done(other),
@@ -82,7 +84,7 @@ impl Broker {
                 ))))
             }
         };
-        let timeout = self.inner.options.leader_wait + operation.wait() + FORWARD_SLACK;
+        let timeout = self.options.leader_wait + operation.wait() + FORWARD_SLACK;
         let answer = match self
             .cluster()
             .call_node(node, BROKER_SERVICE, body, timeout)

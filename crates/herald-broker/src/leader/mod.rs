@@ -1,12 +1,12 @@
 //! Any node serves any request: one way to run an operation where it must run, here or on
 //! another node, whatever the capability.
 //!
-//! An operation is a small type in its capability's folder (`produce/`, `fetch/`, `queue/`,
+//! An operation is a small type in its capability's folder (`produce/`, `fetch/`, `subscriptions/`,
 //! `requests/`) that says which group it concerns, what it answers and how it runs on the
 //! leader ([`LeaderOperation`]), or that it runs on one given node ([`NodeOperation`]).
 //! Everything else is here, once:
 //!
-//! - `dispatch`: the sending side. `Broker::run_on_leader` follows the group's leadership
+//! - `dispatch`: the sending side. `Core::run_on_leader` follows the group's leadership
 //!   until the leader wait is over, runs the operation in place when this node leads, and
 //!   otherwise sends it to the leader; it retries only what was certainly not done.
 //! - `wire`: what crosses the internal RPC (the cluster's broker service, on the client lane):

@@ -50,13 +50,13 @@ operation_kinds! {
     ReadBatches = 2,
     /// The first offset at or after a timestamp (`fetch/`).
     OffsetForTimestamp = 3,
-    /// A subscription's delivery state changed on the partition (`queue/`).
+    /// A subscription's delivery state changed on the partition (`subscriptions/`).
     ApplyQueueCommand = 4,
     /// A responder's reply handed to the node its request waits on (`requests/`).
     DeliverReply = 5,
-    /// A subscription's counts on the partition (`queue/`).
+    /// A subscription's counts on the partition (`subscriptions/`).
     ReadQueueStats = 6,
-    /// A wait until a lease could get something on the partition (`queue/`).
+    /// A wait until a lease could get something on the partition (`subscriptions/`).
     WaitForLease = 7,
     /// A producer's batch in the stored layout, appended byte for byte (`produce/`).
     AppendStored = 8,
@@ -80,6 +80,12 @@ pub(crate) trait LeaderOperation:
     /// What the leader answers. Fields meaningful only on the leader's own node may be
     /// `#[serde(skip)]`: another node then gets their default.
     type Reply: Serialize + DeserializeOwned + Send + 'static;
+
+    /// The capability service that runs it.
+    type Service: Send + Sync + 'static;
+
+    /// Where a node that serves it for another node finds its service.
+    fn service(broker: &Broker) -> &Self::Service;
 
     /// The raft group whose leader runs it.
     fn group(&self) -> u64;
@@ -111,7 +117,7 @@ pub(crate) trait LeaderOperation:
     /// records) instead of copying it.
     fn run_here(
         &mut self,
-        broker: &Broker,
+        service: &Self::Service,
         replica: Arc<PartitionReplica>,
     ) -> impl Future<Output = BrokerResult<Self::Reply>> + Send;
 }
@@ -124,10 +130,19 @@ pub(crate) trait NodeOperation:
     const KIND: OperationKind;
     type Reply: Serialize + DeserializeOwned + Send + 'static;
 
+    /// The capability service that runs it.
+    type Service: Send + Sync + 'static;
+
+    /// Where the node it is sent to finds its service.
+    fn service(broker: &Broker) -> &Self::Service;
+
     /// What it means for this operation that `node` did not answer: an error that keeps
     /// whether it may have been done (`error.maybe_delivered()`).
     fn unanswered(&self, node: u64, error: &RpcError) -> crate::BrokerError;
 
     /// Runs it on this node.
-    fn run_here(&self, broker: &Broker) -> impl Future<Output = BrokerResult<Self::Reply>> + Send;
+    fn run_here(
+        &self,
+        service: &Self::Service,
+    ) -> impl Future<Output = BrokerResult<Self::Reply>> + Send;
 }

@@ -11,9 +11,9 @@ use super::wire::{self, WireError};
 use super::{LeaderOperation, NodeOperation, OperationKind};
 use crate::fetch::on_leader::{OffsetForTimestamp, ReadBatches};
 use crate::produce::on_leader::{AppendRecords, AppendStored};
-use crate::queue::on_leader::{ApplyQueueCommand, ReadQueueStats, WaitForLease};
 use crate::requests::deliver::DeliverReply;
-use crate::{Broker, BrokerInner};
+use crate::subscriptions::on_leader::{ApplyQueueCommand, ReadQueueStats, WaitForLease};
+use crate::{Broker, Services};
 use herald_cluster::BrokerService;
 
 /// Gauge of requests other nodes forwarded here that are being served right now (long polls
@@ -51,12 +51,13 @@ async fn on_leader<Op: LeaderOperation>(broker: &Broker, body: &[u8]) -> Result<
     let reply = async {
         let mut operation: Op = decode(body)?;
         let replica = broker
+            .core()
             .cluster()
             .local_replica(operation.group())
             .filter(|replica| replica.is_leader())
             .ok_or(WireError::NotLeader)?;
-        operation.on_arrival(&broker.inner.options)?;
-        Ok::<_, WireError>(operation.run_here(broker, replica).await?)
+        operation.on_arrival(&broker.core().options)?;
+        Ok::<_, WireError>(operation.run_here(Op::service(broker), replica).await?)
     };
     encode(Op::KIND.tag(), &reply.await)
 }
@@ -65,7 +66,7 @@ async fn on_leader<Op: LeaderOperation>(broker: &Broker, body: &[u8]) -> Result<
 async fn on_node<Op: NodeOperation>(broker: &Broker, body: &[u8]) -> Result<Bytes, String> {
     let reply = async {
         let operation: Op = decode(body)?;
-        Ok::<_, WireError>(operation.run_here(broker).await?)
+        Ok::<_, WireError>(operation.run_here(Op::service(broker)).await?)
     };
     encode(Op::KIND.tag(), &reply.await)
 }
@@ -81,7 +82,7 @@ fn encode<T: serde::Serialize>(tag: u16, reply: &Result<T, WireError>) -> Result
 
 /// The broker as the cluster's broker service. It holds the broker weakly: the cluster (which
 /// keeps the service) must not keep the broker alive past shutdown.
-pub(crate) struct ForwardedRequests(pub(crate) std::sync::Weak<BrokerInner>);
+pub(crate) struct ForwardedRequests(pub(crate) std::sync::Weak<Services>);
 
 impl BrokerService for ForwardedRequests {
     fn handle(&self, _from: u64, body: Bytes) -> BoxFuture<'static, Result<Bytes, String>> {

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::{ProduceMemory, Reservation};
-use crate::{Broker, BrokerError, BrokerResult};
+use crate::{BrokerError, BrokerResult};
 
 /// The kinds of push subscriptions, each with its estimated footprint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,15 +63,6 @@ impl ProduceMemory {
 
 /// Subscriptions refused because the node's memory budget was taken.
 pub const STREAMS_REFUSED_TOTAL: &str = "herald_stream_memory_refused_total";
-
-impl Broker {
-    /// Counts a new push subscription of `kind` against the node's memory budget.
-    pub fn reserve_stream_memory(&self, kind: StreamKind) -> BrokerResult<StreamMemory> {
-        self.inner
-            .produce_memory
-            .reserve_stream(kind.estimated_bytes())
-    }
-}
 
 #[cfg(test)]
 mod tests {

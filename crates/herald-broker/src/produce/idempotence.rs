@@ -5,9 +5,11 @@
 //! The decision itself is made by each partition's replicated dedup window at apply time (see
 //! `raft::partition::dedup`); the broker only prepares the claim and reads the verdict.
 
+use crate::ProduceService;
+
 use serde::{Deserialize, Serialize};
 
-use crate::{Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceMessage};
+use crate::{Acks, BrokerError, BrokerResult, Idempotence, ProduceMessage};
 use herald_domain::batch::ProducerStamp;
 use herald_domain::partitioner::partition_for_key;
 use herald_domain::producers::RegisteredEpoch;
@@ -192,7 +194,7 @@ pub(super) fn fingerprint_message(crc: u32, message: &ProduceMessage) -> u32 {
     crc
 }
 
-impl Broker {
+impl ProduceService {
     /// Refuses a producer epoch the metadata already superseded, so a zombie is fenced even on
     /// partitions the new holder of its id has not written yet. A newer epoch than this node
     /// knows passes: its metadata may lag a registration made through another node.
@@ -201,6 +203,7 @@ impl Broker {
             return Ok(());
         };
         let registered = self
+            .core
             .cluster()
             .metadata()
             .producers

@@ -21,19 +21,21 @@ pub(super) mod stored;
 #[cfg(test)]
 mod appender_tests;
 
-use std::sync::atomic::Ordering;
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures::future::join_all;
 use metrics::Counter;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use self::idempotence::{fenced, fingerprint_message, Landing};
 use self::on_leader::AppendRecords;
 use self::partial::{Landed, Share};
 use super::topics::now_ms;
-use super::{Acks, Broker, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage};
+use super::{Acks, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage};
+use crate::broker_core::Core;
 use herald_domain::partitioner::partition_for_key;
 use herald_domain::topic::CleanupPolicy;
 use herald_domain::Record;
@@ -63,7 +65,42 @@ struct PartitionBatch {
     fingerprint: u32,
 }
 
-impl Broker {
+/// Producing: messages (plain or idempotent), stored batches, producer ids. Owns what merges
+/// and bounds the node's writes: the appenders, the unkeyed round robin and the bound on
+/// `acks=none` requests.
+#[derive(Clone)]
+pub struct ProduceService {
+    core: Arc<Core>,
+    /// Spreads unkeyed messages over partitions.
+    round_robin: Arc<AtomicU64>,
+    /// Bounds the `acks=none` produces still being written in the background: past the bound a
+    /// client waits, so a flood of fire-and-forget requests cannot pile up in memory.
+    unacknowledged: Arc<Semaphore>,
+    /// Merges concurrent produce requests per partition into shared raft entries.
+    appenders: Arc<appender::Appenders>,
+}
+
+impl ProduceService {
+    pub(crate) fn new(core: Arc<Core>) -> ProduceService {
+        let options = &core.options;
+        ProduceService {
+            round_robin: Arc::new(AtomicU64::new(0)),
+            unacknowledged: Arc::new(Semaphore::new(options.max_unacknowledged_produces)),
+            appenders: Arc::new(appender::Appenders::new(
+                options.max_queued_bytes_per_partition,
+                options.max_in_flight_appends_per_partition,
+            )),
+            core,
+        }
+    }
+
+    /// Forgets the appenders of the partitions of `groups`, gone with their topic.
+    pub(crate) fn forget_partitions(&self, groups: &[u64]) {
+        self.appenders.forget(groups);
+    }
+}
+
+impl ProduceService {
     /// Produces messages; answers one offset per message, in request order. With
     /// `idempotence`, a retry within the topic's window writes nothing again and answers the
     /// first offsets. When some partitions' shares fail and others are written, the answer is
@@ -89,8 +126,8 @@ impl Broker {
         let started = std::time::Instant::now();
         idempotence.validate(acks, messages.len())?;
         self.check_registered_epoch(&idempotence)?;
-        let deadline = Instant::now() + self.inner.options.produce_timeout;
-        let topic = self.topic(topic_name)?;
+        let deadline = Instant::now() + self.core.options.produce_timeout;
+        let topic = self.core.topic(topic_name)?;
         let partition_count = topic.partitions.len() as u32;
         let unkeyed_partition = idempotence.unkeyed_partition(partition_count);
         let idempotent = idempotence.is_idempotent();
@@ -123,8 +160,8 @@ impl Broker {
                 }
                 (None, Some(key)) => partition_for_key(key.as_bytes(), partition_count),
                 (None, None) => *unkeyed_partition.get_or_insert_with(|| {
-                    (self.inner.round_robin.fetch_add(1, Ordering::Relaxed)
-                        % u64::from(partition_count)) as u32
+                    (self.round_robin.fetch_add(1, Ordering::Relaxed) % u64::from(partition_count))
+                        as u32
                 }),
             };
             if needs_keys && message.key.is_none() {
@@ -140,7 +177,7 @@ impl Broker {
                     )));
                 }
             }
-            super::queue::message_times::check(&message.headers).map_err(|error| {
+            super::subscriptions::message_times::check(&message.headers).map_err(|error| {
                 BrokerError::InvalidRequest(format!("message {position}: {error}"))
             })?;
             if message.headers.len() > MAX_HEADERS_PER_MESSAGE {
@@ -186,7 +223,7 @@ impl Broker {
 
         // Held until the request is answered (or, with acks=none, written): the records live
         // in the appenders' queues and raft entries until then.
-        let reservation = self.inner.produce_memory.reserve(record_bytes)?;
+        let reservation = self.core.memory.reserve(record_bytes)?;
         let batches: Vec<PartitionBatch> = batches.into_iter().flatten().collect();
         if idempotence.producer.is_some() && batches.len() > 1 {
             let partitions: Vec<u32> = batches.iter().map(|batch| batch.partition).collect();
@@ -201,7 +238,7 @@ impl Broker {
         let compression = topic.config.compression;
         let leader_ack = acks == Acks::Leader;
         for batch in batches {
-            let group = self.assignment(&topic, batch.partition)?.group_id;
+            let group = self.core.assignment(&topic, batch.partition)?.group_id;
             let value_bytes: usize = batch
                 .records
                 .iter()
@@ -209,7 +246,7 @@ impl Broker {
                 .sum();
             let (records, partition) = (batch.records.len(), batch.partition);
             let first_position = batch.first_position;
-            let broker = self.clone();
+            let produce = self.clone();
             let once = idempotent.then(|| {
                 (
                     idempotence.claim(batch.fingerprint, &topic.config),
@@ -230,9 +267,9 @@ impl Broker {
                                 stamp,
                                 deadline,
                             );
-                            broker.run_on_leader(share).await
+                            produce.core.run_on_leader(&produce, share).await
                         }
-                        None => broker
+                        None => produce
                             .append_records(
                                 group,
                                 batch.records,
@@ -251,7 +288,7 @@ impl Broker {
                     }),
                     Err(_) => Err(BrokerError::Timeout(format!(
                         "partition {partition} did not acknowledge within {} ms; the messages may still be written",
-                        broker.inner.options.produce_timeout.as_millis()
+                        produce.core.options.produce_timeout.as_millis()
                     ))),
                 };
                 Share {
@@ -266,7 +303,6 @@ impl Broker {
         if acks == Acks::None {
             let topic_label = topic_name.to_string();
             let permit = self
-                .inner
                 .unacknowledged
                 .clone()
                 .acquire_owned()

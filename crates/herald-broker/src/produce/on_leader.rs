@@ -6,6 +6,8 @@
 //! the leader is another node. The sender's deadline does not travel: an append that arrives
 //! gets `produce_timeout` from its arrival, and its batch is checked there.
 
+use crate::ProduceService;
+
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -96,6 +98,11 @@ impl AppendRecords {
 impl LeaderOperation for AppendRecords {
     const KIND: OperationKind = OperationKind::AppendRecords;
     type Reply = Landing;
+    type Service = ProduceService;
+
+    fn service(broker: &Broker) -> &ProduceService {
+        broker.produce()
+    }
 
     fn group(&self) -> u64 {
         self.group
@@ -125,7 +132,7 @@ impl LeaderOperation for AppendRecords {
 
     async fn run_here(
         &mut self,
-        broker: &Broker,
+        produce: &ProduceService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<Landing> {
         let records = if self.arrived {
@@ -142,7 +149,7 @@ impl LeaderOperation for AppendRecords {
             once: self.claim.clone().map(|claim| (claim, self.stamp)),
             deadline: self.deadline,
         };
-        let appender = broker.inner.appenders.for_group(replica.group());
+        let appender = produce.appenders.for_group(replica.group());
         appender.append(replica, request).await
     }
 }
@@ -164,6 +171,11 @@ impl LeaderOperation for AppendStored {
     const KIND: OperationKind = OperationKind::AppendStored;
     /// The batch's base offset.
     type Reply = u64;
+    type Service = ProduceService;
+
+    fn service(broker: &Broker) -> &ProduceService {
+        broker.produce()
+    }
 
     fn group(&self) -> u64 {
         self.group
@@ -179,7 +191,7 @@ impl LeaderOperation for AppendStored {
 
     async fn run_here(
         &mut self,
-        broker: &Broker,
+        produce: &ProduceService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<u64> {
         let request = AppendRequest {
@@ -190,7 +202,7 @@ impl LeaderOperation for AppendStored {
             once: None,
             deadline: self.deadline,
         };
-        let appender = broker.inner.appenders.for_group(replica.group());
+        let appender = produce.appenders.for_group(replica.group());
         match appender.append(replica, request).await? {
             Landing::Appended { base_offset } => Ok(base_offset),
             other => Err(BrokerError::Internal(format!(
@@ -200,7 +212,7 @@ impl LeaderOperation for AppendStored {
     }
 }
 
-impl Broker {
+impl ProduceService {
     /// Appends `records` to the partition of `group` on its leader; answers the base offset
     /// once a quorum has them, or with `leader_ack` once the leader has them durable. Not
     /// proposed by `deadline`, they are never written.
@@ -213,7 +225,7 @@ impl Broker {
         deadline: Instant,
     ) -> BrokerResult<u64> {
         let append = AppendRecords::new(group, records, compression, leader_ack, deadline);
-        match self.run_on_leader(append).await? {
+        match self.core.run_on_leader(self, append).await? {
             Landing::Appended { base_offset } => Ok(base_offset),
             other => Err(BrokerError::Internal(format!(
                 "an ordinary append landed as {other:?}"
@@ -232,13 +244,17 @@ impl Broker {
         leader_ack: bool,
         deadline: Instant,
     ) -> BrokerResult<u64> {
-        self.run_on_leader(AppendStored {
-            group,
-            batch,
-            leader_ack,
-            deadline,
-        })
-        .await
+        self.core
+            .run_on_leader(
+                self,
+                AppendStored {
+                    group,
+                    batch,
+                    leader_ack,
+                    deadline,
+                },
+            )
+            .await
     }
 }
 

@@ -1,11 +1,13 @@
 //! Idempotent producer ids (`POST /v1/producers`), handed out by the metadata group so they are
 //! unique in the cluster and a name's epochs only grow (see `domain::producers`).
 
-use crate::{Broker, BrokerError, BrokerResult, ProducerInfo};
+use crate::ProduceService;
+
+use crate::{BrokerError, BrokerResult, ProducerInfo};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
 use herald_domain::names::{is_internal, validate_name};
 
-impl Broker {
+impl ProduceService {
     /// Registers a producer: a name gets its id back with the next epoch, which fences the
     /// previous holder of the name; no name gets a fresh id at epoch 0.
     pub async fn init_producer(&self, name: Option<String>) -> BrokerResult<ProducerInfo> {
@@ -18,7 +20,7 @@ impl Broker {
             }
         }
         let command = MetadataCommand::InitProducer { name: name.clone() };
-        match self.cluster().propose(command).await? {
+        match self.core.cluster().propose(command).await? {
             MetadataOutcome::ProducerInitialized(registration) => Ok(ProducerInfo {
                 producer_id: registration.producer_id,
                 producer_epoch: registration.producer_epoch,

@@ -7,12 +7,14 @@
 //! through JSON), offset deltas other than 0, 1, 2, ... (they become the records' offsets).
 //! A refused batch writes nothing.
 
+use crate::ProduceService;
+
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::{count_produced, MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
-use crate::queue::message_times;
-use crate::{Acks, Broker, BrokerError, BrokerResult, ErrorCode};
+use crate::subscriptions::message_times;
+use crate::{Acks, BrokerError, BrokerResult, ErrorCode};
 use herald_domain::batch::{visit_records, BatchError, BatchHeader, ProducerStamp, RecordView};
 use herald_domain::topic::{CleanupPolicy, TopicConfig};
 
@@ -25,7 +27,7 @@ pub struct BatchLanding {
     pub record_count: u32,
 }
 
-impl Broker {
+impl ProduceService {
     /// Appends `batch`, in the stored layout, to `partition` of `topic_name` as it is, after
     /// checking every byte of it against the layout and the topic's limits.
     pub async fn produce_batch(
@@ -35,7 +37,7 @@ impl Broker {
         batch: Bytes,
         acks: Acks,
     ) -> BrokerResult<BatchLanding> {
-        let topic = self.topic(topic_name)?;
+        let topic = self.core.topic(topic_name)?;
         if partition as usize >= topic.partitions.len() {
             return Err(BrokerError::PartitionNotFound {
                 topic: topic_name.to_string(),
@@ -43,9 +45,9 @@ impl Broker {
             });
         }
         let (header, value_bytes) = check_produced_batch(&batch, &topic.config)?;
-        let group = self.assignment(&topic, partition)?.group_id;
+        let group = self.core.assignment(&topic, partition)?.group_id;
         drop(topic);
-        let deadline = Instant::now() + self.inner.options.produce_timeout;
+        let deadline = Instant::now() + self.core.options.produce_timeout;
         let record_count = header.record_count;
         let landing = |base_offset| BatchLanding {
             partition,
@@ -55,16 +57,15 @@ impl Broker {
 
         if acks == Acks::None {
             let permit = self
-                .inner
                 .unacknowledged
                 .clone()
                 .acquire_owned()
                 .await
                 .map_err(|_| BrokerError::Unavailable("the broker is shutting down".into()))?;
-            let (broker, topic_label) = (self.clone(), topic_name.to_string());
+            let (produce, topic_label) = (self.clone(), topic_name.to_string());
             tokio::spawn(async move {
                 let _permit = permit;
-                match broker.append_stored(group, batch, false, deadline).await {
+                match produce.append_stored(group, batch, false, deadline).await {
                     Ok(_) => count_produced(
                         &topic_label,
                         partition,
@@ -87,7 +88,7 @@ impl Broker {
             Err(_) => {
                 return Err(BrokerError::Timeout(format!(
                     "partition {partition} did not acknowledge within {} ms; the batch may still be written",
-                    self.inner.options.produce_timeout.as_millis()
+                    self.core.options.produce_timeout.as_millis()
                 )))
             }
         };

@@ -3,6 +3,8 @@
 //! [`DeliverReply`] for that node (not a group's leader), sent once. The call is a future of the
 //! responder's HTTP request: dropped with it, the RPC cancels it.
 
+use crate::RequestService;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +46,11 @@ impl DeliverReply {
 impl NodeOperation for DeliverReply {
     const KIND: OperationKind = OperationKind::DeliverReply;
     type Reply = Delivery;
+    type Service = RequestService;
+
+    fn service(broker: &Broker) -> &RequestService {
+        broker.requests()
+    }
 
     fn unanswered(&self, node: u64, error: &RpcError) -> BrokerError {
         if error.maybe_delivered() {
@@ -57,7 +64,7 @@ impl NodeOperation for DeliverReply {
         }
     }
 
-    async fn run_here(&self, broker: &Broker) -> BrokerResult<Delivery> {
+    async fn run_here(&self, requests: &RequestService) -> BrokerResult<Delivery> {
         let value = if self.json {
             RecordValue::Json(self.value.clone())
         } else {
@@ -68,14 +75,13 @@ impl NodeOperation for DeliverReply {
             headers: self.headers.clone(),
         };
         let correlation_id = CorrelationId(self.correlation_id);
-        Ok(broker
-            .inner
-            .requests
+        Ok(requests
+            .waiting
             .deliver_here(self.instance, correlation_id, reply))
     }
 }
 
-impl Broker {
+impl RequestService {
     /// Hands `reply` to the node its request waits on (`reply_to.node`, not this one).
     pub(super) async fn forward_reply(
         &self,
@@ -84,8 +90,10 @@ impl Broker {
         reply: Reply,
     ) -> BrokerResult<Delivery> {
         let delivery = DeliverReply::new(reply_to.instance, correlation_id, reply);
-        let timeout = self.inner.options.leader_wait;
-        self.run_on_node(reply_to.node, &delivery, timeout).await
+        let timeout = self.core.options.leader_wait;
+        self.core
+            .run_on_node(reply_to.node, &delivery, timeout)
+            .await
     }
 }
 

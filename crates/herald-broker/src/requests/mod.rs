@@ -15,13 +15,17 @@ pub(crate) mod deliver;
 pub mod ids;
 pub mod waiters;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use self::ids::{random_u128, CorrelationId, ReplyTo};
 use self::waiters::{Delivery, Waiters};
-use super::{Acks, Broker, BrokerError, BrokerResult, ErrorCode, Idempotence, ProduceMessage};
+use super::{
+    Acks, BrokerError, BrokerResult, ErrorCode, Idempotence, ProduceMessage, ProduceService,
+};
+use crate::broker_core::Core;
 
 pub use self::waiters::Reply;
 
@@ -65,6 +69,29 @@ pub(super) struct RequestReply {
     waiters: Waiters,
     /// This node's `reply_to`: its id and this process's random instance number.
     reply_to: ReplyTo,
+}
+
+/// Request/reply: a request is a message produced with a reply address, and its reply is
+/// handed to the node (and process) where it waits. Owns this node's waiting requests.
+#[derive(Clone)]
+pub struct RequestService {
+    core: Arc<Core>,
+    produce: ProduceService,
+    waiting: Arc<RequestReply>,
+}
+
+impl RequestService {
+    pub(crate) fn new(core: Arc<Core>, produce: ProduceService) -> RequestService {
+        let waiting = Arc::new(RequestReply::new(
+            core.cluster().node_id(),
+            &core.options.requests,
+        ));
+        RequestService {
+            core,
+            produce,
+            waiting,
+        }
+    }
 }
 
 impl RequestReply {
@@ -128,7 +155,7 @@ pub fn request_timeout(timeout_ms: Option<u64>) -> BrokerResult<Duration> {
     Ok(Duration::from_millis(timeout_ms))
 }
 
-impl Broker {
+impl RequestService {
     /// Publishes `message` to `topic` as a request and waits up to `timeout` for its reply.
     /// 504 `timeout` when none came in time (the request itself was written).
     pub async fn request(
@@ -151,8 +178,8 @@ impl Broker {
                 "header '{name}' is set by the broker on a request; leave it out"
             )));
         }
-        let max_reply_bytes = self.topic(topic)?.config.max_message_bytes;
-        let requests = &self.inner.requests;
+        let max_reply_bytes = self.core.topic(topic)?.config.max_message_bytes;
+        let requests = &self.waiting;
         let correlation_id = CorrelationId(random_u128()?);
         // Registered before publishing: a responder may answer before the publish returns.
         let mut waiting = requests.waiters.register(correlation_id, max_reply_bytes)?;
@@ -164,6 +191,7 @@ impl Broker {
             correlation_id.to_string(),
         ));
         let answer = self
+            .produce
             .produce(topic, vec![message], Acks::All, Idempotence::default())
             .await?;
         let (partition, offset) = match (answer.offsets.first(), answer.failed.first()) {
@@ -220,10 +248,16 @@ impl Broker {
                 super::MAX_HEADERS_PER_MESSAGE
             )));
         }
-        let requests = &self.inner.requests;
+        let requests = &self.waiting;
         let outcome = if reply_to.node == requests.reply_to.node {
             requests.deliver_here(reply_to.instance, correlation_id, delivery.reply)
-        } else if !self.cluster().metadata().nodes.contains_key(&reply_to.node) {
+        } else if !self
+            .core
+            .cluster()
+            .metadata()
+            .nodes
+            .contains_key(&reply_to.node)
+        {
             Delivery::NoWaiter
         } else {
             self.forward_reply(reply_to, correlation_id, delivery.reply)

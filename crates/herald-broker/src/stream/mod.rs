@@ -18,4 +18,4 @@ pub use hub::{TailHub, TAIL_POLL_WAIT};
 pub use position::{Positions, StartFrom, MAX_TOKEN_LEN};
 pub use resume::{ResumingLeases, ResumingMember};
 pub use retry::Retry;
-pub use tail::{Tail, TailItem};
+pub use tail::{StreamService, Tail, TailItem};

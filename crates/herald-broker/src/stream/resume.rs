@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use super::retry::Retry;
-use crate::queue::{LeaseStream, PulledMessage};
+use crate::subscriptions::{LeaseStream, PulledMessage};
 use crate::{BrokerResult, MemberEvent, MemberStream};
 
 impl Retry {

@@ -5,6 +5,7 @@
 //! them is bounded, so a subscriber that does not read stops its follower (which lags and
 //! detaches from the hub) instead of piling up messages.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -14,8 +15,10 @@ use super::follow::follow_partition;
 use super::hub::{ReadKind, TailHub, TailSource, SHARED_READ_BYTES};
 use super::retry::{is_transient, Retry};
 use super::{Positions, StartFrom};
+use crate::broker_core::Core;
+use crate::memory::{StreamKind, StreamMemory};
 use crate::{
-    Broker, BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, OffsetSpec,
+    BrokerError, BrokerResult, ConsumedMessage, FetchRequest, FetchResult, FetchService, OffsetSpec,
 };
 
 /// The most messages one read hands over.
@@ -70,7 +73,7 @@ impl Tail {
     }
 }
 
-impl TailSource for Broker {
+impl TailSource for StreamService {
     async fn read(
         &self,
         topic: &str,
@@ -89,17 +92,40 @@ impl TailSource for Broker {
         };
         match kind {
             // What the hub keeps for slow subscribers is bounded by its reads' size.
-            ReadKind::Shared => self.fetch_within(request, SHARED_READ_BYTES).await,
-            ReadKind::Own => self.fetch(request).await,
+            ReadKind::Shared => self.fetch.fetch_within(request, SHARED_READ_BYTES).await,
+            ReadKind::Own => self.fetch.fetch(request).await,
         }
     }
 
     fn hub(&self) -> &TailHub {
-        &self.inner.tail_hub
+        &self.tail_hub
     }
 }
 
-impl Broker {
+/// Live streams at the tails of partitions, for every push transport. Owns the node's
+/// [`TailHub`], whose shared reads serve every stream at a partition's tail, and counts push
+/// subscriptions against the node's memory budget.
+#[derive(Clone)]
+pub struct StreamService {
+    core: Arc<Core>,
+    fetch: FetchService,
+    tail_hub: Arc<TailHub>,
+}
+
+impl StreamService {
+    pub(crate) fn new(core: Arc<Core>, fetch: FetchService) -> StreamService {
+        StreamService {
+            core,
+            fetch,
+            tail_hub: Arc::new(TailHub::default()),
+        }
+    }
+
+    /// Counts a new push subscription of `kind` against the node's memory budget.
+    pub fn reserve_stream_memory(&self, kind: StreamKind) -> BrokerResult<StreamMemory> {
+        self.core.memory.reserve_stream(kind.estimated_bytes())
+    }
+
     /// Opens a live reader of `topic` (one partition or all), each partition starting at
     /// `from`. Refuses an unknown topic or partition and a token naming a partition outside the
     /// stream; a partition that has no leader is asked again for a few seconds.
@@ -110,10 +136,10 @@ impl Broker {
         from: StartFrom,
     ) -> BrokerResult<Tail> {
         let partitions: Vec<u32> = {
-            let meta = self.topic(topic)?;
+            let meta = self.core.topic(topic)?;
             match partition {
                 Some(partition) => {
-                    self.assignment(&meta, partition)?;
+                    self.core.assignment(&meta, partition)?;
                     vec![partition]
                 }
                 None => (0..meta.partitions.len() as u32).collect(),
@@ -176,7 +202,9 @@ impl Broker {
                     .await
                     .map(|(start, _)| start),
                 StartFrom::Latest => self.watermarks(topic, partition).await.map(|(_, end)| end),
-                StartFrom::Timestamp(ms) => self.offset_for_timestamp(topic, partition, *ms).await,
+                StartFrom::Timestamp(ms) => {
+                    self.fetch.offset_for_timestamp(topic, partition, *ms).await
+                }
             };
             match answer {
                 Err(error) if is_transient(&error) && attempt < START_ATTEMPTS => {
@@ -190,6 +218,7 @@ impl Broker {
     /// A partition's log start offset and high watermark.
     async fn watermarks(&self, topic: &str, partition: u32) -> BrokerResult<(u64, u64)> {
         let read = self
+            .fetch
             .fetch(FetchRequest {
                 topic: topic.to_string(),
                 partition,

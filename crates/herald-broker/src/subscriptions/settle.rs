@@ -8,7 +8,7 @@ use futures::future::join_all;
 
 use super::ack_id::AckId;
 use super::pull::Part;
-use super::QueueService;
+use super::SubscriptionService;
 use crate::topics::now_ms;
 use crate::{BrokerError, BrokerResult};
 use herald_domain::subscriptions::{
@@ -45,7 +45,7 @@ pub enum Settle {
     },
 }
 
-impl QueueService {
+impl SubscriptionService {
     pub async fn settle(
         &self,
         name: &str,
@@ -116,7 +116,7 @@ impl QueueService {
                 leases.iter().map(|(_, lease)| *lease).collect(),
             );
             async move {
-                let outcome = self.broker.queue_on_leader(group, command).await;
+                let outcome = self.queue_on_leader(group, command).await;
                 (partition, leases, outcome)
             }
         });
@@ -178,7 +178,7 @@ impl QueueService {
                 false => settled.expired.push(text),
             }
         }
-        self.broker.inner.lease_streams.settled(settle, &settled);
+        self.lease_streams.settled(settle, &settled);
         if let Settle::Ack = settle {
             metrics::counter!("herald_subscription_acks_total", "subscription" => name.to_string())
                 .increment(settled.done.len() as u64);
@@ -187,7 +187,7 @@ impl QueueService {
     }
 
     pub(super) fn partition_groups(&self, meta: &SubscriptionMeta) -> BrokerResult<Vec<u64>> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let topic = metadata
             .topics
             .get(&meta.config.topic)

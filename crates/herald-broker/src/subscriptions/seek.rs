@@ -4,7 +4,7 @@
 
 use futures::future::join_all;
 
-use super::QueueService;
+use super::SubscriptionService;
 use crate::topics::now_ms;
 use crate::{BrokerError, BrokerResult};
 use herald_raft::{QueueCommand, QueueOutcome};
@@ -25,7 +25,7 @@ pub struct Sought {
     pub offset: u64,
 }
 
-impl QueueService {
+impl SubscriptionService {
     pub async fn seek(&self, name: &str, target: SeekTarget) -> BrokerResult<Vec<Sought>> {
         let meta = self.get(name)?;
         let groups = self.partition_groups(&meta)?;
@@ -53,7 +53,7 @@ impl QueueService {
             let offset = match target {
                 SeekTarget::Offset { offset, .. } => offset,
                 SeekTarget::Timestamp { timestamp } => {
-                    self.broker.find_offset(group, timestamp).await?
+                    self.fetch.find_offset(group, timestamp).await?
                 }
             };
             points.push((partition, group, offset));
@@ -65,7 +65,7 @@ impl QueueService {
                 offset,
             };
             async move {
-                match self.broker.queue_on_leader(group, command).await? {
+                match self.queue_on_leader(group, command).await? {
                     QueueOutcome::Sought { offset } => Ok(Sought { partition, offset }),
                     other => Err(BrokerError::Internal(format!(
                         "a seek was answered {other:?}"

@@ -6,6 +6,8 @@
 //! A queue command is not retried once sent: a lease or an ack whose answer was lost is as if
 //! the lease expired (at-least-once).
 
+use crate::SubscriptionService;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +42,11 @@ pub(crate) struct QueueApplied {
 impl LeaderOperation for ApplyQueueCommand {
     const KIND: OperationKind = OperationKind::ApplyQueueCommand;
     type Reply = QueueApplied;
+    type Service = SubscriptionService;
+
+    fn service(broker: &Broker) -> &SubscriptionService {
+        broker.subscriptions()
+    }
 
     fn group(&self) -> u64 {
         self.group
@@ -47,12 +54,12 @@ impl LeaderOperation for ApplyQueueCommand {
 
     async fn run_here(
         &mut self,
-        broker: &Broker,
+        queues: &SubscriptionService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<QueueApplied> {
         let mut command = self.command.clone();
         command.set_now(now_ms());
-        let batches = broker.fill_lease_facts(&replica, &mut command).await?;
+        let batches = queues.fill_lease_facts(&replica, &mut command).await?;
         let outcome = replica.queue(command).await?;
         Ok(QueueApplied { outcome, batches })
     }
@@ -68,6 +75,11 @@ pub(crate) struct ReadQueueStats {
 impl LeaderOperation for ReadQueueStats {
     const KIND: OperationKind = OperationKind::ReadQueueStats;
     type Reply = QueueStats;
+    type Service = SubscriptionService;
+
+    fn service(broker: &Broker) -> &SubscriptionService {
+        broker.subscriptions()
+    }
 
     fn group(&self) -> u64 {
         self.group
@@ -75,7 +87,7 @@ impl LeaderOperation for ReadQueueStats {
 
     async fn run_here(
         &mut self,
-        _broker: &Broker,
+        _queues: &SubscriptionService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<QueueStats> {
         stats_here(&replica, self.subscription).await
@@ -96,6 +108,11 @@ pub(crate) struct WaitForLease {
 impl LeaderOperation for WaitForLease {
     const KIND: OperationKind = OperationKind::WaitForLease;
     type Reply = ();
+    type Service = SubscriptionService;
+
+    fn service(broker: &Broker) -> &SubscriptionService {
+        broker.subscriptions()
+    }
 
     fn group(&self) -> u64 {
         self.group
@@ -107,7 +124,7 @@ impl LeaderOperation for WaitForLease {
 
     async fn run_here(
         &mut self,
-        _broker: &Broker,
+        _queues: &SubscriptionService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<()> {
         // `wait_here` holds it to the longest long poll, whoever asks.
@@ -116,7 +133,7 @@ impl LeaderOperation for WaitForLease {
     }
 }
 
-impl Broker {
+impl SubscriptionService {
     /// Applies a queue command on the leader of `group`.
     pub(crate) async fn queue_on_leader(
         &self,
@@ -124,7 +141,8 @@ impl Broker {
         command: QueueCommand,
     ) -> BrokerResult<QueueOutcome> {
         let applied = self
-            .run_on_leader(ApplyQueueCommand { group, command })
+            .core
+            .run_on_leader(self, ApplyQueueCommand { group, command })
             .await?;
         Ok(applied.outcome)
     }
@@ -137,7 +155,8 @@ impl Broker {
         command: QueueCommand,
     ) -> BrokerResult<(QueueOutcome, Vec<StoredBatch>)> {
         let applied = self
-            .run_on_leader(ApplyQueueCommand { group, command })
+            .core
+            .run_on_leader(self, ApplyQueueCommand { group, command })
             .await?;
         Ok((applied.outcome, applied.batches))
     }
@@ -149,11 +168,15 @@ impl Broker {
         group: u64,
         subscription: u64,
     ) -> BrokerResult<QueueStats> {
-        self.run_on_leader(ReadQueueStats {
-            group,
-            subscription,
-        })
-        .await
+        self.core
+            .run_on_leader(
+                self,
+                ReadQueueStats {
+                    group,
+                    subscription,
+                },
+            )
+            .await
     }
 
     /// Waits on the leader of `group` (up to `max_wait`) until a lease of `subscription` could
@@ -165,13 +188,17 @@ impl Broker {
         retry: RetryPolicy,
         max_wait: Duration,
     ) -> BrokerResult<()> {
-        self.run_on_leader(WaitForLease {
-            group,
-            subscription,
-            retry,
-            max_wait,
-        })
-        .await
+        self.core
+            .run_on_leader(
+                self,
+                WaitForLease {
+                    group,
+                    subscription,
+                    retry,
+                    max_wait,
+                },
+            )
+            .await
     }
 }
 

@@ -1,4 +1,4 @@
-//! Subscriptions: queue semantics on the log (see `docs/queues.md`). [`QueueService`] is what
+//! Subscriptions: queue semantics on the log (see `docs/queues.md`). [`SubscriptionService`] is what
 //! any transport calls (HTTP today, a WebSocket later): settings here (replicated by the
 //! metadata group), delivery in the partitions' groups.
 
@@ -25,7 +25,10 @@ pub use settle::{Settle, Settled, MAX_ACK_IDS, MAX_NACK_DELAY_MS};
 pub use stats::{QueueStats, SubscriptionGauge};
 
 use super::topics::now_ms;
-use super::{Broker, BrokerError, BrokerResult, ErrorCode};
+use std::sync::Arc;
+
+use super::{BrokerError, BrokerResult, ErrorCode, FetchService, ProduceService};
+use crate::broker_core::Core;
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
 use herald_domain::names::validate_name;
 use herald_domain::subscriptions::{
@@ -33,10 +36,16 @@ use herald_domain::subscriptions::{
 };
 use herald_raft::QueueCommand;
 
-/// The queue operations of a node's broker. Cheap to make: it shares the broker.
+/// Subscriptions: queue semantics on the log. Settings go through the metadata group, delivery
+/// state through the partitions' groups; dead letters and redrives are produced through
+/// [`ProduceService`]. Owns the node's lease streams (`lease_stream`). Cheap to clone.
 #[derive(Clone)]
-pub struct QueueService {
-    broker: Broker,
+pub struct SubscriptionService {
+    core: Arc<Core>,
+    fetch: FetchService,
+    produce: ProduceService,
+    /// The queue streams on this node, by the leases they hold.
+    lease_streams: Arc<lease_stream::LeaseStreams>,
 }
 
 /// Whether a `put` created the subscription (201) or found or changed it (200).
@@ -47,10 +56,17 @@ pub enum PutOutcome {
     Unchanged,
 }
 
-impl Broker {
-    pub fn queues(&self) -> QueueService {
-        QueueService {
-            broker: self.clone(),
+impl SubscriptionService {
+    pub(crate) fn new(
+        core: Arc<Core>,
+        fetch: FetchService,
+        produce: ProduceService,
+    ) -> SubscriptionService {
+        SubscriptionService {
+            core,
+            fetch,
+            produce,
+            lease_streams: Arc::default(),
         }
     }
 }
@@ -66,7 +82,7 @@ fn check_name(name: &str) -> BrokerResult<()> {
     validate_name("subscription name", name).map_err(BrokerError::InvalidRequest)
 }
 
-impl QueueService {
+impl SubscriptionService {
     /// Creates a subscription, or changes its settings (the topic and start are fixed).
     pub async fn put(
         &self,
@@ -91,7 +107,7 @@ impl QueueService {
     pub async fn delete(&self, name: &str) -> BrokerResult<()> {
         check_name(name)?;
         let known = self
-            .broker
+            .core
             .cluster()
             .metadata()
             .subscriptions
@@ -107,7 +123,7 @@ impl QueueService {
         // Its delivery state goes too. Best effort: the id is never reused, so state left by a
         // failure here is never read, only kept (a later delete of the topic removes it).
         if let Some(meta) = known {
-            let metadata = self.broker.cluster().metadata();
+            let metadata = self.core.cluster().metadata();
             let groups: Vec<u64> = metadata
                 .topics
                 .get(&meta.config.topic)
@@ -118,7 +134,7 @@ impl QueueService {
                 let command = QueueCommand::Forget {
                     subscription: meta.id,
                 };
-                if let Err(error) = self.broker.queue_on_leader(group, command).await {
+                if let Err(error) = self.queue_on_leader(group, command).await {
                     tracing::debug!(subscription = name, group, %error, "forgetting delivery state");
                 }
             }
@@ -129,7 +145,7 @@ impl QueueService {
     /// The subscription as this node has applied the metadata.
     pub fn get(&self, name: &str) -> BrokerResult<SubscriptionMeta> {
         check_name(name)?;
-        self.broker
+        self.core
             .cluster()
             .metadata()
             .subscriptions
@@ -141,7 +157,7 @@ impl QueueService {
     /// The subscription's counts over its topic's partitions and the age of its oldest
     /// message not done, from their leaders.
     pub async fn stats(&self, meta: &SubscriptionMeta) -> BrokerResult<QueueStats> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let Some(topic) = metadata.topics.get(&meta.config.topic) else {
             return Ok(QueueStats::default());
         };
@@ -150,7 +166,7 @@ impl QueueService {
         let answers = futures::future::join_all(
             groups
                 .into_iter()
-                .map(|group| self.broker.queue_stats_on_leader(group, meta.id)),
+                .map(|group| self.queue_stats_on_leader(group, meta.id)),
         )
         .await;
         let mut total = QueueStats::default();
@@ -161,7 +177,7 @@ impl QueueService {
     }
 
     pub fn list(&self) -> Vec<SubscriptionMeta> {
-        self.broker
+        self.core
             .cluster()
             .metadata()
             .subscriptions
@@ -173,7 +189,7 @@ impl QueueService {
 
     async fn propose(&self, command: SubscriptionCommand) -> BrokerResult<SubscriptionOutcome> {
         match self
-            .broker
+            .core
             .cluster()
             .propose(MetadataCommand::Subscription(command))
             .await?

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{QueueCounts, QueueService};
+use super::{QueueCounts, SubscriptionService};
 use crate::topics::now_ms;
 use crate::{BrokerError, BrokerResult};
 use herald_domain::batch::decode_batch;
@@ -123,18 +123,18 @@ async fn timestamp_at(replica: &PartitionReplica, offset: u64) -> BrokerResult<O
     Ok(None)
 }
 
-impl QueueService {
+impl SubscriptionService {
     /// The stats of every subscription on the partitions this node leads, for `/metrics`:
     /// a partition led elsewhere now, or a deleted subscription, is simply not there.
     pub async fn local_gauges(&self) -> Vec<SubscriptionGauge> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let mut wanted = Vec::new();
         for meta in metadata.subscriptions.by_name.values() {
             let Some(topic) = metadata.topics.get(&meta.config.topic) else {
                 continue;
             };
             for (partition, assignment) in topic.partitions.iter().enumerate() {
-                let Some(replica) = self.broker.cluster().local_replica(assignment.group_id) else {
+                let Some(replica) = self.core.cluster().local_replica(assignment.group_id) else {
                     continue;
                 };
                 if replica.is_leader() {

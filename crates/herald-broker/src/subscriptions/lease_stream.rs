@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::pull::{PulledMessage, MAX_PULL_MESSAGES};
 use super::settle::{Settle, Settled, MAX_ACK_IDS};
-use super::QueueService;
+use super::SubscriptionService;
 use crate::{BrokerError, BrokerResult};
 
 /// The most leases one stream may hold un-settled.
@@ -105,13 +105,13 @@ impl LeaseStreams {
 
 /// A subscription's leases as a stream; nacks what it holds when dropped.
 pub struct LeaseStream {
-    service: QueueService,
+    service: SubscriptionService,
     name: String,
     ack_deadline: Duration,
     window: Arc<Window>,
 }
 
-impl QueueService {
+impl SubscriptionService {
     /// Opens a lease stream on subscription `name` with room for `max_in_flight` leases.
     pub fn open_lease_stream(&self, name: &str, max_in_flight: u32) -> BrokerResult<LeaseStream> {
         if !(1..=MAX_IN_FLIGHT).contains(&max_in_flight) {
@@ -198,8 +198,6 @@ impl LeaseStream {
             }
             for message in &pulled {
                 self.service
-                    .broker
-                    .inner
                     .lease_streams
                     .hold(&message.ack_id, &self.window);
             }
@@ -231,7 +229,7 @@ impl LeaseStream {
             Err(_) => Vec::new(),
         };
         if !expired.is_empty() {
-            self.service.broker.inner.lease_streams.forget(&expired);
+            self.service.lease_streams.forget(&expired);
             self.window.room.add_permits(expired.len());
         }
     }
@@ -256,7 +254,7 @@ impl Drop for LeaseStream {
         if held.is_empty() {
             return;
         }
-        self.service.broker.inner.lease_streams.forget(&held);
+        self.service.lease_streams.forget(&held);
         let service = self.service.clone();
         let name = self.name.clone();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::ack_id::AckId;
 use super::facts::messages_in_batches;
-use super::QueueService;
+use super::SubscriptionService;
 use crate::fetch::MAX_WAIT;
 use crate::topics::now_ms;
 use crate::{
@@ -51,7 +51,7 @@ pub(super) struct Part {
     pub(super) group: u64,
 }
 
-impl QueueService {
+impl SubscriptionService {
     pub async fn pull(
         &self,
         name: &str,
@@ -110,7 +110,7 @@ impl QueueService {
     }
 
     fn parts(&self, meta: &SubscriptionMeta) -> BrokerResult<Vec<Part>> {
-        let metadata = self.broker.cluster().metadata();
+        let metadata = self.core.cluster().metadata();
         let topic = metadata
             .topics
             .get(&meta.config.topic)
@@ -127,7 +127,7 @@ impl QueueService {
     }
 
     fn local(&self, part: Part) -> Option<Arc<PartitionReplica>> {
-        self.broker.cluster().local_replica(part.group)
+        self.core.cluster().local_replica(part.group)
     }
 
     /// Whether a lease could get anything, as this node's replica knows (the leader's may be
@@ -192,12 +192,12 @@ impl QueueService {
                 queues.borrow_and_update();
                 changes.push(Change::Queues(queues));
             } else {
-                let broker = self.broker.clone();
+                let queues = self.clone();
                 let (subscription, retry) = (meta.id, meta.config.retry_policy);
                 let group = part.group;
                 changes.push(Change::Remote(Some(Box::pin(async move {
                     let wait = deadline.saturating_duration_since(Instant::now());
-                    let waited = broker
+                    let waited = queues
                         .queue_wait_on_leader(group, subscription, retry, wait)
                         .await;
                     if let Err(error) = waited {
@@ -214,11 +214,7 @@ impl QueueService {
     async fn start_offset(&self, meta: &SubscriptionMeta, part: Part) -> BrokerResult<u64> {
         match meta.config.start {
             StartPosition::Earliest => Ok(0),
-            StartPosition::Latest => {
-                self.broker
-                    .find_offset(part.group, meta.created_at_ms)
-                    .await
-            }
+            StartPosition::Latest => self.fetch.find_offset(part.group, meta.created_at_ms).await,
         }
     }
 
@@ -254,7 +250,7 @@ impl QueueService {
             // The leader reads them (`Broker::lease_facts`): it knows the read position.
             facts: LeaseFacts::default(),
         };
-        let (outcome, batches) = self.broker.lease_on_leader(part.group, command).await?;
+        let (outcome, batches) = self.lease_on_leader(part.group, command).await?;
         let QueueOutcome::Leased {
             deliveries,
             dead_letters,
@@ -301,7 +297,7 @@ impl QueueService {
                 now_ms: now_ms(),
                 leases,
             };
-            if let Err(error) = self.broker.queue_on_leader(part.group, command).await {
+            if let Err(error) = self.queue_on_leader(part.group, command).await {
                 tracing::debug!(subscription = meta.name, %error, "settling offsets gone from the log");
             }
         }
@@ -350,7 +346,7 @@ impl QueueService {
                 max_messages: (last - first + 1) as usize,
                 max_wait: Duration::ZERO,
             };
-            let read = match self.broker.fetch(request).await {
+            let read = match self.fetch.fetch(request).await {
                 Ok(read) => read,
                 Err(BrokerError::OffsetOutOfRange {
                     log_start_offset, ..
@@ -428,7 +424,7 @@ impl QueueService {
             .collect();
         if !produced.is_empty() {
             let answer = self
-                .broker
+                .produce
                 .produce(&policy.topic, produced, Acks::All, Idempotence::default())
                 .await?;
             if !answer.failed.is_empty() || answer.offsets.iter().any(|o| o.offset.is_none()) {
@@ -456,7 +452,7 @@ impl QueueService {
             now_ms: now_ms(),
             leases,
         };
-        self.broker.queue_on_leader(part.group, command).await?;
+        self.queue_on_leader(part.group, command).await?;
         metrics::counter!("herald_subscription_dead_lettered_total", "subscription" => meta.name.clone())
             .increment(dead_letters.len() as u64);
         Ok(())

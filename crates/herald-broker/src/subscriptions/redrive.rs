@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::QueueService;
+use super::SubscriptionService;
 use crate::topics::now_ms;
 use crate::{BrokerError, BrokerResult, ErrorCode, FetchRequest, OffsetSpec};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
@@ -17,7 +17,7 @@ pub struct RedriveRequest {
     pub max_per_second: Option<u32>,
 }
 
-impl QueueService {
+impl SubscriptionService {
     /// Starts a redrive of the subscription's dead letters; answers the job as started.
     pub async fn start_redrive(
         &self,
@@ -42,7 +42,7 @@ impl QueueService {
             }
         }
         let partitions = {
-            let metadata = self.broker.cluster().metadata();
+            let metadata = self.core.cluster().metadata();
             metadata
                 .topics
                 .get(&policy.topic)
@@ -54,7 +54,7 @@ impl QueueService {
         let mut ranges = Vec::with_capacity(partitions as usize);
         for partition in 0..partitions {
             let read = self
-                .broker
+                .fetch
                 .fetch(FetchRequest {
                     topic: policy.topic.clone(),
                     partition,
@@ -97,7 +97,7 @@ impl QueueService {
 
     /// The latest redrive of a subscription, if it ever had one.
     pub fn redrive_job(&self, subscription_id: u64) -> Option<RedriveJob> {
-        self.broker
+        self.core
             .cluster()
             .metadata()
             .redrives
@@ -124,7 +124,7 @@ impl QueueService {
         command: RedriveCommand,
     ) -> BrokerResult<RedriveOutcome> {
         match self
-            .broker
+            .core
             .cluster()
             .propose(MetadataCommand::Redrive(command))
             .await?

@@ -2,9 +2,11 @@
 //! by the leader from its log at the subscription's read position just before it proposes the
 //! lease. Apply cannot read the log itself: entries of its own batch may not be stored yet.
 
+use crate::SubscriptionService;
+
 use super::message_times;
 use crate::fetch::MAX_FETCH_MESSAGES;
-use crate::{Broker, BrokerError, BrokerResult};
+use crate::{BrokerError, BrokerResult};
 use std::collections::BTreeSet;
 
 use crate::topics::now_ms;
@@ -20,7 +22,7 @@ pub const DELAYED_LOOKAHEAD: usize = 2_000;
 /// How many reads gathering one lease's facts may take.
 const MAX_FACT_READS: usize = 8;
 
-impl Broker {
+impl SubscriptionService {
     /// Fills a lease's facts from the leader's log; other commands are left as they are.
     /// Answers the batches it read, so a puller on this node hands out the messages the lease
     /// takes from them instead of reading them again.
@@ -70,7 +72,7 @@ impl Broker {
             // The first read as many as the lease may take; more only past delayed ones.
             let limits = ReadLimits {
                 max_records: if read == 0 { max.min(wanted) } else { wanted },
-                max_bytes: self.inner.options.fetch_max_bytes,
+                max_bytes: self.core.options.fetch_max_bytes,
             };
             let end = from + most as u64;
             let batches = replica.read(covered, limits).await?;

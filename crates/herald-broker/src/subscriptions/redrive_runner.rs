@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::QueueService;
+use super::SubscriptionService;
 use crate::topics::now_ms;
 use crate::{
     Acks, Broker, BrokerError, BrokerResult, FetchRequest, Idempotence, OffsetSpec, ProduceMessage,
@@ -43,7 +43,8 @@ const DLQ_SOURCE_PARTITION: &str = "herald-dlq-source-partition";
 
 /// Starts the node's redrive supervisor; it ends when the node shuts down.
 pub fn spawn_redrive_supervisor(broker: Broker) {
-    tokio::spawn(async move { broker.queues().supervise_redrives().await });
+    let queues = broker.subscriptions().clone();
+    tokio::spawn(async move { queues.supervise_redrives().await });
 }
 
 /// One batch, read and ready to republish.
@@ -56,9 +57,9 @@ struct Batch {
     skipped: u64,
 }
 
-impl QueueService {
+impl SubscriptionService {
     async fn supervise_redrives(self) {
-        let cluster = self.broker.cluster();
+        let cluster = self.core.cluster();
         let mut stopping = cluster.stopping();
         let mut changes = cluster.metadata_changes();
         let mut runners: HashMap<u64, JoinHandle<()>> = HashMap::new();
@@ -68,7 +69,7 @@ impl QueueService {
             }
             runners.retain(|_, runner| !runner.is_finished());
             let metadata = changes.borrow_and_update().clone();
-            if self.broker.cluster().is_metadata_leader() {
+            if self.core.cluster().is_metadata_leader() {
                 for job in metadata.redrives.running() {
                     if !runners.contains_key(&job.id) {
                         let service = self.clone();
@@ -108,7 +109,7 @@ impl QueueService {
         let started = Instant::now();
         let mut republished = 0u64;
         loop {
-            if !self.broker.cluster().is_metadata_leader() {
+            if !self.core.cluster().is_metadata_leader() {
                 return;
             }
             let Some(job) = self
@@ -131,7 +132,7 @@ impl QueueService {
                     let reason = match &error {
                         BrokerError::Internal(_) => format!(
                             "an internal error on node {}; its log has the cause",
-                            self.broker.cluster().node_id()
+                            self.core.cluster().node_id()
                         ),
                         other => other.to_string(),
                     };
@@ -176,7 +177,7 @@ impl QueueService {
                 producer: None,
             };
             let answer = self
-                .broker
+                .produce
                 .produce(&job.source_topic, batch.messages, Acks::All, idempotence)
                 .await?;
             if !answer.failed.is_empty() || answer.offsets.iter().any(|o| o.offset.is_none()) {
@@ -219,7 +220,7 @@ impl QueueService {
     /// Reads the batch that starts at the partition's checkpoint.
     async fn read_batch(&self, job: &RedriveJob, range: &RedrivePartition) -> BrokerResult<Batch> {
         let source_partitions = self
-            .broker
+            .core
             .cluster()
             .metadata()
             .topics
@@ -246,7 +247,7 @@ impl QueueService {
                 max_messages: (scan_limit - scanned) as usize,
                 max_wait: Duration::ZERO,
             };
-            let read = match self.broker.fetch(request).await {
+            let read = match self.fetch.fetch(request).await {
                 Ok(read) => read,
                 Err(BrokerError::OffsetOutOfRange {
                     log_start_offset, ..
