@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use herald_domain::RaftGroupId;
+
 use super::{BrokerError, BrokerResult, ClusterInfo, ErrorCode, NodeInfo, PartitionRef, Readiness};
 use crate::broker_core::Core;
 use herald_domain::metadata::MetadataOutcome;
@@ -22,7 +24,7 @@ impl NodeService {
     pub async fn cluster_info(&self) -> BrokerResult<ClusterInfo> {
         let cluster = self.core.cluster();
         let metadata = cluster.metadata();
-        let partitions: HashMap<u64, PartitionRef> = metadata
+        let partitions: HashMap<RaftGroupId, PartitionRef> = metadata
             .partitions()
             .map(|(topic, partition, assignment)| {
                 let reference = PartitionRef {

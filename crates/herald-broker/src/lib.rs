@@ -252,6 +252,7 @@ impl From<RaftLayerError> for BrokerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use herald_domain::RaftGroupId;
     use herald_rpc::RpcError;
 
     fn code_of(error: ClusterError) -> ErrorCode {
@@ -286,13 +287,17 @@ mod tests {
 
     #[test]
     fn an_entry_discarded_by_a_leader_change_is_an_unknown_outcome_not_an_internal_error() {
-        let error = BrokerError::from(RaftLayerError::OutcomeUnknown { group: 7 });
+        let error = BrokerError::from(RaftLayerError::OutcomeUnknown {
+            group: RaftGroupId::new(7),
+        });
         assert_eq!(error.code(), ErrorCode::Timeout, "{error}");
         assert!(
             error.to_string().contains("may still be committed"),
             "{error}"
         );
-        let via_cluster = ClusterError::Raft(RaftLayerError::OutcomeUnknown { group: 0 });
+        let via_cluster = ClusterError::Raft(RaftLayerError::OutcomeUnknown {
+            group: RaftGroupId::new(0),
+        });
         assert_eq!(code_of(via_cluster), ErrorCode::Timeout);
     }
 

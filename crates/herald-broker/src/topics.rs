@@ -9,6 +9,7 @@
 //! success: waiting for the new partitions' leaders is bounded (all partitions together) and
 //! only delays it.
 
+use herald_domain::RaftGroupId;
 use std::sync::Arc;
 
 use futures::future::join_all;
@@ -254,7 +255,7 @@ impl TopicService {
                 if self.core.cluster().metadata().recently_deleted(name) => {}
             Err(error) => return Err(error),
         }
-        let groups: Vec<u64> = topic
+        let groups: Vec<RaftGroupId> = topic
             .partitions
             .iter()
             .map(|partition| partition.group_id)

@@ -4,6 +4,7 @@
 //! within the node's I/O budget (see `raft::partition::compaction` and `docs/architecture.md` §
 //! Compaction).
 
+use herald_domain::RaftGroupId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -58,7 +59,7 @@ struct CompactedPartition {
 
 impl Cluster {
     /// The partitions of compacted topics, by raft group.
-    fn compacted_partitions(&self) -> HashMap<u64, CompactedPartition> {
+    fn compacted_partitions(&self) -> HashMap<RaftGroupId, CompactedPartition> {
         self.metadata()
             .partitions()
             .filter(|(topic, _, _)| topic.config.cleanup_policy != CleanupPolicy::Delete)
@@ -105,7 +106,7 @@ impl Cluster {
                         .set(check.dirty_ratio);
                     if let Some(pass) = check.queued_pass {
                         tracing::info!(
-                            group = replica.group(),
+                            group = replica.group().get(),
                             pass,
                             dirty_ratio = check.dirty_ratio,
                             plan_ms = started.elapsed().as_millis() as u64,
@@ -114,7 +115,7 @@ impl Cluster {
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(group = replica.group(), %error, "compaction planning failed")
+                    tracing::warn!(group = replica.group().get(), %error, "compaction planning failed")
                 }
             }
         }
@@ -138,7 +139,7 @@ impl Cluster {
                         record_pass(group, report, started.elapsed());
                     }
                 }
-                Err(error) => tracing::warn!(group, %error, "compaction pass failed"),
+                Err(error) => tracing::warn!(group = group.get(), %error, "compaction pass failed"),
             }
             if let Some(partition) = partition {
                 publish_progress(&replica, partition).await;
@@ -164,13 +165,13 @@ async fn publish_progress(replica: &PartitionReplica, partition: &CompactedParti
 }
 
 /// Metrics and a log line for a finished pass.
-fn record_pass(group: u64, report: &PassReport, took: std::time::Duration) {
+fn record_pass(group: RaftGroupId, report: &PassReport, took: std::time::Duration) {
     metrics::counter!("herald_compaction_passes_total").increment(1);
     metrics::counter!("herald_compaction_bytes_read_total").increment(report.bytes_read);
     metrics::counter!("herald_compaction_bytes_reclaimed_total").increment(report.bytes_reclaimed);
     metrics::counter!("herald_compaction_records_removed_total").increment(report.records_removed);
     tracing::info!(
-        group,
+        group = group.get(),
         pass = report.pass,
         dirty_keys = report.dirty_keys,
         bytes_read = report.bytes_read,

@@ -1,3 +1,4 @@
+use herald_domain::RaftGroupId;
 use thiserror::Error;
 
 use herald_raft::RaftLayerError;
@@ -9,7 +10,7 @@ pub enum ClusterError {
     Raft(#[from] RaftLayerError),
     /// No leader of the partition group became known within the wait.
     #[error("raft group {0} has no leader")]
-    NoLeader(u64),
+    NoLeader(RaftGroupId),
     #[error("the metadata group has no leader")]
     NoMetadataLeader,
     #[error("timed out waiting for {0}")]

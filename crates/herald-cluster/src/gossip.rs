@@ -5,6 +5,7 @@
 //! partition it holds no replica of, show leaders and in-sync replicas for every partition, and
 //! tell which nodes are up, without a round of RPCs per request.
 
+use herald_domain::RaftGroupId;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,7 @@ struct Claim {
 
 #[derive(Default)]
 pub(super) struct LeaderMap {
-    claims: RwLock<HashMap<u64, Claim>>,
+    claims: RwLock<HashMap<RaftGroupId, Claim>>,
 }
 
 impl LeaderMap {
@@ -55,14 +56,14 @@ impl LeaderMap {
     }
 
     /// The freshest leader claim for `group`, if recent.
-    pub(super) fn get(&self, group: u64) -> Option<(u64, GroupLeadership)> {
+    pub(super) fn get(&self, group: RaftGroupId) -> Option<(u64, GroupLeadership)> {
         let claims = self.claims.read();
         let claim = claims.get(&group)?;
         (claim.seen.elapsed() <= REPORT_TTL).then(|| (claim.leader, claim.leadership.clone()))
     }
 
     /// Forgets a node's claims (e.g. it answered that it does not lead a group any more).
-    pub(super) fn forget(&self, group: u64, leader: u64) {
+    pub(super) fn forget(&self, group: RaftGroupId, leader: u64) {
         let mut claims = self.claims.write();
         if claims
             .get(&group)
@@ -73,7 +74,7 @@ impl LeaderMap {
     }
 
     /// Every recent claim: group to leader.
-    pub(super) fn leaders(&self) -> HashMap<u64, u64> {
+    pub(super) fn leaders(&self) -> HashMap<RaftGroupId, u64> {
         self.claims
             .read()
             .iter()
@@ -87,7 +88,7 @@ impl LeaderMap {
 mod tests {
     use super::*;
 
-    fn led(group: u64, term: u64) -> GroupLeadership {
+    fn led(group: RaftGroupId, term: u64) -> GroupLeadership {
         GroupLeadership {
             group,
             term,
@@ -104,27 +105,36 @@ mod tests {
         let map = LeaderMap::default();
         map.absorb(PingReport {
             node_id: 1,
-            leads: vec![led(7, 3), led(8, 1)],
+            leads: vec![led(RaftGroupId::new(7), 3), led(RaftGroupId::new(8), 1)],
         });
-        assert_eq!(map.get(7).map(|(leader, _)| leader), Some(1));
+        assert_eq!(
+            map.get(RaftGroupId::new(7)).map(|(leader, _)| leader),
+            Some(1)
+        );
         // Node 2 claims group 7 with an older term: ignored.
         map.absorb(PingReport {
             node_id: 2,
-            leads: vec![led(7, 2)],
+            leads: vec![led(RaftGroupId::new(7), 2)],
         });
-        assert_eq!(map.get(7).map(|(leader, _)| leader), Some(1));
+        assert_eq!(
+            map.get(RaftGroupId::new(7)).map(|(leader, _)| leader),
+            Some(1)
+        );
         // Node 2 wins a newer term.
         map.absorb(PingReport {
             node_id: 2,
-            leads: vec![led(7, 4)],
+            leads: vec![led(RaftGroupId::new(7), 4)],
         });
-        assert_eq!(map.get(7).map(|(leader, _)| leader), Some(2));
+        assert_eq!(
+            map.get(RaftGroupId::new(7)).map(|(leader, _)| leader),
+            Some(2)
+        );
         // Node 1 no longer claims group 8.
         map.absorb(PingReport {
             node_id: 1,
             leads: vec![],
         });
-        assert!(map.get(8).is_none());
-        assert_eq!(map.leaders().get(&7), Some(&2));
+        assert!(map.get(RaftGroupId::new(8)).is_none());
+        assert_eq!(map.leaders().get(&RaftGroupId::new(7)), Some(&2));
     }
 }

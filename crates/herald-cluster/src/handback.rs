@@ -9,6 +9,7 @@
 //! lacks retained batches, keeps following (issue 29: a replica restored from a snapshot
 //! without the retained messages was made leader and answered 416 for acknowledged data).
 
+use herald_domain::RaftGroupId;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -45,7 +46,7 @@ pub(super) fn incomplete(
 
 impl Cluster {
     /// This node's progress on `group`, for a leader deciding whether this node may lead it.
-    pub(super) fn replica_progress(&self, group: u64) -> Option<ReplicaProgress> {
+    pub(super) fn replica_progress(&self, group: RaftGroupId) -> Option<ReplicaProgress> {
         let replica = self.local_replica(group)?;
         let watermarks = replica.watermarks();
         Some(ReplicaProgress {
@@ -109,7 +110,7 @@ impl Cluster {
                 }
                 if let Some(reason) = self.check_complete(&replica, preferred).await {
                     tracing::info!(
-                        group = assignment.group_id,
+                        group = assignment.group_id.get(),
                         to = preferred,
                         %reason,
                         "not handing leadership back yet: the preferred replica is incomplete"
@@ -119,7 +120,7 @@ impl Cluster {
                 }
                 self.transfers.lock().insert(assignment.group_id, now);
                 tracing::info!(
-                    group = assignment.group_id,
+                    group = assignment.group_id.get(),
                     to = preferred,
                     "handing leadership back to the preferred replica"
                 );

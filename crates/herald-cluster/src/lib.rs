@@ -7,6 +7,7 @@
 //! (metadata membership, finishing drains); `gossip` learns who leads what. The broker asks
 //! here for routes to partition leaders and for metadata changes; raft details stay below.
 
+use herald_domain::RaftGroupId;
 mod compaction;
 mod controller;
 mod detector;
@@ -102,7 +103,7 @@ pub struct NodeView {
     /// `up`, `down` or `draining`.
     pub status: &'static str,
     /// The partition groups it leads.
-    pub leads: Vec<u64>,
+    pub leads: Vec<RaftGroupId>,
 }
 
 pub struct Cluster {
@@ -111,7 +112,7 @@ pub struct Cluster {
     raft_addr: String,
     context: GroupContext,
     metadata: MetadataReplica,
-    replicas: RwLock<HashMap<u64, Arc<PartitionReplica>>>,
+    replicas: RwLock<HashMap<RaftGroupId, Arc<PartitionReplica>>>,
     /// Bumped whenever `replicas` changes, so waiters can wake.
     replicas_version: watch::Sender<u64>,
     reconcile_lock: tokio::sync::Mutex<()>,
@@ -124,7 +125,7 @@ pub struct Cluster {
     /// Set to true to stop the background loops and the RPC listener.
     stop: watch::Sender<bool>,
     /// When leadership of a group was last handed to its preferred replica.
-    transfers: Mutex<HashMap<u64, Instant>>,
+    transfers: Mutex<HashMap<RaftGroupId, Instant>>,
     cleaner: compaction::Cleaner,
     /// Consumer group members' liveness, kept while this node leads the metadata group.
     liveness: groups::Liveness,
@@ -308,7 +309,7 @@ impl Cluster {
     }
 
     /// This node's replica of `group`, if it runs one now.
-    pub fn local_replica(&self, group: u64) -> Option<Arc<PartitionReplica>> {
+    pub fn local_replica(&self, group: RaftGroupId) -> Option<Arc<PartitionReplica>> {
         self.replicas.read().get(&group).cloned()
     }
 
@@ -320,7 +321,7 @@ impl Cluster {
     /// Waits until no replica of the given groups runs here any more (after a delete).
     pub async fn wait_until_gone(
         &self,
-        groups: &[u64],
+        groups: &[RaftGroupId],
         timeout: Duration,
     ) -> Result<(), ClusterError> {
         let mut version = self.replicas_version.subscribe();
@@ -365,7 +366,7 @@ impl Cluster {
 }
 
 fn leadership(
-    group: u64,
+    group: RaftGroupId,
     report: herald_raft::LeaderReport,
     watermarks: Watermarks,
 ) -> GroupLeadership {

@@ -1,6 +1,7 @@
 //! Keeping this node in line with the metadata: which partition groups run here, each led
 //! group's voters, leadership back to preferred replicas, and this node's own registration.
 
+use herald_domain::RaftGroupId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -193,7 +194,7 @@ impl Cluster {
                 self.rpc.set_address(*node, &record.raft_addr);
             }
         }
-        let assignments: BTreeMap<u64, &PartitionAssignment> = state
+        let assignments: BTreeMap<RaftGroupId, &PartitionAssignment> = state
             .topics
             .values()
             .flat_map(|topic| topic.partitions.iter())
@@ -245,8 +246,8 @@ impl Cluster {
         let erasures = removed.into_iter().map(|(replica, moved_away)| async move {
             let group = replica.group();
             match replica.destroy().await {
-                Ok(()) => tracing::info!(group, moved_away, "erased a partition replica"),
-                Err(error) => tracing::error!(group, %error, "could not erase a partition replica"),
+                Ok(()) => tracing::info!(group = group.get(), moved_away, "erased a partition replica"),
+                Err(error) => tracing::error!(group = group.get(), %error, "could not erase a partition replica"),
             }
         });
         futures::stream::iter(erasures)
@@ -254,7 +255,7 @@ impl Cluster {
             .collect::<Vec<()>>()
             .await;
         changed = false;
-        let plans: Vec<(u64, Bootstrap)> = missing
+        let plans: Vec<(RaftGroupId, Bootstrap)> = missing
             .into_iter()
             .map(|assignment| {
                 (
@@ -290,7 +291,9 @@ impl Cluster {
                     self.replicas.write().insert(group, Arc::new(replica));
                     changed = true;
                 }
-                Err(error) => tracing::error!(group, %error, "could not start a partition replica"),
+                Err(error) => {
+                    tracing::error!(group = group.get(), %error, "could not start a partition replica")
+                }
             }
         }
         if changed {
@@ -350,7 +353,7 @@ impl Cluster {
             .iter()
             .map(|(id, record)| (*id, Cluster::raft_node(&record.raft_addr)))
             .collect();
-        let replicas_of: BTreeMap<u64, BTreeSet<u64>> = state
+        let replicas_of: BTreeMap<RaftGroupId, BTreeSet<u64>> = state
             .topics
             .values()
             .flat_map(|topic| topic.partitions.iter())
@@ -374,9 +377,11 @@ impl Cluster {
             match step {
                 Ok(Ok(_)) => {}
                 Ok(Err(error)) => {
-                    tracing::warn!(group = replica.group(), %error, "membership change failed")
+                    tracing::warn!(group = replica.group().get(), %error, "membership change failed")
                 }
-                Err(_) => tracing::warn!(group = replica.group(), "membership change is slow"),
+                Err(_) => {
+                    tracing::warn!(group = replica.group().get(), "membership change is slow")
+                }
             }
         }
     }

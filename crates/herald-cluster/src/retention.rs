@@ -4,6 +4,7 @@
 //! the trimmed raft log prefix and gives the disk space back (checked every second in a loop of
 //! its own: cheap when there is nothing to do). The loop itself is `reconcile::every`.
 
+use herald_domain::RaftGroupId;
 use std::collections::HashMap;
 
 use super::{now_ms, Cluster};
@@ -13,7 +14,7 @@ impl Cluster {
     /// On every partition this node leads: trim what its topic's retention lets go.
     pub(super) async fn apply_retention(&self) {
         let metadata = self.metadata();
-        let configs: HashMap<u64, &TopicConfig> = metadata
+        let configs: HashMap<RaftGroupId, &TopicConfig> = metadata
             .partitions()
             .map(|(topic, _, assignment)| (assignment.group_id, &topic.config))
             .collect();
@@ -39,16 +40,20 @@ impl Cluster {
                 Ok(Some(plan)) => match replica.trim(plan).await {
                     Ok(start) => {
                         tracing::info!(
-                            group,
+                            group = group.get(),
                             log_start_offset = start,
                             "retention trimmed a partition"
                         );
                         metrics::counter!("herald_retention_trims_total").increment(1);
                     }
-                    Err(error) => tracing::warn!(group, %error, "retention trim failed"),
+                    Err(error) => {
+                        tracing::warn!(group = group.get(), %error, "retention trim failed")
+                    }
                 },
                 Ok(None) => {}
-                Err(error) => tracing::warn!(group, %error, "retention planning failed"),
+                Err(error) => {
+                    tracing::warn!(group = group.get(), %error, "retention planning failed")
+                }
             }
         }
         self.purge_trimmed().await;
@@ -59,7 +64,7 @@ impl Cluster {
     pub(super) async fn purge_trimmed(&self) {
         for replica in self.local_replicas() {
             if let Err(error) = replica.purge_trimmed().await {
-                tracing::warn!(group = replica.group(), %error, "purging a trimmed prefix failed");
+                tracing::warn!(group = replica.group().get(), %error, "purging a trimmed prefix failed");
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Where requests go: the leader of a partition as this node knows it (its own replica's
 //! view, else the gossip), and what `GET /v1/topics` and `GET /v1/cluster` show.
 
+use herald_domain::RaftGroupId;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -32,7 +33,11 @@ impl Cluster {
     }
 
     /// Where requests for `group` go now, waiting until `deadline` for a leader.
-    pub async fn route(&self, group: u64, deadline: Instant) -> Result<Route, ClusterError> {
+    pub async fn route(
+        &self,
+        group: RaftGroupId,
+        deadline: Instant,
+    ) -> Result<Route, ClusterError> {
         loop {
             if let Some(route) = self.current_route(group) {
                 return Ok(route);
@@ -54,7 +59,7 @@ impl Cluster {
         }
     }
 
-    fn current_route(&self, group: u64) -> Option<Route> {
+    fn current_route(&self, group: RaftGroupId) -> Option<Route> {
         if let Some(replica) = self.local_replica(group) {
             return match replica.leader() {
                 Some(leader) if leader == self.node_id => Some(Route::Local(replica)),
@@ -69,13 +74,13 @@ impl Cluster {
     }
 
     /// A forwarded request found that `node` does not lead `group` (any more).
-    pub fn forget_leader(&self, group: u64, node: u64) {
+    pub fn forget_leader(&self, group: RaftGroupId, node: u64) {
         self.leaders.forget(group, node);
     }
 
     /// The leader of `group`, its in-sync replicas and offsets, as known here: exact on the
     /// leader, otherwise from the leader's last ping (at most a second old) or a local replica.
-    pub fn partition_state(&self, group: u64) -> PartitionState {
+    pub fn partition_state(&self, group: RaftGroupId) -> PartitionState {
         let local = self.local_replica(group);
         if let Some(replica) = &local {
             if let Some(report) = replica.leader_report() {
@@ -115,9 +120,9 @@ impl Cluster {
     /// The nodes with their status and what each leads.
     pub fn nodes_view(&self) -> Vec<NodeView> {
         let metadata = self.metadata();
-        let mut leads: HashMap<u64, Vec<u64>> = HashMap::new();
+        let mut leads: HashMap<u64, Vec<RaftGroupId>> = HashMap::new();
         for (group, leader) in self.leaders.leaders() {
-            if group != herald_domain::metadata::METADATA_GROUP {
+            if !group.is_metadata() {
                 leads.entry(leader).or_default().push(group);
             }
         }

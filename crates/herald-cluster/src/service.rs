@@ -2,6 +2,7 @@
 //! to the metadata leader, and the ping that tells every node who is alive and who leads which
 //! group. Also the dispatcher that routes each incoming RPC to its service.
 
+use herald_domain::RaftGroupId;
 use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
@@ -46,7 +47,7 @@ pub(super) enum ClusterRequest {
     /// This node's progress on a partition group: asked by its leader before it hands
     /// leadership here (`handback`).
     ReplicaProgress {
-        group: u64,
+        group: RaftGroupId,
     },
 }
 
@@ -87,7 +88,7 @@ pub(super) enum ProposeFailure {
 /// One group this node leads, as it sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupLeadership {
-    pub group: u64,
+    pub group: RaftGroupId,
     pub term: u64,
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,

@@ -8,6 +8,7 @@ pub mod metadata;
 pub mod names;
 pub mod partitioner;
 pub mod producers;
+pub mod raft_group;
 pub mod record;
 pub mod redrive;
 pub mod subscriptions;
@@ -15,5 +16,6 @@ pub mod topic;
 pub mod urls;
 
 pub use batch::Compression;
+pub use raft_group::RaftGroupId;
 pub use record::{Record, RecordKey, RecordValue};
 pub use topic::{CleanupPolicy, TopicConfig, TopicConfigPatch};

@@ -15,15 +15,16 @@ use super::producers::{ProducerRegistration, ProducerRegistry};
 use super::redrive::{RedriveCommand, RedriveOutcome, Redrives};
 use super::subscriptions::{SubscriptionCommand, SubscriptionOutcome, Subscriptions};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
+use crate::raft_group::RaftGroupId;
 
 /// The raft group id of the metadata group; partition groups count up from 1.
-pub const METADATA_GROUP: u64 = 0;
+pub const METADATA_GROUP: RaftGroupId = RaftGroupId::METADATA;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionAssignment {
     /// The raft group holding this partition's log. Never reused, so a deleted topic's data
     /// can never be mistaken for a new one's.
-    pub group_id: u64,
+    pub group_id: RaftGroupId,
     /// Node ids of the replicas; the first is the preferred leader.
     pub replicas: Vec<u64>,
     /// The replicas the partition was created with. Only they found its raft group; a replica
@@ -54,7 +55,7 @@ pub struct MetadataState {
     pub cluster_id: Option<String>,
     pub topics: BTreeMap<String, TopicMeta>,
     pub nodes: BTreeMap<u64, NodeRecord>,
-    pub next_group_id: u64,
+    pub next_group_id: RaftGroupId,
     /// Ids of nodes drained and removed. Never reused: a node that comes back with one must
     /// not rejoin groups whose history it no longer matches.
     pub removed_nodes: BTreeSet<u64>,
@@ -83,7 +84,7 @@ impl Default for MetadataState {
             cluster_id: None,
             topics: BTreeMap::new(),
             nodes: BTreeMap::new(),
-            next_group_id: METADATA_GROUP + 1,
+            next_group_id: METADATA_GROUP.next(),
             removed_nodes: BTreeSet::new(),
             producers: ProducerRegistry::default(),
             deleted_topics: BTreeMap::new(),
@@ -491,7 +492,7 @@ impl MetadataState {
             .iter()
             .map(|nodes| {
                 let group_id = self.next_group_id;
-                self.next_group_id += 1;
+                self.next_group_id = group_id.next();
                 PartitionAssignment {
                     group_id,
                     replicas: nodes.clone(),
@@ -527,7 +528,7 @@ mod tests {
         let groups: Vec<u64> = state.topics["orders"]
             .partitions
             .iter()
-            .map(|p| p.group_id)
+            .map(|p| p.group_id.get())
             .collect();
         assert_eq!(groups, vec![1, 2, 3]);
     }
@@ -543,7 +544,7 @@ mod tests {
         let groups: Vec<u64> = state.topics["t"]
             .partitions
             .iter()
-            .map(|p| p.group_id)
+            .map(|p| p.group_id.get())
             .collect();
         assert_eq!(groups, vec![3, 4]);
         assert_eq!(state.apply(&delete("x", 8)), MetadataOutcome::TopicNotFound);

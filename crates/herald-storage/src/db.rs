@@ -411,16 +411,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&StoreOptions::new(dir.path())).unwrap();
         let mut small = WriteSet::new();
-        small.put(Cf::RaftLog, keys::group_u64(1, 1).to_vec(), vec![1u8; 100]);
+        small.put(
+            Cf::RaftLog,
+            keys::group_u64(1u64, 1).to_vec(),
+            vec![1u8; 100],
+        );
         assert!(store.write_unless_waiting(small).unwrap().is_none());
         assert_eq!(
-            store.get(Cf::RaftLog, &keys::group_u64(1, 1)).unwrap(),
+            store.get(Cf::RaftLog, &keys::group_u64(1u64, 1)).unwrap(),
             Some(vec![1u8; 100])
         );
         let mut large = WriteSet::new();
         large.put(
             Cf::RaftLog,
-            keys::group_u64(1, 2).to_vec(),
+            keys::group_u64(1u64, 2).to_vec(),
             vec![2u8; MAX_QUICK_WRITE_BYTES + 1],
         );
         let back = store
@@ -428,13 +432,13 @@ mod tests {
             .unwrap()
             .expect("handed back");
         assert_eq!(
-            store.get(Cf::RaftLog, &keys::group_u64(1, 2)).unwrap(),
+            store.get(Cf::RaftLog, &keys::group_u64(1u64, 2)).unwrap(),
             None
         );
         store.write(back, false).unwrap();
         assert_eq!(
             store
-                .get(Cf::RaftLog, &keys::group_u64(1, 2))
+                .get(Cf::RaftLog, &keys::group_u64(1u64, 2))
                 .unwrap()
                 .map(|value| value.len()),
             Some(MAX_QUICK_WRITE_BYTES + 1)
@@ -484,7 +488,7 @@ mod tests {
         store
             .scan(
                 Cf::RaftLog,
-                &keys::group_start(0),
+                &keys::group_start(0u64),
                 &keys::group_end(writers),
                 |_, value| {
                     assert_eq!(value, &[7u8; 100][..]);
@@ -640,7 +644,7 @@ mod tests {
                 let mut set = WriteSet::new();
                 set.put(
                     Cf::RaftLog,
-                    keys::group_u64(7, index).to_vec(),
+                    keys::group_u64(7u64, index).to_vec(),
                     value(index),
                 );
                 store.write(set, false).unwrap();
@@ -654,7 +658,7 @@ mod tests {
         let store = Store::open(&options).unwrap();
         for index in 0..48u64 {
             let stored = store
-                .get(Cf::RaftLog, &keys::group_u64(7, index))
+                .get(Cf::RaftLog, &keys::group_u64(7u64, index))
                 .unwrap()
                 .unwrap_or_else(|| panic!("entry {index} is missing"));
             assert!(stored == value(index), "entry {index} differs");
@@ -694,16 +698,16 @@ mod tests {
         let mut set = WriteSet::new();
         set.delete_range(
             Cf::RaftLog,
-            keys::group_u64(1, 0).to_vec(),
-            keys::group_u64(1, 100).to_vec(),
+            keys::group_u64(1u64, 0).to_vec(),
+            keys::group_u64(1u64, 100).to_vec(),
         );
         store.write(set, false).unwrap();
         store.flush().unwrap();
         store
             .compact_range(
                 Cf::RaftLog,
-                &keys::group_u64(1, 0),
-                &keys::group_u64(1, 100),
+                &keys::group_u64(1u64, 0),
+                &keys::group_u64(1u64, 100),
             )
             .unwrap();
         let after = blob_bytes(dir.path());
@@ -714,15 +718,15 @@ mod tests {
         );
         // What was kept reads back whole; what was trimmed is gone.
         assert_eq!(
-            store.get(Cf::RaftLog, &keys::group_u64(2, 7)).unwrap(),
+            store.get(Cf::RaftLog, &keys::group_u64(2u64, 7)).unwrap(),
             Some(vec![7u8; 100 << 10])
         );
         assert_eq!(
-            store.get(Cf::RaftLog, &keys::group_u64(1, 119)).unwrap(),
+            store.get(Cf::RaftLog, &keys::group_u64(1u64, 119)).unwrap(),
             Some(vec![119u8; 100 << 10])
         );
         assert_eq!(
-            store.get(Cf::RaftLog, &keys::group_u64(1, 7)).unwrap(),
+            store.get(Cf::RaftLog, &keys::group_u64(1u64, 7)).unwrap(),
             None
         );
     }

@@ -6,6 +6,7 @@
 //! `fetch_max_bytes` and a long poll of at most [`super::MAX_WAIT`], whatever the sender asked.
 
 use crate::FetchService;
+use herald_domain::RaftGroupId;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +32,7 @@ pub(crate) struct RawRead {
 /// Stored batches of a partition from an offset, read on its leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ReadBatches {
-    group: u64,
+    group: RaftGroupId,
     from: OffsetSpec,
     max_records: usize,
     max_bytes: usize,
@@ -48,7 +49,7 @@ impl LeaderOperation for ReadBatches {
         broker.fetch()
     }
 
-    fn group(&self) -> u64 {
+    fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -82,7 +83,7 @@ impl LeaderOperation for ReadBatches {
 /// is that recent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct OffsetForTimestamp {
-    group: u64,
+    group: RaftGroupId,
     timestamp: i64,
 }
 
@@ -95,7 +96,7 @@ impl LeaderOperation for OffsetForTimestamp {
         broker.fetch()
     }
 
-    fn group(&self) -> u64 {
+    fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -116,7 +117,7 @@ impl FetchService {
     /// Reads stored batches of `group` on its leader.
     pub(crate) async fn read_batches(
         &self,
-        group: u64,
+        group: RaftGroupId,
         from: OffsetSpec,
         limits: ReadLimits,
         max_wait: Duration,
@@ -136,7 +137,11 @@ impl FetchService {
     }
 
     /// The first offset of `group` at or after `timestamp`, asked of its leader.
-    pub(crate) async fn find_offset(&self, group: u64, timestamp: i64) -> BrokerResult<u64> {
+    pub(crate) async fn find_offset(
+        &self,
+        group: RaftGroupId,
+        timestamp: i64,
+    ) -> BrokerResult<u64> {
         self.core
             .run_on_leader(self, OffsetForTimestamp { group, timestamp })
             .await
@@ -213,7 +218,7 @@ mod tests {
     #[test]
     fn an_offset_lookup_travels_whole() {
         let lookup = OffsetForTimestamp {
-            group: 3,
+            group: RaftGroupId::new(3),
             timestamp: -5,
         };
         assert_eq!(
@@ -229,7 +234,7 @@ mod tests {
             ..BrokerOptions::default()
         };
         let mut read = ReadBatches {
-            group: 2,
+            group: RaftGroupId::new(2),
             from: OffsetSpec::At(5),
             max_records: 10,
             max_bytes: 1 << 30,

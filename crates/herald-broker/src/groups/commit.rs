@@ -7,6 +7,7 @@
 //! own checks, so an unknown member hears that first).
 
 use crate::GroupService;
+use herald_domain::RaftGroupId;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -70,7 +71,7 @@ impl GroupService {
         offsets: &[(TopicPartition, u64)],
     ) -> BrokerResult<BTreeMap<TopicPartition, BrokerError>> {
         let metadata = self.core.cluster().metadata();
-        let above_local: Vec<(TopicPartition, u64, u64)> = offsets
+        let above_local: Vec<(TopicPartition, u64, RaftGroupId)> = offsets
             .iter()
             .filter_map(|(partition, offset)| {
                 let group = metadata
@@ -101,7 +102,7 @@ impl GroupService {
         &self,
         partition: &TopicPartition,
         offset: u64,
-        group: u64,
+        group: RaftGroupId,
     ) -> BrokerResult<Option<BrokerError>> {
         let limits = ReadLimits {
             max_records: 1,

@@ -9,6 +9,7 @@
 //! computed at scrape time and only for the first `max_metric_groups` groups by name.
 
 use crate::GroupService;
+use herald_domain::RaftGroupId;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,29 +36,30 @@ impl GroupService {
         let cluster = self.core.cluster();
         let metadata = cluster.metadata();
         let limit = self.core.options.groups.max_metric_groups;
-        let committed: Vec<(String, String, u32, u64, u64)> = cluster.groups().read(|groups| {
-            groups
-                .groups
-                .values()
-                .take(limit)
-                .flat_map(|group| {
-                    group.offsets.iter().filter_map(|(partition, committed)| {
-                        let assignment = metadata
-                            .topics
-                            .get(&partition.topic)?
-                            .partitions
-                            .get(partition.partition as usize)?;
-                        Some((
-                            group.name.clone(),
-                            partition.topic.clone(),
-                            partition.partition,
-                            assignment.group_id,
-                            committed.offset,
-                        ))
+        let committed: Vec<(String, String, u32, RaftGroupId, u64)> =
+            cluster.groups().read(|groups| {
+                groups
+                    .groups
+                    .values()
+                    .take(limit)
+                    .flat_map(|group| {
+                        group.offsets.iter().filter_map(|(partition, committed)| {
+                            let assignment = metadata
+                                .topics
+                                .get(&partition.topic)?
+                                .partitions
+                                .get(partition.partition as usize)?;
+                            Some((
+                                group.name.clone(),
+                                partition.topic.clone(),
+                                partition.partition,
+                                assignment.group_id,
+                                committed.offset,
+                            ))
+                        })
                     })
-                })
-                .collect()
-        });
+                    .collect()
+            });
         let mut ages = Vec::new();
         for (group, topic, partition, raft_group, offset) in committed {
             let Some(replica) = cluster.local_replica(raft_group) else {

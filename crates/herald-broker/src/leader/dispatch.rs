@@ -97,7 +97,7 @@ impl Core {
                 return Attempt::Retry;
             }
             Err(error) => {
-                tracing::warn!(group, node, %error, "a forwarded request's outcome is unknown");
+                tracing::warn!(group = group.get(), node, %error, "a forwarded request's outcome is unknown");
                 return Attempt::Done(Err(BrokerError::Timeout(format!(
                     "the partition leader (node {node}) did not answer; the request may or may not have been applied"
                 ))));

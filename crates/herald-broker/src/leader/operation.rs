@@ -2,6 +2,7 @@
 //! and how it runs where it must. The dispatcher (`dispatch`) and the server (`serve`) do the
 //! rest for every operation alike.
 
+use herald_domain::RaftGroupId;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,7 +89,7 @@ pub(crate) trait LeaderOperation:
     fn service(broker: &Broker) -> &Self::Service;
 
     /// The raft group whose leader runs it.
-    fn group(&self) -> u64;
+    fn group(&self) -> RaftGroupId;
 
     /// How long the leader may hold it before answering (a long poll's wait); the call's
     /// timeout grows by it.

@@ -117,6 +117,7 @@ impl Drop for InFlight {
 mod tests {
     use super::*;
     use crate::ErrorCode;
+    use herald_domain::RaftGroupId;
 
     #[test]
     fn tags_are_distinct_and_each_kind_is_found_by_its_tag() {
@@ -139,7 +140,7 @@ mod tests {
         let answer = unknown_kind(kind.tag()).unwrap();
         let reply = wire::decode_reply::<()>(kind, &answer).unwrap();
         assert_eq!(reply, Err(WireError::UnknownOperation(kind.tag())));
-        let error = reply.unwrap_err().into_broker(4);
+        let error = reply.unwrap_err().into_broker(RaftGroupId::new(4));
         assert_eq!(error.code(), ErrorCode::Unavailable, "{error}");
     }
 

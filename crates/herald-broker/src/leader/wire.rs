@@ -5,6 +5,7 @@
 //! another's.
 
 use bytes::Bytes;
+use herald_domain::RaftGroupId;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +56,7 @@ impl From<BrokerError> for WireError {
 
 impl WireError {
     /// The error as the node that sent an operation to the leader of `group` answers it.
-    pub(super) fn into_broker(self, group: u64) -> BrokerError {
+    pub(super) fn into_broker(self, group: RaftGroupId) -> BrokerError {
         match self {
             WireError::NotLeader => BrokerError::NoLeader(format!("partition group {group}")),
             WireError::OffsetOutOfRange {
@@ -237,9 +238,9 @@ mod tests {
         ];
         for (error, wire, code) in cases {
             assert_eq!(WireError::from(error), wire);
-            assert_eq!(wire.into_broker(3).code(), code);
+            assert_eq!(wire.into_broker(RaftGroupId::new(3)).code(), code);
         }
-        let unknown = WireError::UnknownOperation(999).into_broker(3);
+        let unknown = WireError::UnknownOperation(999).into_broker(RaftGroupId::new(3));
         assert_eq!(unknown.code(), ErrorCode::Unavailable, "{unknown}");
         assert!(unknown.to_string().contains("999"), "{unknown}");
     }

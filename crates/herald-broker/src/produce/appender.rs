@@ -41,6 +41,7 @@
 //! caller went away (the produce was dropped) is taken out at once. Only a request already
 //! proposed when its deadline passes has an unknown outcome (`timeout`).
 
+use herald_domain::RaftGroupId;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -78,7 +79,7 @@ pub(crate) type AppendOutcome = Result<Landing, BrokerError>;
 
 /// One appender per partition group on this node.
 pub(crate) struct Appenders {
-    by_group: Mutex<HashMap<u64, Arc<PartitionAppender>>>,
+    by_group: Mutex<HashMap<RaftGroupId, Arc<PartitionAppender>>>,
     max_queued_bytes: usize,
     max_in_flight: usize,
     pipeline_min_bytes: usize,
@@ -103,7 +104,7 @@ impl Appenders {
         self
     }
 
-    pub(crate) fn for_group(&self, group: u64) -> Arc<PartitionAppender> {
+    pub(crate) fn for_group(&self, group: RaftGroupId) -> Arc<PartitionAppender> {
         self.by_group
             .lock()
             .entry(group)
@@ -118,7 +119,7 @@ impl Appenders {
             .clone()
     }
 
-    pub(crate) fn forget(&self, groups: &[u64]) {
+    pub(crate) fn forget(&self, groups: &[RaftGroupId]) {
         let mut by_group = self.by_group.lock();
         groups.iter().for_each(|group| {
             by_group.remove(group);
@@ -142,7 +143,7 @@ pub(crate) struct AppendRequest {
 }
 
 pub(crate) struct PartitionAppender {
-    group: u64,
+    group: RaftGroupId,
     max_queued_bytes: usize,
     queue: Mutex<Queue>,
     /// One permit per raft entry that may be in flight.
@@ -190,7 +191,7 @@ impl Pending {
 
 impl PartitionAppender {
     fn new(
-        group: u64,
+        group: RaftGroupId,
         max_queued_bytes: usize,
         max_in_flight: usize,
         pipeline_min_bytes: usize,
@@ -417,7 +418,7 @@ impl PartitionAppender {
             parent: taken.first().and_then(|pending| pending.span.id()),
             "raft.propose",
             otel.name = "raft propose",
-            partition_group = self.group,
+            partition_group = self.group.get(),
             requests = taken.len(),
             records,
             bytes,

@@ -3,6 +3,7 @@
 //! deadlines (a request expired in the queue is never written), the withdrawal of a dropped
 //! request, and the merge caps counted in encoded bytes and records.
 
+use herald_domain::RaftGroupId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -211,7 +212,7 @@ fn far() -> Instant {
 
 /// An appender with one entry in flight at a time.
 fn appender(max_queued_bytes: usize) -> Arc<PartitionAppender> {
-    Appenders::new(max_queued_bytes, 1).for_group(1)
+    Appenders::new(max_queued_bytes, 1).for_group(RaftGroupId::new(1))
 }
 
 /// Starts an append in its own task.
@@ -451,7 +452,7 @@ async fn several_entries_are_in_flight_and_offsets_stay_in_request_order() {
     let log = Arc::new(HeldLog::default());
     let appender = Appenders::new(1 << 20, 3)
         .pipelining_everything()
-        .for_group(1);
+        .for_group(RaftGroupId::new(1));
     let mut handles = Vec::new();
     for (proposed, (tag, count)) in [(b'a', 2), (b'b', 3), (b'c', 4)].into_iter().enumerate() {
         handles.push(spawn_append(
@@ -505,7 +506,7 @@ async fn several_entries_are_in_flight_and_offsets_stay_in_request_order() {
 async fn concurrent_requests_get_contiguous_offsets_in_arrival_order() {
     const REQUESTS: usize = 300;
     let log = Arc::new(HeldLog::default());
-    let appender = Appenders::new(usize::MAX, 4).for_group(1);
+    let appender = Appenders::new(usize::MAX, 4).for_group(RaftGroupId::new(1));
     let committer = {
         let log = log.clone();
         tokio::spawn(async move {
@@ -557,7 +558,7 @@ async fn concurrent_requests_get_contiguous_offsets_in_arrival_order() {
 async fn an_acks_leader_request_does_not_wait_behind_an_earlier_quorum() {
     for slots in [4, 1] {
         let log = Arc::new(HeldLog::with_early_acks());
-        let appender = Appenders::new(1 << 20, slots).for_group(1);
+        let appender = Appenders::new(1 << 20, slots).for_group(RaftGroupId::new(1));
         let first = spawn_append(&appender, &log, request(records(b'a', 3, 5), far()));
         until("the first request is proposed", || log.proposals() == 1).await;
         let mut leader_ack = request(records(b'b', 2, 5), far());
@@ -591,7 +592,9 @@ async fn an_acks_leader_request_does_not_wait_behind_an_earlier_quorum() {
 #[tokio::test]
 async fn the_byte_bound_counts_entries_in_flight() {
     let log = Arc::new(HeldLog::default());
-    let appender = Appenders::new(100, 4).pipelining_everything().for_group(1);
+    let appender = Appenders::new(100, 4)
+        .pipelining_everything()
+        .for_group(RaftGroupId::new(1));
     let mut in_flight = Vec::new();
     for (proposed, tag) in [b'a', b'b'].into_iter().enumerate() {
         in_flight.push(spawn_append(
@@ -625,7 +628,7 @@ async fn the_byte_bound_counts_entries_in_flight() {
 #[tokio::test]
 async fn small_runs_wait_for_an_answer_while_large_ones_are_pipelined() {
     let log = Arc::new(HeldLog::default());
-    let appender = Appenders::new(usize::MAX, 4).for_group(1);
+    let appender = Appenders::new(usize::MAX, 4).for_group(RaftGroupId::new(1));
     let first = spawn_append(&appender, &log, request(records(b'a', 1, 5), far()));
     until("the first request is proposed", || log.proposals() == 1).await;
     let small =

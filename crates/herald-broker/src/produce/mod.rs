@@ -10,6 +10,7 @@
 //! `appender`, which bounds what waits for a partition and never writes a share after its
 //! deadline passed unproposed.
 
+use herald_domain::RaftGroupId;
 pub(super) mod appender;
 mod appender_writes;
 pub(super) mod idempotence;
@@ -95,7 +96,7 @@ impl ProduceService {
     }
 
     /// Forgets the appenders of the partitions of `groups`, gone with their topic.
-    pub(crate) fn forget_partitions(&self, groups: &[u64]) {
+    pub(crate) fn forget_partitions(&self, groups: &[RaftGroupId]) {
         self.appenders.forget(groups);
     }
 }

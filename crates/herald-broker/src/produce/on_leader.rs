@@ -7,6 +7,7 @@
 //! gets `produce_timeout` from its arrival, and its batch is checked there.
 
 use crate::ProduceService;
+use herald_domain::RaftGroupId;
 
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ use herald_raft::PartitionReplica;
 /// answered as a duplicate.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct AppendRecords {
-    group: u64,
+    group: RaftGroupId,
     /// The records, on the node that appends them: the client's, or decoded from `batch` on
     /// arrival.
     #[serde(skip)]
@@ -58,7 +59,7 @@ fn no_stamp() -> ProducerStamp {
 impl AppendRecords {
     /// An ordinary append of `records`.
     pub(crate) fn new(
-        group: u64,
+        group: RaftGroupId,
         records: Vec<Record>,
         compression: Compression,
         leader_ack: bool,
@@ -80,7 +81,7 @@ impl AppendRecords {
     /// An idempotent request's share of one partition, stamped with `stamp`: appended alone,
     /// through the partition's dedup window.
     pub(crate) fn once(
-        group: u64,
+        group: RaftGroupId,
         records: Vec<Record>,
         compression: Compression,
         claim: OnceClaim,
@@ -104,7 +105,7 @@ impl LeaderOperation for AppendRecords {
         broker.produce()
     }
 
-    fn group(&self) -> u64 {
+    fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -158,7 +159,7 @@ impl LeaderOperation for AppendRecords {
 /// and byte for byte. The leader checks its header again on arrival; its CRC guards the hop.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct AppendStored {
-    group: u64,
+    group: RaftGroupId,
     batch: Bytes,
     /// `acks=leader`: answer at the leader's own fsync.
     leader_ack: bool,
@@ -177,7 +178,7 @@ impl LeaderOperation for AppendStored {
         broker.produce()
     }
 
-    fn group(&self) -> u64 {
+    fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -218,7 +219,7 @@ impl ProduceService {
     /// proposed by `deadline`, they are never written.
     pub(crate) async fn append_records(
         &self,
-        group: u64,
+        group: RaftGroupId,
         records: Vec<Record>,
         compression: Compression,
         leader_ack: bool,
@@ -239,7 +240,7 @@ impl ProduceService {
     /// written.
     pub(crate) async fn append_stored(
         &self,
-        group: u64,
+        group: RaftGroupId,
         batch: Bytes,
         leader_ack: bool,
         deadline: Instant,
@@ -293,8 +294,13 @@ mod tests {
         assert_eq!(error.code(), ErrorCode::InternalError, "{error}");
         assert!(error.to_string().contains("not sent"), "{error}");
         // The same through the operation: it fails before anything is encoded for the wire.
-        let mut append =
-            AppendRecords::new(1, Vec::new(), Compression::None, false, Instant::now());
+        let mut append = AppendRecords::new(
+            RaftGroupId::new(1),
+            Vec::new(),
+            Compression::None,
+            false,
+            Instant::now(),
+        );
         let error = append.before_sending().unwrap_err();
         assert!(error.to_string().contains("not sent"), "{error}");
     }
@@ -325,7 +331,7 @@ mod tests {
         };
         let sent_at = Instant::now();
         let mut append = AppendRecords::once(
-            4,
+            RaftGroupId::new(4),
             vec![record(0, b"a"), record(1, b"b")],
             Compression::None,
             claim.clone(),
@@ -340,7 +346,7 @@ mod tests {
         );
         let options = BrokerOptions::default();
         arrived.on_arrival(&options).unwrap();
-        assert_eq!(arrived.group, 4);
+        assert_eq!(arrived.group, RaftGroupId::new(4));
         assert_eq!(arrived.records.len(), 2);
         assert_eq!(arrived.stamp, stamp);
         assert_eq!(arrived.claim, Some(claim));
@@ -351,25 +357,33 @@ mod tests {
     fn a_stored_batch_travels_byte_for_byte() {
         let batch = wire_batch(&[record(0, b"x")], ProducerStamp::NONE).unwrap();
         let stored = AppendStored {
-            group: 5,
+            group: RaftGroupId::new(5),
             batch: batch.clone(),
             leader_ack: true,
             deadline: Instant::now(),
         };
         let mut arrived = round_trip(OperationKind::AppendStored, &stored);
         arrived.on_arrival(&BrokerOptions::default()).unwrap();
-        assert_eq!((arrived.group, arrived.leader_ack), (5, true));
+        assert_eq!(
+            (arrived.group, arrived.leader_ack),
+            (RaftGroupId::new(5), true)
+        );
         assert_eq!(arrived.batch, batch);
     }
 
     #[test]
     fn a_batch_that_does_not_decode_is_refused_on_arrival() {
-        let mut append =
-            AppendRecords::new(1, Vec::new(), Compression::None, false, Instant::now());
+        let mut append = AppendRecords::new(
+            RaftGroupId::new(1),
+            Vec::new(),
+            Compression::None,
+            false,
+            Instant::now(),
+        );
         append.batch = Some(Bytes::from_static(b"not a batch"));
         assert!(append.on_arrival(&BrokerOptions::default()).is_err());
         let mut stored = AppendStored {
-            group: 1,
+            group: RaftGroupId::new(1),
             batch: Bytes::from_static(b"not a batch"),
             leader_ack: false,
             deadline: Instant::now(),

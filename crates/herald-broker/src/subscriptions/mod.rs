@@ -2,6 +2,7 @@
 //! any transport calls (HTTP today, a WebSocket later): settings here (replicated by the
 //! metadata group), delivery in the partitions' groups.
 
+use herald_domain::RaftGroupId;
 pub mod ack_id;
 mod facts;
 pub mod lease_stream;
@@ -124,7 +125,7 @@ impl SubscriptionService {
         // failure here is never read, only kept (a later delete of the topic removes it).
         if let Some(meta) = known {
             let metadata = self.core.cluster().metadata();
-            let groups: Vec<u64> = metadata
+            let groups: Vec<RaftGroupId> = metadata
                 .topics
                 .get(&meta.config.topic)
                 .map(|topic| topic.partitions.iter().map(|p| p.group_id).collect())
@@ -135,7 +136,7 @@ impl SubscriptionService {
                     subscription: meta.id,
                 };
                 if let Err(error) = self.queue_on_leader(group, command).await {
-                    tracing::debug!(subscription = name, group, %error, "forgetting delivery state");
+                    tracing::debug!(subscription = name, group = group.get(), %error, "forgetting delivery state");
                 }
             }
         }
@@ -161,7 +162,7 @@ impl SubscriptionService {
         let Some(topic) = metadata.topics.get(&meta.config.topic) else {
             return Ok(QueueStats::default());
         };
-        let groups: Vec<u64> = topic.partitions.iter().map(|p| p.group_id).collect();
+        let groups: Vec<RaftGroupId> = topic.partitions.iter().map(|p| p.group_id).collect();
         drop(metadata);
         let answers = futures::future::join_all(
             groups

@@ -7,6 +7,7 @@
 //! the lease expired (at-least-once).
 
 use crate::SubscriptionService;
+use herald_domain::RaftGroupId;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use herald_raft::{PartitionReplica, QueueCommand, QueueOutcome, StoredBatch};
 /// A queue command applied by a partition's leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ApplyQueueCommand {
-    group: u64,
+    group: RaftGroupId,
     command: QueueCommand,
 }
 
@@ -48,7 +49,7 @@ impl LeaderOperation for ApplyQueueCommand {
         broker.subscriptions()
     }
 
-    fn group(&self) -> u64 {
+    fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -68,7 +69,7 @@ impl LeaderOperation for ApplyQueueCommand {
 /// A subscription's counts and oldest unacked age on a partition, as its leader applied them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ReadQueueStats {
-    group: u64,
+    group: RaftGroupId,
     subscription: u64,
 }
 
@@ -81,7 +82,7 @@ impl LeaderOperation for ReadQueueStats {
         broker.subscriptions()
     }
 
-    fn group(&self) -> u64 {
+    fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -99,7 +100,7 @@ impl LeaderOperation for ReadQueueStats {
 /// stops leading.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct WaitForLease {
-    group: u64,
+    group: RaftGroupId,
     subscription: u64,
     retry: RetryPolicy,
     max_wait: Duration,
@@ -114,7 +115,7 @@ impl LeaderOperation for WaitForLease {
         broker.subscriptions()
     }
 
-    fn group(&self) -> u64 {
+    fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -137,7 +138,7 @@ impl SubscriptionService {
     /// Applies a queue command on the leader of `group`.
     pub(crate) async fn queue_on_leader(
         &self,
-        group: u64,
+        group: RaftGroupId,
         command: QueueCommand,
     ) -> BrokerResult<QueueOutcome> {
         let applied = self
@@ -151,7 +152,7 @@ impl SubscriptionService {
     /// facts were read from (empty from another node's leader: they are not sent back).
     pub(crate) async fn lease_on_leader(
         &self,
-        group: u64,
+        group: RaftGroupId,
         command: QueueCommand,
     ) -> BrokerResult<(QueueOutcome, Vec<StoredBatch>)> {
         let applied = self
@@ -165,7 +166,7 @@ impl SubscriptionService {
     /// leader.
     pub(crate) async fn queue_stats_on_leader(
         &self,
-        group: u64,
+        group: RaftGroupId,
         subscription: u64,
     ) -> BrokerResult<QueueStats> {
         self.core
@@ -183,7 +184,7 @@ impl SubscriptionService {
     /// get something there (see [`super::wait`]).
     pub(crate) async fn queue_wait_on_leader(
         &self,
-        group: u64,
+        group: RaftGroupId,
         subscription: u64,
         retry: RetryPolicy,
         max_wait: Duration,
@@ -211,7 +212,7 @@ mod tests {
     #[test]
     fn queue_operations_travel_whole() {
         let command = ApplyQueueCommand {
-            group: 2,
+            group: RaftGroupId::new(2),
             command: QueueCommand::Forget { subscription: 9 },
         };
         assert_eq!(
@@ -219,12 +220,12 @@ mod tests {
             command
         );
         let stats = ReadQueueStats {
-            group: 2,
+            group: RaftGroupId::new(2),
             subscription: 9,
         };
         assert_eq!(round_trip(OperationKind::ReadQueueStats, &stats), stats);
         let wait = WaitForLease {
-            group: 2,
+            group: RaftGroupId::new(2),
             subscription: 9,
             retry: RetryPolicy {
                 min_backoff_ms: 10,

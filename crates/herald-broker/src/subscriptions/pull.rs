@@ -3,6 +3,7 @@
 //! way. A pull with nothing to lease waits (up to `max_wait`) for what can change that: a new
 //! message (the partition's watermark), an applied queue command, or the next retry time.
 
+use herald_domain::RaftGroupId;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub struct PulledMessage {
 #[derive(Clone, Copy)]
 pub(super) struct Part {
     pub(super) partition: u32,
-    pub(super) group: u64,
+    pub(super) group: RaftGroupId,
 }
 
 impl SubscriptionService {
@@ -201,7 +202,7 @@ impl SubscriptionService {
                         .queue_wait_on_leader(group, subscription, retry, wait)
                         .await;
                     if let Err(error) = waited {
-                        tracing::debug!(group, %error, "waiting on a partition leader");
+                        tracing::debug!(group = group.get(), %error, "waiting on a partition leader");
                         tokio::time::sleep(REMOTE_RECHECK.min(wait)).await;
                     }
                 }))));

@@ -2,6 +2,7 @@
 //! leased again is answered `expired` and nothing changes for it (fenced by the attempt and
 //! the lease token, checked in the partition's apply).
 
+use herald_domain::RaftGroupId;
 use std::collections::BTreeMap;
 
 use futures::future::join_all;
@@ -186,7 +187,10 @@ impl SubscriptionService {
         Ok(settled)
     }
 
-    pub(super) fn partition_groups(&self, meta: &SubscriptionMeta) -> BrokerResult<Vec<u64>> {
+    pub(super) fn partition_groups(
+        &self,
+        meta: &SubscriptionMeta,
+    ) -> BrokerResult<Vec<RaftGroupId>> {
         let metadata = self.core.cluster().metadata();
         let topic = metadata
             .topics

@@ -21,6 +21,7 @@
 //! comes back when retention cuts into it. Groups that never set a limit (the metadata group)
 //! snapshot at their applied point.
 
+use herald_domain::RaftGroupId;
 use std::io;
 
 use super::codec;
@@ -66,12 +67,12 @@ pub struct CheckpointStatus {
     pub newest: Option<u64>,
 }
 
-fn row_key(group: u64, index: u64) -> Vec<u8> {
+fn row_key(group: RaftGroupId, index: u64) -> Vec<u8> {
     keys::group_tag_u64(group, TAG_CHECKPOINT, index).to_vec()
 }
 
 /// Deletes the checkpoint rows at or below `upto`.
-pub(super) fn drop_rows_upto(writes: &mut WriteSet, group: u64, upto: u64) {
+pub(super) fn drop_rows_upto(writes: &mut WriteSet, group: RaftGroupId, upto: u64) {
     writes.delete_range(
         Cf::RaftState,
         row_key(group, 0),
@@ -82,7 +83,11 @@ pub(super) fn drop_rows_upto(writes: &mut WriteSet, group: u64, upto: u64) {
 impl Checkpoints {
     /// Reads the indexes of `group`'s checkpoints and of its snapshot back (blocking work on
     /// a blocking thread).
-    pub(super) async fn load(store: &Store, group: u64, enabled: bool) -> Result<Self, io::Error> {
+    pub(super) async fn load(
+        store: &Store,
+        group: RaftGroupId,
+        enabled: bool,
+    ) -> Result<Self, io::Error> {
         let store = store.clone();
         tokio::task::spawn_blocking(move || {
             let mut indexes = Vec::new();
@@ -129,7 +134,7 @@ impl Checkpoints {
     }
 
     /// Forgets every checkpoint (a snapshot from the leader replaces the state).
-    pub(super) fn clear(&mut self, group: u64, writes: &mut WriteSet) {
+    pub(super) fn clear(&mut self, group: RaftGroupId, writes: &mut WriteSet) {
         drop_rows_upto(writes, group, u64::MAX - 1);
         self.indexes.clear();
     }

@@ -1,3 +1,4 @@
+use herald_domain::RaftGroupId;
 use thiserror::Error;
 
 /// What the raft layer reports to the layers above.
@@ -5,9 +6,12 @@ use thiserror::Error;
 pub enum RaftLayerError {
     /// This node does not lead the group; `leader` is the node that does, when known.
     #[error("not the leader of group {group} (leader: {leader:?})")]
-    NotLeader { group: u64, leader: Option<u64> },
+    NotLeader {
+        group: RaftGroupId,
+        leader: Option<u64>,
+    },
     #[error("group {group} has no leader yet")]
-    NoLeader { group: u64 },
+    NoLeader { group: RaftGroupId },
     /// The command was refused deterministically by the state machine.
     #[error("{0}")]
     Rejected(String),
@@ -16,9 +20,9 @@ pub enum RaftLayerError {
     #[error(
         "group {group}: the entry was discarded by a leader change; it may still be committed"
     )]
-    OutcomeUnknown { group: u64 },
+    OutcomeUnknown { group: RaftGroupId },
     #[error("raft group {group} stopped: {reason}")]
-    Fatal { group: u64, reason: String },
+    Fatal { group: RaftGroupId, reason: String },
     #[error("storage: {0}")]
     Storage(#[from] std::io::Error),
 }

@@ -2,6 +2,7 @@
 //! handles the layers above hold are [`super::PartitionReplica`] and
 //! [`super::MetadataReplica`].
 
+use herald_domain::RaftGroupId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +90,7 @@ pub(crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerEr
         ..Default::default()
     };
     let config = config.validate().map_err(|error| RaftLayerError::Fatal {
-        group: 0,
+        group: RaftGroupId::METADATA,
         reason: error.to_string(),
     })?;
     Ok(Arc::new(config))
@@ -97,7 +98,7 @@ pub(crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerEr
 
 pub(crate) async fn start_raft<A: GroupApplier>(
     context: &GroupContext,
-    group: u64,
+    group: RaftGroupId,
     applier: A,
     log_lock: Arc<std::sync::Mutex<()>>,
     recent: Arc<RecentEntries>,
@@ -126,7 +127,7 @@ pub(crate) async fn start_raft<A: GroupApplier>(
 /// call initialized it (a first start, not a restart).
 pub(crate) async fn bootstrap_raft<SM>(
     raft: &Raft<TypeConfig, SM>,
-    group: u64,
+    group: RaftGroupId,
     bootstrap: &Bootstrap,
 ) -> Result<bool, RaftLayerError>
 where
@@ -146,19 +147,19 @@ where
         return Ok(false);
     }
     if let Err(error) = raft.initialize(voters.clone()).await {
-        tracing::debug!(group, %error, "group already initialized");
+        tracing::debug!(group = group.get(), %error, "group already initialized");
         return Ok(false);
     }
     if *campaign && voters.len() > 1 {
         if let Err(error) = raft.trigger().elect(true).await {
-            tracing::debug!(group, %error, "could not start an election");
+            tracing::debug!(group = group.get(), %error, "could not start an election");
         }
     }
     Ok(true)
 }
 
 pub(crate) fn write_error(
-    group: u64,
+    group: RaftGroupId,
     error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
 ) -> RaftLayerError {
     match error {
@@ -216,12 +217,15 @@ where
 }
 
 /// Asks the leader to hand leadership to `to` (e.g. back to the preferred replica).
-pub(crate) async fn transfer_leadership<SM>(raft: &Raft<TypeConfig, SM>, group: u64, to: u64)
-where
+pub(crate) async fn transfer_leadership<SM>(
+    raft: &Raft<TypeConfig, SM>,
+    group: RaftGroupId,
+    to: u64,
+) where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
     if let Err(error) = raft.trigger().transfer_leader(to).await {
-        tracing::debug!(group, to, %error, "could not transfer leadership");
+        tracing::debug!(group = group.get(), to, %error, "could not transfer leadership");
     }
 }
 
@@ -259,8 +263,8 @@ mod tests {
             TypeConfig,
         >::empty()));
         assert!(matches!(
-            write_error(3, refused),
-            RaftLayerError::NoLeader { group: 3 }
+            write_error(RaftGroupId::new(3), refused),
+            RaftLayerError::NoLeader { group } if group == RaftGroupId::new(3)
         ));
         // Appended, then dropped when another leader's log replaced it: it may still commit,
         // so it must not read as "not written" (retried blindly) nor as a server bug (500).
@@ -269,8 +273,8 @@ mod tests {
                 TypeConfig,
             >::empty()));
         assert!(matches!(
-            write_error(3, discarded),
-            RaftLayerError::OutcomeUnknown { group: 3 }
+            write_error(RaftGroupId::new(3), discarded),
+            RaftLayerError::OutcomeUnknown { group } if group == RaftGroupId::new(3)
         ));
     }
 }

@@ -4,6 +4,7 @@
 //! Appends become visible to readers when `append` returns (written to the WAL) and are
 //! reported flushed to openraft only after the group-commit syncer's fsync covers them.
 
+use herald_domain::RaftGroupId;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Arc, Mutex};
@@ -23,7 +24,7 @@ const TAG_PURGED: u8 = 3;
 /// The log store (and log reader) of one raft group.
 #[derive(Clone)]
 pub struct LogStore {
-    group: u64,
+    group: RaftGroupId,
     store: Store,
     /// Held while purging: the cleaner, which rewrites committed entries in place, holds it
     /// while it stores them, so it never writes back an entry that was purged.
@@ -33,14 +34,14 @@ pub struct LogStore {
 }
 
 impl LogStore {
-    pub fn new(group: u64, store: Store, log_lock: Arc<Mutex<()>>) -> Self {
+    pub fn new(group: RaftGroupId, store: Store, log_lock: Arc<Mutex<()>>) -> Self {
         Self::with_recent(group, store, log_lock, Arc::default())
     }
 
     /// A log store whose recently appended entries are kept in `recent` (which the group's
     /// replica also reads).
     pub fn with_recent(
-        group: u64,
+        group: RaftGroupId,
         store: Store,
         log_lock: Arc<Mutex<()>>,
         recent: Arc<RecentEntries>,
@@ -57,7 +58,7 @@ impl LogStore {
     async fn blocking<T, F>(&self, work: F) -> Result<T, std::io::Error>
     where
         T: Send + 'static,
-        F: FnOnce(&Store, u64) -> Result<T, std::io::Error> + Send + 'static,
+        F: FnOnce(&Store, RaftGroupId) -> Result<T, std::io::Error> + Send + 'static,
     {
         let (store, group) = (self.store.clone(), self.group);
         tokio::task::spawn_blocking(move || work(&store, group))
@@ -110,7 +111,7 @@ pub const MAX_REPLICATION_BYTES: usize = 16 << 20;
 /// Reads entries `[start, end)` of `group`; stops at the first gap after the first entry.
 pub(crate) fn read_entries(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     start: u64,
     end: u64,
 ) -> Result<Vec<Entry>, std::io::Error> {
@@ -121,7 +122,7 @@ pub(crate) fn read_entries(
 /// least one).
 pub(crate) fn read_entries_limited(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     start: u64,
     end: u64,
     max_bytes: usize,

@@ -1,6 +1,7 @@
 //! Leadership and membership of one group, shared by metadata and partition groups: who leads,
 //! which replicas keep up (in sync), and moving the voter set toward the one the cluster wants.
 
+use herald_domain::RaftGroupId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -122,7 +123,7 @@ where
 }
 
 fn change_error(
-    group: u64,
+    group: RaftGroupId,
     error: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
 ) -> RaftLayerError {
     match error {
@@ -152,7 +153,7 @@ fn change_error(
 /// detection was wrong, the cost is one needless election.
 pub(crate) async fn take_over_from<SM>(
     raft: &Raft<TypeConfig, SM>,
-    group: u64,
+    group: RaftGroupId,
     dead: u64,
     candidate: u64,
 ) where
@@ -164,13 +165,13 @@ pub(crate) async fn take_over_from<SM>(
     }
     let request = TransferLeaderRequest::new(metrics.vote, candidate, None);
     tracing::info!(
-        group,
+        group = group.get(),
         dead,
         candidate,
         "leader is gone: electing a new one at once"
     );
     if let Err(error) = raft.handle_transfer_leader(request).await {
-        tracing::warn!(group, %error, "could not start a takeover election");
+        tracing::warn!(group = group.get(), %error, "could not start a takeover election");
     }
 }
 
@@ -179,7 +180,7 @@ pub(crate) async fn take_over_from<SM>(
 /// the old replica count of up-to-date copies), then drop nodes that are not wanted.
 pub(crate) async fn converge<SM>(
     raft: &Raft<TypeConfig, SM>,
-    group: u64,
+    group: RaftGroupId,
     node_id: u64,
     voters: &BTreeSet<u64>,
     learners: &BTreeSet<u64>,
@@ -207,7 +208,11 @@ where
     let mut added = false;
     for node in wanted_all.iter().filter(|node| !current.contains(**node)) {
         let Some(address) = addresses.get(node) else {
-            tracing::warn!(group, node, "no address for a wanted replica yet");
+            tracing::warn!(
+                group = group.get(),
+                node,
+                "no address for a wanted replica yet"
+            );
             continue;
         };
         raft.add_learner(*node, address.clone(), false)
@@ -236,10 +241,14 @@ where
             })
             .collect();
         if !lagging.is_empty() {
-            tracing::debug!(group, ?lagging, "waiting for new replicas to catch up");
+            tracing::debug!(
+                group = group.get(),
+                ?lagging,
+                "waiting for new replicas to catch up"
+            );
             return Ok(MembershipStep::InProgress);
         }
-        tracing::info!(group, from = ?current.voters, to = ?voters, "changing the voters of a group");
+        tracing::info!(group = group.get(), from = ?current.voters, to = ?voters, "changing the voters of a group");
         raft.change_membership(ChangeMembers::ReplaceAllVoters(voters.clone()), true)
             .await
             .map_err(|error| change_error(group, error))?;
@@ -254,7 +263,7 @@ where
         .filter(|node| !learners.contains(node))
         .collect();
     if !unwanted.is_empty() {
-        tracing::info!(group, removed = ?unwanted, "removing nodes from a group");
+        tracing::info!(group = group.get(), removed = ?unwanted, "removing nodes from a group");
         raft.change_membership(ChangeMembers::RemoveNodes(unwanted), false)
             .await
             .map_err(|error| change_error(group, error))?;

@@ -10,6 +10,7 @@
 //! AppendEntries to a follower are pipelined: several in flight per (group, follower), handed
 //! to the follower's raft in order (see [`super::stream_append`]).
 
+use herald_domain::RaftGroupId;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +49,7 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(30);
 /// One raft message for one group.
 #[derive(Debug, Serialize, Deserialize)]
 struct Envelope {
-    group: u64,
+    group: RaftGroupId,
     message: RaftMessage,
 }
 
@@ -83,7 +84,7 @@ enum RaftReply {
 enum RaftServiceError {
     /// The group does not run on the receiver (not started yet, or removed from it).
     #[error("group {0} does not run on this node")]
-    UnknownGroup(u64),
+    UnknownGroup(RaftGroupId),
     #[error("{0}")]
     Failed(String),
 }
@@ -92,11 +93,11 @@ enum RaftServiceError {
 #[derive(Clone)]
 pub struct NetworkFactory {
     rpc: RpcClient,
-    group: u64,
+    group: RaftGroupId,
 }
 
 impl NetworkFactory {
-    pub fn new(rpc: RpcClient, group: u64) -> Self {
+    pub fn new(rpc: RpcClient, group: RaftGroupId) -> Self {
         NetworkFactory { rpc, group }
     }
 }
@@ -105,7 +106,7 @@ impl NetworkFactory {
 pub struct PeerClient {
     rpc: RpcClient,
     target: u64,
-    group: u64,
+    group: RaftGroupId,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {

@@ -3,6 +3,7 @@
 //! A group is registered when it starts and removed when it stops, so a message for a group
 //! that is not (or no longer) here gets a clear "unknown group" answer instead of waiting.
 
+use herald_domain::RaftGroupId;
 use std::collections::HashMap;
 
 use openraft::Raft;
@@ -25,19 +26,19 @@ pub enum RegisteredGroup {
 
 #[derive(Default)]
 pub struct GroupRegistry {
-    groups: RwLock<HashMap<u64, RegisteredGroup>>,
+    groups: RwLock<HashMap<RaftGroupId, RegisteredGroup>>,
 }
 
 impl GroupRegistry {
-    pub fn insert(&self, group: u64, raft: RegisteredGroup) {
+    pub fn insert(&self, group: RaftGroupId, raft: RegisteredGroup) {
         self.groups.write().insert(group, raft);
     }
 
-    pub fn remove(&self, group: u64) {
+    pub fn remove(&self, group: RaftGroupId) {
         self.groups.write().remove(&group);
     }
 
-    pub fn get(&self, group: u64) -> Option<RegisteredGroup> {
+    pub fn get(&self, group: RaftGroupId) -> Option<RegisteredGroup> {
         self.groups.read().get(&group).cloned()
     }
 }

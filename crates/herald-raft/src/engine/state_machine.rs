@@ -3,6 +3,7 @@
 //! the partition applier assigns offsets and indexes batches, the metadata applier maintains
 //! topics. Everything an apply changes is written in one atomic `WriteSet`.
 
+use herald_domain::RaftGroupId;
 use std::io;
 
 use futures::StreamExt;
@@ -66,7 +67,7 @@ pub(super) struct StateRecord {
 }
 
 pub struct GroupStateMachine<A: GroupApplier> {
-    pub(super) group: u64,
+    pub(super) group: RaftGroupId,
     pub(super) store: Store,
     pub(super) last_applied: Option<LogId>,
     pub(super) membership: StoredMembership,
@@ -83,7 +84,7 @@ impl<A: GroupApplier> GroupStateMachine<A> {
     }
 
     /// Opens the state machine of `group`, restoring what was applied before a restart.
-    pub async fn open(group: u64, store: Store, mut applier: A) -> Result<Self, io::Error> {
+    pub async fn open(group: RaftGroupId, store: Store, mut applier: A) -> Result<Self, io::Error> {
         let reader = store.clone();
         let record = tokio::task::spawn_blocking(move || {
             reader.get(Cf::RaftState, &keys::group_tag(group, TAG_STATE))
@@ -201,7 +202,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
                 Ok(None) if !force => return None,
                 Ok(None) => {}
                 Err(error) => {
-                    tracing::warn!(group = self.group, %error, "reading a checkpoint");
+                    tracing::warn!(group = self.group.get(), %error, "reading a checkpoint");
                     if !force {
                         return None;
                     }
@@ -253,7 +254,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
         self.checkpoints
             .snapshot_installed(meta.last_log_id.map(|log_id| log_id.index));
         metrics::counter!(SNAPSHOT_INSTALLS_TOTAL).increment(1);
-        tracing::info!(group = self.group, snapshot = ?meta.last_log_id, "installed a snapshot");
+        tracing::info!(group = self.group.get(), snapshot = ?meta.last_log_id, "installed a snapshot");
         Ok(())
     }
 
@@ -278,7 +279,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
 /// openraft builds snapshots concurrently with apply. The state is small (offsets, topics);
 /// a partition's messages stay in its log.
 pub struct SnapshotBuilder {
-    pub(super) group: u64,
+    pub(super) group: RaftGroupId,
     pub(super) store: Store,
     pub(super) meta: SnapshotMeta,
     pub(super) record: Result<Vec<u8>, io::Error>,

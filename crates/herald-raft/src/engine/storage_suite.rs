@@ -1,6 +1,7 @@
 //! openraft's storage conformance suite, run against Herald's log store and state machine on
 //! a real RocksDB in a temporary directory.
 
+use herald_domain::RaftGroupId;
 use openraft::testing::log::{StoreBuilder, Suite};
 use openraft::StorageError;
 
@@ -33,7 +34,7 @@ impl StoreBuilder<TypeConfig, LogStore, GroupStateMachine<PartitionApplier>, tem
         let store =
             Store::open(&StoreOptions::new(dir.path())).map_err(|error| storage_error(&error))?;
         // A group id other than 0 checks that keys are really scoped by group.
-        let group = 42;
+        let group = RaftGroupId::new(42);
         let state_machine =
             GroupStateMachine::open(group, store.clone(), PartitionApplier::new(group))
                 .await

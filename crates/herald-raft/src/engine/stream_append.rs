@@ -17,6 +17,7 @@
 //! what makes raft safe (a request whose `prev_log_id` the follower lacks is refused as a
 //! conflict and the leader starts over), only what keeps the pipeline full.
 
+use herald_domain::RaftGroupId;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
@@ -210,7 +211,7 @@ pub struct Sequencer {
 
 #[derive(Default)]
 struct Sessions {
-    by_stream: HashMap<(u64, u64, u64), Session>,
+    by_stream: HashMap<(u64, RaftGroupId, u64), Session>,
     last_sweep: Option<Instant>,
 }
 
@@ -238,7 +239,7 @@ impl Sequencer {
     pub async fn in_turn<F, T>(
         &self,
         from: u64,
-        group: u64,
+        group: RaftGroupId,
         position: StreamPosition,
         patience: Duration,
         append: F,
@@ -318,7 +319,7 @@ impl Sessions {
 /// Gives the next request of a stream its turn when dropped.
 struct NextTurn<'a> {
     sequencer: &'a Sequencer,
-    key: (u64, u64, u64),
+    key: (u64, RaftGroupId, u64),
     seq: u64,
 }
 
@@ -354,12 +355,18 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let position = StreamPosition { stream: 7, seq };
                 sequencer
-                    .in_turn(1, 2, position, Duration::from_secs(10), async move {
-                        handed.lock().push(seq);
-                        // Answered later than queued: the next may go meanwhile.
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        seq
-                    })
+                    .in_turn(
+                        1,
+                        RaftGroupId::new(2),
+                        position,
+                        Duration::from_secs(10),
+                        async move {
+                            handed.lock().push(seq);
+                            // Answered later than queued: the next may go meanwhile.
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            seq
+                        },
+                    )
                     .await
             }));
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -378,9 +385,15 @@ mod tests {
         let calls = AtomicUsize::new(0);
         let position = StreamPosition { stream: 9, seq: 3 };
         let missing = sequencer
-            .in_turn(1, 2, position, Duration::from_millis(50), async {
-                calls.fetch_add(1, Ordering::SeqCst);
-            })
+            .in_turn(
+                1,
+                RaftGroupId::new(2),
+                position,
+                Duration::from_millis(50),
+                async {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                },
+            )
             .await;
         assert!(
             matches!(missing, Err(OutOfTurn::Missing { .. })),
@@ -390,14 +403,20 @@ mod tests {
         for seq in [1, 2] {
             let position = StreamPosition { stream: 9, seq };
             sequencer
-                .in_turn(1, 2, position, Duration::from_secs(1), async {})
+                .in_turn(
+                    1,
+                    RaftGroupId::new(2),
+                    position,
+                    Duration::from_secs(1),
+                    async {},
+                )
                 .await
                 .expect("in turn");
         }
         let stale = sequencer
             .in_turn(
                 1,
-                2,
+                RaftGroupId::new(2),
                 StreamPosition { stream: 9, seq: 1 },
                 Duration::from_secs(1),
                 async {},

@@ -3,6 +3,7 @@
 //! idempotent append first asks the partition's dedup window ([`super::dedup`]) whether it is
 //! new.
 
+use herald_domain::RaftGroupId;
 use std::io;
 
 use std::sync::Arc;
@@ -76,7 +77,7 @@ struct PartitionSnapshot {
 }
 
 pub struct PartitionApplier {
-    group: u64,
+    group: RaftGroupId,
     progress: PartitionProgress,
     /// Idempotency keys and producers (see [`super::dedup`]).
     pub(crate) dedup: DedupState,
@@ -115,7 +116,7 @@ impl QueueView {
 }
 
 impl PartitionApplier {
-    pub fn new(group: u64) -> Self {
+    pub fn new(group: RaftGroupId) -> Self {
         PartitionApplier {
             group,
             progress: PartitionProgress::default(),
@@ -156,7 +157,7 @@ impl PartitionApplier {
         {
             // Plain types cannot fail to encode; if one did, the row would be stale until the
             // next change, and a restart would replay the log from the last state record.
-            tracing::error!(group = self.group, subscription, %error, "encoding subscription state");
+            tracing::error!(group = self.group.get(), subscription, %error, "encoding subscription state");
         }
         self.queues_dirty = true;
         RaftResponse::Queue(outcome)
@@ -311,7 +312,7 @@ impl PartitionApplier {
                 offset_span,
             } => {
                 if let Err(error) = self.dedup.note_epoch(self.group, header.producer, writes) {
-                    tracing::warn!(group = self.group, %error, "could not note a newer producer epoch");
+                    tracing::warn!(group = self.group.get(), %error, "could not note a newer producer epoch");
                 }
                 RaftResponse::Duplicate {
                     base_offset,

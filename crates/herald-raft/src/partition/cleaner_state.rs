@@ -4,6 +4,7 @@
 //! local to the replica and never replicated: it only says how much of the shared work is done
 //! here.
 
+use herald_domain::RaftGroupId;
 use std::io;
 
 use serde::{Deserialize, Serialize};
@@ -62,7 +63,11 @@ pub struct CleanerState {
     pub cleaned: CleanTally,
 }
 
-pub fn queue(writes: &mut WriteSet, group: u64, pass: &QueuedPass) -> Result<(), io::Error> {
+pub fn queue(
+    writes: &mut WriteSet,
+    group: RaftGroupId,
+    pass: &QueuedPass,
+) -> Result<(), io::Error> {
     writes.put(
         Cf::RaftState,
         keys::group_tag_u64(group, TAG_QUEUED_PASS, pass.pass).to_vec(),
@@ -71,7 +76,7 @@ pub fn queue(writes: &mut WriteSet, group: u64, pass: &QueuedPass) -> Result<(),
     Ok(())
 }
 
-pub fn dequeue(writes: &mut WriteSet, group: u64, pass: u64) {
+pub fn dequeue(writes: &mut WriteSet, group: RaftGroupId, pass: u64) {
     writes.delete(
         Cf::RaftState,
         keys::group_tag_u64(group, TAG_QUEUED_PASS, pass).to_vec(),
@@ -79,7 +84,7 @@ pub fn dequeue(writes: &mut WriteSet, group: u64, pass: u64) {
 }
 
 /// The oldest queued pass of `group`, if any.
-pub fn next_queued(store: &Store, group: u64) -> Result<Option<QueuedPass>, io::Error> {
+pub fn next_queued(store: &Store, group: RaftGroupId) -> Result<Option<QueuedPass>, io::Error> {
     match store.first_at_or_after(
         Cf::RaftState,
         &keys::group_tag_u64(group, TAG_QUEUED_PASS, 0),
@@ -90,14 +95,18 @@ pub fn next_queued(store: &Store, group: u64) -> Result<Option<QueuedPass>, io::
     }
 }
 
-pub fn load(store: &Store, group: u64) -> Result<CleanerState, io::Error> {
+pub fn load(store: &Store, group: RaftGroupId) -> Result<CleanerState, io::Error> {
     match store.get(Cf::RaftState, &keys::group_tag(group, TAG_CLEANER))? {
         Some(bytes) => codec::decode(&bytes),
         None => Ok(CleanerState::default()),
     }
 }
 
-pub fn save(writes: &mut WriteSet, group: u64, state: &CleanerState) -> Result<(), io::Error> {
+pub fn save(
+    writes: &mut WriteSet,
+    group: RaftGroupId,
+    state: &CleanerState,
+) -> Result<(), io::Error> {
     writes.put(
         Cf::RaftState,
         keys::group_tag(group, TAG_CLEANER).to_vec(),
@@ -123,23 +132,44 @@ mod tests {
                 end: pass * 10 + 5,
                 tombstone_horizon: 0,
             };
-            queue(&mut writes, group, &queued).unwrap();
+            queue(&mut writes, RaftGroupId::new(group), &queued).unwrap();
         }
         store.write(writes, false).unwrap();
-        assert_eq!(next_queued(&store, 3).unwrap().unwrap().pass, 1);
+        assert_eq!(
+            next_queued(&store, RaftGroupId::new(3))
+                .unwrap()
+                .unwrap()
+                .pass,
+            1
+        );
         let mut writes = WriteSet::new();
-        dequeue(&mut writes, 3, 1);
+        dequeue(&mut writes, RaftGroupId::new(3), 1);
         store.write(writes, false).unwrap();
-        assert_eq!(next_queued(&store, 3).unwrap().unwrap().pass, 2);
-        assert_eq!(next_queued(&store, 4).unwrap().unwrap().dirty_start, 10);
-        assert_eq!(next_queued(&store, 5).unwrap(), None);
+        assert_eq!(
+            next_queued(&store, RaftGroupId::new(3))
+                .unwrap()
+                .unwrap()
+                .pass,
+            2
+        );
+        assert_eq!(
+            next_queued(&store, RaftGroupId::new(4))
+                .unwrap()
+                .unwrap()
+                .dirty_start,
+            10
+        );
+        assert_eq!(next_queued(&store, RaftGroupId::new(5)).unwrap(), None);
     }
 
     #[test]
     fn cleaner_state_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&StoreOptions::new(dir.path())).unwrap();
-        assert_eq!(load(&store, 7).unwrap(), CleanerState::default());
+        assert_eq!(
+            load(&store, RaftGroupId::new(7)).unwrap(),
+            CleanerState::default()
+        );
         let state = CleanerState {
             done_pass: 4,
             checkpoint: Some(PassCheckpoint {
@@ -154,8 +184,8 @@ mod tests {
             cleaned: CleanTally::default(),
         };
         let mut writes = WriteSet::new();
-        save(&mut writes, 7, &state).unwrap();
+        save(&mut writes, RaftGroupId::new(7), &state).unwrap();
         store.write(writes, false).unwrap();
-        assert_eq!(load(&store, 7).unwrap(), state);
+        assert_eq!(load(&store, RaftGroupId::new(7)).unwrap(), state);
     }
 }

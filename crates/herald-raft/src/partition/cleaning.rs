@@ -1,6 +1,7 @@
 //! Log compaction on one replica: the leader plans passes and replicates them; every replica
 //! runs the passes it has queued (see [`compaction`](super::compaction)).
 
+use herald_domain::RaftGroupId;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +27,7 @@ pub struct CompactionCheck {
 /// What a cleaning job on the blocking pool owns, to lend as a [`CleanContext`].
 struct CleanerHandles {
     store: Store,
-    group: u64,
+    group: RaftGroupId,
     throttle: Arc<Mutex<Throttle>>,
     closing: Arc<AtomicBool>,
     log_lock: Arc<Mutex<()>>,

@@ -19,6 +19,7 @@
 //! 2. reads every batch from the log start to `end` and keeps a record when it has a key, no
 //!    later message of that key is in the map, and it is not a tombstone below the horizon.
 
+use herald_domain::RaftGroupId;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,7 +81,7 @@ impl KeyMap {
 /// stop it.
 pub struct CleanContext<'a> {
     pub store: &'a Store,
-    pub group: u64,
+    pub group: RaftGroupId,
     pub throttle: &'a Mutex<Throttle>,
     /// Set when the group shuts down or is deleted: the pass stops at the next batch.
     pub closing: &'a AtomicBool,
@@ -100,7 +101,7 @@ impl CleanContext<'_> {
 /// `(base offset, raft index)` of the batches starting in `[from, to)`, at most `limit`.
 fn list_batches(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     from: u64,
     to: u64,
     limit: usize,
@@ -129,7 +130,7 @@ fn list_batches(
 /// stops when `visit` answers false.
 fn for_each_batch(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     from: u64,
     to: u64,
     mut visit: impl FnMut(u64, u64) -> Result<bool, io::Error>,
@@ -157,7 +158,11 @@ struct StoredEntry {
 }
 
 /// The batch in raft entry `index`; `None` when the entry is gone (purged meanwhile).
-fn load_entry(store: &Store, group: u64, index: u64) -> Result<Option<StoredEntry>, io::Error> {
+fn load_entry(
+    store: &Store,
+    group: RaftGroupId,
+    index: u64,
+) -> Result<Option<StoredEntry>, io::Error> {
     let Some(value) = store.get(Cf::RaftLog, &keys::group_u64(group, index))? else {
         return Ok(None);
     };
@@ -287,7 +292,7 @@ pub fn run_pass(
     let (from, mut tally) = match state.checkpoint {
         Some(checkpoint) if checkpoint.pass == pass.pass => {
             tracing::info!(
-                group,
+                group = group.get(),
                 pass = pass.pass,
                 from = checkpoint.next_offset,
                 "resuming a compaction pass"

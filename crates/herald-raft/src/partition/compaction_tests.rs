@@ -1,6 +1,7 @@
 //! Compaction on real RocksDB, through the partition applier as raft would drive it: what a
 //! pass keeps, and that every replica ends with the same bytes whatever it received.
 
+use herald_domain::RaftGroupId;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
@@ -21,7 +22,7 @@ use herald_domain::batch::{self, Compression, ProducerStamp};
 use herald_domain::record::{Record, RecordKey, RecordValue};
 use herald_storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
-const GROUP: u64 = 7;
+const GROUP: RaftGroupId = RaftGroupId::new(7);
 
 /// One replica's storage and state machine, driven entry by entry.
 struct TestReplica {

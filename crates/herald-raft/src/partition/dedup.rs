@@ -24,6 +24,7 @@
 //! its own (`dedup_rows`), written in the same atomic write as the apply, not in the small
 //! per-apply partition state.
 
+use herald_domain::RaftGroupId;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 
@@ -184,7 +185,7 @@ impl DedupState {
     /// batch's.
     pub(crate) fn check(
         &mut self,
-        group: u64,
+        group: RaftGroupId,
         claim: &DedupClaim,
         producer: ProducerStamp,
         offset_span: u32,
@@ -237,7 +238,7 @@ impl DedupState {
     /// nothing was written.
     pub(crate) fn note_epoch(
         &mut self,
-        group: u64,
+        group: RaftGroupId,
         producer: ProducerStamp,
         writes: &mut WriteSet,
     ) -> Result<(), io::Error> {
@@ -259,7 +260,7 @@ impl DedupState {
     /// Everything is encoded before anything changes: on an error the window is as before.
     pub(crate) fn record(
         &mut self,
-        group: u64,
+        group: RaftGroupId,
         claim: &DedupClaim,
         producer: ProducerStamp,
         base_offset: u64,
@@ -343,7 +344,7 @@ impl DedupState {
 
     fn advance_clock(
         &mut self,
-        group: u64,
+        group: RaftGroupId,
         leader_time_ms: i64,
         limits: DedupLimits,
         writes: &mut WriteSet,
@@ -358,7 +359,13 @@ impl DedupState {
 
     /// Forgets keys and producers written before `cutoff_ms`, and the oldest ones beyond
     /// `max_entries` of each kind.
-    fn evict(&mut self, group: u64, cutoff_ms: i64, max_entries: u32, writes: &mut WriteSet) {
+    fn evict(
+        &mut self,
+        group: RaftGroupId,
+        cutoff_ms: i64,
+        max_entries: u32,
+        writes: &mut WriteSet,
+    ) {
         let max_entries = max_entries as usize;
         while let Some((&seq, key)) = self.key_order.first_key_value() {
             let expired = self

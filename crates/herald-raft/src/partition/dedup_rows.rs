@@ -5,6 +5,7 @@
 //! loses them with the rest of its group's keys (`reader::destroy_group` deletes the
 //! group's whole `raft_state` range).
 
+use herald_domain::RaftGroupId;
 use std::io;
 
 use super::dedup::{DedupClock, DedupSnapshot, DedupState, KeyEntry, ProducerEntry};
@@ -20,11 +21,11 @@ const TAG_CLOCK: u8 = 24;
 /// The first tag past the window's rows: `[TAG_KEY, TAG_END)` is all of them.
 const TAG_END: u8 = 25;
 
-fn producer_key(group: u64, producer_id: i64) -> Vec<u8> {
+fn producer_key(group: RaftGroupId, producer_id: i64) -> Vec<u8> {
     keys::group_tag_bytes(group, TAG_PRODUCER, &(producer_id as u64).to_be_bytes())
 }
 
-pub(crate) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<u8>) {
+pub(crate) fn put_key(writes: &mut WriteSet, group: RaftGroupId, key: &str, row: Vec<u8>) {
     writes.put(
         Cf::RaftState,
         keys::group_tag_bytes(group, TAG_KEY, key.as_bytes()),
@@ -32,23 +33,28 @@ pub(crate) fn put_key(writes: &mut WriteSet, group: u64, key: &str, row: Vec<u8>
     );
 }
 
-pub(crate) fn delete_key(writes: &mut WriteSet, group: u64, key: &str) {
+pub(crate) fn delete_key(writes: &mut WriteSet, group: RaftGroupId, key: &str) {
     writes.delete(
         Cf::RaftState,
         keys::group_tag_bytes(group, TAG_KEY, key.as_bytes()),
     );
 }
 
-pub(crate) fn put_producer(writes: &mut WriteSet, group: u64, producer_id: i64, row: Vec<u8>) {
+pub(crate) fn put_producer(
+    writes: &mut WriteSet,
+    group: RaftGroupId,
+    producer_id: i64,
+    row: Vec<u8>,
+) {
     writes.put(Cf::RaftState, producer_key(group, producer_id), row);
 }
 
-pub(crate) fn delete_producer(writes: &mut WriteSet, group: u64, producer_id: i64) {
+pub(crate) fn delete_producer(writes: &mut WriteSet, group: RaftGroupId, producer_id: i64) {
     writes.delete(Cf::RaftState, producer_key(group, producer_id));
 }
 
 /// The clock is two fixed-width numbers, written by hand: it cannot fail to encode.
-pub(crate) fn put_clock(writes: &mut WriteSet, group: u64, clock: DedupClock) {
+pub(crate) fn put_clock(writes: &mut WriteSet, group: RaftGroupId, clock: DedupClock) {
     let mut row = Vec::with_capacity(16);
     row.extend_from_slice(&clock.now_ms.to_be_bytes());
     row.extend_from_slice(&clock.next_seq.to_be_bytes());
@@ -70,7 +76,7 @@ fn decode_clock(row: &[u8]) -> Result<DedupClock, io::Error> {
 }
 
 /// Reads a partition's window back from its rows (blocking).
-pub(crate) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error> {
+pub(crate) fn load(store: &Store, group: RaftGroupId) -> Result<DedupState, io::Error> {
     let clock = match store.get(Cf::RaftState, &keys::group_tag(group, TAG_CLOCK))? {
         Some(row) => decode_clock(&row)?,
         None => DedupClock::default(),
@@ -131,7 +137,7 @@ pub(crate) fn load(store: &Store, group: u64) -> Result<DedupState, io::Error> {
 /// snapshot must end with.
 pub(crate) fn replace_all(
     writes: &mut WriteSet,
-    group: u64,
+    group: RaftGroupId,
     snapshot: &DedupSnapshot,
 ) -> Result<(), io::Error> {
     writes.delete_range(

@@ -3,6 +3,7 @@
 //! restart and travels whole in a snapshot.
 
 use bytes::Bytes;
+use herald_domain::RaftGroupId;
 
 use super::applier::PartitionApplier;
 use super::dedup::DedupState;
@@ -13,7 +14,7 @@ use herald_domain::batch::{self, Compression, ProducerStamp};
 use herald_domain::record::{Record, RecordValue};
 use herald_storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
-const GROUP: u64 = 9;
+const GROUP: RaftGroupId = RaftGroupId::new(9);
 const DAY_MS: i64 = 86_400_000;
 
 /// One replica's storage and partition applier, fed entry by entry.

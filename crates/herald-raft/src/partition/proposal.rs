@@ -264,7 +264,7 @@ impl PartitionReplica {
                     }
                 }
                 Err(fatal) => {
-                    tracing::warn!(group, %fatal, "idempotent appends not proposed");
+                    tracing::warn!(group = group.get(), %fatal, "idempotent appends not proposed");
                 }
             }
             while outcomes.len() < count {

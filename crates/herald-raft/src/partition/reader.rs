@@ -2,6 +2,7 @@
 //! offset index; and from timestamps to offsets, through the time index. Blocking: callers run
 //! these off the async runtime.
 
+use herald_domain::RaftGroupId;
 use std::io;
 
 use bytes::Bytes;
@@ -25,7 +26,11 @@ pub struct ReadLimits {
     pub max_bytes: usize,
 }
 
-fn batch_at_raft_index(store: &Store, group: u64, raft_index: u64) -> Result<Bytes, io::Error> {
+fn batch_at_raft_index(
+    store: &Store,
+    group: RaftGroupId,
+    raft_index: u64,
+) -> Result<Bytes, io::Error> {
     let Some(entry) = store.get_with(
         Cf::RaftLog,
         &keys::group_u64(group, raft_index),
@@ -58,7 +63,7 @@ fn raft_index_of(value: &[u8]) -> Result<u64, io::Error> {
 /// high watermark, within `limits`. Only applied batches are indexed, so only they are read.
 pub fn read_batches(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     from_offset: u64,
     high_watermark: u64,
     limits: ReadLimits,
@@ -107,7 +112,7 @@ pub fn read_batches(
 /// The first offset whose timestamp is at least `timestamp`, if any applied message has one.
 pub fn offset_for_timestamp(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     timestamp: i64,
 ) -> Result<Option<u64>, io::Error> {
     let Some((key, _)) = store.first_at_or_after(
@@ -161,7 +166,7 @@ pub fn offset_for_timestamp(
 }
 
 /// Removes everything a group stored: its log, indexes and raft state.
-pub fn destroy_group(store: &Store, group: u64) -> Result<(), io::Error> {
+pub fn destroy_group(store: &Store, group: RaftGroupId) -> Result<(), io::Error> {
     let mut writes = herald_storage::WriteSet::new();
     for cf in [Cf::RaftLog, Cf::RaftState, Cf::OffsetIndex, Cf::TimeIndex] {
         writes.delete_range(

@@ -5,6 +5,7 @@
 //! restored replica had an older state of its own.
 
 use bytes::Bytes;
+use herald_domain::RaftGroupId;
 
 use super::applier::PartitionApplier;
 use super::subscriptions::{LeaseFacts, LeaseRef, MessageFacts, QueueCommand, QueueOutcome};
@@ -15,7 +16,7 @@ use herald_domain::record::{Record, RecordValue};
 use herald_domain::subscriptions::RetryPolicy;
 use herald_storage::{keys, Cf, Store, StoreOptions, WriteSet};
 
-const GROUP: u64 = 11;
+const GROUP: RaftGroupId = RaftGroupId::new(11);
 const SUB: u64 = 3;
 const PER_BATCH: usize = 10;
 

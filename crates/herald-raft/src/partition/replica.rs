@@ -1,5 +1,6 @@
 //! This node's replica of one partition: appending, reading, leadership and membership.
 
+use herald_domain::RaftGroupId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use herald_storage::Store;
 
 /// This node's replica of one partition.
 pub struct PartitionReplica {
-    group: u64,
+    group: RaftGroupId,
     node_id: u64,
     pub(crate) raft: PartitionRaft,
     watermarks: watch::Receiver<Watermarks>,
@@ -87,7 +88,7 @@ const PURGE_WAIT: Duration = Duration::from_secs(30);
 impl PartitionReplica {
     pub async fn start(
         context: &GroupContext,
-        group: u64,
+        group: RaftGroupId,
         bootstrap: Bootstrap,
     ) -> Result<Self, RaftLayerError> {
         let applier = PartitionApplier::new(group);
@@ -125,7 +126,7 @@ impl PartitionReplica {
         })
     }
 
-    pub fn group(&self) -> u64 {
+    pub fn group(&self) -> RaftGroupId {
         self.group
     }
 
@@ -425,7 +426,7 @@ impl PartitionReplica {
         self.closing.store(true, Ordering::Relaxed);
         self.registry.remove(self.group);
         if let Err(error) = self.raft.shutdown().await {
-            tracing::warn!(group = self.group, %error, "raft group did not shut down cleanly");
+            tracing::warn!(group = self.group.get(), %error, "raft group did not shut down cleanly");
         }
     }
 

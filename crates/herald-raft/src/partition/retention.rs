@@ -3,6 +3,7 @@
 //! replica moves its log start at the same point of the log, not by its own clock.
 //! Blocking: callers run these off the async runtime.
 
+use herald_domain::RaftGroupId;
 use std::collections::HashMap;
 use std::io;
 
@@ -22,7 +23,7 @@ pub struct RetentionPlan {
 /// expires.
 pub fn plan(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     watermarks: Watermarks,
     cutoff_ms: Option<i64>,
     max_bytes: Option<u64>,
@@ -57,7 +58,7 @@ pub fn plan(
 /// The first batch to keep so that what is kept holds at most `max_bytes` of stored batches.
 fn size_cut(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     watermarks: Watermarks,
     max_bytes: u64,
 ) -> Result<u64, io::Error> {
@@ -108,7 +109,7 @@ fn size_cut(
 /// The timestamp below which every time-index entry points before `log_start_offset`.
 fn time_index_cut(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     log_start_offset: u64,
 ) -> Result<Option<i64>, io::Error> {
     let mut cut = None;
@@ -139,7 +140,7 @@ fn time_index_cut(
 /// The raft index of the entry holding the batch that starts at `offset`.
 pub fn raft_index_of_batch(
     store: &Store,
-    group: u64,
+    group: RaftGroupId,
     offset: u64,
 ) -> Result<Option<u64>, io::Error> {
     Ok(store
@@ -150,7 +151,11 @@ pub fn raft_index_of_batch(
 
 /// Gives back the disk space of a purged log prefix (RocksDB drops range-deleted data only
 /// when it compacts, and the write-ahead log holding it only when every memtable was flushed).
-pub fn compact_log_prefix(store: &Store, group: u64, below_index: u64) -> Result<(), io::Error> {
+pub fn compact_log_prefix(
+    store: &Store,
+    group: RaftGroupId,
+    below_index: u64,
+) -> Result<(), io::Error> {
     // Flush every column family first: the write-ahead log is shared, and a WAL file is
     // deleted only once no column family's memtable still needs it.
     store.flush()?;

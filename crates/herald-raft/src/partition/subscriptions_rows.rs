@@ -3,6 +3,7 @@
 //! that changed it. A row is bounded by the window (`subscriptions::MAX_WINDOW`); a deleted
 //! partition loses the rows with the rest of its group's keys.
 
+use herald_domain::RaftGroupId;
 use std::io;
 
 use super::subscriptions::{QueueStates, SubscriptionPartition};
@@ -12,14 +13,14 @@ use herald_storage::{keys, Cf, Store, WriteSet};
 /// `(group, TAG_SUBSCRIPTION, subscription id u64 BE)` → [`SubscriptionPartition`].
 const TAG_SUBSCRIPTION: u8 = 26;
 
-fn row_key(group: u64, subscription: u64) -> Vec<u8> {
+fn row_key(group: RaftGroupId, subscription: u64) -> Vec<u8> {
     keys::group_tag_u64(group, TAG_SUBSCRIPTION, subscription).to_vec()
 }
 
 /// Writes (or, when gone, deletes) the row of `subscription`.
 pub(crate) fn persist(
     writes: &mut WriteSet,
-    group: u64,
+    group: RaftGroupId,
     subscription: u64,
     state: Option<&SubscriptionPartition>,
 ) -> Result<(), io::Error> {
@@ -35,7 +36,7 @@ pub(crate) fn persist(
 }
 
 /// Reads every subscription's state back (blocking).
-pub(crate) fn load(store: &Store, group: u64) -> Result<QueueStates, io::Error> {
+pub(crate) fn load(store: &Store, group: RaftGroupId) -> Result<QueueStates, io::Error> {
     let mut states = QueueStates::new();
     store.scan(
         Cf::RaftState,
@@ -58,7 +59,7 @@ pub(crate) fn load(store: &Store, group: u64) -> Result<QueueStates, io::Error> 
 /// Replaces every row with a snapshot's states.
 pub(crate) fn replace_all(
     writes: &mut WriteSet,
-    group: u64,
+    group: RaftGroupId,
     states: &QueueStates,
 ) -> Result<(), io::Error> {
     writes.delete_range(
