@@ -29,6 +29,7 @@ WORKDIR /src
 #    as the manifests and Cargo.lock do not change. Placeholder sources for the workspace's
 #    crates (crates/*: one per layer) and the binary build every dependency.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/herald-api/Cargo.toml crates/herald-api/
 COPY crates/herald-broker/Cargo.toml crates/herald-broker/
 COPY crates/herald-client/Cargo.toml crates/herald-client/
 COPY crates/herald-cluster/Cargo.toml crates/herald-cluster/

@@ -56,7 +56,7 @@ js-deps:
 	fi
 
 # The web console (web-console/: TypeScript, Preact, Vite). Its build, web-console/dist, is
-# committed and compiled into the binary (src/api/routes/console.rs), so `cargo build` needs no npm;
+# committed and compiled into the binary (crates/herald-api/src/api/routes/console.rs), so `cargo build` needs no npm;
 # after changing web-console/src, `make console` and commit dist/ with the change. Node 18 or
 # later (apt-get install -y nodejs npm); the packages are pinned by web-console/package-lock.json.
 console-deps:

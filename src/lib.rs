@@ -2,8 +2,10 @@
 //!
 //! The workspace has one crate per layer; layers call downward only, and the crate graph makes
 //! the compiler enforce it (`tests/it/architecture.rs` checks what a crate edge cannot):
-//! - this crate: [`api`] and [`ws`] (axum routers, DTOs, problem+json errors, the OpenAPI
-//!   document, WebSocket and SSE), [`app`] (composes a node), [`config`] (typed configuration);
+//! - this crate: [`app`] (composes a node from the crates below), [`config`] (typed
+//!   configuration: one section per layer), the binary (`serve`, the CLI, `herald bench`);
+//! - `herald-api` ([`api`], [`ws`]): the transports: axum routers, DTOs, problem+json errors,
+//!   the OpenAPI and AsyncAPI documents, server-sent events, WebSocket;
 //! - `herald-broker` ([`broker`]): the service layer every transport calls;
 //! - `herald-cluster` ([`cluster`]): metadata, placement, the partition replicas a node runs;
 //! - `herald-raft` ([`raft`]): openraft groups, log store and state machines (the only crate that
@@ -19,13 +21,13 @@
 //! on `herald-domain` only; the binary (`src/main.rs`) links it, this library does not.
 //!
 //! The lower crates are re-exported under their layer names, so `crate::broker::...` reads the
-//! same in every module above.
+//! same in every module above (and `herald::api::...` in the tests).
 
 pub mod allocator;
-pub mod api;
 pub mod app;
 pub mod config;
-pub mod ws;
+
+pub use herald_api::{api, ws};
 
 pub use herald_broker as broker;
 pub use herald_cluster as cluster;

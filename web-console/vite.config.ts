@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-// The console is served by every node at /console/ (src/api/routes/console.rs embeds dist/). The build
+// The console is served by every node at /console/ (crates/herald-api/src/api/routes/console.rs embeds dist/). The build
 // must be reproducible: `make console-check` rebuilds it and fails when dist/ differs from what
 // is committed, so nothing here may depend on the time, the machine or the path.
 export default defineConfig({

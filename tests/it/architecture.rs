@@ -41,8 +41,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("herald-client", &["herald-domain"]),
     (
+        "herald-api",
+        &[
+            "herald-broker",
+            "herald-domain",
+            "herald-rpc",
+            "herald-telemetry",
+        ],
+    ),
+    (
         "herald",
         &[
+            "herald-api",
             "herald-broker",
             "herald-client",
             "herald-cluster",
@@ -60,6 +70,10 @@ const SEALED: &[(&str, &str)] = &[("rocksdb", "herald-storage"), ("openraft", "h
 
 /// Modules of the `herald` crate and the modules above them they must not import.
 const MODULE_RULES: &[(&str, &[&str])] = &[("config", &["api", "ws", "app"])];
+
+/// What `config` may take from the transports' crate: its configuration sections, as it takes
+/// every layer's (`herald_telemetry::config`), and nothing else.
+const CONFIG_MAY_NAME_FROM_API: &[&str] = &["herald_api::ws::config::"];
 
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -206,6 +220,18 @@ fn herald_modules_import_only_downward() {
                 });
                 if imports {
                     broken.push(format!("{} imports crate::{above}", file.display()));
+                }
+            }
+            if *module == "config" {
+                for (at, _) in text.match_indices("herald_api::") {
+                    let rest = &text[at..];
+                    if !CONFIG_MAY_NAME_FROM_API
+                        .iter()
+                        .any(|allowed| rest.starts_with(allowed))
+                    {
+                        let line = rest.lines().next().unwrap_or_default();
+                        broken.push(format!("{} names {line}", file.display()));
+                    }
                 }
             }
         }

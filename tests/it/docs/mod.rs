@@ -2,5 +2,6 @@
 //! from the OpenAPI document.
 
 mod asyncapi;
+mod group_bounds;
 mod readme;
 mod sdk;

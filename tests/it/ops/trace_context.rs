@@ -152,7 +152,7 @@ async fn json_log_lines_of_a_request_carry_its_trace_id() {
     // for this node only: every test of the binary shares the process's environment.
     let server = Server::start_with_env(
         &["--log-format", "json"],
-        &[("RUST_LOG", "info,herald::api::middleware::trace=debug")],
+        &[("RUST_LOG", "info,herald_api::api::middleware::trace=debug")],
     )
     .await;
     server.create_topic("logged", 1).await;
@@ -371,7 +371,7 @@ async fn a_query_string_token_is_redacted_from_spans_and_logs() {
             "--log-format",
             "json",
         ],
-        &[("RUST_LOG", "info,herald::api::middleware::trace=debug")],
+        &[("RUST_LOG", "info,herald_api::api::middleware::trace=debug")],
     )
     .await;
     // An event stream and a WebSocket, as browsers open them: the token in the query.

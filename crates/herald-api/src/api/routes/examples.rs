@@ -11,7 +11,7 @@ use axum::Router;
 pub const EXAMPLES_PATH: &str = "/examples/";
 
 /// The live streams page: a topic over WebSocket and EventSource side by side.
-const LIVE_STREAMS_PAGE: &str = include_str!("../../../examples/index.html");
+const LIVE_STREAMS_PAGE: &str = include_str!("../../../../../examples/index.html");
 
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()

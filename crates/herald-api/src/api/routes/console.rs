@@ -24,7 +24,7 @@ use crate::api::problem::ApiError;
 pub const CONSOLE_PATH: &str = "/console/";
 
 #[derive(rust_embed::Embed)]
-#[folder = "web-console/dist/"]
+#[folder = "../../web-console/dist/"]
 struct ConsoleFiles;
 
 /// The page runs only its own scripts and styles, talks only to the node it came from (REST and

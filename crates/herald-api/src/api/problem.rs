@@ -372,7 +372,7 @@ mod tests {
     /// `docs/errors.md` has one table row per code, and no row for a code that does not exist.
     #[test]
     fn the_errors_doc_lists_every_code() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/errors.md");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/errors.md");
         let text = std::fs::read_to_string(path).expect("read docs/errors.md");
         let documented: std::collections::BTreeSet<String> = text
             .lines()

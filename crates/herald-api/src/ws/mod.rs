@@ -11,6 +11,7 @@
 //! checks, produce preparation and authorization) as the HTTP API.
 
 pub mod binary;
+pub mod config;
 pub mod connection;
 pub mod frames;
 pub mod group_subscription;
@@ -35,11 +36,11 @@ use tokio::sync::Semaphore;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use self::config::WsConfig;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::server::shutdown::Shutdown;
 use crate::api::AppState;
 use crate::broker::{Broker, ErrorCode};
-use crate::config::WsConfig;
 
 /// The subprotocol a client must offer.
 pub const SUBPROTOCOL: &str = "herald.v1";
@@ -83,7 +84,7 @@ impl WsState {
             config: Arc::new(config),
             open,
             quotas: crate::broker::quota::Quotas::unlimited(),
-            client_stall: Duration::from_millis(crate::config::DEFAULT_CLIENT_STALL_TIMEOUT_MS),
+            client_stall: Duration::from_millis(config::DEFAULT_CLIENT_STALL_TIMEOUT_MS),
         }
     }
 

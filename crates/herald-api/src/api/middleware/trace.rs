@@ -92,7 +92,7 @@ pub fn recordable_uri(uri: &Uri) -> Cow<'_, str> {
     Cow::Owned(format!("{}?{}", uri.path(), query.join("&")))
 }
 
-/// The first event in a request's span (at debug: `RUST_LOG=info,herald::api::middleware::trace=debug`
+/// The first event in a request's span (at debug: `RUST_LOG=info,herald_api::api::middleware::trace=debug`
 /// logs a line as each request starts and ends).
 pub fn request_started(span: &tracing::Span) {
     span.in_scope(|| tracing::debug!("started processing request"));

@@ -44,7 +44,10 @@ pub fn render() -> Result<String, serde_json::Error> {
 /// `HERALD_UPDATE_OPENAPI=1` writes it instead. `test` names the test that refreshes it.
 #[cfg(test)]
 pub(crate) fn assert_committed_is_current(relative_path: &str, generated: &str, test: &str) {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative_path);
+    // The committed documents are at the workspace's root, two levels above this crate.
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative_path);
     if std::env::var_os("HERALD_UPDATE_OPENAPI").is_some_and(|value| value == "1") {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).expect("create the document's folder");
