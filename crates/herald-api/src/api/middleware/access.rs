@@ -114,11 +114,19 @@ pub async fn admit(
         // Kept by what outlives the request (sockets, streams) to check it again later.
         parts.extensions.insert(AdmittedToken(token.into()));
     }
-    let params = RawPathParams::from_request_parts(&mut parts, &())
-        .await
-        .ok();
+    // Only a right on a resource names its path's parameters (`topic:{topic}`); routes any
+    // valid token may use, and /metrics, are not read for them.
+    let params = match requirement {
+        Requirement::Right(..) => RawPathParams::from_request_parts(&mut parts, &())
+            .await
+            .ok(),
+        _ => None,
+    };
     let pairs: Vec<(&str, &str)> = params.iter().flat_map(|params| params.iter()).collect();
-    let stream_topics = rights::group_stream_topics(&path, parts.uri.query());
+    let stream_topics = match requirement {
+        Requirement::Right(..) => rights::group_stream_topics(&path, parts.uri.query()),
+        _ => None,
+    };
     let operation = match route_operation(requirement, &path, &pairs, stream_topics.as_deref()) {
         Ok(operation) => operation,
         Err(error) => return Err(error.into_response()),

@@ -78,3 +78,44 @@ impl PreparedProduce {
         Ok(answer.into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue};
+
+    use super::*;
+    use crate::api::dto::idempotence::idempotency_key;
+
+    /// The header as `POST /v1/topics/{topic}/messages` takes it, through the one check.
+    fn keyed_from_header(value: &[u8]) -> Result<KeyedProduce, ApiError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "idempotency-key",
+            HeaderValue::from_bytes(value).expect("a header value"),
+        );
+        ProduceTo::new("orders".to_string())?.keyed(idempotency_key(&headers)?)
+    }
+
+    #[test]
+    fn a_key_is_checked_once_for_every_transport() {
+        assert!(keyed_from_header(b"order-17 retry #2").is_ok());
+        assert!(keyed_from_header("k".repeat(255).as_bytes()).is_ok());
+        for bad in ["", "tab\there", &"k".repeat(256)] {
+            let error = keyed_from_header(bad.as_bytes()).expect_err(bad);
+            assert_eq!(error.code.as_str(), "invalid_request", "{bad:?}");
+        }
+        // A WebSocket frame's key takes the same check.
+        let from_frame = ProduceTo::new("orders".to_string())
+            .expect("a topic name")
+            .keyed(Some(String::new()));
+        assert!(from_frame.is_err());
+    }
+
+    #[test]
+    fn the_topic_is_answered_before_the_key() {
+        let error = ProduceTo::new("bad name!".to_string())
+            .and_then(|produce| produce.keyed(Some(String::new())))
+            .expect_err("both are wrong");
+        assert!(error.detail.contains("topic"), "{}", error.detail);
+    }
+}
