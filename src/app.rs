@@ -248,7 +248,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     cluster.set_broker_service(broker.forwarding_service());
     let auth = auth_service(&config, &broker, &secret, external_issuers.clone())?;
     drop(secret);
-    if config.auth.bootstrap_admin && cluster.founded_here() {
+    if config.auth.bootstrap_admin && cluster.metadata().founded_here() {
         let scheme = if config.tls.enabled() {
             "https"
         } else {

@@ -53,7 +53,7 @@ impl Core {
     /// A topic of the current metadata, without copying it: every produce and fetch looks
     /// one up, and a topic can hold 1024 partition assignments.
     pub(crate) fn topic(&self, name: &str) -> BrokerResult<TopicRef> {
-        let metadata = self.cluster.metadata();
+        let metadata = self.cluster.metadata().current();
         if !metadata.topics.contains_key(name) {
             return Err(BrokerError::TopicNotFound(name.to_string()));
         }

@@ -23,7 +23,7 @@ impl NodeService {
 
     pub async fn cluster_info(&self) -> BrokerResult<ClusterInfo> {
         let cluster = self.core.cluster();
-        let metadata = cluster.metadata();
+        let metadata = cluster.metadata().current();
         let partitions: HashMap<RaftGroupId, PartitionRef> = metadata
             .partitions()
             .map(|(topic, partition, assignment)| {
@@ -35,6 +35,7 @@ impl NodeService {
             })
             .collect();
         let nodes = cluster
+            .membership()
             .nodes_view()
             .into_iter()
             .map(|node| NodeInfo {
@@ -52,7 +53,7 @@ impl NodeService {
         Ok(ClusterInfo {
             cluster_id: metadata.cluster_id.clone().unwrap_or_default(),
             nodes,
-            metadata_leader: cluster.metadata_leader(),
+            metadata_leader: cluster.metadata().leader(),
         })
     }
 
@@ -74,10 +75,17 @@ impl NodeService {
                 )));
             }
         }
-        let existed = self.core.cluster().metadata().nodes.contains_key(&node_id);
+        let existed = self
+            .core
+            .cluster()
+            .metadata()
+            .current()
+            .nodes
+            .contains_key(&node_id);
         match self
             .core
             .cluster()
+            .membership()
             .add_node(node_id, http_addr, raft_addr)
             .await?
         {
@@ -100,7 +108,7 @@ impl NodeService {
     /// nodes, then it leaves the cluster.
     pub async fn drain_node(&self, node_id: u64) -> BrokerResult<NodeInfo> {
         check_node_id(node_id)?;
-        match self.core.cluster().drain_node(node_id).await? {
+        match self.core.cluster().membership().drain_node(node_id).await? {
             MetadataOutcome::Done => self.node_info(node_id).await,
             MetadataOutcome::NodeNotFound => Err(BrokerError::NodeNotFound(node_id)),
             MetadataOutcome::Invalid(reason) => Err(BrokerError::Conflict {
@@ -125,19 +133,19 @@ impl NodeService {
     pub async fn readiness(&self) -> Readiness {
         let cluster = self.core.cluster();
         let mut reasons = Vec::new();
-        if cluster.metadata_leader().is_none() {
+        if cluster.metadata().leader().is_none() {
             reasons.push("the metadata group has no leader".to_string());
         }
-        if !cluster.is_registered() {
+        if !cluster.membership().is_registered() {
             reasons.push("this node is not (yet) part of the cluster metadata".to_string());
         }
-        let metadata = cluster.metadata();
+        let metadata = cluster.metadata().current();
         for topic in metadata.topics.values() {
             for (index, assignment) in topic.partitions.iter().enumerate() {
                 if !assignment.replicas.contains(&cluster.node_id()) {
                     continue;
                 }
-                match cluster.local_replica(assignment.group_id) {
+                match cluster.replicas().get(assignment.group_id) {
                     Some(replica) if replica.leader().is_some() => {}
                     Some(_) => reasons.push(format!("{}/{index} has no leader", topic.name)),
                     None => reasons.push(format!("{}/{index} is not started", topic.name)),

@@ -83,9 +83,10 @@ impl TopicService {
         let cluster = self.core.cluster();
         cluster
             .metadata()
+            .current()
             .active_nodes()
             .into_iter()
-            .filter(|node| cluster.is_up(*node))
+            .filter(|node| cluster.membership().is_up(*node))
             .collect()
     }
 
@@ -95,6 +96,7 @@ impl TopicService {
         self.core
             .cluster()
             .metadata()
+            .current()
             .topics
             .values()
             .map(|topic| topic.partitions.len() as u32)
@@ -140,7 +142,10 @@ impl TopicService {
             replicas,
             created_at_ms: now_ms(),
         };
-        match outcome(&request.name, self.core.cluster().propose(command).await?) {
+        match outcome(
+            &request.name,
+            self.core.cluster().metadata().propose(command).await?,
+        ) {
             Ok(()) => {}
             // Proposed again after an earlier attempt committed (or raced with an identical
             // create): the same topic is a success, another one a conflict.
@@ -165,7 +170,7 @@ impl TopicService {
         request: &CreateTopic,
         config: &TopicConfig,
     ) -> BrokerResult<Option<CreatedTopic>> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let Some(existing) = metadata.topics.get(&request.name) else {
             return Ok(None);
         };
@@ -182,7 +187,7 @@ impl TopicService {
     }
 
     pub async fn list_topics(&self) -> BrokerResult<Vec<TopicInfo>> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         Ok(metadata
             .topics
             .values()
@@ -227,7 +232,7 @@ impl TopicService {
             config: update.config,
             new_replicas,
         };
-        outcome(name, self.core.cluster().propose(command).await?)?;
+        outcome(name, self.core.cluster().metadata().propose(command).await?)?;
         self.wait_for_partitions(name).await;
         self.describe_topic(name).await
     }
@@ -238,7 +243,13 @@ impl TopicService {
         let topic = match self.core.topic(name) {
             Ok(topic) => topic,
             Err(error @ BrokerError::TopicNotFound(_)) => {
-                return match self.core.cluster().metadata().recently_deleted(name) {
+                return match self
+                    .core
+                    .cluster()
+                    .metadata()
+                    .current()
+                    .recently_deleted(name)
+                {
                     true => Ok(()),
                     false => Err(error),
                 }
@@ -249,10 +260,15 @@ impl TopicService {
             name: name.to_string(),
             deleted_at_ms: now_ms(),
         };
-        match outcome(name, self.core.cluster().propose(command).await?) {
+        match outcome(name, self.core.cluster().metadata().propose(command).await?) {
             Ok(()) => {}
             Err(BrokerError::TopicNotFound(_))
-                if self.core.cluster().metadata().recently_deleted(name) => {}
+                if self
+                    .core
+                    .cluster()
+                    .metadata()
+                    .current()
+                    .recently_deleted(name) => {}
             Err(error) => return Err(error),
         }
         let groups: Vec<RaftGroupId> = topic
@@ -265,6 +281,7 @@ impl TopicService {
         if let Err(error) = self
             .core
             .cluster()
+            .replicas()
             .wait_until_gone(&groups, self.core.options.leader_wait)
             .await
         {
@@ -284,10 +301,12 @@ impl TopicService {
             return;
         };
         let deadline = Instant::now() + self.core.options.leader_wait;
-        let waits = topic
-            .partitions
-            .iter()
-            .map(|assignment| self.core.cluster().route(assignment.group_id, deadline));
+        let waits = topic.partitions.iter().map(|assignment| {
+            self.core
+                .cluster()
+                .routing()
+                .route(assignment.group_id, deadline)
+        });
         let missing = join_all(waits)
             .await
             .into_iter()
@@ -308,7 +327,11 @@ impl TopicService {
             .iter()
             .enumerate()
             .map(|(index, assignment)| {
-                let state = self.core.cluster().partition_state(assignment.group_id);
+                let state = self
+                    .core
+                    .cluster()
+                    .routing()
+                    .partition_state(assignment.group_id);
                 PartitionInfo {
                     partition: index as u32,
                     leader: state.leader,

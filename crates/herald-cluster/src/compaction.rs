@@ -60,7 +60,8 @@ struct CompactedPartition {
 impl Cluster {
     /// The partitions of compacted topics, by raft group.
     fn compacted_partitions(&self) -> HashMap<RaftGroupId, CompactedPartition> {
-        self.metadata()
+        self.metadata
+            .current()
             .partitions()
             .filter(|(topic, _, _)| topic.config.cleanup_policy != CleanupPolicy::Delete)
             .map(|(topic, partition, assignment)| {
@@ -78,7 +79,7 @@ impl Cluster {
     /// due.
     pub(super) async fn plan_compaction(&self) {
         let partitions = self.compacted_partitions();
-        for replica in self.local_replicas() {
+        for replica in self.replicas.all() {
             if !replica.is_leader() {
                 continue;
             }
@@ -126,7 +127,7 @@ impl Cluster {
     /// a restart, and a long pass shows as planned but not yet done).
     pub(super) async fn clean_queued(&self) {
         let partitions = self.compacted_partitions();
-        for replica in self.local_replicas() {
+        for replica in self.replicas.all() {
             let group = replica.group();
             let partition = partitions.get(&group);
             if let Some(partition) = partition {

@@ -19,8 +19,8 @@ impl Cluster {
     /// Voters: the current ones minus draining nodes, topped up from caught-up learners to
     /// `metadata_voters`; every other registered node follows as a learner.
     async fn converge_metadata_members(&self) {
-        let state = self.metadata();
-        let members = self.metadata.members();
+        let state = self.metadata.current();
+        let members = self.metadata.replica().members();
         let draining: BTreeSet<u64> = state
             .nodes
             .iter()
@@ -30,7 +30,7 @@ impl Cluster {
         let mut voters: BTreeSet<u64> = members.voters.difference(&draining).copied().collect();
         let active = state.active_nodes();
         let target = self.metadata_voters.min(active.len().max(1));
-        for candidate in active.iter().filter(|node| self.is_up(**node)) {
+        for candidate in active.iter().filter(|node| self.membership.is_up(**node)) {
             if voters.len() >= target {
                 break;
             }
@@ -55,6 +55,7 @@ impl Cluster {
         let step = tokio::time::timeout(
             std::time::Duration::from_secs(5),
             self.metadata
+                .replica()
                 .converge_members(&voters, &learners, &addresses),
         )
         .await;
@@ -68,7 +69,7 @@ impl Cluster {
     /// A draining node is removed once no partition lists it and every partition's leader
     /// reports a group without it: its data has been copied elsewhere.
     async fn finish_drains(&self) {
-        let state = self.metadata();
+        let state = self.metadata.current();
         let draining: Vec<u64> = state
             .nodes
             .iter()
@@ -81,7 +82,7 @@ impl Cluster {
                     if assignment.replicas.contains(&node) {
                         return false;
                     }
-                    match self.leaders.get(assignment.group_id) {
+                    match self.routing.leader_map().get(assignment.group_id) {
                         Some((leader, leadership)) => {
                             leader != node
                                 && !leadership.voters.contains(&node)
@@ -91,18 +92,19 @@ impl Cluster {
                     }
                 })
             });
-            let metadata_voter = self.metadata.members().voters.contains(&node);
+            let metadata_voter = self.metadata.replica().members().voters.contains(&node);
             if !moved || metadata_voter {
                 continue;
             }
             match self
+                .metadata
                 .propose(MetadataCommand::RemoveNode { node_id: node })
                 .await
             {
                 Ok(MetadataOutcome::Done) => {
                     tracing::info!(node, "drained node removed from the cluster");
                     self.rpc.forget(node);
-                    self.leaders.forget(METADATA_GROUP, node);
+                    self.routing.leader_map().forget(METADATA_GROUP, node);
                 }
                 Ok(outcome) => tracing::warn!(node, ?outcome, "could not remove a drained node"),
                 Err(error) => tracing::warn!(node, %error, "could not remove a drained node"),

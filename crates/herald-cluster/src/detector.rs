@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::propose::AskError;
+use super::peers::{ask, AskError};
 use super::service::ClusterRequest;
 use super::Cluster;
 use herald_rpc::RpcError;
@@ -33,7 +33,8 @@ pub(super) async fn watch_peers(cluster: Weak<Cluster>, mut stopped: watch::Rece
             return;
         };
         let peers: Vec<u64> = cluster
-            .metadata()
+            .metadata
+            .current()
             .nodes
             .keys()
             .copied()
@@ -52,13 +53,13 @@ pub(super) async fn watch_peers(cluster: Weak<Cluster>, mut stopped: watch::Rece
 
 impl Cluster {
     async fn confirm_gone(&self, peer: u64) {
-        let answer = self
-            .ask(
-                peer,
-                &ClusterRequest::Ping,
-                Instant::now() + CONFIRM_TIMEOUT,
-            )
-            .await;
+        let answer = ask(
+            &self.rpc,
+            peer,
+            &ClusterRequest::Ping,
+            Instant::now() + CONFIRM_TIMEOUT,
+        )
+        .await;
         if let Err(AskError::Rpc(RpcError::Unreachable { reason, .. })) = answer {
             tracing::warn!(peer, %reason, "peer is gone; taking over the groups it led");
             metrics::counter!("herald_cluster_dead_peer_takeovers_total").increment(1);
@@ -68,13 +69,24 @@ impl Cluster {
 
     /// For every local group `dead` led: the lowest-id live voter campaigns at once.
     async fn take_over_from(&self, dead: u64) {
-        let alive = |node: &u64| *node != dead && self.is_up(*node);
+        let alive = |node: &u64| *node != dead && self.membership.is_up(*node);
         if self.metadata.leader() == Some(dead) {
-            if let Some(candidate) = self.metadata.members().voters.iter().copied().find(alive) {
-                self.metadata.take_over_from(dead, candidate).await;
+            if let Some(candidate) = self
+                .metadata
+                .replica()
+                .members()
+                .voters
+                .iter()
+                .copied()
+                .find(alive)
+            {
+                self.metadata
+                    .replica()
+                    .take_over_from(dead, candidate)
+                    .await;
             }
         }
-        for replica in self.local_replicas() {
+        for replica in self.replicas.all() {
             if replica.leader() != Some(dead) {
                 continue;
             }

@@ -21,12 +21,12 @@ impl Cluster {
     pub fn raft_statuses(&self) -> Vec<GroupRaftStatus> {
         let mut statuses = vec![GroupRaftStatus {
             raft_group: "metadata".to_string(),
-            status: self.metadata.raft_status(),
+            status: self.metadata.replica().raft_status(),
         }];
-        let state = self.metadata();
+        let state = self.metadata.current();
         for topic in state.topics.values() {
             for (index, assignment) in topic.partitions.iter().enumerate() {
-                if let Some(replica) = self.local_replica(assignment.group_id) {
+                if let Some(replica) = self.replicas.get(assignment.group_id) {
                     statuses.push(GroupRaftStatus {
                         raft_group: format!("{}/{index}", topic.name),
                         status: replica.raft_status(),

@@ -9,16 +9,21 @@
 //! (as Kafka's coordinator failover does), and expires those that stay silent.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::metadata_group::MetadataGroup;
+use super::peers::ask;
 use super::service::{ClusterReply, ClusterRequest, ProposeFailure};
-use super::{now_ms, Cluster, ClusterError};
+use super::{now_ms, ClusterError};
 use herald_domain::groups::{ConsumerGroup, GroupCommand, GroupOutcome, TopicPartition};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
 use herald_raft::ConsumerGroupsView;
+use herald_rpc::RpcClient;
 
 /// How often the metadata leader looks for expired members and resized topics.
 pub(super) const COORDINATION_INTERVAL: Duration = Duration::from_millis(200);
@@ -32,20 +37,55 @@ pub struct MemberView {
 
 /// When the metadata leader last heard from each member, by (group, member id).
 #[derive(Default)]
-pub(super) struct Liveness {
+struct Liveness {
     seen: parking_lot::Mutex<HashMap<(String, String), Instant>>,
 }
 
-impl Cluster {
-    /// The consumer groups as applied on this node.
-    pub fn groups(&self) -> &ConsumerGroupsView {
-        self.metadata.groups()
+/// Consumer groups at the cluster level: their replicated state (in the metadata), their
+/// commands, and, on the metadata leader, the members' liveness it coordinates by.
+pub struct GroupCoordinator {
+    metadata: Arc<MetadataGroup>,
+    liveness: Liveness,
+    leader_wait: Duration,
+    rpc: RpcClient,
+}
+
+impl GroupCoordinator {
+    pub(crate) fn new(
+        metadata: Arc<MetadataGroup>,
+        leader_wait: Duration,
+        rpc: RpcClient,
+    ) -> GroupCoordinator {
+        GroupCoordinator {
+            metadata,
+            liveness: Liveness::default(),
+            leader_wait,
+            rpc,
+        }
+    }
+
+    /// Reads the consumer groups as applied on this node.
+    pub fn read<R>(&self, read: impl FnOnce(&herald_domain::groups::ConsumerGroups) -> R) -> R {
+        self.view().read(read)
+    }
+
+    /// Bumped whenever the groups change.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.view().changes()
+    }
+
+    fn view(&self) -> &ConsumerGroupsView {
+        self.metadata.replica().groups()
     }
 
     /// Proposes a group command through the metadata leader; when it returns, this node has
     /// applied it.
-    pub async fn propose_group(&self, command: GroupCommand) -> Result<GroupOutcome, ClusterError> {
-        match self.propose(MetadataCommand::Groups(command)).await? {
+    pub async fn propose(&self, command: GroupCommand) -> Result<GroupOutcome, ClusterError> {
+        match self
+            .metadata
+            .propose(MetadataCommand::Groups(command))
+            .await?
+        {
             MetadataOutcome::Groups(outcome) => Ok(outcome),
             other => Err(ClusterError::Unavailable(format!(
                 "unexpected answer to a group command: {other:?}"
@@ -56,7 +96,7 @@ impl Cluster {
     /// Tells the coordinator (the metadata leader, wherever it is) that a member is alive.
     /// Answers the member's generation and partitions, or None if the group has no such
     /// member (it left, or its session expired).
-    pub async fn group_heartbeat(
+    pub async fn heartbeat(
         &self,
         group: &str,
         member_id: &str,
@@ -68,12 +108,12 @@ impl Cluster {
             if self.metadata.is_leader() {
                 return Ok(self.heartbeat_here(group, member_id));
             }
-            if let Some(target) = self.metadata_target(attempt) {
+            if let Some(target) = self.metadata.metadata_target(attempt) {
                 let request = ClusterRequest::GroupHeartbeat {
                     group: group.to_string(),
                     member_id: member_id.to_string(),
                 };
-                match self.ask(target, &request, deadline).await {
+                match ask(&self.rpc, target, &request, deadline).await {
                     Ok(ClusterReply::GroupHeartbeat(Ok(view))) => return Ok(view),
                     Ok(ClusterReply::GroupHeartbeat(Err(ProposeFailure::Failed(reason)))) => {
                         return Err(ClusterError::Unavailable(reason))
@@ -104,7 +144,7 @@ impl Cluster {
     }
 
     fn heartbeat_here(&self, group: &str, member_id: &str) -> Option<MemberView> {
-        let view = self.groups().read(|groups| {
+        let view = self.read(|groups| {
             let group = groups.get(group)?;
             let member = group.members.get(member_id)?;
             Some(MemberView {
@@ -122,14 +162,14 @@ impl Cluster {
     /// On the metadata leader: expires members whose session ran out and rebalances groups
     /// whose topics changed partition counts. Elsewhere: forgets liveness, so that becoming
     /// leader later starts every member's session afresh.
-    pub(super) async fn coordinate_groups(&self) {
+    pub(crate) async fn coordinate(&self) {
         if !self.metadata.is_leader() {
             self.liveness.seen.lock().clear();
             return;
         }
-        let metadata = self.metadata();
+        let metadata = self.metadata.current();
         let now = Instant::now();
-        let (expired, resized) = self.groups().read(|groups| {
+        let (expired, resized) = self.read(|groups| {
             let mut seen = self.liveness.seen.lock();
             let mut expired: BTreeMap<String, Vec<String>> = BTreeMap::new();
             let mut resized = Vec::new();
@@ -167,7 +207,7 @@ impl Cluster {
                 partition_counts: counts,
                 now_ms: now_ms(),
             };
-            match self.propose_group(command).await {
+            match self.propose(command).await {
                 Ok(_) => {
                     tracing::info!(group, members = expired_count, "expired silent members");
                     metrics::counter!("herald_group_members_expired_total")
@@ -182,7 +222,7 @@ impl Cluster {
                 partition_counts: self.group_partition_counts(&metadata, &group),
                 now_ms: now_ms(),
             };
-            if let Err(error) = self.propose_group(command).await {
+            if let Err(error) = self.propose(command).await {
                 tracing::warn!(group, %error, "rebalancing after a partition change");
             }
         }
@@ -193,7 +233,7 @@ impl Cluster {
         metadata: &MetadataState,
         group: &str,
     ) -> BTreeMap<String, u32> {
-        self.groups().read(|groups| {
+        self.read(|groups| {
             groups
                 .get(group)
                 .map(|group| partition_counts(metadata, group))

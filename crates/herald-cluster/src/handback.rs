@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::peers::ask;
 use super::service::{ClusterReply, ClusterRequest, ReplicaProgress};
 use super::Cluster;
 use herald_raft::PartitionReplica;
@@ -47,7 +48,7 @@ pub(super) fn incomplete(
 impl Cluster {
     /// This node's progress on `group`, for a leader deciding whether this node may lead it.
     pub(super) fn replica_progress(&self, group: RaftGroupId) -> Option<ReplicaProgress> {
-        let replica = self.local_replica(group)?;
+        let replica = self.replicas.get(group)?;
         let watermarks = replica.watermarks();
         Some(ReplicaProgress {
             log_start_offset: watermarks.log_start_offset,
@@ -65,9 +66,13 @@ impl Cluster {
         let request = ClusterRequest::ReplicaProgress {
             group: replica.group(),
         };
-        match self
-            .ask(target, &request, Instant::now() + PROGRESS_TIMEOUT)
-            .await
+        match ask(
+            &self.rpc,
+            target,
+            &request,
+            Instant::now() + PROGRESS_TIMEOUT,
+        )
+        .await
         {
             Ok(ClusterReply::ReplicaProgress(Some(progress))) => {
                 incomplete(&progress, log_start, committed)
@@ -81,7 +86,7 @@ impl Cluster {
     /// Hands leadership back to each group's preferred replica once it is up, in sync and
     /// complete.
     pub(super) async fn hand_back_leadership(&self) {
-        let state = self.metadata();
+        let state = self.metadata.current();
         for topic in state.topics.values() {
             for assignment in &topic.partitions {
                 let Some(&preferred) = assignment.replicas.first() else {
@@ -90,13 +95,13 @@ impl Cluster {
                 if preferred == self.node_id {
                     continue;
                 }
-                let Some(replica) = self.local_replica(assignment.group_id) else {
+                let Some(replica) = self.replicas.get(assignment.group_id) else {
                     continue;
                 };
                 let Some(report) = replica.leader_report() else {
                     continue;
                 };
-                if !report.in_sync.contains(&preferred) || !self.is_up(preferred) {
+                if !report.in_sync.contains(&preferred) || !self.membership.is_up(preferred) {
                     continue;
                 }
                 let now = Instant::now();

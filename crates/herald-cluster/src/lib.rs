@@ -1,13 +1,19 @@
 //! The cluster layer: the node's internal RPC listener, the metadata group, the partition
 //! replicas this node runs, and where every partition's leader is.
 //!
+//! [`Cluster`] composes one part per concern, each owning its state, and the broker reaches
+//! them through its accessors: [`MetadataGroup`] (the applied metadata, who leads it,
+//! proposals from any node), [`LocalReplicas`] (the partition replicas this node runs),
+//! [`Routing`] (where a partition's leader is), [`GroupCoordinator`] (consumer groups'
+//! commands and members' liveness) and [`Membership`] (who may connect, who is up, adding and
+//! draining nodes).
+//!
 //! Background loops keep the node in line with the replicated metadata: `reconcile` starts
 //! and erases local partition groups, moves group memberships toward the placement and hands
 //! leadership back to preferred replicas; `controller` does what only the metadata leader does
-//! (metadata membership, finishing drains); `gossip` learns who leads what. The broker asks
-//! here for routes to partition leaders and for metadata changes; raft details stay below.
+//! (metadata membership, finishing drains); `gossip` learns who leads what. Raft details stay
+//! below.
 
-use herald_domain::RaftGroupId;
 mod compaction;
 mod controller;
 mod detector;
@@ -16,10 +22,12 @@ mod gauges;
 mod gossip;
 mod groups;
 mod handback;
+mod metadata_group;
 mod nodes;
+mod peers;
 pub mod placement;
-mod propose;
 mod reconcile;
+mod replicas;
 mod retention;
 mod routing;
 mod service;
@@ -27,26 +35,29 @@ mod service;
 pub use compaction::CleanerOptions;
 pub use error::ClusterError;
 pub use gauges::GroupRaftStatus;
-pub use groups::{topic_partition_counts, MemberView};
+pub use groups::{topic_partition_counts, GroupCoordinator, MemberView};
+pub use metadata_group::MetadataGroup;
+pub use nodes::Membership;
+pub use replicas::LocalReplicas;
+pub use routing::Routing;
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use gossip::LeaderMap;
-use herald_domain::metadata::MetadataState;
+use herald_domain::RaftGroupId;
 use herald_raft::{
     Bootstrap, GroupContext, GroupRegistry, MetadataReplica, NodeAddr, PartitionReplica,
     RaftService, RaftTiming, Watermarks,
 };
 use herald_rpc::{PeerAdmission, PeerFilter, RpcClient, RpcLimits};
 use herald_storage::Store;
-use service::{ClusterReply, ClusterRequest, Dispatcher};
+use service::Dispatcher;
 
 pub struct ClusterOptions {
     pub node_id: u64,
@@ -106,29 +117,27 @@ pub struct NodeView {
     pub leads: Vec<RaftGroupId>,
 }
 
+/// The node's cluster layer: the parts the broker reaches through accessors, and what the
+/// background loops keep to themselves.
 pub struct Cluster {
     node_id: u64,
     http_addr: String,
     raft_addr: String,
+    metadata: Arc<MetadataGroup>,
+    replicas: Arc<LocalReplicas>,
+    routing: Arc<Routing>,
+    groups: GroupCoordinator,
+    membership: Membership,
     context: GroupContext,
-    metadata: MetadataReplica,
-    replicas: RwLock<HashMap<RaftGroupId, Arc<PartitionReplica>>>,
-    /// Bumped whenever `replicas` changes, so waiters can wake.
-    replicas_version: watch::Sender<u64>,
     reconcile_lock: tokio::sync::Mutex<()>,
     rpc: RpcClient,
-    leaders: LeaderMap,
-    founders: BTreeMap<u64, String>,
     metadata_voters: usize,
-    leader_wait: Duration,
     dispatcher: Arc<Dispatcher>,
     /// Set to true to stop the background loops and the RPC listener.
     stop: watch::Sender<bool>,
     /// When leadership of a group was last handed to its preferred replica.
     transfers: Mutex<HashMap<RaftGroupId, Instant>>,
     cleaner: compaction::Cleaner,
-    /// Consumer group members' liveness, kept while this node leads the metadata group.
-    liveness: groups::Liveness,
 }
 
 impl Cluster {
@@ -165,7 +174,7 @@ impl Cluster {
                 .get()
                 .and_then(Weak::upgrade)
                 .map_or(PeerAdmission::Unknown, |cluster| {
-                    cluster.peer_admission(node)
+                    cluster.membership.peer_admission(node)
                 })
         }));
         let listener = tokio::net::TcpListener::bind(&options.raft_addr)
@@ -203,25 +212,38 @@ impl Cluster {
             ),
         )
         .await?;
+        let metadata = Arc::new(MetadataGroup::new(
+            metadata,
+            options.node_id,
+            founders,
+            options.leader_wait,
+            rpc.clone(),
+        ));
+        let replicas = Arc::new(LocalReplicas::default());
+        let routing = Arc::new(Routing::new(options.node_id, replicas.clone(), rpc.clone()));
         let cluster = Arc::new(Cluster {
             node_id: options.node_id,
             http_addr: options.http_addr,
             raft_addr: options.raft_addr,
-            context,
+            groups: GroupCoordinator::new(metadata.clone(), options.leader_wait, rpc.clone()),
+            membership: Membership::new(
+                options.node_id,
+                metadata.clone(),
+                replicas.clone(),
+                routing.clone(),
+                rpc.clone(),
+            ),
             metadata,
-            replicas: RwLock::new(HashMap::new()),
-            replicas_version: watch::Sender::new(0),
+            replicas,
+            routing,
+            context,
             reconcile_lock: tokio::sync::Mutex::new(()),
             rpc,
-            leaders: LeaderMap::default(),
-            founders,
             metadata_voters: options.metadata_voters,
-            leader_wait: options.leader_wait,
             dispatcher,
             stop,
             transfers: Mutex::new(HashMap::new()),
             cleaner: compaction::Cleaner::new(options.cleaner),
-            liveness: groups::Liveness::default(),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;
@@ -244,49 +266,29 @@ impl Cluster {
         self.node_id
     }
 
-    /// The latest metadata applied on this node.
-    pub fn metadata(&self) -> Arc<MetadataState> {
-        self.metadata.state()
+    /// The metadata group: the applied metadata, who leads it, proposals.
+    pub fn metadata(&self) -> &MetadataGroup {
+        &self.metadata
     }
 
-    pub fn metadata_leader(&self) -> Option<u64> {
-        self.metadata.leader()
+    /// The partition replicas this node runs.
+    pub fn replicas(&self) -> &LocalReplicas {
+        &self.replicas
     }
 
-    /// Whether node `node` may connect to this one: a member of the cluster (a registered or
-    /// added node, draining ones included, a voter or learner of the metadata group, a founder
-    /// that has not registered yet), never a removed one. A node waiting to join admits
-    /// whoever adds it.
-    pub fn peer_admission(&self, node: u64) -> PeerAdmission {
-        let state = self.metadata();
-        if state.removed_nodes.contains(&node) {
-            return PeerAdmission::NotMember;
-        }
-        let waiting_to_join = state.nodes.is_empty() && self.founders.is_empty();
-        if waiting_to_join
-            || state.nodes.contains_key(&node)
-            || self.founders.contains_key(&node)
-            || self.metadata.members().contains(node)
-        {
-            return PeerAdmission::Member;
-        }
-        PeerAdmission::NotMember
+    /// Where partitions' leaders are.
+    pub fn routing(&self) -> &Routing {
+        &self.routing
     }
 
-    /// Whether this start of the node founded the cluster (once per cluster, on one node):
-    /// what is created only once, at a cluster's birth, asks this.
-    pub fn founded_here(&self) -> bool {
-        self.metadata.founded_here()
+    /// Consumer groups: their state, commands and heartbeats.
+    pub fn groups(&self) -> &GroupCoordinator {
+        &self.groups
     }
 
-    /// Whether this node leads the metadata group now (what runs only there asks this).
-    pub fn is_metadata_leader(&self) -> bool {
-        self.metadata.is_leader()
-    }
-
-    /// Every metadata state this node applies, as it is published.
-    pub fn metadata_changes(&self) -> watch::Receiver<Arc<MetadataState>> {
-        self.metadata.subscribe()
+    /// The cluster's nodes: admission, liveness, adding and draining.
+    pub fn membership(&self) -> &Membership {
+        &self.membership
     }
 
     /// Becomes true when the node shuts down: background tasks above the cluster stop on it.
@@ -294,64 +296,13 @@ impl Cluster {
         self.stop.subscribe()
     }
 
-    /// Whether this node is listed in the metadata (founded or added, and registered).
-    pub fn is_registered(&self) -> bool {
-        self.metadata().nodes.contains_key(&self.node_id)
-    }
-
-    /// Whether `node` answered recently (this node always counts as up).
-    pub fn is_up(&self, node: u64) -> bool {
-        node == self.node_id
-            || self
-                .rpc
-                .last_answer(node)
-                .is_some_and(|answered| answered.elapsed() <= gossip::REPORT_TTL)
-    }
-
-    /// This node's replica of `group`, if it runs one now.
-    pub fn local_replica(&self, group: RaftGroupId) -> Option<Arc<PartitionReplica>> {
-        self.replicas.read().get(&group).cloned()
-    }
-
-    /// Every running local replica.
-    pub fn local_replicas(&self) -> Vec<Arc<PartitionReplica>> {
-        self.replicas.read().values().cloned().collect()
-    }
-
-    /// Waits until no replica of the given groups runs here any more (after a delete).
-    pub async fn wait_until_gone(
-        &self,
-        groups: &[RaftGroupId],
-        timeout: Duration,
-    ) -> Result<(), ClusterError> {
-        let mut version = self.replicas_version.subscribe();
-        let deadline = Instant::now() + timeout;
-        loop {
-            if groups
-                .iter()
-                .all(|group| self.local_replica(*group).is_none())
-            {
-                return Ok(());
-            }
-            match tokio::time::timeout_at(deadline, version.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return Err(ClusterError::Timeout("deleted partitions to stop".into())),
-            }
-        }
-    }
-
     /// Stops the background loops and every group; storage is flushed by the caller.
     pub async fn shutdown(&self) {
         let _ = self.stop.send(true);
         let _running = self.reconcile_lock.lock().await;
-        let replicas: Vec<Arc<PartitionReplica>> = self
-            .replicas
-            .write()
-            .drain()
-            .map(|(_, replica)| replica)
-            .collect();
+        let replicas = self.replicas.drain();
         futures::future::join_all(replicas.iter().map(|replica| replica.shutdown())).await;
-        self.metadata.shutdown().await;
+        self.metadata.replica().shutdown().await;
     }
 
     /// A node's address as raft memberships carry it. The HTTP address is left out: every

@@ -1,11 +1,120 @@
-//! Adding nodes to a running cluster and draining them away.
+//! The cluster's nodes: who may connect, who is up, adding nodes to a running cluster and
+//! draining them away, and what `GET /v1/cluster` shows of each.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
-use super::{Cluster, ClusterError};
+use super::gossip;
+use super::metadata_group::MetadataGroup;
+use super::replicas::LocalReplicas;
+use super::routing::Routing;
+use super::{ClusterError, NodeView};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use herald_domain::RaftGroupId;
+use herald_rpc::{PeerAdmission, RpcClient};
 
-impl Cluster {
+/// Membership of the cluster as this node sees and changes it. Owns nothing: the members are
+/// the metadata's, liveness is the RPC's last answers, leadership the routing's.
+pub struct Membership {
+    node_id: u64,
+    metadata: Arc<MetadataGroup>,
+    replicas: Arc<LocalReplicas>,
+    routing: Arc<Routing>,
+    rpc: RpcClient,
+}
+
+impl Membership {
+    pub(crate) fn new(
+        node_id: u64,
+        metadata: Arc<MetadataGroup>,
+        replicas: Arc<LocalReplicas>,
+        routing: Arc<Routing>,
+        rpc: RpcClient,
+    ) -> Membership {
+        Membership {
+            node_id,
+            metadata,
+            replicas,
+            routing,
+            rpc,
+        }
+    }
+
+    /// Whether node `node` may connect to this one: a member of the cluster (a registered or
+    /// added node, draining ones included, a voter or learner of the metadata group, a founder
+    /// that has not registered yet), never a removed one. A node waiting to join admits
+    /// whoever adds it.
+    pub fn peer_admission(&self, node: u64) -> PeerAdmission {
+        let state = self.metadata.current();
+        if state.removed_nodes.contains(&node) {
+            return PeerAdmission::NotMember;
+        }
+        let founders = self.metadata.founders();
+        let waiting_to_join = state.nodes.is_empty() && founders.is_empty();
+        if waiting_to_join
+            || state.nodes.contains_key(&node)
+            || founders.contains_key(&node)
+            || self.metadata.replica().members().contains(node)
+        {
+            return PeerAdmission::Member;
+        }
+        PeerAdmission::NotMember
+    }
+
+    /// Whether this node is listed in the metadata (founded or added, and registered).
+    pub fn is_registered(&self) -> bool {
+        self.metadata.current().nodes.contains_key(&self.node_id)
+    }
+
+    /// Whether `node` answered recently (this node always counts as up).
+    pub fn is_up(&self, node: u64) -> bool {
+        node == self.node_id
+            || self
+                .rpc
+                .last_answer(node)
+                .is_some_and(|answered| answered.elapsed() <= gossip::REPORT_TTL)
+    }
+
+    /// The nodes with their status and what each leads.
+    pub fn nodes_view(&self) -> Vec<NodeView> {
+        let metadata = self.metadata.current();
+        let mut leads: HashMap<u64, Vec<RaftGroupId>> = HashMap::new();
+        for (group, leader) in self.routing.leader_map().leaders() {
+            if !group.is_metadata() {
+                leads.entry(leader).or_default().push(group);
+            }
+        }
+        for replica in self.replicas.all() {
+            if replica.is_leader() {
+                let groups = leads.entry(self.node_id).or_default();
+                if !groups.contains(&replica.group()) {
+                    groups.push(replica.group());
+                }
+            }
+        }
+        metadata
+            .nodes
+            .iter()
+            .map(|(&id, record)| NodeView {
+                id,
+                http_addr: record.http_addr.clone(),
+                raft_addr: record.raft_addr.clone(),
+                status: if record.draining {
+                    "draining"
+                } else if self.is_up(id) {
+                    "up"
+                } else {
+                    "down"
+                },
+                leads: {
+                    let mut groups = leads.remove(&id).unwrap_or_default();
+                    groups.sort_unstable();
+                    groups
+                },
+            })
+            .collect()
+    }
+
     /// Registers a new node; the metadata leader then adds it to the metadata group as a
     /// learner, and it takes replicas of partitions created (or moved) from then on.
     pub async fn add_node(
@@ -17,23 +126,25 @@ impl Cluster {
         if node_id != self.node_id {
             self.rpc.set_address(node_id, &raft_addr);
         }
-        self.propose(MetadataCommand::AddNode {
-            node_id,
-            http_addr,
-            raft_addr,
-        })
-        .await
+        self.metadata
+            .propose(MetadataCommand::AddNode {
+                node_id,
+                http_addr,
+                raft_addr,
+            })
+            .await
     }
 
     /// Marks a node draining and gives each of its replicas to another node. The groups' leaders
     /// copy the data over; the metadata leader removes the node once nothing depends on it.
     pub async fn drain_node(&self, node_id: u64) -> Result<MetadataOutcome, ClusterError> {
-        let state = self.metadata();
+        let state = self.metadata.current();
         if !state.nodes.contains_key(&node_id) {
             return Ok(MetadataOutcome::NodeNotFound);
         }
         let moves = plan_drain(&state, node_id).map_err(ClusterError::CannotDrain)?;
-        self.propose(MetadataCommand::DrainNode { node_id, moves })
+        self.metadata
+            .propose(MetadataCommand::DrainNode { node_id, moves })
             .await
     }
 }

@@ -10,6 +10,8 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::peers::ask;
+use super::service::{ClusterReply, ClusterRequest};
 use super::{gossip, new_cluster_id, Cluster};
 use herald_domain::metadata::{MetadataCommand, MetadataState, PartitionAssignment};
 use herald_raft::{Bootstrap, NodeAddr, PartitionReplica};
@@ -24,7 +26,7 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(5);
 pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>) {
     tokio::spawn(follow_metadata(
         Arc::downgrade(cluster),
-        cluster.metadata.subscribe(),
+        cluster.metadata.changes(),
         stopped.clone(),
     ));
     tokio::spawn(every(Arc::downgrade(cluster), TICK, stopped.clone(), tick));
@@ -46,7 +48,7 @@ pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>
         Arc::downgrade(cluster),
         super::groups::COORDINATION_INTERVAL,
         stopped.clone(),
-        |cluster| async move { cluster.coordinate_groups().await },
+        |cluster| async move { cluster.groups.coordinate().await },
     ));
     tokio::spawn(super::detector::watch_peers(
         Arc::downgrade(cluster),
@@ -114,12 +116,17 @@ async fn tick(cluster: Arc<Cluster>) {
 impl Cluster {
     /// Learns from every peer what it leads (and, through the RPC client, that it is up).
     async fn ping_peers(&self) {
-        self.leaders.absorb(self.ping_report());
-        let state = self.metadata();
+        self.routing.leader_map().absorb(self.ping_report());
+        let state = self.metadata.current();
         // Founders until the metadata lists nodes; then exactly the listed ones, so a removed
         // node is not pinged for ever.
         let known = if state.nodes.is_empty() {
-            &self.founders.keys().copied().collect::<BTreeSet<u64>>()
+            &self
+                .metadata
+                .founders()
+                .keys()
+                .copied()
+                .collect::<BTreeSet<u64>>()
         } else {
             &state.nodes.keys().copied().collect::<BTreeSet<u64>>()
         };
@@ -132,12 +139,12 @@ impl Cluster {
         let answers = futures::future::join_all(
             peers
                 .iter()
-                .map(|peer| self.ask(*peer, &super::ClusterRequest::Ping, deadline)),
+                .map(|peer| ask(&self.rpc, *peer, &ClusterRequest::Ping, deadline)),
         )
         .await;
         for answer in answers {
-            if let Ok(super::ClusterReply::Pong(report)) = answer {
-                self.leaders.absorb(report);
+            if let Ok(ClusterReply::Pong(report)) = answer {
+                self.routing.leader_map().absorb(report);
             }
         }
     }
@@ -148,10 +155,12 @@ impl Cluster {
     /// joining node, but nobody adds it: it registers itself through the founding voters, and
     /// the metadata leader then adds it as a learner.
     async fn register_self(&self) {
-        if !self.metadata.is_initialized().await && !self.founders.contains_key(&self.node_id) {
+        if !self.metadata.replica().is_initialized().await
+            && !self.metadata.founders().contains_key(&self.node_id)
+        {
             return; // A joining node: the cluster registers it when it adds it.
         }
-        let metadata = self.metadata();
+        let metadata = self.metadata.current();
         if metadata.removed_nodes.contains(&self.node_id) {
             return; // Drained and removed: this node is no longer part of the cluster.
         }
@@ -159,7 +168,7 @@ impl Cluster {
             let command = MetadataCommand::InitCluster {
                 cluster_id: new_cluster_id(self.node_id),
             };
-            if let Err(error) = self.propose(command).await {
+            if let Err(error) = self.metadata.propose(command).await {
                 tracing::debug!(%error, "could not set the cluster id yet");
             }
         }
@@ -173,7 +182,7 @@ impl Cluster {
                 http_addr: self.http_addr.clone(),
                 raft_addr: self.raft_addr.clone(),
             };
-            match self.propose(command).await {
+            match self.metadata.propose(command).await {
                 Ok(_) => tracing::info!(node = self.node_id, "registered in the cluster metadata"),
                 Err(error) => tracing::debug!(%error, "could not register yet"),
             }
@@ -186,7 +195,7 @@ impl Cluster {
         if *self.stop.borrow() {
             return;
         }
-        let state = self.metadata();
+        let state = self.metadata.current();
         for (node, record) in &state.nodes {
             if *node != self.node_id
                 && self.rpc.address(*node).as_deref() != Some(&record.raft_addr)
@@ -205,24 +214,24 @@ impl Cluster {
             .filter(|assignment| assignment.replicas.contains(&self.node_id))
             .copied()
             .collect();
-        let (missing, unwanted): (Vec<&PartitionAssignment>, Vec<Arc<PartitionReplica>>) = {
-            let replicas = self.replicas.read();
-            let missing = wanted
-                .iter()
-                .filter(|assignment| !replicas.contains_key(&assignment.group_id))
-                .copied()
-                .collect();
-            let unwanted = replicas
-                .iter()
-                .filter(|(group, _)| {
-                    !assignments
-                        .get(group)
-                        .is_some_and(|assignment| assignment.replicas.contains(&self.node_id))
-                })
-                .map(|(_, replica)| replica.clone())
-                .collect();
-            (missing, unwanted)
-        };
+        let (missing, unwanted): (Vec<&PartitionAssignment>, Vec<Arc<PartitionReplica>>) =
+            self.replicas.read(|replicas| {
+                let missing = wanted
+                    .iter()
+                    .filter(|assignment| !replicas.contains_key(&assignment.group_id))
+                    .copied()
+                    .collect();
+                let unwanted = replicas
+                    .iter()
+                    .filter(|(group, _)| {
+                        !assignments
+                            .get(group)
+                            .is_some_and(|assignment| assignment.replicas.contains(&self.node_id))
+                    })
+                    .map(|(_, replica)| replica.clone())
+                    .collect();
+                (missing, unwanted)
+            });
         // Out of the map first (a deleted topic's partitions then count as gone for whoever
         // waits on it), then stopped and erased concurrently: a topic can have 1024 of them.
         let removed: Vec<(Arc<PartitionReplica>, bool)> = unwanted
@@ -235,13 +244,13 @@ impl Cluster {
                 if moved_away && !self.removed_from_group(&replica) {
                     return None;
                 }
-                self.replicas.write().remove(&group);
+                self.replicas.remove(group);
                 Some((replica, moved_away))
             })
             .collect();
         let mut changed = !removed.is_empty();
         if changed {
-            self.replicas_version.send_modify(|version| *version += 1);
+            self.replicas.changed();
         }
         let erasures = removed.into_iter().map(|(replica, moved_away)| async move {
             let group = replica.group();
@@ -265,7 +274,7 @@ impl Cluster {
             })
             .collect();
         let context = self.context.clone();
-        let metadata = self.metadata.subscribe();
+        let metadata = self.metadata.changes();
         let starts = plans.into_iter().map(move |(group, bootstrap)| {
             let context = context.clone();
             let metadata = metadata.clone();
@@ -288,7 +297,7 @@ impl Cluster {
             };
             match outcome {
                 Ok(replica) => {
-                    self.replicas.write().insert(group, Arc::new(replica));
+                    self.replicas.insert(group, Arc::new(replica));
                     changed = true;
                 }
                 Err(error) => {
@@ -297,7 +306,7 @@ impl Cluster {
             }
         }
         if changed {
-            self.replicas_version.send_modify(|version| *version += 1);
+            self.replicas.changed();
         }
     }
 
@@ -336,7 +345,7 @@ impl Cluster {
         if replica.is_leader() {
             return false;
         }
-        match self.leaders.get(replica.group()) {
+        match self.routing.leader_map().get(replica.group()) {
             Some((leader, leadership)) if leader != self.node_id => {
                 !leadership.voters.contains(&self.node_id)
                     && !leadership.learners.contains(&self.node_id)
@@ -347,7 +356,7 @@ impl Cluster {
 
     /// On every group this node leads: move its voters toward the placement.
     async fn converge_led_groups(&self) {
-        let state = self.metadata();
+        let state = self.metadata.current();
         let addresses: BTreeMap<u64, NodeAddr> = state
             .nodes
             .iter()
@@ -364,7 +373,7 @@ impl Cluster {
                 )
             })
             .collect();
-        for replica in self.local_replicas() {
+        for replica in self.replicas.all() {
             if !replica.is_leader() {
                 continue;
             }
@@ -388,7 +397,7 @@ impl Cluster {
 
     /// Gauges of what this node holds and leads, refreshed every tick.
     fn publish_metrics(&self) {
-        let replicas = self.local_replicas();
+        let replicas = self.replicas.all();
         let mut led = 0usize;
         let mut under_replicated = 0usize;
         for replica in &replicas {
@@ -401,10 +410,10 @@ impl Cluster {
         }
         // This node's own view of each partition it holds: on a follower it may trail the
         // leader's; retention moves every replica's log start at the same point of the log.
-        let state = self.metadata();
+        let state = self.metadata.current();
         for topic in state.topics.values() {
             for (index, assignment) in topic.partitions.iter().enumerate() {
-                let Some(replica) = self.local_replica(assignment.group_id) else {
+                let Some(replica) = self.replicas.get(assignment.group_id) else {
                     continue;
                 };
                 let marks = replica.watermarks();
@@ -432,7 +441,7 @@ impl Cluster {
         } else {
             0.0
         });
-        let views = self.nodes_view();
+        let views = self.membership.nodes_view();
         for status in ["up", "down", "draining"] {
             let count = views.iter().filter(|node| node.status == status).count();
             metrics::gauge!("herald_cluster_nodes", "status" => status).set(count as f64);

@@ -13,13 +13,13 @@ use herald_domain::topic::{CleanupPolicy, TopicConfig};
 impl Cluster {
     /// On every partition this node leads: trim what its topic's retention lets go.
     pub(super) async fn apply_retention(&self) {
-        let metadata = self.metadata();
+        let metadata = self.metadata.current();
         let configs: HashMap<RaftGroupId, &TopicConfig> = metadata
             .partitions()
             .map(|(topic, _, assignment)| (assignment.group_id, &topic.config))
             .collect();
         let now = now_ms();
-        for replica in self.local_replicas() {
+        for replica in self.replicas.all() {
             if !replica.is_leader() {
                 continue;
             }
@@ -62,7 +62,7 @@ impl Cluster {
 
     /// On every local replica: purge the raft log below its log start, if not done yet.
     pub(super) async fn purge_trimmed(&self) {
-        for replica in self.local_replicas() {
+        for replica in self.replicas.all() {
             if let Err(error) = replica.purge_trimmed().await {
                 tracing::warn!(group = replica.group().get(), %error, "purging a trimmed prefix failed");
             }

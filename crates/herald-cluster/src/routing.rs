@@ -1,18 +1,43 @@
 //! Where requests go: the leader of a partition as this node knows it (its own replica's
-//! view, else the gossip), and what `GET /v1/topics` and `GET /v1/cluster` show.
+//! view, else the gossip), and the partition state `GET /v1/topics` shows.
 
 use herald_domain::RaftGroupId;
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::{Cluster, ClusterError, NodeView, PartitionState, Route};
+use super::gossip::LeaderMap;
+use super::replicas::LocalReplicas;
+use super::{ClusterError, PartitionState, Route};
 use herald_raft::Watermarks;
-use herald_rpc::RpcError;
+use herald_rpc::{RpcClient, RpcError};
 
-impl Cluster {
+/// Routes to partition leaders: this node's own replicas know their leader; for the others,
+/// the leaders other nodes report in their pings (`gossip`).
+pub struct Routing {
+    node_id: u64,
+    leaders: LeaderMap,
+    replicas: Arc<LocalReplicas>,
+    rpc: RpcClient,
+}
+
+impl Routing {
+    pub(crate) fn new(node_id: u64, replicas: Arc<LocalReplicas>, rpc: RpcClient) -> Routing {
+        Routing {
+            node_id,
+            leaders: LeaderMap::default(),
+            replicas,
+            rpc,
+        }
+    }
+
+    /// The leaders other nodes reported, for the loops that feed and read it.
+    pub(crate) fn leader_map(&self) -> &LeaderMap {
+        &self.leaders
+    }
+
     /// Sends a request of `service` to another node.
     pub async fn call_node(
         &self,
@@ -46,7 +71,7 @@ impl Cluster {
                 return Err(ClusterError::NoLeader(group));
             }
             let pause = Duration::from_millis(25);
-            match self.local_replica(group) {
+            match self.replicas.get(group) {
                 Some(replica) => {
                     let _ = tokio::time::timeout_at(
                         deadline.min(Instant::now() + pause * 8),
@@ -60,7 +85,7 @@ impl Cluster {
     }
 
     fn current_route(&self, group: RaftGroupId) -> Option<Route> {
-        if let Some(replica) = self.local_replica(group) {
+        if let Some(replica) = self.replicas.get(group) {
             return match replica.leader() {
                 Some(leader) if leader == self.node_id => Some(Route::Local(replica)),
                 Some(leader) => Some(Route::Remote(leader)),
@@ -81,7 +106,7 @@ impl Cluster {
     /// The leader of `group`, its in-sync replicas and offsets, as known here: exact on the
     /// leader, otherwise from the leader's last ping (at most a second old) or a local replica.
     pub fn partition_state(&self, group: RaftGroupId) -> PartitionState {
-        let local = self.local_replica(group);
+        let local = self.replicas.get(group);
         if let Some(replica) = &local {
             if let Some(report) = replica.leader_report() {
                 return PartitionState {
@@ -115,45 +140,5 @@ impl Cluster {
                 .map(|replica| replica.watermarks())
                 .unwrap_or_default(),
         }
-    }
-
-    /// The nodes with their status and what each leads.
-    pub fn nodes_view(&self) -> Vec<NodeView> {
-        let metadata = self.metadata();
-        let mut leads: HashMap<u64, Vec<RaftGroupId>> = HashMap::new();
-        for (group, leader) in self.leaders.leaders() {
-            if !group.is_metadata() {
-                leads.entry(leader).or_default().push(group);
-            }
-        }
-        for replica in self.local_replicas() {
-            if replica.is_leader() {
-                let groups = leads.entry(self.node_id).or_default();
-                if !groups.contains(&replica.group()) {
-                    groups.push(replica.group());
-                }
-            }
-        }
-        metadata
-            .nodes
-            .iter()
-            .map(|(&id, record)| NodeView {
-                id,
-                http_addr: record.http_addr.clone(),
-                raft_addr: record.raft_addr.clone(),
-                status: if record.draining {
-                    "draining"
-                } else if self.is_up(id) {
-                    "up"
-                } else {
-                    "down"
-                },
-                leads: {
-                    let mut groups = leads.remove(&id).unwrap_or_default();
-                    groups.sort_unstable();
-                    groups
-                },
-            })
-            .collect()
     }
 }

@@ -1,6 +1,7 @@
 //! What nodes ask each other on the internal RPC, besides raft: metadata proposals forwarded
-//! to the metadata leader, and the ping that tells every node who is alive and who leads which
-//! group. Also the dispatcher that routes each incoming RPC to its service.
+//! to the metadata leader, consumer group heartbeats, replica progress, and the ping that tells
+//! every node who is alive and who leads which group; how this node serves them. Also the
+//! dispatcher that routes each incoming RPC to its service.
 
 use herald_domain::RaftGroupId;
 use std::sync::{Arc, OnceLock, Weak};
@@ -10,9 +11,9 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::groups::MemberView;
-use super::Cluster;
+use super::{leadership, Cluster};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
-use herald_raft::{RaftService, RAFT_SERVICE};
+use herald_raft::{RaftService, Watermarks, RAFT_SERVICE};
 use herald_rpc::{Lane, RpcHandler, ServiceId};
 
 /// Cluster requests (this module).
@@ -146,6 +147,50 @@ impl RpcHandler for Dispatcher {
                 None => Box::pin(async { Err("this node is still starting".to_string()) }),
             },
             other => Box::pin(async move { Err(format!("unknown service {other}")) }),
+        }
+    }
+}
+
+impl Cluster {
+    /// Serves a cluster request from another node.
+    pub(super) async fn serve_request(&self, body: Bytes) -> Result<Bytes, String> {
+        let request: ClusterRequest =
+            postcard::from_bytes(&body).map_err(|error| format!("bad cluster request: {error}"))?;
+        let reply = match request {
+            ClusterRequest::Ping => ClusterReply::Pong(self.ping_report()),
+            ClusterRequest::Propose { command, hops } => {
+                ClusterReply::Proposed(self.metadata.propose_here(command, hops).await)
+            }
+            ClusterRequest::GroupHeartbeat { group, member_id } => {
+                ClusterReply::GroupHeartbeat(self.groups.serve_heartbeat(&group, &member_id))
+            }
+            ClusterRequest::ReplicaProgress { group } => {
+                ClusterReply::ReplicaProgress(self.replica_progress(group))
+            }
+        };
+        postcard::to_stdvec(&reply)
+            .map(Bytes::from)
+            .map_err(|error| format!("encoding a cluster answer: {error}"))
+    }
+
+    /// What this node leads, for pings.
+    pub(super) fn ping_report(&self) -> PingReport {
+        let mut leads = Vec::new();
+        if let Some(report) = self.metadata.replica().leader_report() {
+            leads.push(leadership(
+                herald_domain::metadata::METADATA_GROUP,
+                report,
+                Watermarks::default(),
+            ));
+        }
+        for replica in self.replicas.all() {
+            if let Some(report) = replica.leader_report() {
+                leads.push(leadership(replica.group(), report, replica.watermarks()));
+            }
+        }
+        PingReport {
+            node_id: self.node_id,
+            leads,
         }
     }
 }

@@ -291,7 +291,7 @@ impl Broker {
 impl Authorizer {
     /// The rules in force, and whether they are the built-in ones (no policy was ever set).
     pub fn effective_rules(&self) -> (Vec<PolicyRule>, bool) {
-        match self.core.cluster().metadata().auth.policy.clone() {
+        match self.core.cluster().metadata().current().auth.policy.clone() {
             Some(rules) => (rules, false),
             None => (built_in_rules(), true),
         }
@@ -307,7 +307,7 @@ impl Authorizer {
 
     /// The compiled policy matching the metadata's, compiling it first when it changed.
     async fn current(&self) -> Option<Arc<Compiled>> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let compiled = self.compiled.load_full();
         if let Some(compiled) = compiled.as_ref() {
             let verified = compiled.verified.load();

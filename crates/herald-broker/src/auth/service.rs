@@ -233,7 +233,7 @@ impl Auth {
     }
 
     pub fn client(&self, client_id: &str) -> BrokerResult<ClientInfo> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         metadata
             .auth
             .clients
@@ -243,7 +243,7 @@ impl Auth {
     }
 
     pub fn clients(&self) -> Vec<ClientInfo> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         metadata
             .auth
             .clients
@@ -268,7 +268,7 @@ impl Auth {
             return Err(GrantError::TooManyFailures { retry_after });
         }
         let client = {
-            let metadata = self.core.cluster().metadata();
+            let metadata = self.core.cluster().metadata().current();
             metadata.auth.clients.get(client_id).cloned()
         };
         // An unknown client costs a verification too, so timing does not tell ids apart.
@@ -306,7 +306,7 @@ impl Auth {
             return Err(GrantError::IssuerDisabled);
         }
         let renewal = {
-            let metadata = self.core.cluster().metadata();
+            let metadata = self.core.cluster().metadata().current();
             tokens::renewal(token, &metadata.auth, &self.settings)
                 .map_err(|error| GrantError::InvalidGrant(error.to_string()))?
         };
@@ -368,7 +368,7 @@ impl Auth {
                 "the built-in issuer is disabled; use a token of an external issuer".into(),
             ));
         }
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         tokens::validate_cached(token, &metadata.auth, &self.settings, &self.verified)
     }
 
@@ -377,7 +377,7 @@ impl Auth {
     pub fn credential_changes(
         &self,
     ) -> tokio::sync::watch::Receiver<Arc<herald_domain::metadata::MetadataState>> {
-        self.core.cluster().metadata_changes()
+        self.core.cluster().metadata().changes()
     }
 
     /// Replaces the authorization policy on every node (`PUT /v1/auth/policies`).
@@ -391,7 +391,7 @@ impl Auth {
 
     /// Every key that validates tokens, for `/oauth/jwks.json`.
     pub fn jwks(&self) -> Vec<Jwk> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         metadata.auth.signing_keys.iter().map(Jwk::of).collect()
     }
 
@@ -427,7 +427,14 @@ impl Auth {
 
     /// The key signing now; the cluster's first token creates it.
     async fn current_signing_key(&self) -> BrokerResult<SigningKeyRecord> {
-        if let Some(key) = self.core.cluster().metadata().auth.current_signing_key() {
+        if let Some(key) = self
+            .core
+            .cluster()
+            .metadata()
+            .current()
+            .auth
+            .current_signing_key()
+        {
             return Ok(key.clone());
         }
         let key = self.rotate_signing_key().await?;
@@ -436,6 +443,7 @@ impl Auth {
             .core
             .cluster()
             .metadata()
+            .current()
             .auth
             .current_signing_key()
             .cloned()
@@ -446,6 +454,7 @@ impl Auth {
         match self
             .core
             .cluster()
+            .metadata()
             .propose(MetadataCommand::Auth(command))
             .await?
         {

@@ -44,7 +44,7 @@ impl GroupService {
             past_log_end: past_log_end.keys().cloned().collect(),
             now_ms: now_ms(),
         };
-        match self.core.cluster().propose_group(command).await? {
+        match self.core.cluster().groups().propose(command).await? {
             GroupOutcome::Committed { offsets } => Ok(offsets
                 .into_iter()
                 .map(|(partition, committed)| StoredOffset {
@@ -70,7 +70,7 @@ impl GroupService {
         &self,
         offsets: &[(TopicPartition, u64)],
     ) -> BrokerResult<BTreeMap<TopicPartition, BrokerError>> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let above_local: Vec<(TopicPartition, u64, RaftGroupId)> = offsets
             .iter()
             .filter_map(|(partition, offset)| {
@@ -80,7 +80,12 @@ impl GroupService {
                     .partitions
                     .get(partition.partition as usize)?
                     .group_id;
-                let known = self.core.cluster().partition_state(group).watermarks;
+                let known = self
+                    .core
+                    .cluster()
+                    .routing()
+                    .partition_state(group)
+                    .watermarks;
                 (*offset > known.high_watermark).then(|| (partition.clone(), *offset, group))
             })
             .collect();

@@ -19,10 +19,10 @@ impl GroupService {
     /// The gauges of the groups, or None on a node that is not the metadata leader.
     pub fn group_gauges(&self) -> Option<GroupGauges> {
         let cluster = self.core.cluster();
-        if cluster.metadata_leader() != Some(cluster.node_id()) {
+        if cluster.metadata().leader() != Some(cluster.node_id()) {
             return None;
         }
-        let metadata = cluster.metadata();
+        let metadata = cluster.metadata().current();
         let limit = self.core.options.groups.max_metric_groups;
         Some(cluster.groups().read(|groups| {
             GroupGauges {
@@ -42,6 +42,7 @@ impl GroupService {
                                 continue;
                             };
                             let end = cluster
+                                .routing()
                                 .partition_state(assignment.group_id)
                                 .watermarks
                                 .high_watermark;

@@ -34,7 +34,7 @@ impl GroupService {
     /// leads and the group has committed an offset on.
     pub async fn group_lag_ages(&self) -> Vec<GroupLagAge> {
         let cluster = self.core.cluster();
-        let metadata = cluster.metadata();
+        let metadata = cluster.metadata().current();
         let limit = self.core.options.groups.max_metric_groups;
         let committed: Vec<(String, String, u32, RaftGroupId, u64)> =
             cluster.groups().read(|groups| {
@@ -62,7 +62,7 @@ impl GroupService {
             });
         let mut ages = Vec::new();
         for (group, topic, partition, raft_group, offset) in committed {
-            let Some(replica) = cluster.local_replica(raft_group) else {
+            let Some(replica) = cluster.replicas().get(raft_group) else {
                 continue;
             };
             if !replica.is_leader() {

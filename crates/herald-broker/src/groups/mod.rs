@@ -52,7 +52,7 @@ impl GroupService {
                 "a member subscribes to between 1 and {MAX_GROUP_TOPICS} topics"
             )));
         }
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         for topic in &request.topics {
             // Internal topics (the audit log) are the node's own: no member reads them.
             validate_public_topic_name("topic name", topic).map_err(BrokerError::InvalidRequest)?;
@@ -97,7 +97,7 @@ impl GroupService {
             now_ms: now_ms(),
             max_members: options.max_members,
         };
-        match self.core.cluster().propose_group(command).await? {
+        match self.core.cluster().groups().propose(command).await? {
             GroupOutcome::Joined {
                 generation,
                 assignments,
@@ -119,7 +119,8 @@ impl GroupService {
         match self
             .core
             .cluster()
-            .group_heartbeat(group, member_id)
+            .groups()
+            .heartbeat(group, member_id)
             .await?
         {
             Some(view) => Ok(Membership {
@@ -140,7 +141,7 @@ impl GroupService {
             partition_counts,
             now_ms: now_ms(),
         };
-        match self.core.cluster().propose_group(command).await? {
+        match self.core.cluster().groups().propose(command).await? {
             GroupOutcome::Rebalanced { .. } => {
                 metrics::counter!("herald_group_rebalances_total", "cause" => "leave").increment(1);
                 Ok(())
@@ -216,7 +217,7 @@ impl GroupService {
                 "name the topics to reset: the group has no offsets yet".into(),
             ));
         }
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let mut offsets = Vec::new();
         for topic in &topics {
             let meta = metadata
@@ -228,6 +229,7 @@ impl GroupService {
                 let marks = self
                     .core
                     .cluster()
+                    .routing()
                     .partition_state(assignment.group_id)
                     .watermarks;
                 let offset = match request.to {
@@ -250,7 +252,7 @@ impl GroupService {
             offsets,
             now_ms: now_ms(),
         };
-        match self.core.cluster().propose_group(command).await? {
+        match self.core.cluster().groups().propose(command).await? {
             GroupOutcome::Done => self.describe_group(&request.group),
             other => Err(refusal(&request.group, "", other)),
         }
@@ -262,7 +264,7 @@ impl GroupService {
         let command = GroupCommand::Delete {
             group: name.to_string(),
         };
-        match self.core.cluster().propose_group(command).await? {
+        match self.core.cluster().groups().propose(command).await? {
             GroupOutcome::Done => Ok(()),
             other => Err(refusal(name, "", other)),
         }
@@ -277,13 +279,13 @@ impl GroupService {
                 .unwrap_or_default()
         });
         topic_partition_counts(
-            &self.core.cluster().metadata(),
+            &self.core.cluster().metadata().current(),
             topics.iter().map(String::as_str),
         )
     }
 
     fn group_info(&self, group: &ConsumerGroup) -> GroupInfo {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         // Every partition of the subscribed topics, and every partition with an offset.
         let mut partitions: BTreeSet<TopicPartition> = group.offsets.keys().cloned().collect();
         for topic in group.topics() {
@@ -303,6 +305,7 @@ impl GroupService {
                     .map(|assignment| {
                         self.core
                             .cluster()
+                            .routing()
                             .partition_state(assignment.group_id)
                             .watermarks
                             .high_watermark

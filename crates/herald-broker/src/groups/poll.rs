@@ -254,7 +254,7 @@ impl GroupService {
             offsets: swaps,
             now_ms: now_ms(),
         };
-        match self.core.cluster().propose_group(command).await? {
+        match self.core.cluster().groups().propose(command).await? {
             GroupOutcome::Committed { .. } => Ok(true),
             GroupOutcome::StaleGeneration { current } if request.generation.is_some() => {
                 Err(stale_generation(&request.group, current))

@@ -45,7 +45,7 @@ impl Core {
         let group = operation.group();
         let deadline = Instant::now() + self.options.leader_wait;
         loop {
-            let attempt = match self.cluster().route(group, deadline).await? {
+            let attempt = match self.cluster().routing().route(group, deadline).await? {
                 Route::Local(replica) => match operation.run_here(service, replica).await {
                     // Refused before anything was done: leadership moved under us.
                     Err(BrokerError::NoLeader(_)) => Attempt::Retry,
@@ -87,13 +87,14 @@ impl Core {
         let timeout = self.options.leader_wait + operation.wait() + FORWARD_SLACK;
         let answer = match self
             .cluster()
+            .routing()
             .call_node(node, BROKER_SERVICE, body, timeout)
             .await
         {
             Ok(answer) => answer,
             // Certainly not delivered: safe to try the leader again, or a new one.
             Err(error) if !error.maybe_delivered() => {
-                self.cluster().forget_leader(group, node);
+                self.cluster().routing().forget_leader(group, node);
                 return Attempt::Retry;
             }
             Err(error) => {
@@ -106,7 +107,7 @@ impl Core {
         match wire::decode_reply::<Op::Reply>(Op::KIND, &answer) {
             Ok(Ok(reply)) => Attempt::Done(Ok(reply)),
             Ok(Err(WireError::NotLeader)) => {
-                self.cluster().forget_leader(group, node);
+                self.cluster().routing().forget_leader(group, node);
                 Attempt::Retry
             }
             Ok(Err(error)) => Attempt::Done(Err(error.into_broker(group))),
@@ -129,6 +130,7 @@ impl Core {
         })?;
         let answer = self
             .cluster()
+            .routing()
             .call_node(node, BROKER_SERVICE, body, timeout)
             .await
             .map_err(|error| operation.unanswered(node, &error))?;

@@ -53,7 +53,8 @@ async fn on_leader<Op: LeaderOperation>(broker: &Broker, body: &[u8]) -> Result<
         let replica = broker
             .core()
             .cluster()
-            .local_replica(operation.group())
+            .replicas()
+            .get(operation.group())
             .filter(|replica| replica.is_leader())
             .ok_or(WireError::NotLeader)?;
         operation.on_arrival(&broker.core().options)?;

@@ -206,6 +206,7 @@ impl ProduceService {
             .core
             .cluster()
             .metadata()
+            .current()
             .producers
             .registered_epoch(fields.producer_id);
         match registered {

@@ -20,7 +20,7 @@ impl ProduceService {
             }
         }
         let command = MetadataCommand::InitProducer { name: name.clone() };
-        match self.core.cluster().propose(command).await? {
+        match self.core.cluster().metadata().propose(command).await? {
             MetadataOutcome::ProducerInitialized(registration) => Ok(ProducerInfo {
                 producer_id: registration.producer_id,
                 producer_epoch: registration.producer_epoch,

@@ -255,6 +255,7 @@ impl RequestService {
             .core
             .cluster()
             .metadata()
+            .current()
             .nodes
             .contains_key(&reply_to.node)
         {

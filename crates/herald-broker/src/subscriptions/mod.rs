@@ -111,6 +111,7 @@ impl SubscriptionService {
             .core
             .cluster()
             .metadata()
+            .current()
             .subscriptions
             .get(name)
             .cloned();
@@ -124,7 +125,7 @@ impl SubscriptionService {
         // Its delivery state goes too. Best effort: the id is never reused, so state left by a
         // failure here is never read, only kept (a later delete of the topic removes it).
         if let Some(meta) = known {
-            let metadata = self.core.cluster().metadata();
+            let metadata = self.core.cluster().metadata().current();
             let groups: Vec<RaftGroupId> = metadata
                 .topics
                 .get(&meta.config.topic)
@@ -149,6 +150,7 @@ impl SubscriptionService {
         self.core
             .cluster()
             .metadata()
+            .current()
             .subscriptions
             .get(name)
             .cloned()
@@ -158,7 +160,7 @@ impl SubscriptionService {
     /// The subscription's counts over its topic's partitions and the age of its oldest
     /// message not done, from their leaders.
     pub async fn stats(&self, meta: &SubscriptionMeta) -> BrokerResult<QueueStats> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let Some(topic) = metadata.topics.get(&meta.config.topic) else {
             return Ok(QueueStats::default());
         };
@@ -181,6 +183,7 @@ impl SubscriptionService {
         self.core
             .cluster()
             .metadata()
+            .current()
             .subscriptions
             .by_name
             .values()
@@ -192,6 +195,7 @@ impl SubscriptionService {
         match self
             .core
             .cluster()
+            .metadata()
             .propose(MetadataCommand::Subscription(command))
             .await?
         {

@@ -111,7 +111,7 @@ impl SubscriptionService {
     }
 
     fn parts(&self, meta: &SubscriptionMeta) -> BrokerResult<Vec<Part>> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let topic = metadata
             .topics
             .get(&meta.config.topic)
@@ -128,7 +128,7 @@ impl SubscriptionService {
     }
 
     fn local(&self, part: Part) -> Option<Arc<PartitionReplica>> {
-        self.core.cluster().local_replica(part.group)
+        self.core.cluster().replicas().get(part.group)
     }
 
     /// Whether a lease could get anything, as this node's replica knows (the leader's may be

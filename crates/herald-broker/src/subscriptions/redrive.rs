@@ -42,7 +42,7 @@ impl SubscriptionService {
             }
         }
         let partitions = {
-            let metadata = self.core.cluster().metadata();
+            let metadata = self.core.cluster().metadata().current();
             metadata
                 .topics
                 .get(&policy.topic)
@@ -100,6 +100,7 @@ impl SubscriptionService {
         self.core
             .cluster()
             .metadata()
+            .current()
             .redrives
             .by_subscription
             .get(&subscription_id)
@@ -126,6 +127,7 @@ impl SubscriptionService {
         match self
             .core
             .cluster()
+            .metadata()
             .propose(MetadataCommand::Redrive(command))
             .await?
         {

@@ -61,7 +61,7 @@ impl SubscriptionService {
     async fn supervise_redrives(self) {
         let cluster = self.core.cluster();
         let mut stopping = cluster.stopping();
-        let mut changes = cluster.metadata_changes();
+        let mut changes = cluster.metadata().changes();
         let mut runners: HashMap<u64, JoinHandle<()>> = HashMap::new();
         loop {
             if *stopping.borrow() {
@@ -69,7 +69,7 @@ impl SubscriptionService {
             }
             runners.retain(|_, runner| !runner.is_finished());
             let metadata = changes.borrow_and_update().clone();
-            if self.core.cluster().is_metadata_leader() {
+            if self.core.cluster().metadata().is_leader() {
                 for job in metadata.redrives.running() {
                     if !runners.contains_key(&job.id) {
                         let service = self.clone();
@@ -109,7 +109,7 @@ impl SubscriptionService {
         let started = Instant::now();
         let mut republished = 0u64;
         loop {
-            if !self.core.cluster().is_metadata_leader() {
+            if !self.core.cluster().metadata().is_leader() {
                 return;
             }
             let Some(job) = self
@@ -223,6 +223,7 @@ impl SubscriptionService {
             .core
             .cluster()
             .metadata()
+            .current()
             .topics
             .get(&job.source_topic)
             .map(|topic| topic.partitions.len() as u32)

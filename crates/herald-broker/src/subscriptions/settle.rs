@@ -191,7 +191,7 @@ impl SubscriptionService {
         &self,
         meta: &SubscriptionMeta,
     ) -> BrokerResult<Vec<RaftGroupId>> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let topic = metadata
             .topics
             .get(&meta.config.topic)

@@ -127,14 +127,14 @@ impl SubscriptionService {
     /// The stats of every subscription on the partitions this node leads, for `/metrics`:
     /// a partition led elsewhere now, or a deleted subscription, is simply not there.
     pub async fn local_gauges(&self) -> Vec<SubscriptionGauge> {
-        let metadata = self.core.cluster().metadata();
+        let metadata = self.core.cluster().metadata().current();
         let mut wanted = Vec::new();
         for meta in metadata.subscriptions.by_name.values() {
             let Some(topic) = metadata.topics.get(&meta.config.topic) else {
                 continue;
             };
             for (partition, assignment) in topic.partitions.iter().enumerate() {
-                let Some(replica) = self.core.cluster().local_replica(assignment.group_id) else {
+                let Some(replica) = self.core.cluster().replicas().get(assignment.group_id) else {
                     continue;
                 };
                 if replica.is_leader() {

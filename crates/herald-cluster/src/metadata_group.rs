@@ -1,23 +1,88 @@
-//! Metadata proposals from any node: forwarded to the metadata leader (one hop), then waited
-//! for until this node applied them; and the cluster requests nodes serve each other, on the
-//! RPC's control lane.
+//! The metadata group as the rest of the node uses it: the state this node applied, who leads,
+//! and proposals from any node, forwarded to the metadata leader (one hop), then waited for until
+//! this node applied them.
 //!
 //! Every failure keeps the outcome it really has: a request that could not be encoded was never
 //! sent (a local fault, 500), one the RPC certainly did not deliver is retried or answered as
 //! unavailable, and only one that may have been delivered is an unknown outcome.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::service::{self, ClusterReply, ClusterRequest, PingReport, ProposeFailure};
-use super::{leadership, Cluster, ClusterError};
-use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
-use herald_raft::{RaftLayerError, Watermarks};
-use herald_rpc::RpcError;
+use super::peers::{ask, local_fault, AskError};
+use super::service::{ClusterReply, ClusterRequest, ProposeFailure};
+use super::ClusterError;
+use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use herald_raft::{MetadataReplica, RaftLayerError};
+use herald_rpc::RpcClient;
 
-impl Cluster {
+/// The metadata group on this node: its replica, the founders (whom a node that knows no
+/// leader asks), and what proposing from here needs.
+pub struct MetadataGroup {
+    replica: MetadataReplica,
+    node_id: u64,
+    /// The founding members (id to raft address); empty means this node alone.
+    founders: BTreeMap<u64, String>,
+    leader_wait: Duration,
+    rpc: RpcClient,
+}
+
+impl MetadataGroup {
+    pub(crate) fn new(
+        replica: MetadataReplica,
+        node_id: u64,
+        founders: BTreeMap<u64, String>,
+        leader_wait: Duration,
+        rpc: RpcClient,
+    ) -> MetadataGroup {
+        MetadataGroup {
+            replica,
+            node_id,
+            founders,
+            leader_wait,
+            rpc,
+        }
+    }
+
+    /// The latest metadata applied on this node.
+    pub fn current(&self) -> Arc<MetadataState> {
+        self.replica.state()
+    }
+
+    /// The metadata group's leader, as this node knows it.
+    pub fn leader(&self) -> Option<u64> {
+        self.replica.leader()
+    }
+
+    /// Whether this node leads the metadata group now (what runs only there asks this).
+    pub fn is_leader(&self) -> bool {
+        self.replica.is_leader()
+    }
+
+    /// Every metadata state this node applies, as it is published.
+    pub fn changes(&self) -> watch::Receiver<Arc<MetadataState>> {
+        self.replica.subscribe()
+    }
+
+    /// Whether this start of the node founded the cluster (once per cluster, on one node):
+    /// what is created only once, at a cluster's birth, asks this.
+    pub fn founded_here(&self) -> bool {
+        self.replica.founded_here()
+    }
+
+    /// The replica itself, for the cluster's own loops (membership, elections, status).
+    pub(crate) fn replica(&self) -> &MetadataReplica {
+        &self.replica
+    }
+
+    pub(crate) fn founders(&self) -> &BTreeMap<u64, String> {
+        &self.founders
+    }
+
     /// Proposes a metadata change through the metadata leader, wherever it is, waiting up to
     /// the leader wait for one to be elected. When it returns, this node has applied the
     /// change too, so what the caller reads next includes it.
@@ -26,7 +91,7 @@ impl Cluster {
         let (outcome, index) = self.propose_anywhere(command, deadline).await?;
         let remaining = deadline.saturating_duration_since(Instant::now());
         if !self
-            .metadata
+            .replica
             .wait_applied(index, remaining.max(Duration::from_secs(1)))
             .await
         {
@@ -45,9 +110,8 @@ impl Cluster {
         let mut attempt = 0usize;
         loop {
             attempt += 1;
-            if self.metadata.is_leader() {
-                match tokio::time::timeout_at(deadline, self.metadata.propose(command.clone()))
-                    .await
+            if self.replica.is_leader() {
+                match tokio::time::timeout_at(deadline, self.replica.propose(command.clone())).await
                 {
                     Err(_elapsed) => return Err(not_committed_in_time()),
                     Ok(Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. })) => {
@@ -59,7 +123,7 @@ impl Cluster {
                     command: command.clone(),
                     hops: 0,
                 };
-                match self.ask(target, &request, deadline).await {
+                match ask(&self.rpc, target, &request, deadline).await {
                     Ok(ClusterReply::Proposed(Ok(outcome))) => return Ok(outcome),
                     Ok(ClusterReply::Proposed(Err(ProposeFailure::NoLeader))) => {}
                     Ok(ClusterReply::Proposed(Err(ProposeFailure::Failed(reason)))) => {
@@ -92,16 +156,16 @@ impl Cluster {
 
     /// Where to send a metadata proposal: the known leader, or else some other node in turn
     /// (which passes it on if it knows the leader).
-    pub(super) fn metadata_target(&self, attempt: usize) -> Option<u64> {
+    pub(crate) fn metadata_target(&self, attempt: usize) -> Option<u64> {
         if let Some(leader) = self
-            .metadata
+            .replica
             .leader()
             .filter(|leader| *leader != self.node_id)
         {
             return Some(leader);
         }
         let mut candidates: Vec<u64> = self
-            .metadata()
+            .current()
             .nodes
             .keys()
             .chain(self.founders.keys())
@@ -116,55 +180,13 @@ impl Cluster {
         Some(candidates[attempt % candidates.len()])
     }
 
-    pub(super) async fn ask(
-        &self,
-        node: u64,
-        request: &ClusterRequest,
-        deadline: Instant,
-    ) -> Result<ClusterReply, AskError> {
-        let body = encode_request(request)?;
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let service = service::CLUSTER_SERVICE;
-        let answer = self
-            .rpc
-            .call(node, service::lane_of(service), service, body, timeout)
-            .await?;
-        // The peer's handler ran: a garbled answer is an outcome unknown to us.
-        postcard::from_bytes(&answer).map_err(|error| {
-            AskError::Rpc(RpcError::Remote(format!(
-                "decoding a cluster answer: {error}"
-            )))
-        })
-    }
-
-    /// Serves a cluster request from another node.
-    pub(super) async fn serve_request(&self, body: Bytes) -> Result<Bytes, String> {
-        let request: ClusterRequest =
-            postcard::from_bytes(&body).map_err(|error| format!("bad cluster request: {error}"))?;
-        let reply = match request {
-            ClusterRequest::Ping => ClusterReply::Pong(self.ping_report()),
-            ClusterRequest::Propose { command, hops } => {
-                ClusterReply::Proposed(self.propose_here(command, hops).await)
-            }
-            ClusterRequest::GroupHeartbeat { group, member_id } => {
-                ClusterReply::GroupHeartbeat(self.serve_heartbeat(&group, &member_id))
-            }
-            ClusterRequest::ReplicaProgress { group } => {
-                ClusterReply::ReplicaProgress(self.replica_progress(group))
-            }
-        };
-        postcard::to_stdvec(&reply)
-            .map(Bytes::from)
-            .map_err(|error| format!("encoding a cluster answer: {error}"))
-    }
-
-    async fn propose_here(
+    pub(crate) async fn propose_here(
         &self,
         command: MetadataCommand,
         hops: u8,
     ) -> Result<(MetadataOutcome, u64), ProposeFailure> {
-        if self.metadata.is_leader() {
-            let proposal = self.metadata.propose(command);
+        if self.replica.is_leader() {
+            let proposal = self.replica.propose(command);
             return match tokio::time::timeout(self.leader_wait, proposal).await {
                 Err(_elapsed) => Err(ProposeFailure::TimedOut),
                 Ok(Ok(outcome)) => Ok(outcome),
@@ -178,15 +200,19 @@ impl Cluster {
             };
         }
         let leader = self
-            .metadata
+            .replica
             .leader()
             .filter(|leader| *leader != self.node_id);
         match leader {
             Some(leader) if hops == 0 => {
                 let request = ClusterRequest::Propose { command, hops: 1 };
-                match self
-                    .ask(leader, &request, Instant::now() + self.leader_wait)
-                    .await
+                match ask(
+                    &self.rpc,
+                    leader,
+                    &request,
+                    Instant::now() + self.leader_wait,
+                )
+                .await
                 {
                     Ok(ClusterReply::Proposed(result)) => result,
                     Ok(
@@ -209,50 +235,6 @@ impl Cluster {
             _ => Err(ProposeFailure::NoLeader),
         }
     }
-
-    /// What this node leads, for pings.
-    pub(super) fn ping_report(&self) -> PingReport {
-        let mut leads = Vec::new();
-        if let Some(report) = self.metadata.leader_report() {
-            leads.push(leadership(
-                herald_domain::metadata::METADATA_GROUP,
-                report,
-                Watermarks::default(),
-            ));
-        }
-        for replica in self.local_replicas() {
-            if let Some(report) = replica.leader_report() {
-                leads.push(leadership(replica.group(), report, replica.watermarks()));
-            }
-        }
-        PingReport {
-            node_id: self.node_id,
-            leads,
-        }
-    }
-}
-
-/// Why asking another node failed, with how far the request got.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum AskError {
-    /// The request could not be encoded: a fault of this node; nothing was sent.
-    #[error("encoding a cluster request: {0}")]
-    Encode(String),
-    /// The call failed; [`RpcError::maybe_delivered`] says whether it may have taken effect.
-    #[error(transparent)]
-    Rpc(#[from] RpcError),
-}
-
-fn encode_request(request: &impl serde::Serialize) -> Result<Bytes, AskError> {
-    postcard::to_stdvec(request)
-        .map(Bytes::from)
-        .map_err(|error| AskError::Encode(error.to_string()))
-}
-
-/// A request this node could not encode: logged here, answered as an internal error.
-fn local_fault(reason: String) -> ClusterError {
-    tracing::error!(%reason, "a cluster request could not be encoded; nothing was sent");
-    ClusterError::Internal(format!("encoding a cluster request: {reason}"))
 }
 
 /// A proposal that was made but not committed within its deadline (a metadata leader that
@@ -261,34 +243,4 @@ fn not_committed_in_time() -> ClusterError {
     ClusterError::Timeout(
         "the metadata change to commit (the metadata leader may have lost its quorum); it may still be applied".into(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A value whose encoding always fails, as a command too large or malformed for postcard
-    /// would.
-    struct Unencodable;
-
-    impl serde::Serialize for Unencodable {
-        fn serialize<S: serde::Serializer>(&self, _serializer: S) -> Result<S::Ok, S::Error> {
-            Err(serde::ser::Error::custom("cannot encode this"))
-        }
-    }
-
-    #[test]
-    fn a_request_that_cannot_be_encoded_is_a_local_fault_not_an_unknown_outcome() {
-        let error = encode_request(&Unencodable).unwrap_err();
-        let AskError::Encode(reason) = error else {
-            panic!("an encoding failure is no RPC outcome: {error}");
-        };
-        let error = local_fault(reason);
-        assert!(matches!(error, ClusterError::Internal(_)), "{error}");
-    }
-
-    #[test]
-    fn cluster_requests_encode() {
-        assert!(encode_request(&ClusterRequest::Ping).is_ok());
-    }
 }
