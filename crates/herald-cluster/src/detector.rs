@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::peers::{ask, AskError};
-use super::service::ClusterRequest;
+use super::operation::{ask, AskError};
+use super::service::Ping;
 use super::Cluster;
 use herald_rpc::RpcError;
 
@@ -53,13 +53,7 @@ pub(super) async fn watch_peers(cluster: Weak<Cluster>, mut stopped: watch::Rece
 
 impl Cluster {
     async fn confirm_gone(&self, peer: u64) {
-        let answer = ask(
-            &self.rpc,
-            peer,
-            &ClusterRequest::Ping,
-            Instant::now() + CONFIRM_TIMEOUT,
-        )
-        .await;
+        let answer = ask(&self.rpc, peer, &Ping, Instant::now() + CONFIRM_TIMEOUT).await;
         if let Err(AskError::Rpc(RpcError::Unreachable { reason, .. })) = answer {
             tracing::warn!(peer, %reason, "peer is gone; taking over the groups it led");
             metrics::counter!("herald_cluster_dead_peer_takeovers_total").increment(1);

@@ -16,14 +16,13 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::metadata_group::MetadataGroup;
-use super::peers::ask;
-use super::service::{ClusterReply, ClusterRequest, ProposeFailure};
-use super::{now_ms, ClusterError};
+use super::metadata_group::{MetadataGroup, MetadataLeaderOperation, Try};
+use super::operation::{ClusterOperation, ClusterOperationKind};
+use super::service::ProposeFailure;
+use super::{now_ms, Cluster, ClusterError};
 use herald_domain::groups::{ConsumerGroup, GroupCommand, GroupOutcome, TopicPartition};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
 use herald_raft::ConsumerGroupsView;
-use herald_rpc::RpcClient;
 
 /// How often the metadata leader looks for expired members and resized topics.
 pub(super) const COORDINATION_INTERVAL: Duration = Duration::from_millis(200);
@@ -33,6 +32,47 @@ pub(super) const COORDINATION_INTERVAL: Duration = Duration::from_millis(200);
 pub struct MemberView {
     pub generation: u64,
     pub assignments: Vec<TopicPartition>,
+}
+
+/// A consumer group member is alive: for the coordinator, the metadata leader.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct GroupHeartbeat {
+    group: String,
+    member_id: String,
+}
+
+impl ClusterOperation for GroupHeartbeat {
+    const KIND: ClusterOperationKind = ClusterOperationKind::GroupHeartbeat;
+    /// The member's generation and partitions; None for an unknown member.
+    type Reply = Result<Option<MemberView>, ProposeFailure>;
+
+    async fn serve(self, cluster: &Cluster) -> Self::Reply {
+        cluster
+            .groups()
+            .serve_heartbeat(&self.group, &self.member_id)
+    }
+}
+
+impl MetadataLeaderOperation for GroupHeartbeat {
+    type Answer = Option<MemberView>;
+    type Context = GroupCoordinator;
+    /// A heartbeat changes nothing durable: trying again elsewhere is always safe.
+    const REPEATABLE: bool = true;
+    const PAUSE: Duration = Duration::from_millis(50);
+
+    async fn run_here(&self, groups: &GroupCoordinator, _deadline: Instant) -> Try<Self::Answer> {
+        Try::Done(Ok(groups.heartbeat_here(&self.group, &self.member_id)))
+    }
+
+    fn failed(failure: ProposeFailure) -> Try<Self::Answer> {
+        match failure {
+            ProposeFailure::Failed(reason) => Try::Done(Err(ClusterError::Unavailable(reason))),
+            // Not the leader (any more): ask again, elsewhere if need be.
+            ProposeFailure::NoLeader
+            | ProposeFailure::TimedOut
+            | ProposeFailure::OutcomeUnknown(_) => Try::Again,
+        }
+    }
 }
 
 /// When the metadata leader last heard from each member, by (group, member id).
@@ -47,20 +87,14 @@ pub struct GroupCoordinator {
     metadata: Arc<MetadataGroup>,
     liveness: Liveness,
     leader_wait: Duration,
-    rpc: RpcClient,
 }
 
 impl GroupCoordinator {
-    pub(crate) fn new(
-        metadata: Arc<MetadataGroup>,
-        leader_wait: Duration,
-        rpc: RpcClient,
-    ) -> GroupCoordinator {
+    pub(crate) fn new(metadata: Arc<MetadataGroup>, leader_wait: Duration) -> GroupCoordinator {
         GroupCoordinator {
             metadata,
             liveness: Liveness::default(),
             leader_wait,
-            rpc,
         }
     }
 
@@ -101,37 +135,18 @@ impl GroupCoordinator {
         group: &str,
         member_id: &str,
     ) -> Result<Option<MemberView>, ClusterError> {
+        let heartbeat = GroupHeartbeat {
+            group: group.to_string(),
+            member_id: member_id.to_string(),
+        };
         let deadline = Instant::now() + self.leader_wait;
-        let mut attempt = 0usize;
-        loop {
-            attempt += 1;
-            if self.metadata.is_leader() {
-                return Ok(self.heartbeat_here(group, member_id));
-            }
-            if let Some(target) = self.metadata.metadata_target(attempt) {
-                let request = ClusterRequest::GroupHeartbeat {
-                    group: group.to_string(),
-                    member_id: member_id.to_string(),
-                };
-                match ask(&self.rpc, target, &request, deadline).await {
-                    Ok(ClusterReply::GroupHeartbeat(Ok(view))) => return Ok(view),
-                    Ok(ClusterReply::GroupHeartbeat(Err(ProposeFailure::Failed(reason)))) => {
-                        return Err(ClusterError::Unavailable(reason))
-                    }
-                    // Not the leader (any more), or unreachable: a heartbeat changes nothing
-                    // durable, so trying again elsewhere is always safe.
-                    Ok(_) | Err(_) => {}
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(ClusterError::NoMetadataLeader);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.metadata
+            .run_on_leader(self, &heartbeat, deadline)
+            .await
     }
 
     /// Serves a heartbeat forwarded by another node.
-    pub(super) fn serve_heartbeat(
+    fn serve_heartbeat(
         &self,
         group: &str,
         member_id: &str,

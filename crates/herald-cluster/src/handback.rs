@@ -14,8 +14,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::peers::ask;
-use super::service::{ClusterReply, ClusterRequest, ReplicaProgress};
+use serde::{Deserialize, Serialize};
+
+use super::operation::{ask, ClusterOperation, ClusterOperationKind};
+use super::service::ReplicaProgress;
 use super::Cluster;
 use herald_raft::PartitionReplica;
 
@@ -23,6 +25,23 @@ use herald_raft::PartitionReplica;
 const TRANSFER_PAUSE: Duration = Duration::from_secs(10);
 /// How long the target gets to report its progress.
 const PROGRESS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A replica's progress on a partition group: asked by the group's leader before it hands
+/// leadership to it.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ReplicaProgressQuery {
+    group: RaftGroupId,
+}
+
+impl ClusterOperation for ReplicaProgressQuery {
+    const KIND: ClusterOperationKind = ClusterOperationKind::ReplicaProgress;
+    /// None when the node has no replica of the group.
+    type Reply = Option<ReplicaProgress>;
+
+    async fn serve(self, cluster: &Cluster) -> Self::Reply {
+        cluster.replica_progress(self.group)
+    }
+}
 
 /// Why a replica may not take over leadership, if it may not.
 pub(super) fn incomplete(
@@ -47,7 +66,7 @@ pub(super) fn incomplete(
 
 impl Cluster {
     /// This node's progress on `group`, for a leader deciding whether this node may lead it.
-    pub(super) fn replica_progress(&self, group: RaftGroupId) -> Option<ReplicaProgress> {
+    fn replica_progress(&self, group: RaftGroupId) -> Option<ReplicaProgress> {
         let replica = self.replicas.get(group)?;
         let watermarks = replica.watermarks();
         Some(ReplicaProgress {
@@ -63,7 +82,7 @@ impl Cluster {
         // Read before asking: what the target reports afterwards must cover it.
         let committed = replica.raft_status().committed_index;
         let log_start = replica.watermarks().log_start_offset;
-        let request = ClusterRequest::ReplicaProgress {
+        let request = ReplicaProgressQuery {
             group: replica.group(),
         };
         match ask(
@@ -74,11 +93,8 @@ impl Cluster {
         )
         .await
         {
-            Ok(ClusterReply::ReplicaProgress(Some(progress))) => {
-                incomplete(&progress, log_start, committed)
-            }
-            Ok(ClusterReply::ReplicaProgress(None)) => Some("it has no replica here".into()),
-            Ok(_) => Some("it answered something else".into()),
+            Ok(Some(progress)) => incomplete(&progress, log_start, committed),
+            Ok(None) => Some("it has no replica here".into()),
             Err(error) => Some(format!("it did not answer: {error}")),
         }
     }

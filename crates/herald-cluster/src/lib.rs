@@ -24,7 +24,7 @@ mod groups;
 mod handback;
 mod metadata_group;
 mod nodes;
-mod peers;
+mod operation;
 pub mod placement;
 mod reconcile;
 mod replicas;
@@ -225,7 +225,7 @@ impl Cluster {
             node_id: options.node_id,
             http_addr: options.http_addr,
             raft_addr: options.raft_addr,
-            groups: GroupCoordinator::new(metadata.clone(), options.leader_wait, rpc.clone()),
+            groups: GroupCoordinator::new(metadata.clone(), options.leader_wait),
             membership: Membership::new(
                 options.node_id,
                 metadata.clone(),

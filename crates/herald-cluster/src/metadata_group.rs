@@ -13,9 +13,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::peers::{ask, local_fault, AskError};
-use super::service::{ClusterReply, ClusterRequest, ProposeFailure};
-use super::ClusterError;
+use serde::{Deserialize, Serialize};
+
+use super::operation::{ask, local_fault, AskError, ClusterOperation, ClusterOperationKind};
+use super::service::ProposeFailure;
+use super::{Cluster, ClusterError};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
 use herald_raft::{MetadataReplica, RaftLayerError};
 use herald_rpc::RpcClient;
@@ -88,7 +90,8 @@ impl MetadataGroup {
     /// change too, so what the caller reads next includes it.
     pub async fn propose(&self, command: MetadataCommand) -> Result<MetadataOutcome, ClusterError> {
         let deadline = Instant::now() + self.leader_wait;
-        let (outcome, index) = self.propose_anywhere(command, deadline).await?;
+        let propose = Propose { command, hops: 0 };
+        let (outcome, index) = self.run_on_leader(self, &propose, deadline).await?;
         let remaining = deadline.saturating_duration_since(Instant::now());
         if !self
             .replica
@@ -102,55 +105,47 @@ impl MetadataGroup {
         Ok(outcome)
     }
 
-    async fn propose_anywhere(
+    /// Runs `operation` on the metadata leader: here when this node leads (against
+    /// `context`), else sent to the leader, or while none is known to another node, which
+    /// passes it on. Tries again only what was certainly not done (or what may be repeated),
+    /// until `deadline`.
+    pub(crate) async fn run_on_leader<Op>(
         &self,
-        command: MetadataCommand,
+        context: &Op::Context,
+        operation: &Op,
         deadline: Instant,
-    ) -> Result<(MetadataOutcome, u64), ClusterError> {
+    ) -> Result<Op::Answer, ClusterError>
+    where
+        Op: MetadataLeaderOperation
+            + ClusterOperation<
+                Reply = Result<<Op as MetadataLeaderOperation>::Answer, ProposeFailure>,
+            >,
+    {
         let mut attempt = 0usize;
         loop {
             attempt += 1;
-            if self.replica.is_leader() {
-                match tokio::time::timeout_at(deadline, self.replica.propose(command.clone())).await
-                {
-                    Err(_elapsed) => return Err(not_committed_in_time()),
-                    Ok(Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. })) => {
-                    }
-                    Ok(other) => return Ok(other?),
-                }
+            let verdict = if self.replica.is_leader() {
+                operation.run_here(context, deadline).await
             } else if let Some(target) = self.metadata_target(attempt) {
-                let request = ClusterRequest::Propose {
-                    command: command.clone(),
-                    hops: 0,
-                };
-                match ask(&self.rpc, target, &request, deadline).await {
-                    Ok(ClusterReply::Proposed(Ok(outcome))) => return Ok(outcome),
-                    Ok(ClusterReply::Proposed(Err(ProposeFailure::NoLeader))) => {}
-                    Ok(ClusterReply::Proposed(Err(ProposeFailure::Failed(reason)))) => {
-                        return Err(ClusterError::Unavailable(reason))
+                match ask(&self.rpc, target, operation, deadline).await {
+                    Ok(Ok(answer)) => Try::Done(Ok(answer)),
+                    Ok(Err(failure)) => Op::failed(failure),
+                    Err(AskError::Encode(reason)) => Try::Done(Err(local_fault(reason))),
+                    Err(AskError::Rpc(error)) if !error.maybe_delivered() || Op::REPEATABLE => {
+                        Try::Again
                     }
-                    Ok(ClusterReply::Proposed(Err(ProposeFailure::TimedOut))) => {
-                        return Err(not_committed_in_time())
-                    }
-                    Ok(ClusterReply::Proposed(Err(ProposeFailure::OutcomeUnknown(reason)))) => {
-                        return Err(ClusterError::Timeout(format!(
-                            "the metadata change's outcome ({reason}); it may still be applied"
-                        )))
-                    }
-                    Ok(
-                        ClusterReply::Pong(_)
-                        | ClusterReply::GroupHeartbeat(_)
-                        | ClusterReply::ReplicaProgress(_),
-                    ) => {}
-                    Err(AskError::Encode(reason)) => return Err(local_fault(reason)),
-                    Err(AskError::Rpc(error)) if !error.maybe_delivered() => {}
-                    Err(AskError::Rpc(error)) => return Err(ClusterError::Rpc(error)),
+                    Err(AskError::Rpc(error)) => Try::Done(Err(ClusterError::Rpc(error))),
                 }
+            } else {
+                Try::Again
+            };
+            if let Try::Done(result) = verdict {
+                return result;
             }
             if Instant::now() >= deadline {
                 return Err(ClusterError::NoMetadataLeader);
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Op::PAUSE).await;
         }
     }
 
@@ -180,7 +175,9 @@ impl MetadataGroup {
         Some(candidates[attempt % candidates.len()])
     }
 
-    pub(crate) async fn propose_here(
+    /// Serves a forwarded proposal: proposes it when this node leads, else passes it on to
+    /// the leader once (`hops` stops loops while leadership moves).
+    async fn propose_here(
         &self,
         command: MetadataCommand,
         hops: u8,
@@ -205,7 +202,7 @@ impl MetadataGroup {
             .filter(|leader| *leader != self.node_id);
         match leader {
             Some(leader) if hops == 0 => {
-                let request = ClusterRequest::Propose { command, hops: 1 };
+                let request = Propose { command, hops: 1 };
                 match ask(
                     &self.rpc,
                     leader,
@@ -214,12 +211,7 @@ impl MetadataGroup {
                 )
                 .await
                 {
-                    Ok(ClusterReply::Proposed(result)) => result,
-                    Ok(
-                        ClusterReply::Pong(_)
-                        | ClusterReply::GroupHeartbeat(_)
-                        | ClusterReply::ReplicaProgress(_),
-                    ) => Err(ProposeFailure::NoLeader),
+                    Ok(result) => result,
                     // Not proposed, but a retry would fail the same way.
                     Err(AskError::Encode(reason)) => {
                         Err(ProposeFailure::Failed(local_fault(reason).to_string()))
@@ -235,6 +227,85 @@ impl MetadataGroup {
             _ => Err(ProposeFailure::NoLeader),
         }
     }
+}
+
+/// A metadata change for the metadata leader; a node that does not lead passes it on once
+/// (`hops` stops loops while leadership moves).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Propose {
+    command: MetadataCommand,
+    hops: u8,
+}
+
+impl ClusterOperation for Propose {
+    const KIND: ClusterOperationKind = ClusterOperationKind::Propose;
+    /// The outcome and the raft index it was applied at.
+    type Reply = Result<(MetadataOutcome, u64), ProposeFailure>;
+
+    async fn serve(self, cluster: &Cluster) -> Self::Reply {
+        cluster
+            .metadata()
+            .propose_here(self.command, self.hops)
+            .await
+    }
+}
+
+impl MetadataLeaderOperation for Propose {
+    type Answer = (MetadataOutcome, u64);
+    type Context = MetadataGroup;
+    /// A proposal whose outcome is unknown may have been applied: never sent again blindly.
+    const REPEATABLE: bool = false;
+    const PAUSE: Duration = Duration::from_millis(100);
+
+    async fn run_here(&self, group: &MetadataGroup, deadline: Instant) -> Try<Self::Answer> {
+        match tokio::time::timeout_at(deadline, group.replica.propose(self.command.clone())).await {
+            Err(_elapsed) => Try::Done(Err(not_committed_in_time())),
+            Ok(Err(RaftLayerError::NotLeader { .. } | RaftLayerError::NoLeader { .. })) => {
+                Try::Again
+            }
+            Ok(other) => Try::Done(other.map_err(ClusterError::from)),
+        }
+    }
+
+    fn failed(failure: ProposeFailure) -> Try<Self::Answer> {
+        Try::Done(Err(match failure {
+            ProposeFailure::NoLeader => return Try::Again,
+            ProposeFailure::Failed(reason) => ClusterError::Unavailable(reason),
+            ProposeFailure::TimedOut => not_committed_in_time(),
+            ProposeFailure::OutcomeUnknown(reason) => ClusterError::Timeout(format!(
+                "the metadata change's outcome ({reason}); it may still be applied"
+            )),
+        }))
+    }
+}
+
+/// One try's verdict: done, or worth another try (at the leader, or a new one).
+pub(crate) enum Try<T> {
+    Done(Result<T, ClusterError>),
+    Again,
+}
+
+/// An operation that runs on the metadata group's leader, wherever it is
+/// ([`MetadataGroup::run_on_leader`]). Its reply on the wire is its answer or why the leader
+/// (or the node passing it on) did not run it.
+pub(crate) trait MetadataLeaderOperation: Send + Sync {
+    type Answer: Send;
+    /// What it runs against on the leader.
+    type Context: Sync;
+    /// Whether a call whose outcome is unknown may be sent again (it changes nothing durable).
+    const REPEATABLE: bool;
+    /// How long to wait before another try.
+    const PAUSE: Duration;
+
+    /// Runs it here, on the leader (this node led when the try began).
+    fn run_here(
+        &self,
+        context: &Self::Context,
+        deadline: Instant,
+    ) -> impl std::future::Future<Output = Try<Self::Answer>> + Send;
+
+    /// What a failure answered by another node means.
+    fn failed(failure: ProposeFailure) -> Try<Self::Answer>;
 }
 
 /// A proposal that was made but not committed within its deadline (a metadata leader that

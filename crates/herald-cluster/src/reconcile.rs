@@ -10,8 +10,8 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::peers::ask;
-use super::service::{ClusterReply, ClusterRequest};
+use super::operation::ask;
+use super::service::Ping;
 use super::{gossip, new_cluster_id, Cluster};
 use herald_domain::metadata::{MetadataCommand, MetadataState, PartitionAssignment};
 use herald_raft::{Bootstrap, NodeAddr, PartitionReplica};
@@ -139,13 +139,12 @@ impl Cluster {
         let answers = futures::future::join_all(
             peers
                 .iter()
-                .map(|peer| ask(&self.rpc, *peer, &ClusterRequest::Ping, deadline)),
+                .map(|peer| ask(&self.rpc, *peer, &Ping, deadline)),
         )
         .await;
-        for answer in answers {
-            if let Ok(ClusterReply::Pong(report)) = answer {
-                self.routing.leader_map().absorb(report);
-            }
+        // A peer that did not answer reports nothing; its claims age out.
+        for report in answers.into_iter().flatten() {
+            self.routing.leader_map().absorb(report);
         }
     }
 

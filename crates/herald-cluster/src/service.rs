@@ -10,9 +10,11 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::groups::MemberView;
+use super::groups::GroupHeartbeat;
+use super::handback::ReplicaProgressQuery;
+use super::metadata_group::Propose;
+use super::operation::{serve, split_tag, ClusterOperation, ClusterOperationKind};
 use super::{leadership, Cluster};
-use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
 use herald_raft::{RaftService, Watermarks, RAFT_SERVICE};
 use herald_rpc::{Lane, RpcHandler, ServiceId};
 
@@ -31,36 +33,18 @@ pub fn lane_of(service: ServiceId) -> Lane {
     }
 }
 
+/// Who is alive and which groups it leads: every node asks every other about once a second
+/// (`reconcile::ping_peers`), and the failure detector asks before it calls a peer gone.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) enum ClusterRequest {
-    /// Propose a metadata command; a node that does not lead the metadata group passes it on
-    /// to the leader once (`hops` stops loops while leadership moves).
-    Propose {
-        command: MetadataCommand,
-        hops: u8,
-    },
-    Ping,
-    /// A consumer group member is alive; served by the metadata leader.
-    GroupHeartbeat {
-        group: String,
-        member_id: String,
-    },
-    /// This node's progress on a partition group: asked by its leader before it hands
-    /// leadership here (`handback`).
-    ReplicaProgress {
-        group: RaftGroupId,
-    },
-}
+pub(crate) struct Ping;
 
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum ClusterReply {
-    /// The outcome and the raft index it was applied at.
-    Proposed(Result<(MetadataOutcome, u64), ProposeFailure>),
-    Pong(PingReport),
-    /// The member's generation and partitions; None for an unknown member.
-    GroupHeartbeat(Result<Option<MemberView>, ProposeFailure>),
-    /// None when the node has no replica of the group.
-    ReplicaProgress(Option<ReplicaProgress>),
+impl ClusterOperation for Ping {
+    const KIND: ClusterOperationKind = ClusterOperationKind::Ping;
+    type Reply = PingReport;
+
+    async fn serve(self, cluster: &Cluster) -> PingReport {
+        cluster.ping_report()
+    }
 }
 
 /// One replica's extent and applied point.
@@ -73,7 +57,7 @@ pub struct ReplicaProgress {
 
 /// Why a forwarded proposal was not applied. Only `NoLeader` is safe to retry blindly.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) enum ProposeFailure {
+pub(crate) enum ProposeFailure {
     /// Nothing was proposed: no leader known (yet).
     NoLeader,
     /// Proposed, but the outcome is unknown or it failed.
@@ -152,25 +136,23 @@ impl RpcHandler for Dispatcher {
 }
 
 impl Cluster {
-    /// Serves a cluster request from another node.
+    /// Serves a cluster request from another node: the tag picks its operation. A tag this
+    /// node does not know is refused, like any other bad request; nothing a peer sends panics.
     pub(super) async fn serve_request(&self, body: Bytes) -> Result<Bytes, String> {
-        let request: ClusterRequest =
-            postcard::from_bytes(&body).map_err(|error| format!("bad cluster request: {error}"))?;
-        let reply = match request {
-            ClusterRequest::Ping => ClusterReply::Pong(self.ping_report()),
-            ClusterRequest::Propose { command, hops } => {
-                ClusterReply::Proposed(self.metadata.propose_here(command, hops).await)
-            }
-            ClusterRequest::GroupHeartbeat { group, member_id } => {
-                ClusterReply::GroupHeartbeat(self.groups.serve_heartbeat(&group, &member_id))
-            }
-            ClusterRequest::ReplicaProgress { group } => {
-                ClusterReply::ReplicaProgress(self.replica_progress(group))
-            }
+        let Some((tag, body)) = split_tag(&body) else {
+            return Err("a cluster request without an operation kind".to_string());
         };
-        postcard::to_stdvec(&reply)
-            .map(Bytes::from)
-            .map_err(|error| format!("encoding a cluster answer: {error}"))
+        let Some(kind) = ClusterOperationKind::from_tag(tag) else {
+            return Err(format!("unknown cluster operation kind {tag}"));
+        };
+        match kind {
+            ClusterOperationKind::Ping => serve::<Ping>(self, body).await,
+            ClusterOperationKind::Propose => serve::<Propose>(self, body).await,
+            ClusterOperationKind::GroupHeartbeat => serve::<GroupHeartbeat>(self, body).await,
+            ClusterOperationKind::ReplicaProgress => {
+                serve::<ReplicaProgressQuery>(self, body).await
+            }
+        }
     }
 
     /// What this node leads, for pings.
