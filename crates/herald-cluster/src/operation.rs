@@ -180,6 +180,8 @@ mod tests {
             Some(ClusterOperationKind::Ping)
         );
         let _: service::Ping = postcard::from_bytes(rest).unwrap();
+        // The bytes themselves: what an older or newer node, and the mTLS tests, send.
+        assert_eq!(&body[..], &[0, 1]);
         assert!(split_tag(&[1]).is_none());
     }
 

@@ -29,8 +29,9 @@ use tokio::io::AsyncReadExt;
 
 /// The service number of cluster requests (`cluster::service::CLUSTER_SERVICE`).
 const CLUSTER_SERVICE: u8 = 2;
-/// `ClusterRequest::Ping`, as postcard encodes it (the variant's index).
-const PING: &[u8] = &[1];
+/// A cluster `Ping` on the wire: its operation kind (tag 1, a big-endian `u16`), then the
+/// request itself, which postcard encodes as nothing.
+const PING: &[u8] = &[0, 1];
 /// How long one RPC call of these tests may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
