@@ -25,7 +25,7 @@ pub use engine::status::{RaftStatus, ROLES as RAFT_ROLES};
 pub use engine::types::{CompactionPlan, DedupClaim, DedupLimits, NodeAddr};
 pub use metadata::consumer_groups::ConsumerGroupsView;
 pub use metadata::replica::MetadataReplica;
-pub use partition::applier::{QueueView, Watermarks};
+pub use partition::applier::{DeliveryView, Watermarks};
 pub use partition::cleaner_state::CleanTally;
 pub use partition::cleaning::CompactionCheck;
 pub use partition::compaction::PassReport;
@@ -36,7 +36,7 @@ pub use partition::reader::{ReadLimits, StoredBatch};
 pub use partition::replica::PartitionReplica;
 pub use partition::retention::RetentionPlan;
 pub use partition::subscriptions::{
-    key_hash, DeadLetter, DeadLetterReason, LeaseFacts, LeaseRef, MessageFacts, QueueCommand,
-    QueueCounts, QueueOutcome, SubscriptionPartition,
+    key_hash, DeadLetter, DeadLetterReason, DeliveryCommand, DeliveryCounts, DeliveryOutcome,
+    LeaseFacts, LeaseRef, MessageFacts, SubscriptionPartition,
 };
 pub use partition::throttle::Throttle;

@@ -52,11 +52,11 @@ operation_kinds! {
     /// The first offset at or after a timestamp (`fetch/`).
     OffsetForTimestamp = 3,
     /// A subscription's delivery state changed on the partition (`subscriptions/`).
-    ApplyQueueCommand = 4,
+    ApplyDeliveryCommand = 4,
     /// A responder's reply handed to the node its request waits on (`requests/`).
     DeliverReply = 5,
     /// A subscription's counts on the partition (`subscriptions/`).
-    ReadQueueStats = 6,
+    ReadSubscriptionStats = 6,
     /// A wait until a lease could get something on the partition (`subscriptions/`).
     WaitForLease = 7,
     /// A producer's batch in the stored layout, appended byte for byte (`produce/`).

@@ -12,7 +12,7 @@ use super::{LeaderOperation, NodeOperation, OperationKind};
 use crate::fetch::on_leader::{OffsetForTimestamp, ReadBatches};
 use crate::produce::on_leader::{AppendRecords, AppendStored};
 use crate::requests::deliver::DeliverReply;
-use crate::subscriptions::on_leader::{ApplyQueueCommand, ReadQueueStats, WaitForLease};
+use crate::subscriptions::on_leader::{ApplyDeliveryCommand, ReadSubscriptionStats, WaitForLease};
 use crate::{Broker, Services};
 use herald_cluster::BrokerService;
 
@@ -33,8 +33,12 @@ async fn serve(broker: &Broker, body: &[u8]) -> Result<Bytes, String> {
         OperationKind::AppendStored => on_leader::<AppendStored>(broker, body).await,
         OperationKind::ReadBatches => on_leader::<ReadBatches>(broker, body).await,
         OperationKind::OffsetForTimestamp => on_leader::<OffsetForTimestamp>(broker, body).await,
-        OperationKind::ApplyQueueCommand => on_leader::<ApplyQueueCommand>(broker, body).await,
-        OperationKind::ReadQueueStats => on_leader::<ReadQueueStats>(broker, body).await,
+        OperationKind::ApplyDeliveryCommand => {
+            on_leader::<ApplyDeliveryCommand>(broker, body).await
+        }
+        OperationKind::ReadSubscriptionStats => {
+            on_leader::<ReadSubscriptionStats>(broker, body).await
+        }
         OperationKind::WaitForLease => on_leader::<WaitForLease>(broker, body).await,
         OperationKind::DeliverReply => on_node::<DeliverReply>(broker, body).await,
     }

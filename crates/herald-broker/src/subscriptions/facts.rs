@@ -13,7 +13,7 @@ use crate::topics::now_ms;
 use crate::ConsumedMessage;
 use herald_domain::batch::{decode_batch, visit_records};
 use herald_raft::{
-    key_hash, LeaseFacts, MessageFacts, PartitionReplica, QueueCommand, ReadLimits, StoredBatch,
+    key_hash, DeliveryCommand, LeaseFacts, MessageFacts, PartitionReplica, ReadLimits, StoredBatch,
 };
 
 /// How many messages waiting for their `deliver_at` one lease's facts reach past (besides
@@ -29,9 +29,9 @@ impl SubscriptionService {
     pub(crate) async fn fill_lease_facts(
         &self,
         replica: &PartitionReplica,
-        command: &mut QueueCommand,
+        command: &mut DeliveryCommand,
     ) -> BrokerResult<Vec<StoredBatch>> {
-        let QueueCommand::Lease {
+        let DeliveryCommand::Lease {
             subscription,
             max_messages,
             start_offset,
@@ -43,7 +43,7 @@ impl SubscriptionService {
         };
         let marks = replica.watermarks();
         let from = replica
-            .queue_view()
+            .delivery_view()
             .read(|states| states.get(subscription).map(|state| state.read_position))
             .unwrap_or(*start_offset)
             .max(marks.log_start_offset);

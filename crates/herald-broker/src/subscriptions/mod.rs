@@ -16,14 +16,14 @@ pub mod settle;
 pub mod stats;
 pub(crate) mod wait;
 
-pub use herald_raft::QueueCounts;
+pub use herald_raft::DeliveryCounts;
 pub use lease_stream::{LeaseStream, MAX_IN_FLIGHT};
 pub use pull::{PulledMessage, MAX_PULL_MESSAGES};
 pub use redrive::RedriveRequest;
 pub use redrive_runner::spawn_redrive_supervisor;
 pub use seek::{SeekTarget, Sought};
 pub use settle::{Settle, Settled, MAX_ACK_IDS, MAX_NACK_DELAY_MS};
-pub use stats::{QueueStats, SubscriptionGauge};
+pub use stats::{SubscriptionGauge, SubscriptionStats};
 
 use super::topics::now_ms;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ use herald_domain::names::validate_name;
 use herald_domain::subscriptions::{
     SubscriptionCommand, SubscriptionConfig, SubscriptionMeta, SubscriptionOutcome,
 };
-use herald_raft::QueueCommand;
+use herald_raft::DeliveryCommand;
 
 /// Subscriptions: queue semantics on the log. Settings go through the metadata group, delivery
 /// state through the partitions' groups; dead letters and redrives are produced through
@@ -133,10 +133,10 @@ impl SubscriptionService {
                 .unwrap_or_default();
             drop(metadata);
             for group in groups {
-                let command = QueueCommand::Forget {
+                let command = DeliveryCommand::Forget {
                     subscription: meta.id,
                 };
-                if let Err(error) = self.queue_on_leader(group, command).await {
+                if let Err(error) = self.apply_on_leader(group, command).await {
                     tracing::debug!(subscription = name, group = group.get(), %error, "forgetting delivery state");
                 }
             }
@@ -159,20 +159,20 @@ impl SubscriptionService {
 
     /// The subscription's counts over its topic's partitions and the age of its oldest
     /// message not done, from their leaders.
-    pub async fn stats(&self, meta: &SubscriptionMeta) -> BrokerResult<QueueStats> {
+    pub async fn stats(&self, meta: &SubscriptionMeta) -> BrokerResult<SubscriptionStats> {
         let metadata = self.core.cluster().metadata().current();
         let Some(topic) = metadata.topics.get(&meta.config.topic) else {
-            return Ok(QueueStats::default());
+            return Ok(SubscriptionStats::default());
         };
         let groups: Vec<RaftGroupId> = topic.partitions.iter().map(|p| p.group_id).collect();
         drop(metadata);
         let answers = futures::future::join_all(
             groups
                 .into_iter()
-                .map(|group| self.queue_stats_on_leader(group, meta.id)),
+                .map(|group| self.stats_on_leader(group, meta.id)),
         )
         .await;
-        let mut total = QueueStats::default();
+        let mut total = SubscriptionStats::default();
         for stats in answers {
             total.add(stats?);
         }

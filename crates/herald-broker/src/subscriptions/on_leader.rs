@@ -14,25 +14,25 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::{stats_here, QueueStats};
+use super::stats::{stats_here, SubscriptionStats};
 use super::wait::wait_here;
 use crate::leader::{LeaderOperation, OperationKind};
 use crate::topics::now_ms;
 use crate::{Broker, BrokerResult};
 use herald_domain::subscriptions::RetryPolicy;
-use herald_raft::{PartitionReplica, QueueCommand, QueueOutcome, StoredBatch};
+use herald_raft::{DeliveryCommand, DeliveryOutcome, PartitionReplica, StoredBatch};
 
 /// A queue command applied by a partition's leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ApplyQueueCommand {
+pub(crate) struct ApplyDeliveryCommand {
     group: RaftGroupId,
-    command: QueueCommand,
+    command: DeliveryCommand,
 }
 
 /// What a leader answers a queue command.
 #[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct QueueApplied {
-    pub outcome: QueueOutcome,
+pub(crate) struct DeliveryApplied {
+    pub outcome: DeliveryOutcome,
     /// The batches a lease's facts were read from, when this node leads: a puller here hands
     /// out the leased messages from them instead of reading them again. Not sent back from
     /// another node's leader (empty then).
@@ -40,9 +40,9 @@ pub(crate) struct QueueApplied {
     pub batches: Vec<StoredBatch>,
 }
 
-impl LeaderOperation for ApplyQueueCommand {
-    const KIND: OperationKind = OperationKind::ApplyQueueCommand;
-    type Reply = QueueApplied;
+impl LeaderOperation for ApplyDeliveryCommand {
+    const KIND: OperationKind = OperationKind::ApplyDeliveryCommand;
+    type Reply = DeliveryApplied;
     type Service = SubscriptionService;
 
     fn service(broker: &Broker) -> &SubscriptionService {
@@ -57,25 +57,25 @@ impl LeaderOperation for ApplyQueueCommand {
         &mut self,
         queues: &SubscriptionService,
         replica: Arc<PartitionReplica>,
-    ) -> BrokerResult<QueueApplied> {
+    ) -> BrokerResult<DeliveryApplied> {
         let mut command = self.command.clone();
         command.set_now(now_ms());
         let batches = queues.fill_lease_facts(&replica, &mut command).await?;
         let outcome = replica.queue(command).await?;
-        Ok(QueueApplied { outcome, batches })
+        Ok(DeliveryApplied { outcome, batches })
     }
 }
 
 /// A subscription's counts and oldest unacked age on a partition, as its leader applied them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ReadQueueStats {
+pub(crate) struct ReadSubscriptionStats {
     group: RaftGroupId,
     subscription: u64,
 }
 
-impl LeaderOperation for ReadQueueStats {
-    const KIND: OperationKind = OperationKind::ReadQueueStats;
-    type Reply = QueueStats;
+impl LeaderOperation for ReadSubscriptionStats {
+    const KIND: OperationKind = OperationKind::ReadSubscriptionStats;
+    type Reply = SubscriptionStats;
     type Service = SubscriptionService;
 
     fn service(broker: &Broker) -> &SubscriptionService {
@@ -90,7 +90,7 @@ impl LeaderOperation for ReadQueueStats {
         &mut self,
         _queues: &SubscriptionService,
         replica: Arc<PartitionReplica>,
-    ) -> BrokerResult<QueueStats> {
+    ) -> BrokerResult<SubscriptionStats> {
         stats_here(&replica, self.subscription).await
     }
 }
@@ -136,43 +136,43 @@ impl LeaderOperation for WaitForLease {
 
 impl SubscriptionService {
     /// Applies a queue command on the leader of `group`.
-    pub(crate) async fn queue_on_leader(
+    pub(crate) async fn apply_on_leader(
         &self,
         group: RaftGroupId,
-        command: QueueCommand,
-    ) -> BrokerResult<QueueOutcome> {
+        command: DeliveryCommand,
+    ) -> BrokerResult<DeliveryOutcome> {
         let applied = self
             .core
-            .run_on_leader(self, ApplyQueueCommand { group, command })
+            .run_on_leader(self, ApplyDeliveryCommand { group, command })
             .await?;
         Ok(applied.outcome)
     }
 
-    /// Like [`Self::queue_on_leader`], and when this node leads, also the batches the lease's
+    /// Like [`Self::apply_on_leader`], and when this node leads, also the batches the lease's
     /// facts were read from (empty from another node's leader: they are not sent back).
     pub(crate) async fn lease_on_leader(
         &self,
         group: RaftGroupId,
-        command: QueueCommand,
-    ) -> BrokerResult<(QueueOutcome, Vec<StoredBatch>)> {
+        command: DeliveryCommand,
+    ) -> BrokerResult<(DeliveryOutcome, Vec<StoredBatch>)> {
         let applied = self
             .core
-            .run_on_leader(self, ApplyQueueCommand { group, command })
+            .run_on_leader(self, ApplyDeliveryCommand { group, command })
             .await?;
         Ok((applied.outcome, applied.batches))
     }
 
     /// A subscription's counts and oldest unacked age on the partition of `group`, from its
     /// leader.
-    pub(crate) async fn queue_stats_on_leader(
+    pub(crate) async fn stats_on_leader(
         &self,
         group: RaftGroupId,
         subscription: u64,
-    ) -> BrokerResult<QueueStats> {
+    ) -> BrokerResult<SubscriptionStats> {
         self.core
             .run_on_leader(
                 self,
-                ReadQueueStats {
+                ReadSubscriptionStats {
                     group,
                     subscription,
                 },
@@ -182,7 +182,7 @@ impl SubscriptionService {
 
     /// Waits on the leader of `group` (up to `max_wait`) until a lease of `subscription` could
     /// get something there (see [`super::wait`]).
-    pub(crate) async fn queue_wait_on_leader(
+    pub(crate) async fn wait_on_leader(
         &self,
         group: RaftGroupId,
         subscription: u64,
@@ -207,23 +207,26 @@ impl SubscriptionService {
 mod tests {
     use super::*;
     use crate::leader::round_trip;
-    use herald_raft::QueueCounts;
+    use herald_raft::DeliveryCounts;
 
     #[test]
     fn queue_operations_travel_whole() {
-        let command = ApplyQueueCommand {
+        let command = ApplyDeliveryCommand {
             group: RaftGroupId::new(2),
-            command: QueueCommand::Forget { subscription: 9 },
+            command: DeliveryCommand::Forget { subscription: 9 },
         };
         assert_eq!(
-            round_trip(OperationKind::ApplyQueueCommand, &command),
+            round_trip(OperationKind::ApplyDeliveryCommand, &command),
             command
         );
-        let stats = ReadQueueStats {
+        let stats = ReadSubscriptionStats {
             group: RaftGroupId::new(2),
             subscription: 9,
         };
-        assert_eq!(round_trip(OperationKind::ReadQueueStats, &stats), stats);
+        assert_eq!(
+            round_trip(OperationKind::ReadSubscriptionStats, &stats),
+            stats
+        );
         let wait = WaitForLease {
             group: RaftGroupId::new(2),
             subscription: 9,
@@ -240,8 +243,8 @@ mod tests {
 
     #[test]
     fn stats_travel_whole() {
-        let stats = QueueStats {
-            counts: QueueCounts {
+        let stats = SubscriptionStats {
+            counts: DeliveryCounts {
                 backlog: 1,
                 in_flight: 2,
                 delayed: 3,
@@ -250,20 +253,23 @@ mod tests {
             oldest_unacked_age_ms: Some(5),
         };
         let body = postcard::to_stdvec(&stats).unwrap();
-        assert_eq!(postcard::from_bytes::<QueueStats>(&body).unwrap(), stats);
+        assert_eq!(
+            postcard::from_bytes::<SubscriptionStats>(&body).unwrap(),
+            stats
+        );
     }
 
     #[test]
     fn a_leases_batches_stay_on_the_leaders_node() {
-        let applied = QueueApplied {
-            outcome: QueueOutcome::Sought { offset: 3 },
+        let applied = DeliveryApplied {
+            outcome: DeliveryOutcome::Sought { offset: 3 },
             batches: vec![StoredBatch {
                 base_offset: 0,
                 bytes: bytes::Bytes::from_static(b"batch"),
             }],
         };
         let body = postcard::to_stdvec(&applied).unwrap();
-        let arrived: QueueApplied = postcard::from_bytes(&body).unwrap();
+        let arrived: DeliveryApplied = postcard::from_bytes(&body).unwrap();
         assert_eq!(arrived.outcome, applied.outcome);
         assert!(arrived.batches.is_empty());
     }

@@ -23,7 +23,9 @@ use crate::{
     ProduceMessage,
 };
 use herald_domain::subscriptions::{Ordering as DeliveryOrdering, StartPosition, SubscriptionMeta};
-use herald_raft::{DeadLetter, LeaseFacts, LeaseRef, PartitionReplica, QueueCommand, QueueOutcome};
+use herald_raft::{
+    DeadLetter, DeliveryCommand, DeliveryOutcome, LeaseFacts, LeaseRef, PartitionReplica,
+};
 
 /// The most messages one pull answers.
 pub const MAX_PULL_MESSAGES: u32 = 1_000;
@@ -141,7 +143,7 @@ impl SubscriptionService {
         let high_watermark = replica.watermarks().high_watermark;
         let now = now_ms();
         replica
-            .queue_view()
+            .delivery_view()
             .read(|states| match states.get(&meta.id) {
                 None => true,
                 Some(state) => state
@@ -160,7 +162,7 @@ impl SubscriptionService {
                 continue;
             };
             let high_watermark = replica.watermarks().high_watermark;
-            let due = replica.queue_view().read(|states| {
+            let due = replica.delivery_view().read(|states| {
                 states.get(&meta.id).and_then(|state| {
                     state.next_deliverable(now, high_watermark, &meta.config.retry_policy)
                 })
@@ -189,7 +191,7 @@ impl SubscriptionService {
                 let mut marks = replica.subscribe();
                 marks.borrow_and_update();
                 changes.push(Change::Marks(marks));
-                let mut queues = replica.queue_view().changes();
+                let mut queues = replica.delivery_view().changes();
                 queues.borrow_and_update();
                 changes.push(Change::Queues(queues));
             } else {
@@ -199,7 +201,7 @@ impl SubscriptionService {
                 changes.push(Change::Remote(Some(Box::pin(async move {
                     let wait = deadline.saturating_duration_since(Instant::now());
                     let waited = queues
-                        .queue_wait_on_leader(group, subscription, retry, wait)
+                        .wait_on_leader(group, subscription, retry, wait)
                         .await;
                     if let Err(error) = waited {
                         tracing::debug!(group = group.get(), %error, "waiting on a partition leader");
@@ -227,7 +229,7 @@ impl SubscriptionService {
     ) -> BrokerResult<Vec<PulledMessage>> {
         let known_here = self.local(part).is_some_and(|replica| {
             replica
-                .queue_view()
+                .delivery_view()
                 .read(|states| states.contains_key(&meta.id))
         });
         let start_offset = if known_here {
@@ -235,7 +237,7 @@ impl SubscriptionService {
         } else {
             self.start_offset(meta, part).await?
         };
-        let command = QueueCommand::Lease {
+        let command = DeliveryCommand::Lease {
             subscription: meta.id,
             now_ms: now_ms(),
             max_messages: want,
@@ -252,7 +254,7 @@ impl SubscriptionService {
             facts: LeaseFacts::default(),
         };
         let (outcome, batches) = self.lease_on_leader(part.group, command).await?;
-        let QueueOutcome::Leased {
+        let DeliveryOutcome::Leased {
             deliveries,
             dead_letters,
             token,
@@ -293,12 +295,12 @@ impl SubscriptionService {
                     token,
                 })
                 .collect();
-            let command = QueueCommand::Ack {
+            let command = DeliveryCommand::Ack {
                 subscription: meta.id,
                 now_ms: now_ms(),
                 leases,
             };
-            if let Err(error) = self.queue_on_leader(part.group, command).await {
+            if let Err(error) = self.apply_on_leader(part.group, command).await {
                 tracing::debug!(subscription = meta.name, %error, "settling offsets gone from the log");
             }
         }
@@ -448,12 +450,12 @@ impl SubscriptionService {
                 token,
             })
             .collect();
-        let command = QueueCommand::DeadLettered {
+        let command = DeliveryCommand::DeadLettered {
             subscription: meta.id,
             now_ms: now_ms(),
             leases,
         };
-        self.queue_on_leader(part.group, command).await?;
+        self.apply_on_leader(part.group, command).await?;
         metrics::counter!("herald_subscription_dead_lettered_total", "subscription" => meta.name.clone())
             .increment(dead_letters.len() as u64);
         Ok(())

@@ -7,7 +7,7 @@ use futures::future::join_all;
 use super::SubscriptionService;
 use crate::topics::now_ms;
 use crate::{BrokerError, BrokerResult};
-use herald_raft::{QueueCommand, QueueOutcome};
+use herald_raft::{DeliveryCommand, DeliveryOutcome};
 
 /// Where to restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,14 +59,14 @@ impl SubscriptionService {
             points.push((partition, group, offset));
         }
         let calls = points.into_iter().map(|(partition, group, offset)| {
-            let command = QueueCommand::Seek {
+            let command = DeliveryCommand::Seek {
                 subscription: meta.id,
                 now_ms: now_ms(),
                 offset,
             };
             async move {
-                match self.queue_on_leader(group, command).await? {
-                    QueueOutcome::Sought { offset } => Ok(Sought { partition, offset }),
+                match self.apply_on_leader(group, command).await? {
+                    DeliveryOutcome::Sought { offset } => Ok(Sought { partition, offset }),
                     other => Err(BrokerError::Internal(format!(
                         "a seek was answered {other:?}"
                     ))),

@@ -15,7 +15,7 @@ use crate::{BrokerError, BrokerResult};
 use herald_domain::subscriptions::{
     SubscriptionMeta, MAX_ACK_DEADLINE_MS, MAX_BACKOFF_MS, MIN_ACK_DEADLINE_MS,
 };
-use herald_raft::{DeadLetter, DeadLetterReason, LeaseRef, QueueCommand, QueueOutcome};
+use herald_raft::{DeadLetter, DeadLetterReason, DeliveryCommand, DeliveryOutcome, LeaseRef};
 
 /// The most ack ids one request names.
 pub const MAX_ACK_IDS: usize = 1_000;
@@ -117,7 +117,7 @@ impl SubscriptionService {
                 leases.iter().map(|(_, lease)| *lease).collect(),
             );
             async move {
-                let outcome = self.queue_on_leader(group, command).await;
+                let outcome = self.apply_on_leader(group, command).await;
                 (partition, leases, outcome)
             }
         });
@@ -126,12 +126,12 @@ impl SubscriptionService {
         let mut to_dead_letter = Vec::new();
         for (partition, leases, outcome) in join_all(calls).await {
             match outcome {
-                Ok(QueueOutcome::Settled { live: flags }) if flags.len() == leases.len() => {
+                Ok(DeliveryOutcome::Settled { live: flags }) if flags.len() == leases.len() => {
                     for ((position, _), flag) in leases.iter().zip(flags) {
                         live[*position] = flag;
                     }
                 }
-                Ok(QueueOutcome::NackedToDeadLetter { live: flags, token })
+                Ok(DeliveryOutcome::NackedToDeadLetter { live: flags, token })
                     if flags.len() == leases.len() =>
                 {
                     let mut held = Vec::new();
@@ -200,16 +200,16 @@ impl SubscriptionService {
     }
 }
 
-fn command(meta: &SubscriptionMeta, settle: Settle, leases: Vec<LeaseRef>) -> QueueCommand {
+fn command(meta: &SubscriptionMeta, settle: Settle, leases: Vec<LeaseRef>) -> DeliveryCommand {
     let subscription = meta.id;
     let now_ms = now_ms();
     match settle {
-        Settle::Ack => QueueCommand::Ack {
+        Settle::Ack => DeliveryCommand::Ack {
             subscription,
             now_ms,
             leases,
         },
-        Settle::Nack { delay_ms } => QueueCommand::Nack {
+        Settle::Nack { delay_ms } => DeliveryCommand::Nack {
             subscription,
             now_ms,
             leases,
@@ -217,7 +217,7 @@ fn command(meta: &SubscriptionMeta, settle: Settle, leases: Vec<LeaseRef>) -> Qu
             retry: meta.config.retry_policy,
             dead_letter: false,
         },
-        Settle::DeadLetter { .. } => QueueCommand::Nack {
+        Settle::DeadLetter { .. } => DeliveryCommand::Nack {
             subscription,
             now_ms,
             leases,
@@ -225,7 +225,7 @@ fn command(meta: &SubscriptionMeta, settle: Settle, leases: Vec<LeaseRef>) -> Qu
             retry: meta.config.retry_policy,
             dead_letter: true,
         },
-        Settle::Extend { ack_deadline_ms } => QueueCommand::Extend {
+        Settle::Extend { ack_deadline_ms } => DeliveryCommand::Extend {
             subscription,
             now_ms,
             leases,

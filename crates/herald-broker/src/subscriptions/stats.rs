@@ -1,11 +1,11 @@
 //! What a subscription's state on a partition tells an operator: its counts and the age of its
 //! oldest message not done. Computed where the state is authoritative, on the partition's
-//! leader: for `GET /v1/subscriptions/{sub}` (asked of the leader, `on_leader::ReadQueueStats`,
+//! leader: for `GET /v1/subscriptions/{sub}` (asked of the leader, `on_leader::ReadSubscriptionStats`,
 //! when it is elsewhere) and for the `/metrics` gauges of the partitions this node leads.
 
 use serde::{Deserialize, Serialize};
 
-use super::{QueueCounts, SubscriptionService};
+use super::{DeliveryCounts, SubscriptionService};
 use crate::topics::now_ms;
 use crate::{BrokerError, BrokerResult};
 use herald_domain::batch::decode_batch;
@@ -13,18 +13,18 @@ use herald_raft::{PartitionReplica, ReadLimits};
 
 /// A subscription's counts on one partition, and how old its oldest message not done is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueStats {
+pub struct SubscriptionStats {
     #[serde(with = "WireCounts")]
-    pub counts: QueueCounts,
+    pub counts: DeliveryCounts,
     /// Now (the leader's clock) minus the stored timestamp of the oldest message not done
     /// (delivered and not acked, or never delivered); `None` when every message is done.
     /// A timestamp in the future counts as age 0.
     pub oldest_unacked_age_ms: Option<u64>,
 }
 
-/// [`QueueCounts`] (a raft type, without serde) as a leader answers them to another node.
+/// [`DeliveryCounts`] (a raft type, without serde) as a leader answers them to another node.
 #[derive(Serialize, Deserialize)]
-#[serde(remote = "QueueCounts")]
+#[serde(remote = "DeliveryCounts")]
 struct WireCounts {
     backlog: u64,
     in_flight: u64,
@@ -32,9 +32,9 @@ struct WireCounts {
     dead_lettered: u64,
 }
 
-impl QueueStats {
+impl SubscriptionStats {
     /// Sums the counts; the oldest age is the largest.
-    pub fn add(&mut self, other: QueueStats) {
+    pub fn add(&mut self, other: SubscriptionStats) {
         self.counts.backlog += other.counts.backlog;
         self.counts.in_flight += other.counts.in_flight;
         self.counts.delayed += other.counts.delayed;
@@ -53,7 +53,7 @@ pub struct SubscriptionGauge {
     pub subscription: String,
     pub topic: String,
     pub partition: u32,
-    pub stats: QueueStats,
+    pub stats: SubscriptionStats,
 }
 
 /// A subscription's stats as this replica applied them. A partition the subscription never
@@ -61,11 +61,11 @@ pub struct SubscriptionGauge {
 pub(crate) async fn stats_here(
     replica: &PartitionReplica,
     subscription: u64,
-) -> BrokerResult<QueueStats> {
+) -> BrokerResult<SubscriptionStats> {
     let watermarks = replica.watermarks();
     let now = now_ms();
     let (counts, oldest) = replica
-        .queue_view()
+        .delivery_view()
         .read(|states| match states.get(&subscription) {
             Some(state) => {
                 let oldest = state
@@ -78,9 +78,9 @@ pub(crate) async fn stats_here(
                 (state.counts(now, watermarks.high_watermark), oldest)
             }
             None => (
-                QueueCounts {
+                DeliveryCounts {
                     backlog: watermarks.high_watermark - watermarks.log_start_offset,
-                    ..QueueCounts::default()
+                    ..DeliveryCounts::default()
                 },
                 (watermarks.log_start_offset < watermarks.high_watermark)
                     .then_some(watermarks.log_start_offset),
@@ -92,7 +92,7 @@ pub(crate) async fn stats_here(
             .map(|timestamp| now.saturating_sub(timestamp).max(0) as u64),
         None => None,
     };
-    Ok(QueueStats {
+    Ok(SubscriptionStats {
         counts,
         oldest_unacked_age_ms,
     })

@@ -30,7 +30,7 @@ pub(crate) async fn wait_here(
     let deadline = Instant::now() + max_wait.min(MAX_WAIT);
     // Taken before looking, so a change between the look and the wait still wakes it.
     let mut marks = replica.subscribe();
-    let mut queues = replica.queue_view().changes();
+    let mut queues = replica.delivery_view().changes();
     loop {
         marks.borrow_and_update();
         queues.borrow_and_update();
@@ -40,7 +40,7 @@ pub(crate) async fn wait_here(
         let now = now_ms();
         let high_watermark = replica.watermarks().high_watermark;
         let due = replica
-            .queue_view()
+            .delivery_view()
             .read(|states| match states.get(&subscription) {
                 None => Some(now),
                 Some(state) => state.next_deliverable(now, high_watermark, retry),

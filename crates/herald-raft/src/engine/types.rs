@@ -6,7 +6,7 @@ use std::fmt;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::partition::subscriptions::{QueueCommand, QueueOutcome};
+use crate::partition::subscriptions::{DeliveryCommand, DeliveryOutcome};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
 
 /// Where a node can be reached; carried in raft memberships.
@@ -44,7 +44,7 @@ pub enum RaftRequest {
     AppendOnce { batch: Bytes, claim: DedupClaim },
     /// For a partition group: a change of a subscription's delivery state on the partition
     /// (see `raft::partition::subscriptions`).
-    Queue(QueueCommand),
+    Delivery(DeliveryCommand),
 }
 
 /// What an idempotent append asks the partition's dedup state to check and remember.
@@ -128,7 +128,7 @@ impl fmt::Display for RaftRequest {
                 batch.len(),
                 claim.idempotency_key.is_some()
             ),
-            RaftRequest::Queue(command) => write!(
+            RaftRequest::Delivery(command) => write!(
                 formatter,
                 "queue command of subscription {}",
                 command.subscription()
@@ -174,7 +174,7 @@ pub enum RaftResponse {
     /// An `AppendOnce` whose idempotency key was used for a different request.
     IdempotencyKeyReused,
     /// What a queue command did.
-    Queue(QueueOutcome),
+    Delivery(DeliveryOutcome),
 }
 
 openraft::declare_raft_types!(

@@ -69,7 +69,7 @@ impl GroupApplier for MetadataApplier {
             | RaftRequest::AppendOnce { .. }
             | RaftRequest::Trim { .. }
             | RaftRequest::Compact(_)
-            | RaftRequest::Queue(_) => {
+            | RaftRequest::Delivery(_) => {
                 RaftResponse::Rejected("the metadata group takes only metadata commands".into())
             }
         }

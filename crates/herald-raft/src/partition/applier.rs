@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use super::cleaner_state::{self, QueuedPass};
 use super::dedup::{DedupSnapshot, DedupState, Verdict};
 use super::dedup_rows;
-use super::subscriptions::{self, QueueCommand, QueueStates};
+use super::subscriptions::{self, DeliveryCommand, DeliveryStates};
 use super::subscriptions_rows;
 use crate::engine::codec;
 use crate::engine::state_machine::GroupApplier;
@@ -73,7 +73,7 @@ impl CompactionProgress {
 struct PartitionSnapshot {
     progress: PartitionProgress,
     dedup: DedupSnapshot,
-    queues: QueueStates,
+    queues: DeliveryStates,
 }
 
 pub struct PartitionApplier {
@@ -84,7 +84,7 @@ pub struct PartitionApplier {
     watermarks: watch::Sender<Watermarks>,
     compaction: watch::Sender<CompactionProgress>,
     /// Subscriptions' delivery state (see [`super::subscriptions`]), shared with readers.
-    queues: Arc<RwLock<QueueStates>>,
+    queues: Arc<RwLock<DeliveryStates>>,
     queue_changes: watch::Sender<u64>,
     queues_dirty: bool,
     /// Where this replica's own batches start when it was built from a snapshot (the
@@ -99,13 +99,13 @@ const TAG_DATA_START: u8 = 27;
 
 /// A read-only view of a partition's applied subscription state, cheap to clone.
 #[derive(Clone)]
-pub struct QueueView {
-    shared: Arc<RwLock<QueueStates>>,
+pub struct DeliveryView {
+    shared: Arc<RwLock<DeliveryStates>>,
     changes: watch::Receiver<u64>,
 }
 
-impl QueueView {
-    pub fn read<R>(&self, read: impl FnOnce(&QueueStates) -> R) -> R {
+impl DeliveryView {
+    pub fn read<R>(&self, read: impl FnOnce(&DeliveryStates) -> R) -> R {
         read(&self.shared.read())
     }
 
@@ -130,17 +130,17 @@ impl PartitionApplier {
         }
     }
 
-    pub fn queue_view(&self) -> QueueView {
-        QueueView {
+    pub fn delivery_view(&self) -> DeliveryView {
+        DeliveryView {
             shared: self.queues.clone(),
             changes: self.queue_changes.subscribe(),
         }
     }
 
-    fn apply_queue(
+    fn apply_delivery(
         &mut self,
         index: u64,
-        command: &QueueCommand,
+        command: &DeliveryCommand,
         writes: &mut WriteSet,
     ) -> RaftResponse {
         let mut states = self.queues.write();
@@ -160,7 +160,7 @@ impl PartitionApplier {
             tracing::error!(group = self.group.get(), subscription, %error, "encoding subscription state");
         }
         self.queues_dirty = true;
-        RaftResponse::Queue(outcome)
+        RaftResponse::Delivery(outcome)
     }
 
     pub fn watermarks(&self) -> watch::Receiver<Watermarks> {
@@ -342,7 +342,7 @@ impl GroupApplier for PartitionApplier {
                     RaftResponse::Rejected(format!("compaction plan: {error}"))
                 })
             }
-            RaftRequest::Queue(command) => return self.apply_queue(index, command, writes),
+            RaftRequest::Delivery(command) => return self.apply_delivery(index, command, writes),
             RaftRequest::Metadata(_) => {
                 return RaftResponse::Rejected("a partition group takes no metadata".into())
             }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use herald_domain::RaftGroupId;
 
 use super::applier::PartitionApplier;
-use super::subscriptions::{LeaseFacts, LeaseRef, MessageFacts, QueueCommand, QueueOutcome};
+use super::subscriptions::{DeliveryCommand, DeliveryOutcome, LeaseFacts, LeaseRef, MessageFacts};
 use crate::engine::state_machine::GroupApplier;
 use crate::engine::types::{RaftRequest, RaftResponse};
 use herald_domain::batch::{self, Compression, ProducerStamp};
@@ -91,7 +91,7 @@ fn append(batch: u64) -> RaftRequest {
 }
 
 fn lease(now_ms: i64, max: u32, high_watermark: u64) -> RaftRequest {
-    RaftRequest::Queue(QueueCommand::Lease {
+    RaftRequest::Delivery(DeliveryCommand::Lease {
         subscription: SUB,
         now_ms,
         max_messages: max,
@@ -144,7 +144,7 @@ impl Leader {
     fn lease_and_ack(&mut self, now_ms: i64, max: u32, acked: usize) {
         let high = self.batches * PER_BATCH as u64;
         let token = self.entries.len() as u64 + 1;
-        let RaftResponse::Queue(QueueOutcome::Leased { deliveries, .. }) =
+        let RaftResponse::Delivery(DeliveryOutcome::Leased { deliveries, .. }) =
             self.push(lease(now_ms, max, high))
         else {
             panic!("not leased");
@@ -158,7 +158,7 @@ impl Leader {
                 token,
             })
             .collect();
-        self.push(RaftRequest::Queue(QueueCommand::Ack {
+        self.push(RaftRequest::Delivery(DeliveryCommand::Ack {
             subscription: SUB,
             now_ms: now_ms + 1,
             leases,

@@ -12,12 +12,12 @@ use openraft::rt::watch::WatchReceiver;
 use openraft::ReadPolicy;
 use tokio::sync::watch;
 
-use super::applier::{CompactionProgress, PartitionApplier, QueueView, Watermarks};
+use super::applier::{CompactionProgress, DeliveryView, PartitionApplier, Watermarks};
 use super::compaction::KeyMap;
 use super::proposal::SharedPredictions;
 use super::reader::{self, ReadLimits, StoredBatch};
 use super::retention::{self, RetentionPlan};
-use super::subscriptions::{QueueCommand, QueueOutcome};
+use super::subscriptions::{DeliveryCommand, DeliveryOutcome};
 use crate::engine::checkpoints::CheckpointStatus;
 use crate::engine::error::RaftLayerError;
 use crate::engine::group::{
@@ -60,7 +60,7 @@ pub struct PartitionReplica {
     pub(crate) compaction: watch::Receiver<CompactionProgress>,
     /// The key map the leader built when it planned a pass, for its own cleaner.
     pub(crate) prepared_map: std::sync::Mutex<Option<(u64, KeyMap)>>,
-    queues: QueueView,
+    queues: DeliveryView,
     /// The log's recently appended entries, shared with the log store.
     pub(crate) recent: Arc<RecentEntries>,
     /// Where the appender's next appends land, while certain (see [`super::proposal`]).
@@ -94,7 +94,7 @@ impl PartitionReplica {
         let applier = PartitionApplier::new(group);
         let watermarks = applier.watermarks();
         let compaction = applier.compaction();
-        let queues = applier.queue_view();
+        let queues = applier.delivery_view();
         let log_lock = Arc::new(std::sync::Mutex::new(()));
         let recent = Arc::new(RecentEntries::default());
         let (raft, leader_wait) =
@@ -154,14 +154,14 @@ impl PartitionReplica {
     }
 
     /// Replicates a change of a subscription's delivery state; answers what it did.
-    pub async fn queue(&self, command: QueueCommand) -> Result<QueueOutcome, RaftLayerError> {
+    pub async fn queue(&self, command: DeliveryCommand) -> Result<DeliveryOutcome, RaftLayerError> {
         let response = self
             .raft
-            .client_write(RaftRequest::Queue(command))
+            .client_write(RaftRequest::Delivery(command))
             .await
             .map_err(|e| write_error(self.group, e))?;
         match response.data {
-            RaftResponse::Queue(outcome) => Ok(outcome),
+            RaftResponse::Delivery(outcome) => Ok(outcome),
             RaftResponse::Rejected(reason) => Err(RaftLayerError::Rejected(reason)),
             _ => Err(RaftLayerError::Rejected(
                 "unexpected answer to a queue command".into(),
@@ -170,7 +170,7 @@ impl PartitionReplica {
     }
 
     /// The subscriptions' delivery state as applied here.
-    pub fn queue_view(&self) -> &QueueView {
+    pub fn delivery_view(&self) -> &DeliveryView {
         &self.queues
     }
 

@@ -72,7 +72,7 @@ pub struct LeaseRef {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum QueueCommand {
+pub enum DeliveryCommand {
     /// Leases up to `max_messages` deliverable offsets: redeliveries first (expired leases and
     /// due retries, oldest offset first), then new offsets from the read position.
     Lease {
@@ -130,35 +130,35 @@ pub enum QueueCommand {
     Forget { subscription: u64 },
 }
 
-impl QueueCommand {
+impl DeliveryCommand {
     pub fn subscription(&self) -> u64 {
         match self {
-            QueueCommand::Lease { subscription, .. }
-            | QueueCommand::Ack { subscription, .. }
-            | QueueCommand::Nack { subscription, .. }
-            | QueueCommand::Extend { subscription, .. }
-            | QueueCommand::DeadLettered { subscription, .. }
-            | QueueCommand::Seek { subscription, .. }
-            | QueueCommand::Forget { subscription } => *subscription,
+            DeliveryCommand::Lease { subscription, .. }
+            | DeliveryCommand::Ack { subscription, .. }
+            | DeliveryCommand::Nack { subscription, .. }
+            | DeliveryCommand::Extend { subscription, .. }
+            | DeliveryCommand::DeadLettered { subscription, .. }
+            | DeliveryCommand::Seek { subscription, .. }
+            | DeliveryCommand::Forget { subscription } => *subscription,
         }
     }
 
     /// Sets the clock: the leader stamps its own when it proposes.
     pub fn set_now(&mut self, now: i64) {
         match self {
-            QueueCommand::Lease { now_ms, .. }
-            | QueueCommand::Ack { now_ms, .. }
-            | QueueCommand::Nack { now_ms, .. }
-            | QueueCommand::Extend { now_ms, .. }
-            | QueueCommand::DeadLettered { now_ms, .. }
-            | QueueCommand::Seek { now_ms, .. } => *now_ms = now,
-            QueueCommand::Forget { .. } => {}
+            DeliveryCommand::Lease { now_ms, .. }
+            | DeliveryCommand::Ack { now_ms, .. }
+            | DeliveryCommand::Nack { now_ms, .. }
+            | DeliveryCommand::Extend { now_ms, .. }
+            | DeliveryCommand::DeadLettered { now_ms, .. }
+            | DeliveryCommand::Seek { now_ms, .. } => *now_ms = now,
+            DeliveryCommand::Forget { .. } => {}
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum QueueOutcome {
+pub enum DeliveryOutcome {
     Leased {
         /// Deliveries to hand out: (offset, attempt).
         deliveries: Vec<(u64, u32)>,
@@ -263,7 +263,7 @@ pub struct SubscriptionPartition {
 
 /// Counts for `GET /v1/subscriptions/{sub}`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QueueCounts {
+pub struct DeliveryCounts {
     /// Messages not done: never delivered, or delivered and not acked.
     pub backlog: u64,
     pub in_flight: u64,
@@ -331,7 +331,7 @@ impl SubscriptionPartition {
         live
     }
 
-    pub fn counts(&self, now_ms: i64, high_watermark: u64) -> QueueCounts {
+    pub fn counts(&self, now_ms: i64, high_watermark: u64) -> DeliveryCounts {
         let in_flight = self
             .pending
             .values()
@@ -347,7 +347,7 @@ impl SubscriptionPartition {
                     && (delivery.lease.is_some() || delivery.not_before_ms > now_ms)
             })
             .count() as u64;
-        QueueCounts {
+        DeliveryCounts {
             backlog: high_watermark.saturating_sub(self.read_position) + self.pending.len() as u64,
             in_flight,
             delayed,
@@ -395,23 +395,23 @@ impl SubscriptionPartition {
 }
 
 /// Every subscription's state on one partition, by subscription id.
-pub type QueueStates = BTreeMap<u64, SubscriptionPartition>;
+pub type DeliveryStates = BTreeMap<u64, SubscriptionPartition>;
 
 /// Applies a queue command at raft `index`, against the partition's log bounds. Answers the
 /// outcome and the subscription whose state changed (to persist), if any.
 pub fn apply(
-    states: &mut QueueStates,
+    states: &mut DeliveryStates,
     index: u64,
-    command: &QueueCommand,
+    command: &DeliveryCommand,
     log_start: u64,
     high_watermark: u64,
-) -> QueueOutcome {
+) -> DeliveryOutcome {
     let subscription = command.subscription();
-    if let QueueCommand::Forget { .. } = command {
+    if let DeliveryCommand::Forget { .. } = command {
         states.remove(&subscription);
-        return QueueOutcome::Forgotten;
+        return DeliveryOutcome::Forgotten;
     }
-    if let QueueCommand::Seek { offset, .. } = command {
+    if let DeliveryCommand::Seek { offset, .. } = command {
         let offset = (*offset).clamp(log_start, high_watermark);
         let state = states.entry(subscription).or_default();
         *state = SubscriptionPartition {
@@ -419,9 +419,9 @@ pub fn apply(
             key_ordering: state.key_ordering,
             ..SubscriptionPartition::start(offset)
         };
-        return QueueOutcome::Sought { offset };
+        return DeliveryOutcome::Sought { offset };
     }
-    if let QueueCommand::Lease { start_offset, .. } = command {
+    if let DeliveryCommand::Lease { start_offset, .. } = command {
         states.entry(subscription).or_insert_with(|| {
             SubscriptionPartition::start((*start_offset).clamp(log_start, high_watermark))
         });
@@ -429,20 +429,20 @@ pub fn apply(
     let Some(state) = states.get_mut(&subscription) else {
         // Nothing was ever leased here: no lease can be live.
         let leases = match command {
-            QueueCommand::Ack { leases, .. }
-            | QueueCommand::Nack { leases, .. }
-            | QueueCommand::Extend { leases, .. }
-            | QueueCommand::DeadLettered { leases, .. } => leases.len(),
+            DeliveryCommand::Ack { leases, .. }
+            | DeliveryCommand::Nack { leases, .. }
+            | DeliveryCommand::Extend { leases, .. }
+            | DeliveryCommand::DeadLettered { leases, .. } => leases.len(),
             _ => 0,
         };
-        return QueueOutcome::Settled {
+        return DeliveryOutcome::Settled {
             live: vec![false; leases],
         };
     };
     state.follow_log_start(log_start);
     match command {
-        QueueCommand::Lease { .. } => state.lease(index, command, high_watermark),
-        QueueCommand::Nack {
+        DeliveryCommand::Lease { .. } => state.lease(index, command, high_watermark),
+        DeliveryCommand::Nack {
             now_ms,
             leases,
             dead_letter: true,
@@ -458,20 +458,20 @@ pub fn apply(
                     });
                 }
             });
-            QueueOutcome::NackedToDeadLetter { live, token: index }
+            DeliveryOutcome::NackedToDeadLetter { live, token: index }
         }
-        QueueCommand::Ack { now_ms, leases, .. } => QueueOutcome::Settled {
+        DeliveryCommand::Ack { now_ms, leases, .. } => DeliveryOutcome::Settled {
             live: state.settle(*now_ms, leases, |state, offset| {
                 state.pending.remove(&offset);
             }),
         },
-        QueueCommand::Nack {
+        DeliveryCommand::Nack {
             now_ms,
             leases,
             delay_ms,
             retry,
             ..
-        } => QueueOutcome::Settled {
+        } => DeliveryOutcome::Settled {
             live: state.settle(*now_ms, leases, |state, offset| {
                 if let Some(delivery) = state.pending.get_mut(&offset) {
                     let delay =
@@ -481,12 +481,12 @@ pub fn apply(
                 }
             }),
         },
-        QueueCommand::Extend {
+        DeliveryCommand::Extend {
             now_ms,
             leases,
             ack_deadline_ms,
             ..
-        } => QueueOutcome::Settled {
+        } => DeliveryOutcome::Settled {
             live: state.settle(*now_ms, leases, |state, offset| {
                 if let Some(lease) = state
                     .pending
@@ -497,12 +497,12 @@ pub fn apply(
                 }
             }),
         },
-        QueueCommand::DeadLettered { now_ms, leases, .. } => QueueOutcome::Settled {
+        DeliveryCommand::DeadLettered { now_ms, leases, .. } => DeliveryOutcome::Settled {
             live: state.settle(*now_ms, leases, |state, offset| {
                 state.pending.remove(&offset);
                 state.dead_lettered += 1;
             }),
         },
-        QueueCommand::Seek { .. } | QueueCommand::Forget { .. } => QueueOutcome::Forgotten,
+        DeliveryCommand::Seek { .. } | DeliveryCommand::Forget { .. } => DeliveryOutcome::Forgotten,
     }
 }

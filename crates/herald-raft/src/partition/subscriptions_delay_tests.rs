@@ -3,7 +3,8 @@
 //! more than [`MAX_WINDOW`] later offsets were read and acked.
 
 use super::subscriptions::{
-    apply, LeaseFacts, LeaseRef, MessageFacts, QueueCommand, QueueOutcome, QueueStates, MAX_WINDOW,
+    apply, DeliveryCommand, DeliveryOutcome, DeliveryStates, LeaseFacts, LeaseRef, MessageFacts,
+    MAX_WINDOW,
 };
 use herald_domain::subscriptions::RetryPolicy;
 
@@ -14,8 +15,8 @@ const RETRY: RetryPolicy = RetryPolicy {
     max_backoff_ms: 1_000,
 };
 
-fn lease(states: &mut QueueStates, index: u64, facts: &[MessageFacts], from: u64) -> Vec<u64> {
-    let command = QueueCommand::Lease {
+fn lease(states: &mut DeliveryStates, index: u64, facts: &[MessageFacts], from: u64) -> Vec<u64> {
+    let command = DeliveryCommand::Lease {
         subscription: SUB,
         now_ms: NOW,
         max_messages: 1_000,
@@ -29,7 +30,7 @@ fn lease(states: &mut QueueStates, index: u64, facts: &[MessageFacts], from: u64
             messages: facts[from as usize..].to_vec(),
         },
     };
-    let QueueOutcome::Leased {
+    let DeliveryOutcome::Leased {
         deliveries, token, ..
     } = apply(states, index, &command, 0, facts.len() as u64)
     else {
@@ -43,7 +44,7 @@ fn lease(states: &mut QueueStates, index: u64, facts: &[MessageFacts], from: u64
             token,
         })
         .collect();
-    let ack = QueueCommand::Ack {
+    let ack = DeliveryCommand::Ack {
         subscription: SUB,
         now_ms: NOW,
         leases,
@@ -57,7 +58,7 @@ fn a_message_due_later_does_not_stall_its_partition_past_the_window() {
     let total = MAX_WINDOW + 100;
     let mut facts = vec![MessageFacts::default(); total as usize];
     facts[0].deliver_at_ms = Some(NOW + 600_000);
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let mut delivered = Vec::new();
     for round in 0..100 {
         let from = states.get(&SUB).map_or(0, |state| state.read_position);
@@ -89,7 +90,7 @@ fn the_window_still_bounds_entries_not_done() {
         };
         total as usize
     ];
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     assert!(lease(&mut states, 10, &facts, 0).is_empty());
     let state = &states[&SUB];
     assert_eq!(state.pending.len() as u64, MAX_WINDOW);

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::subscriptions::{
-    DeadLetter, DeadLetterReason, Delivery, Lease, QueueCommand, QueueOutcome,
+    DeadLetter, DeadLetterReason, Delivery, DeliveryCommand, DeliveryOutcome, Lease,
     SubscriptionPartition,
 };
 
@@ -51,10 +51,10 @@ impl SubscriptionPartition {
     pub(super) fn lease(
         &mut self,
         token: u64,
-        command: &QueueCommand,
+        command: &DeliveryCommand,
         high_watermark: u64,
-    ) -> QueueOutcome {
-        let QueueCommand::Lease {
+    ) -> DeliveryOutcome {
+        let DeliveryCommand::Lease {
             now_ms,
             max_messages,
             ack_deadline_ms,
@@ -65,7 +65,7 @@ impl SubscriptionPartition {
             ..
         } = *command
         else {
-            return QueueOutcome::Settled { live: Vec::new() };
+            return DeliveryOutcome::Settled { live: Vec::new() };
         };
         self.key_ordering = key_ordering;
         let has_dead_letter_topic = max_attempts.is_some();
@@ -164,7 +164,7 @@ impl SubscriptionPartition {
             self.pending.remove(&offset);
         }
         self.advance();
-        QueueOutcome::Leased {
+        DeliveryOutcome::Leased {
             deliveries,
             dead_letters,
             token,

@@ -6,7 +6,7 @@
 use herald_domain::RaftGroupId;
 use std::io;
 
-use super::subscriptions::{QueueStates, SubscriptionPartition};
+use super::subscriptions::{DeliveryStates, SubscriptionPartition};
 use crate::engine::codec;
 use herald_storage::{keys, Cf, Store, WriteSet};
 
@@ -36,8 +36,8 @@ pub(crate) fn persist(
 }
 
 /// Reads every subscription's state back (blocking).
-pub(crate) fn load(store: &Store, group: RaftGroupId) -> Result<QueueStates, io::Error> {
-    let mut states = QueueStates::new();
+pub(crate) fn load(store: &Store, group: RaftGroupId) -> Result<DeliveryStates, io::Error> {
+    let mut states = DeliveryStates::new();
     store.scan(
         Cf::RaftState,
         &keys::group_tag(group, TAG_SUBSCRIPTION),
@@ -60,7 +60,7 @@ pub(crate) fn load(store: &Store, group: RaftGroupId) -> Result<QueueStates, io:
 pub(crate) fn replace_all(
     writes: &mut WriteSet,
     group: RaftGroupId,
-    states: &QueueStates,
+    states: &DeliveryStates,
 ) -> Result<(), io::Error> {
     writes.delete_range(
         Cf::RaftState,

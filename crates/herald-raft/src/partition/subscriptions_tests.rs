@@ -2,8 +2,8 @@
 //! extensions, dead-letter leases, the window bound and retention.
 
 use super::subscriptions::{
-    apply, backoff_ms, DeadLetter, LeaseFacts, LeaseRef, MessageFacts, QueueCommand, QueueOutcome,
-    QueueStates, MAX_WINDOW,
+    apply, backoff_ms, DeadLetter, DeliveryCommand, DeliveryOutcome, DeliveryStates, LeaseFacts,
+    LeaseRef, MessageFacts, MAX_WINDOW,
 };
 use herald_domain::subscriptions::RetryPolicy;
 
@@ -16,12 +16,12 @@ const RETRY: RetryPolicy = RetryPolicy {
     max_backoff_ms: 1_000,
 };
 
-fn lease(states: &mut QueueStates, index: u64, now_ms: i64, max: u32, hw: u64) -> Leased {
+fn lease(states: &mut DeliveryStates, index: u64, now_ms: i64, max: u32, hw: u64) -> Leased {
     lease_with(states, index, now_ms, max, hw, None)
 }
 
 fn lease_with(
-    states: &mut QueueStates,
+    states: &mut DeliveryStates,
     index: u64,
     now_ms: i64,
     max: u32,
@@ -53,7 +53,7 @@ fn plain(count: u64) -> Vec<MessageFacts> {
 /// A lease whose leader read `facts` from offset 0 on a log of `facts.len()` messages.
 #[allow(clippy::too_many_arguments)]
 fn lease_facts(
-    states: &mut QueueStates,
+    states: &mut DeliveryStates,
     index: u64,
     now_ms: i64,
     max: u32,
@@ -62,7 +62,7 @@ fn lease_facts(
     key_ordering: bool,
     facts: &[MessageFacts],
 ) -> (Vec<(u64, u32)>, Vec<DeadLetter>, u64) {
-    let command = QueueCommand::Lease {
+    let command = DeliveryCommand::Lease {
         subscription: SUB,
         now_ms,
         max_messages: max,
@@ -77,7 +77,7 @@ fn lease_facts(
         },
     };
     match apply(states, index, &command, 0, hw) {
-        QueueOutcome::Leased {
+        DeliveryOutcome::Leased {
             deliveries,
             dead_letters,
             token,
@@ -98,21 +98,21 @@ fn refs(deliveries: &[(u64, u32)], token: u64) -> Vec<LeaseRef> {
         .collect()
 }
 
-fn ack(states: &mut QueueStates, now_ms: i64, leases: Vec<LeaseRef>) -> Vec<bool> {
-    let command = QueueCommand::Ack {
+fn ack(states: &mut DeliveryStates, now_ms: i64, leases: Vec<LeaseRef>) -> Vec<bool> {
+    let command = DeliveryCommand::Ack {
         subscription: SUB,
         now_ms,
         leases,
     };
     match apply(states, 0, &command, 0, u64::MAX) {
-        QueueOutcome::Settled { live } => live,
+        DeliveryOutcome::Settled { live } => live,
         other => panic!("not settled: {other:?}"),
     }
 }
 
 #[test]
 fn two_leases_never_share_an_offset_and_acks_advance_the_acked_through_point() {
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, token_a) = lease(&mut states, 10, 0, 3, 5);
     let (second, _, token_b) = lease(&mut states, 11, 0, 3, 5);
     assert_eq!(first, [(0, 1), (1, 1), (2, 1)]);
@@ -137,7 +137,7 @@ fn two_leases_never_share_an_offset_and_acks_advance_the_acked_through_point() {
 
 #[test]
 fn an_expired_lease_comes_back_after_the_backoff_and_a_late_ack_is_expired() {
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, token) = lease(&mut states, 10, 0, 1, 1);
     assert_eq!(first, [(0, 1)]);
     // At the deadline the lease is over; the backoff is not yet.
@@ -160,9 +160,9 @@ fn an_expired_lease_comes_back_after_the_backoff_and_a_late_ack_is_expired() {
 
 #[test]
 fn nack_with_a_delay_and_extend_move_the_delivery() {
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, token) = lease(&mut states, 10, 0, 2, 2);
-    let nack = QueueCommand::Nack {
+    let nack = DeliveryCommand::Nack {
         subscription: SUB,
         now_ms: 10,
         leases: refs(&first[..1], token),
@@ -172,9 +172,9 @@ fn nack_with_a_delay_and_extend_move_the_delivery() {
     };
     assert_eq!(
         apply(&mut states, 11, &nack, 0, 2),
-        QueueOutcome::Settled { live: vec![true] }
+        DeliveryOutcome::Settled { live: vec![true] }
     );
-    let extend = QueueCommand::Extend {
+    let extend = DeliveryCommand::Extend {
         subscription: SUB,
         now_ms: 900,
         leases: refs(&first[1..], token),
@@ -182,7 +182,7 @@ fn nack_with_a_delay_and_extend_move_the_delivery() {
     };
     assert_eq!(
         apply(&mut states, 12, &extend, 0, 2),
-        QueueOutcome::Settled { live: vec![true] }
+        DeliveryOutcome::Settled { live: vec![true] }
     );
     assert!(lease(&mut states, 13, 509, 2, 2).0.is_empty());
     let (retried, _, _) = lease(&mut states, 14, 510, 2, 2);
@@ -193,21 +193,21 @@ fn nack_with_a_delay_and_extend_move_the_delivery() {
 
 #[test]
 fn past_its_attempts_a_message_is_leased_for_dead_lettering_until_confirmed() {
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, _) = lease_with(&mut states, 10, 0, 1, 1, Some(1));
     assert_eq!(first, [(0, 1)]);
     let due = 1_000 + backoff_ms(&RETRY, 0, 1) as i64;
     let (deliveries, dead, token) = lease_with(&mut states, 11, due, 1, 1, Some(1));
     assert!(deliveries.is_empty());
     assert_eq!(dead, [(0, 1)]);
-    let done = QueueCommand::DeadLettered {
+    let done = DeliveryCommand::DeadLettered {
         subscription: SUB,
         now_ms: due + 1,
         leases: refs(&dead, token),
     };
     assert_eq!(
         apply(&mut states, 12, &done, 0, 1),
-        QueueOutcome::Settled { live: vec![true] }
+        DeliveryOutcome::Settled { live: vec![true] }
     );
     assert_eq!(states[&SUB].dead_lettered, 1);
     assert_eq!(states[&SUB].acked_through, 1);
@@ -215,12 +215,12 @@ fn past_its_attempts_a_message_is_leased_for_dead_lettering_until_confirmed() {
 
 #[test]
 fn the_window_bounds_what_is_delivered_and_retention_drops_what_is_gone() {
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, _) = lease(&mut states, 10, 0, u32::MAX, MAX_WINDOW * 2);
     assert_eq!(first.len() as u64, MAX_WINDOW);
     assert!(lease(&mut states, 11, 0, 10, MAX_WINDOW * 2).0.is_empty());
     // Retention removed the first half: those offsets are gone, the window moves.
-    let command = QueueCommand::Lease {
+    let command = DeliveryCommand::Lease {
         subscription: SUB,
         now_ms: 0,
         max_messages: 10,
@@ -234,7 +234,7 @@ fn the_window_bounds_what_is_delivered_and_retention_drops_what_is_gone() {
             messages: plain(10),
         },
     };
-    let QueueOutcome::Leased { deliveries, .. } =
+    let DeliveryOutcome::Leased { deliveries, .. } =
         apply(&mut states, 12, &command, MAX_WINDOW / 2, MAX_WINDOW * 2)
     else {
         panic!("not leased")
@@ -266,13 +266,13 @@ fn keyed(key: u64) -> MessageFacts {
 }
 
 fn nack(
-    states: &mut QueueStates,
+    states: &mut DeliveryStates,
     index: u64,
     now_ms: i64,
     leases: Vec<LeaseRef>,
     dead_letter: bool,
-) -> QueueOutcome {
-    let command = QueueCommand::Nack {
+) -> DeliveryOutcome {
+    let command = DeliveryCommand::Nack {
         subscription: SUB,
         now_ms,
         leases,
@@ -295,11 +295,11 @@ fn with_key_ordering_a_key_waits_for_its_pending_message_and_other_keys_flow() {
         keyed(A),
     ];
     // Without ordering everything flows at once.
-    let mut unordered = QueueStates::new();
+    let mut unordered = DeliveryStates::new();
     let (all, _, _) = lease_facts(&mut unordered, 1, 0, 10, 5, None, false, &facts);
     assert_eq!(all.len(), 5);
 
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, token) = lease_facts(&mut states, 1, 0, 10, 5, None, true, &facts);
     assert_eq!(first, [(0, 1), (2, 1), (3, 1)], "A's second and third wait");
     // Read past, though: the read position moved and they wait in `pending`, not delayed.
@@ -324,7 +324,7 @@ fn with_key_ordering_a_key_waits_for_its_pending_message_and_other_keys_flow() {
     // Nacked, it is still pending: A's third waits through the retry too.
     assert_eq!(
         nack(&mut states, 4, 2, refs(&second, token), false),
-        QueueOutcome::Settled { live: vec![true] }
+        DeliveryOutcome::Settled { live: vec![true] }
     );
     assert!(lease_facts(&mut states, 5, 100, 10, 5, None, true, &facts)
         .0
@@ -340,7 +340,7 @@ fn with_key_ordering_a_key_waits_for_its_pending_message_and_other_keys_flow() {
 fn a_message_is_not_leased_before_its_deliver_at_and_counts_as_delayed() {
     let mut facts = plain(2);
     facts[0].deliver_at_ms = Some(1_000);
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, _) = lease_facts(&mut states, 1, 0, 10, 2, None, false, &facts);
     assert_eq!(first, [(1, 1)]);
     let counts = states[&SUB].counts(0, 2);
@@ -363,7 +363,7 @@ fn an_expired_message_is_dead_lettered_with_reason_expired_or_dropped_without_a_
     let mut facts = plain(2);
     facts[0].expires_at_ms = Some(50);
     facts[1].expires_at_ms = Some(5_000);
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, dead, token) = lease_facts(&mut states, 1, 100, 10, 2, Some(5), false, &facts);
     assert_eq!(first, [(1, 1)]);
     assert_eq!(
@@ -374,7 +374,7 @@ fn an_expired_message_is_dead_lettered_with_reason_expired_or_dropped_without_a_
             reason: DeadLetterReason::Expired
         }]
     );
-    let done = QueueCommand::DeadLettered {
+    let done = DeliveryCommand::DeadLettered {
         subscription: SUB,
         now_ms: 101,
         leases: vec![LeaseRef {
@@ -385,7 +385,7 @@ fn an_expired_message_is_dead_lettered_with_reason_expired_or_dropped_without_a_
     };
     assert_eq!(
         apply(&mut states, 2, &done, 0, 2),
-        QueueOutcome::Settled { live: vec![true] }
+        DeliveryOutcome::Settled { live: vec![true] }
     );
     assert_eq!(states[&SUB].dead_lettered, 1);
     // Offset 1 was delivered, not acked, and expires before its retry: dead-lettered then.
@@ -401,7 +401,7 @@ fn an_expired_message_is_dead_lettered_with_reason_expired_or_dropped_without_a_
     );
 
     // Without a dead-letter topic an expired message is done without delivery.
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, dead, _) = lease_facts(&mut states, 1, 100, 10, 2, None, false, &facts);
     assert_eq!((first, dead), (vec![(1, 1)], vec![]));
     assert_eq!(states[&SUB].acked_through, 1);
@@ -411,25 +411,25 @@ fn an_expired_message_is_dead_lettered_with_reason_expired_or_dropped_without_a_
 #[test]
 fn a_nack_to_the_dead_letter_topic_leases_it_to_the_nacker_then_to_the_next_lease() {
     use super::subscriptions::{DeadLetterReason, DEAD_LETTER_LEASE_MS};
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, token) = lease(&mut states, 1, 0, 2, 2);
     let outcome = nack(&mut states, 2, 10, refs(&first, token), true);
     assert_eq!(
         outcome,
-        QueueOutcome::NackedToDeadLetter {
+        DeliveryOutcome::NackedToDeadLetter {
             live: vec![true, true],
             token: 2
         }
     );
     // The nacker confirms one; the other is published by a later lease.
-    let done = QueueCommand::DeadLettered {
+    let done = DeliveryCommand::DeadLettered {
         subscription: SUB,
         now_ms: 20,
         leases: refs(&first[..1], 2),
     };
     assert_eq!(
         apply(&mut states, 3, &done, 0, 2),
-        QueueOutcome::Settled { live: vec![true] }
+        DeliveryOutcome::Settled { live: vec![true] }
     );
     assert!(lease(&mut states, 4, 20, 2, 2).0.is_empty());
     let later = 10 + DEAD_LETTER_LEASE_MS as i64 + 1_000;
@@ -447,11 +447,11 @@ fn a_nack_to_the_dead_letter_topic_leases_it_to_the_nacker_then_to_the_next_leas
 
 #[test]
 fn seek_restarts_the_subscription_and_drops_leases_and_acks() {
-    let mut states = QueueStates::new();
+    let mut states = DeliveryStates::new();
     let (first, _, token) = lease(&mut states, 1, 0, 5, 5);
     assert_eq!(ack(&mut states, 1, refs(&first[3..4], token)), [true]);
-    let seek = |states: &mut QueueStates, offset: u64| {
-        let command = QueueCommand::Seek {
+    let seek = |states: &mut DeliveryStates, offset: u64| {
+        let command = DeliveryCommand::Seek {
             subscription: SUB,
             now_ms: 2,
             offset,
@@ -459,20 +459,20 @@ fn seek_restarts_the_subscription_and_drops_leases_and_acks() {
         apply(states, 9, &command, 0, 5)
     };
     // Forward: 0 and 1 count as done, every lease is dropped, 3's ack too.
-    assert_eq!(seek(&mut states, 2), QueueOutcome::Sought { offset: 2 });
+    assert_eq!(seek(&mut states, 2), DeliveryOutcome::Sought { offset: 2 });
     assert_eq!(ack(&mut states, 3, refs(&first[4..], token)), [false]);
     let facts = plain(5);
     let (again, _, _) = lease_facts(&mut states, 10, 3, 10, 5, None, false, &facts);
     assert_eq!(again, [(2, 1), (3, 1), (4, 1)]);
     // Backward: everything from 0 comes again; past the log it clamps to the end.
-    assert_eq!(seek(&mut states, 0), QueueOutcome::Sought { offset: 0 });
+    assert_eq!(seek(&mut states, 0), DeliveryOutcome::Sought { offset: 0 });
     let (all, _, _) = lease_facts(&mut states, 11, 4, 10, 5, None, false, &facts);
     assert_eq!(all.len(), 5);
-    assert_eq!(seek(&mut states, 99), QueueOutcome::Sought { offset: 5 });
+    assert_eq!(seek(&mut states, 99), DeliveryOutcome::Sought { offset: 5 });
     assert!(states[&SUB].pending.is_empty());
     // A partition never read starts where the seek says.
-    let mut fresh = QueueStates::new();
-    assert_eq!(seek(&mut fresh, 3), QueueOutcome::Sought { offset: 3 });
+    let mut fresh = DeliveryStates::new();
+    assert_eq!(seek(&mut fresh, 3), DeliveryOutcome::Sought { offset: 3 });
     let (from_seek, _, _) = lease_facts(&mut fresh, 12, 0, 10, 5, None, false, &facts);
     assert_eq!(from_seek, [(3, 1), (4, 1)]);
 }

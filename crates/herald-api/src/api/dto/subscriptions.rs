@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use super::consume::ConsumedMessageDto;
 use super::redrive::RedriveDto;
 use crate::api::problem::ApiError;
-use crate::broker::subscriptions::{PulledMessage, QueueStats, SeekTarget, Settle, Sought};
+use crate::broker::subscriptions::{PulledMessage, SeekTarget, Settle, Sought, SubscriptionStats};
 use crate::domain::redrive::RedriveJob;
 use crate::domain::subscriptions::{
     DeadLetterPolicy, Ordering, RetryPolicy, StartPosition, SubscriptionConfig, SubscriptionMeta,
@@ -199,7 +199,7 @@ pub struct SubscriptionDto {
 }
 
 impl SubscriptionDto {
-    pub fn with_stats(mut self, stats: QueueStats) -> Self {
+    pub fn with_stats(mut self, stats: SubscriptionStats) -> Self {
         let counts = stats.counts;
         self.oldest_unacked_age_seconds =
             Some(stats.oldest_unacked_age_ms.unwrap_or(0) as f64 / 1000.0);
