@@ -268,14 +268,16 @@ impl MetadataLeaderOperation for Propose {
     }
 
     fn failed(failure: ProposeFailure) -> Try<Self::Answer> {
-        Try::Done(Err(match failure {
+        let error = match failure {
+            // Nothing was proposed: ask again.
             ProposeFailure::NoLeader => return Try::Again,
             ProposeFailure::Failed(reason) => ClusterError::Unavailable(reason),
             ProposeFailure::TimedOut => not_committed_in_time(),
             ProposeFailure::OutcomeUnknown(reason) => ClusterError::Timeout(format!(
                 "the metadata change's outcome ({reason}); it may still be applied"
             )),
-        }))
+        };
+        Try::Done(Err(error))
     }
 }
 

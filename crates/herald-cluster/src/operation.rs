@@ -11,13 +11,14 @@
 
 use std::future::Future;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
 
 use super::service;
 use super::{Cluster, ClusterError};
+use herald_rpc::operation_tag::with_tag;
 use herald_rpc::{RpcClient, RpcError};
 
 /// Declares the kinds with explicit tags: a tag on the wire never depends on the order of a
@@ -114,18 +115,9 @@ fn encode_request(
     kind: ClusterOperationKind,
     operation: &impl Serialize,
 ) -> Result<Bytes, AskError> {
-    let body =
-        postcard::to_stdvec(operation).map_err(|error| AskError::Encode(error.to_string()))?;
-    let mut framed = BytesMut::with_capacity(2 + body.len());
-    framed.put_u16(kind.tag());
-    framed.put_slice(&body);
-    Ok(framed.freeze())
-}
-
-/// The tag of a request body, and the operation after it.
-pub(crate) fn split_tag(body: &[u8]) -> Option<(u16, &[u8])> {
-    let tag = body.get(..2)?;
-    Some((u16::from_be_bytes([tag[0], tag[1]]), &body[2..]))
+    postcard::to_extend(operation, with_tag(kind.tag()))
+        .map(Bytes::from)
+        .map_err(|error| AskError::Encode(error.to_string()))
 }
 
 /// Decodes a request of `Op`'s kind and serves it; the reply encoded.
@@ -174,7 +166,7 @@ mod tests {
     #[test]
     fn a_request_travels_as_its_tag_then_its_body() {
         let body = encode_request(ClusterOperationKind::Ping, &service::Ping).unwrap();
-        let (tag, rest) = split_tag(&body).unwrap();
+        let (tag, rest) = herald_rpc::operation_tag::split_tag(&body).unwrap();
         assert_eq!(
             ClusterOperationKind::from_tag(tag),
             Some(ClusterOperationKind::Ping)
@@ -182,7 +174,6 @@ mod tests {
         let _: service::Ping = postcard::from_bytes(rest).unwrap();
         // The bytes themselves: what an older or newer node, and the mTLS tests, send.
         assert_eq!(&body[..], &[0, 1]);
-        assert!(split_tag(&[1]).is_none());
     }
 
     #[test]

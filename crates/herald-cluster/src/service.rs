@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use super::groups::GroupHeartbeat;
 use super::handback::ReplicaProgressQuery;
 use super::metadata_group::Propose;
-use super::operation::{serve, split_tag, ClusterOperation, ClusterOperationKind};
+use super::operation::{serve, ClusterOperation, ClusterOperationKind};
 use super::{leadership, Cluster};
 use herald_raft::{RaftService, Watermarks, RAFT_SERVICE};
+use herald_rpc::operation_tag::split_tag;
 use herald_rpc::{Lane, RpcHandler, ServiceId};
 
 /// Cluster requests (this module).

@@ -26,6 +26,7 @@ mod error;
 mod frame;
 mod hello_auth;
 mod lane;
+pub mod operation_tag;
 mod server;
 mod tls;
 mod writer;

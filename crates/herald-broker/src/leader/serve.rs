@@ -15,6 +15,7 @@ use crate::requests::deliver::DeliverReply;
 use crate::subscriptions::on_leader::{ApplyDeliveryCommand, ReadSubscriptionStats, WaitForLease};
 use crate::{Broker, Services};
 use herald_cluster::BrokerService;
+use herald_rpc::operation_tag::split_tag;
 
 /// Gauge of requests other nodes forwarded here that are being served right now (long polls
 /// included); a forwarded call its sender gave up on is aborted and leaves it.
@@ -22,7 +23,7 @@ pub const FORWARDED_IN_FLIGHT: &str = "herald_forwarded_requests_in_flight";
 
 /// Serves one body of the broker service.
 async fn serve(broker: &Broker, body: &[u8]) -> Result<Bytes, String> {
-    let Some((tag, body)) = wire::split_tag(body) else {
+    let Some((tag, body)) = split_tag(body) else {
         return Err("a broker request without an operation kind".to_string());
     };
     let Some(kind) = OperationKind::from_tag(tag) else {
@@ -153,6 +154,6 @@ mod tests {
     fn a_request_that_does_not_decode_is_a_failure_not_a_panic() {
         let error = decode::<AppendStored>(&[0xff, 0xff, 0xff]).unwrap_err();
         assert!(matches!(error, WireError::Failed(_)), "{error:?}");
-        assert!(wire::split_tag(&[7]).is_none());
+        assert!(split_tag(&[7]).is_none());
     }
 }

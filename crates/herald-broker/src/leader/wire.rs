@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::OperationKind;
 use crate::{BrokerError, BrokerResult};
+use herald_rpc::operation_tag::{split_tag, with_tag};
 
 /// The errors a serving node answers an operation with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,20 +99,10 @@ pub(super) fn encode_reply<T: Serialize>(
 }
 
 fn encode<T: Serialize + ?Sized>(tag: u16, value: &T) -> Result<Bytes, postcard::Error> {
-    let body = postcard::to_extend(value, tag.to_be_bytes().to_vec())?;
+    let body = postcard::to_extend(value, with_tag(tag))?;
     Ok(Bytes::from(body))
 }
 
-/// A body's kind tag and what follows it; `None` for a body too short to have a tag.
-pub(super) fn split_tag(body: &[u8]) -> Option<(u16, &[u8])> {
-    match body {
-        [high, low, rest @ ..] => Some((u16::from_be_bytes([*high, *low]), rest)),
-        _ => None,
-    }
-}
-
-/// The answer to an operation of `kind`: the serving node's result, or an error of this node
-/// when the answer is not one (another operation's answer, or undecodable).
 pub(super) fn decode_reply<T: DeserializeOwned>(
     kind: OperationKind,
     answer: &[u8],
