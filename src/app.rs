@@ -230,6 +230,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             max_queued_bytes_per_partition: config.max_queued_bytes_per_partition,
             max_in_flight_produce_bytes: config.storage.produce_in_flight_bytes(),
             max_in_flight_appends_per_partition: config.max_in_flight_appends_per_partition,
+            default_replication_factor: config.default_replication_factor,
             groups: GroupOptions {
                 min_session_timeout: Duration::from_millis(config.groups.min_session_timeout_ms),
                 max_session_timeout: Duration::from_millis(config.groups.max_session_timeout_ms),

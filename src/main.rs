@@ -130,6 +130,10 @@ struct ServeArgs {
     /// How many nodes vote in the metadata group: 1, 3 or 5 [default: 3].
     #[arg(long, env = "HERALD_METADATA_VOTERS")]
     metadata_voters: Option<usize>,
+    /// The replicas of a topic created without a replication factor, capped at the nodes that
+    /// take replicas [default: 3].
+    #[arg(long, env = "HERALD_DEFAULT_REPLICATION_FACTOR")]
+    default_replication_factor: Option<u16>,
     /// Raft heartbeat interval in ms [default: 500].
     #[arg(long, env = "HERALD_HEARTBEAT_INTERVAL_MS")]
     heartbeat_interval_ms: Option<u64>,
@@ -303,6 +307,9 @@ impl ServeArgs {
         config.join |= self.join;
         if let Some(voters) = self.metadata_voters {
             config.metadata_voters = voters;
+        }
+        if let Some(factor) = self.default_replication_factor {
+            config.default_replication_factor = factor;
         }
         if let Some(interval) = self.heartbeat_interval_ms {
             config.raft.heartbeat_interval_ms = interval;

@@ -58,6 +58,10 @@ pub struct Config {
     pub join: bool,
     /// How many nodes vote in the metadata group (the rest follow it as learners): 1, 3 or 5.
     pub metadata_voters: usize,
+    /// The replicas of each partition of a topic created without a `replication_factor`,
+    /// capped at the nodes that take replicas when it is created: 3 on a cluster of three or
+    /// more, 1 on a node alone. At least 1.
+    pub default_replication_factor: u16,
     /// The largest request body accepted, in bytes; larger ones get 413.
     pub max_body_bytes: usize,
     /// The most bytes of stored batches one fetch gathers.
@@ -253,6 +257,7 @@ impl Default for Config {
             max_queued_bytes_per_partition: DEFAULT_MAX_QUEUED_BYTES_PER_PARTITION,
             max_in_flight_appends_per_partition: DEFAULT_MAX_IN_FLIGHT_APPENDS_PER_PARTITION,
             max_waiting_requests: 10_000,
+            default_replication_factor: 3,
             raft: RaftConfig::default(),
             storage: StorageConfig::default(),
             groups: GroupsConfig::default(),
@@ -362,6 +367,11 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "raft timing must satisfy heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms"
                     .into(),
+            ));
+        }
+        if self.default_replication_factor == 0 {
+            return Err(ConfigError::Invalid(
+                "default_replication_factor must be at least 1".into(),
             ));
         }
         if self.max_waiting_requests == 0 {

@@ -78,6 +78,9 @@ pub struct BrokerOptions {
     pub max_in_flight_produce_bytes: usize,
     /// The most raft entries one partition's appender has proposed and not yet answered.
     pub max_in_flight_appends_per_partition: usize,
+    /// The replicas of each partition of a topic created without naming a replication factor,
+    /// capped at the nodes that take replicas then (so one node alone still creates topics).
+    pub default_replication_factor: u16,
     /// Consumer group limits.
     pub groups: GroupOptions,
     /// Request/reply limits.
@@ -94,6 +97,7 @@ impl Default for BrokerOptions {
             max_queued_bytes_per_partition: 64 << 20,
             max_in_flight_produce_bytes: 320 << 20,
             max_in_flight_appends_per_partition: 4,
+            default_replication_factor: 3,
             groups: GroupOptions::default(),
             requests: requests::RequestOptions::default(),
         }

@@ -90,6 +90,13 @@ impl TopicService {
             .collect()
     }
 
+    /// The replication factor of a topic created without one: the configured default, capped
+    /// at the nodes that take replicas (at least 1, so placement explains a cluster with none).
+    fn default_replication_factor(&self, nodes: usize) -> u16 {
+        let nodes = u16::try_from(nodes.max(1)).unwrap_or(u16::MAX);
+        self.core.options.default_replication_factor.clamp(1, nodes)
+    }
+
     /// Spreads topics' first partitions over nodes: each placement starts where the cluster's
     /// partition count leaves off.
     fn placement_rotation(&self) -> u32 {
@@ -129,15 +136,19 @@ impl TopicService {
         if let Some(existing) = self.existing_as_requested(&request, &config)? {
             return Ok(existing);
         }
+        let nodes = self.placement_nodes();
+        let replication_factor = request
+            .replication_factor
+            .unwrap_or_else(|| self.default_replication_factor(nodes.len()));
         let replicas = place_partitions(
-            &self.placement_nodes(),
+            &nodes,
             self.placement_rotation(),
             request.partitions,
-            request.replication_factor,
+            replication_factor,
         )?;
         let command = MetadataCommand::CreateTopic {
             name: request.name.clone(),
-            replication_factor: request.replication_factor,
+            replication_factor,
             config: config.clone(),
             replicas,
             created_at_ms: now_ms(),
@@ -174,8 +185,12 @@ impl TopicService {
         let Some(existing) = metadata.topics.get(&request.name) else {
             return Ok(None);
         };
+        // A create that named no replication factor matches whatever the topic got: the
+        // default's cap may have moved with the nodes since the first attempt.
         let same = existing.partitions.len() == request.partitions as usize
-            && existing.replication_factor == request.replication_factor
+            && request
+                .replication_factor
+                .is_none_or(|wanted| existing.replication_factor == wanted)
             && existing.config == *config;
         if !same {
             return Err(BrokerError::TopicExists(request.name.clone()));

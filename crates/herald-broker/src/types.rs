@@ -12,7 +12,8 @@ pub type NodeId = u64;
 pub struct CreateTopic {
     pub name: String,
     pub partitions: u32,
-    pub replication_factor: u16,
+    /// None: the node's `default_replication_factor`, capped at the nodes that take replicas.
+    pub replication_factor: Option<u16>,
     pub config: TopicConfigPatch,
 }
 

@@ -253,6 +253,24 @@ async fn three_nodes_replicate_and_serve_reads_from_any_node() {
         .node(1)
         .expect_problem(response, StatusCode::NOT_FOUND, "topic_not_found")
         .await;
+
+    // A topic created without a replication factor gets the cluster's default (3), capped at
+    // the three nodes: every partition on three distinct nodes. Its retry (no factor named)
+    // answers the same topic, not a conflict.
+    let body = json!({"name": "defaulted", "partitions": 2});
+    let created = node2.create_topic_with(&body).await;
+    assert_eq!(created["replication_factor"], 3, "{created}");
+    for partition in created["partitions"].as_array().expect("partitions") {
+        let replicas: BTreeSet<u64> = partition["replicas"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{created}"))
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect();
+        assert_eq!(replicas, BTreeSet::from([1, 2, 3]), "{created}");
+    }
+    let retried = cluster.node(3).post_json("/v1/topics", &body).await;
+    assert_eq!(retried.status(), StatusCode::OK, "a retried create");
 }
 
 /// `cluster_id` as each live node reports it in `GET /v1/cluster`. The metadata leader proposes

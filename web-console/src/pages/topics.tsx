@@ -81,7 +81,8 @@ export function Topics() {
 function CreateTopic(props: { onCreated: (name: string) => void }) {
   const [name, setName] = useState("");
   const [partitions, setPartitions] = useState("1");
-  const [replication, setReplication] = useState("1");
+  // Empty: the cluster's default_replication_factor, capped at its nodes.
+  const [replication, setReplication] = useState("");
   const [busy, error, act] = useAction();
   return (
     <details class="panel">
@@ -91,7 +92,9 @@ function CreateTopic(props: { onCreated: (name: string) => void }) {
         onSubmit={(event) => {
           event.preventDefault();
           act(async () => {
-            await api.post("/v1/topics", { name, partitions: Number(partitions), replication_factor: Number(replication) });
+            const body: Record<string, unknown> = { name, partitions: Number(partitions) };
+            if (replication !== "") body.replication_factor = Number(replication);
+            await api.post("/v1/topics", body);
             props.onCreated(name);
           });
         }}
@@ -102,7 +105,7 @@ function CreateTopic(props: { onCreated: (name: string) => void }) {
             {(id) => <input id={id} type="number" min={1} max={1024} required value={partitions} onInput={(e) => setPartitions(e.currentTarget.value)} />}
           </Field>
           <Field label="Replication factor">
-            {(id) => <input id={id} type="number" min={1} required value={replication} onInput={(e) => setReplication(e.currentTarget.value)} />}
+            {(id) => <input id={id} type="number" min={1} placeholder="cluster default" value={replication} onInput={(e) => setReplication(e.currentTarget.value)} />}
           </Field>
         </div>
         <button type="submit" disabled={busy}>

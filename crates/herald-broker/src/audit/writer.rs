@@ -137,7 +137,7 @@ async fn ensure_topic(broker: &Broker, settings: &AuditSettings) -> BrokerResult
     let request = CreateTopic {
         name: AUDIT_TOPIC.to_string(),
         partitions: 1,
-        replication_factor,
+        replication_factor: Some(replication_factor),
         config: retention(settings),
     };
     match broker.topics().create_any_topic(request).await {

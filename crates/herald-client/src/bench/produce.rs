@@ -224,7 +224,7 @@ pub async fn ensure_topic(
     let spec = CreateTopic {
         name: topic.to_string(),
         partitions,
-        replication_factor,
+        replication_factor: Some(replication_factor),
         config: serde_json::Map::new(),
     };
     match api.create_topic(&spec).await {

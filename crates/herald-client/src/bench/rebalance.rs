@@ -127,7 +127,7 @@ pub async fn run(server: &str, args: BenchRebalanceArgs) -> anyhow::Result<Rebal
         api.create_topic(&CreateTopic {
             name: args.topic.clone(),
             partitions: args.partitions,
-            replication_factor: 1,
+            replication_factor: Some(1),
             config: serde_json::Map::new(),
         })
         .await?;

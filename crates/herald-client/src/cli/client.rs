@@ -172,7 +172,9 @@ pub struct TopicInfo {
 pub struct CreateTopic {
     pub name: String,
     pub partitions: u32,
-    pub replication_factor: u16,
+    /// None: the cluster's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication_factor: Option<u16>,
     pub config: serde_json::Map<String, Value>,
 }
 

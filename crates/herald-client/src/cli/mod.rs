@@ -87,9 +87,10 @@ pub enum TopicsCommand {
         /// Number of partitions.
         #[arg(long, default_value_t = 1)]
         partitions: u32,
-        /// Number of replicas of each partition.
-        #[arg(long, default_value_t = 1)]
-        replication_factor: u16,
+        /// Number of replicas of each partition (default: the cluster's
+        /// `default_replication_factor`, capped at its nodes).
+        #[arg(long)]
+        replication_factor: Option<u16>,
         /// Topic configuration as key=value, repeatable (e.g. --config retention_ms=-1
         /// --config cleanup_policy=compact).
         #[arg(long = "config", value_name = "KEY=VALUE", value_parser = topics::parse_config_entry)]
@@ -238,7 +239,7 @@ mod tests {
             }) => {
                 assert_eq!(
                     (name.as_str(), partitions, replication_factor),
-                    ("orders", 3, 1)
+                    ("orders", 3, None)
                 );
                 assert_eq!(config.len(), 2);
                 assert_eq!(config[0], ("retention_ms".to_string(), Value::from(-1)));

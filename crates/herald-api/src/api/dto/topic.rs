@@ -122,11 +122,12 @@ pub struct CreateTopicRequest {
     #[serde(default = "one_u32")]
     #[schema(default = 1, minimum = 1, maximum = 1024)]
     pub partitions: u32,
-    /// 1 to 65535, at most the nodes that take replicas (409 `not_enough_nodes` past them);
-    /// default 1.
-    #[serde(default = "one_u16")]
-    #[schema(default = 1, minimum = 1, maximum = 65535)]
-    pub replication_factor: u16,
+    /// 1 to 65535, at most the nodes that take replicas (409 `not_enough_nodes` past them).
+    /// Absent: the cluster's `default_replication_factor` (3 unless configured), capped at the
+    /// nodes that take replicas, so one node alone creates topics of one replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 65535)]
+    pub replication_factor: Option<u16>,
     #[serde(default, deserialize_with = "super::object_only")]
     pub config: TopicConfigPatchDto,
 }
@@ -205,10 +206,6 @@ fn one_u32() -> u32 {
     1
 }
 
-fn one_u16() -> u16 {
-    1
-}
-
 /// Checks a topic name from a path or body: the name rules, and not internal (for reads as for
 /// writes: internal topics are the node's own; the audit log is read at `GET /v1/audit`).
 pub fn check_topic_name(name: &str) -> Result<(), ApiError> {
@@ -250,7 +247,7 @@ impl CreateTopicRequest {
     pub fn into_domain(self) -> Result<CreateTopic, ApiError> {
         check_topic_name(&self.name)?;
         check_partitions(self.partitions)?;
-        if self.replication_factor == 0 {
+        if self.replication_factor == Some(0) {
             return Err(ApiError::invalid_request(
                 "replication_factor must be at least 1",
             ));
@@ -375,7 +372,7 @@ mod tests {
         let request = create(r#"{"name":"orders"}"#).expect("valid");
         assert_eq!(request.name, "orders");
         assert_eq!(request.partitions, 1);
-        assert_eq!(request.replication_factor, 1);
+        assert_eq!(request.replication_factor, None);
         assert_eq!(request.config, TopicConfigPatch::default());
     }
 
@@ -387,7 +384,7 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(request.partitions, 3);
-        assert_eq!(request.replication_factor, 2);
+        assert_eq!(request.replication_factor, Some(2));
         assert_eq!(request.config.retention_ms, Some(-1));
         assert_eq!(
             request.config.cleanup_policy,
