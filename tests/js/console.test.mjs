@@ -354,8 +354,9 @@ async function addAndDrain(browser, errors) {
   await page.getByRole("status").filter({ hasText: `node ${id} added` }).waitFor({ timeout: WAIT_MS });
   const row = page.getByTestId("nodes-table").locator("tbody tr", { hasText: raftAddr });
   await waitForText(row.locator(".status"), (t) => t === "up", `node ${id} is up`, MEMBERSHIP_WAIT_MS);
-  // Replicas for it to hold, then to give away.
-  await ok("POST", "/v1/topics", { name: "console-spread", partitions: 4 });
+  // Replicas for it to hold, then to give away: one replica each, so the other node can take
+  // them all (the default factor would put a replica of every partition on both nodes).
+  await ok("POST", "/v1/topics", { name: "console-spread", partitions: 4, replication_factor: 1 });
   await waitForText(row.locator("td.num").nth(1), (t) => Number(t) > 0, `node ${id} holds replicas`, MEMBERSHIP_WAIT_MS);
   await shot(page, "cluster");
 
