@@ -13,29 +13,7 @@ use crate::cluster_secret::{ClusterSecret, KeyPurpose, SecretLookup};
 use crate::config::Config;
 use crate::raft::RaftTiming;
 use crate::rpc::{LaneLimits, RpcLimits};
-use crate::storage::{Cf, Store, StoreOptions, WriteSet};
-
-const NODE_ID_KEY: &[u8] = b"node_id";
-const FORMAT_VERSION_KEY: &[u8] = b"format_version";
-/// The on-disk format this build writes. 1: the single-node log core (issue 2; no version key
-/// was written). 2: clustering (partition founders, node draining flags and tombstones in the
-/// metadata state). 3: log compaction settings (`delete_retention_ms`, `min_compaction_lag_ms`)
-/// in each topic's configuration, which is postcard-encoded in the metadata raft log and state.
-/// 4: consumer groups and idempotent producing (group commands in the metadata raft log, group
-/// rows, metadata and partition snapshots that carry rows, dedup windows, producer ids).
-/// 5: hardening (issue 11): deleted topic names remembered in the metadata state (retried
-/// deletes), `DeleteTopic` carries its time. 6: consumer group delivery (issue 11): polls
-/// continue from a client-held cursor, so group rows lose the replicated `positions` and gain
-/// `owned_since`; `Advance` is replaced by `CompareAndCommit`; commits answer `Committed`.
-/// 7: subscriptions (issue 12) in the metadata state and commands. 8: subscription ordering
-/// setting; per-message key, delay, expiry and dead-letter reason in the delivery state; seek;
-/// redrive jobs with their checkpoints in the metadata state and commands. 9: OAuth2 clients,
-/// signing keys and the authorization policy (issue 14) in the metadata state and commands.
-/// 10: a consumer group member's owner (the principal that joined it, issue 30) in the group
-/// rows, snapshots and join commands. 11: signing keys sealed under the cluster secret (issue
-/// 30): `SigningKeyRecord` holds `sealed_private` instead of the plaintext PKCS#8 key.
-/// Pre-release formats are not migrated: an older directory is refused.
-const FORMAT_VERSION: u64 = 11;
+use crate::storage::{Store, StoreOptions};
 
 /// What the built-in issuer's tokens say: the configured issuer, or this node's own URL.
 fn token_settings(config: &Config) -> crate::broker::auth::tokens::TokenSettings {
@@ -386,57 +364,10 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
     tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {
         let store = Store::open(&options)
             .with_context(|| format!("opening storage in {}", data_dir.display()))?;
-        check_identity(&store, node_id, &data_dir)?;
+        crate::format::open_data_dir(&store, node_id, &data_dir)?;
         Ok(store)
     })
     .await?
-}
-
-/// Checks (or, in a new directory, records) which node and which on-disk format the data
-/// directory belongs to.
-fn check_identity(store: &Store, node_id: u64, data_dir: &std::path::Path) -> anyhow::Result<()> {
-    let read_u64 = |key: &[u8], what: &str| -> anyhow::Result<Option<u64>> {
-        match store.get(Cf::Node, key)? {
-            Some(bytes) => {
-                let array: [u8; 8] = bytes
-                    .as_slice()
-                    .try_into()
-                    .with_context(|| format!("corrupt {what}"))?;
-                Ok(Some(u64::from_be_bytes(array)))
-            }
-            None => Ok(None),
-        }
-    };
-    let stored_node = read_u64(NODE_ID_KEY, "node id")?;
-    let stored_format = read_u64(FORMAT_VERSION_KEY, "format version")?;
-    match (stored_node, stored_format) {
-        (None, _) => {
-            let mut writes = WriteSet::new();
-            writes.put(
-                Cf::Node,
-                NODE_ID_KEY.to_vec(),
-                node_id.to_be_bytes().to_vec(),
-            );
-            writes.put(
-                Cf::Node,
-                FORMAT_VERSION_KEY.to_vec(),
-                FORMAT_VERSION.to_be_bytes().to_vec(),
-            );
-            store.write(writes, true)?;
-            Ok(())
-        }
-        (Some(stored), _) if stored != node_id => anyhow::bail!(
-            "data directory {} belongs to node {stored}, not node {node_id}",
-            data_dir.display()
-        ),
-        (Some(_), Some(FORMAT_VERSION)) => Ok(()),
-        (Some(_), version) => anyhow::bail!(
-            "data directory {} has on-disk format {} but this build reads format {FORMAT_VERSION}; \
-             pre-release formats are not migrated: start this node on an empty data directory",
-            data_dir.display(),
-            version.unwrap_or(1)
-        ),
-    }
 }
 
 async fn shutdown_signal() {
@@ -463,65 +394,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = terminate => {},
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn open(dir: &std::path::Path) -> Store {
-        Store::open(&StoreOptions::new(dir)).expect("open a store")
-    }
-
-    #[test]
-    fn a_data_directory_remembers_its_node_and_format() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let store = open(dir.path());
-            check_identity(&store, 3, dir.path()).unwrap();
-            check_identity(&store, 3, dir.path()).unwrap();
-            let error = check_identity(&store, 4, dir.path()).unwrap_err();
-            assert!(error.to_string().contains("belongs to node 3"), "{error}");
-        }
-    }
-
-    #[test]
-    fn an_older_format_is_refused_with_a_clear_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path());
-        // What a node of the single-node release wrote: its id, no format version.
-        let mut writes = WriteSet::new();
-        writes.put(Cf::Node, NODE_ID_KEY.to_vec(), 1u64.to_be_bytes().to_vec());
-        store.write(writes, true).unwrap();
-        let error = check_identity(&store, 1, dir.path())
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("on-disk format 1"), "{error}");
-        assert!(error.contains("empty data directory"), "{error}");
-    }
-
-    #[test]
-    fn a_format_4_directory_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path());
-        // What a node of the consumer groups release wrote: metadata without remembered
-        // deletions, delete commands without their time.
-        let mut writes = WriteSet::new();
-        writes.put(Cf::Node, NODE_ID_KEY.to_vec(), 1u64.to_be_bytes().to_vec());
-        writes.put(
-            Cf::Node,
-            FORMAT_VERSION_KEY.to_vec(),
-            4u64.to_be_bytes().to_vec(),
-        );
-        store.write(writes, true).unwrap();
-        let error = check_identity(&store, 1, dir.path())
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("on-disk format 4"), "{error}");
-        assert!(
-            error.contains(&format!("reads format {FORMAT_VERSION}")),
-            "{error}"
-        );
     }
 }

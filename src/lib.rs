@@ -3,7 +3,8 @@
 //! The workspace has one crate per layer; layers call downward only, and the crate graph makes
 //! the compiler enforce it (`tests/it/architecture.rs` checks what a crate edge cannot):
 //! - this crate: [`app`] (composes a node from the crates below), [`config`] (typed
-//!   configuration: one section per layer), the binary (`serve`, the CLI, `herald bench`);
+//!   configuration: one section per layer), [`format`] (the data directory's on-disk format and
+//!   its migrations), the binary (`serve`, the CLI, `herald bench`);
 //! - `herald-api` ([`api`], [`ws`]): the transports: axum routers, DTOs, problem+json errors,
 //!   the OpenAPI and AsyncAPI documents, server-sent events, WebSocket;
 //! - `herald-broker` ([`broker`]): the service layer every transport calls;
@@ -26,6 +27,7 @@
 pub mod allocator;
 pub mod app;
 pub mod config;
+pub mod format;
 
 pub use herald_api::{api, ws};
 

@@ -5,6 +5,7 @@
 //! never RocksDB handles, so the engine stays swappable and its rules (no TTL, big-endian keys,
 //! one WAL) stay in one place.
 
+mod checkpoint;
 mod db;
 mod error;
 mod gauges;

@@ -1,0 +1,22 @@
+//! The migration steps, one per format change since [`super::FIRST_SUPPORTED_FORMAT`]: step `i`
+//! upgrades format `FIRST_SUPPORTED_FORMAT + i` to the next.
+//!
+//! A step rewrites what changed in place, through the store, and answers a one-line summary
+//! for the log ("rewrote 1,204 group rows"). It must be safe to run again on a directory where
+//! it was interrupted (the format is recorded only once it finished): read the old layout, write
+//! the new one, delete the old keys in the same write set. The fixture of the format it reads
+//! (`migrations/<N>/`, written by the release before the change) is what its test starts on.
+
+use crate::storage::Store;
+
+/// One step from a format to the next.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// What changed, for the log and for errors: "group rows gain a member's owner".
+    pub what: &'static str,
+    /// Rewrites the store in place; answers a summary of what it did.
+    pub run: fn(&Store) -> anyhow::Result<String>,
+}
+
+/// Every step, oldest first. Empty: format 11 is the first supported one and still current.
+pub const MIGRATIONS: &[Migration] = &[];
