@@ -324,6 +324,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         },
     ));
     shutdown_signal().await;
+    hand_off_leadership(&cluster, &config).await;
     tracing::info!("shutting down: finishing in-flight requests");
     let _ = stop_sender.send(true);
     match tokio::time::timeout(Duration::from_millis(config.shutdown_grace_ms), server_task).await {
@@ -340,6 +341,31 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     stop_cluster(cluster, store).await;
     Ok(())
+}
+
+/// Before it stops taking requests, the node hands the leadership of every group it leads to
+/// an in-sync replica, so a rolling restart moves leaders instead of losing them (its clients,
+/// and those of other nodes whose requests it served as leader, keep being answered).
+async fn hand_off_leadership(cluster: &Cluster, config: &Config) {
+    if config.leadership_handoff_timeout_ms == 0 {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let report = cluster
+        .hand_off_leadership(Duration::from_millis(config.leadership_handoff_timeout_ms))
+        .await;
+    if report.moved.is_empty() && report.kept.is_empty() {
+        return;
+    }
+    for (group, reason) in &report.kept {
+        tracing::warn!(group = group.get(), %reason, "leadership not handed off before stopping");
+    }
+    tracing::info!(
+        moved = report.moved.len(),
+        kept = report.kept.len(),
+        took_ms = started.elapsed().as_millis() as u64,
+        "handed off leadership before stopping"
+    );
 }
 
 async fn stop_cluster(cluster: Arc<Cluster>, store: Store) {

@@ -88,6 +88,10 @@ pub struct Config {
     pub max_unacknowledged_produces: usize,
     /// How long a graceful shutdown waits for in-flight requests.
     pub shutdown_grace_ms: u64,
+    /// On SIGTERM, how long the node waits for the leadership of the groups it leads to move
+    /// to in-sync replicas before it stops taking requests (the rest is elected after it is
+    /// gone, as after a crash). 0: stop without handing off.
+    pub leadership_handoff_timeout_ms: u64,
     /// Every client request's server-side deadline: past it the request answers 504 `timeout`
     /// and its work is dropped. Keep it above the longest long poll (60 s) plus the produce
     /// timeout's share, or long polls end with 504 instead of an empty answer.
@@ -243,6 +247,7 @@ impl Default for Config {
             cleaner_min_dirty_ratio: DEFAULT_CLEANER_MIN_DIRTY_RATIO,
             max_unacknowledged_produces: 1024,
             shutdown_grace_ms: 10_000,
+            leadership_handoff_timeout_ms: 10_000,
             request_timeout_ms: 90_000,
             max_concurrent_requests: 10_000,
             max_connections: 10_000,

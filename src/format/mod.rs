@@ -221,13 +221,12 @@ fn checkpoint_path(data_dir: &Path, from: u64) -> anyhow::Result<PathBuf> {
 /// The files a node keeps in its data directory beside RocksDB's: without them the previous
 /// release could not start on the checkpoint (the cluster secret seals the signing keys).
 fn copy_node_files(data_dir: &Path, checkpoint: &Path) -> anyhow::Result<()> {
-    for name in [crate::cluster_secret::DEFAULT_FILE_NAME] {
-        let source = data_dir.join(name);
-        if source.exists() {
-            std::fs::copy(&source, checkpoint.join(name)).with_context(|| {
-                format!("copying {} into {}", source.display(), checkpoint.display())
-            })?;
-        }
+    let name = crate::cluster_secret::DEFAULT_FILE_NAME;
+    let source = data_dir.join(name);
+    if source.exists() {
+        std::fs::copy(&source, checkpoint.join(name)).with_context(|| {
+            format!("copying {} into {}", source.display(), checkpoint.display())
+        })?;
     }
     Ok(())
 }

@@ -133,6 +133,11 @@ impl NodeService {
     pub async fn readiness(&self) -> Readiness {
         let cluster = self.core.cluster();
         let mut reasons = Vec::new();
+        // First, so a load balancer takes the node out of rotation while it hands off its
+        // leadership, before it stops taking requests.
+        if cluster.is_leaving() {
+            reasons.push("this node is stopping: it is handing off its leadership".to_string());
+        }
         if cluster.metadata().leader().is_none() {
             reasons.push("the metadata group has no leader".to_string());
         }

@@ -63,7 +63,12 @@ impl Cluster {
 
     /// For every local group `dead` led: the lowest-id live voter campaigns at once.
     async fn take_over_from(&self, dead: u64) {
-        let alive = |node: &u64| *node != dead && self.membership.is_up(*node);
+        // A node stopping gracefully does not take over: it is handing its groups off.
+        let alive = |node: &u64| {
+            *node != dead
+                && self.membership.is_up(*node)
+                && !(*node == self.node_id && self.is_leaving())
+        };
         if self.metadata.leader() == Some(dead) {
             if let Some(candidate) = self
                 .metadata

@@ -67,6 +67,10 @@ pub(super) fn incomplete(
 impl Cluster {
     /// This node's progress on `group`, for a leader deciding whether this node may lead it.
     fn replica_progress(&self, group: RaftGroupId) -> Option<ReplicaProgress> {
+        // A node handing off its leadership to stop must not be handed any.
+        if self.is_leaving() {
+            return None;
+        }
         let replica = self.replicas.get(group)?;
         let watermarks = replica.watermarks();
         Some(ReplicaProgress {
@@ -78,7 +82,11 @@ impl Cluster {
 
     /// On the leader of `replica`'s group: asks `target` for its progress and checks that it
     /// holds the whole retained range (see the module doc). Answers why not, if not.
-    async fn check_complete(&self, replica: &PartitionReplica, target: u64) -> Option<String> {
+    pub(super) async fn check_complete(
+        &self,
+        replica: &PartitionReplica,
+        target: u64,
+    ) -> Option<String> {
         // Read before asking: what the target reports afterwards must cover it.
         let committed = replica.raft_status().committed_index;
         let log_start = replica.watermarks().log_start_offset;
@@ -102,6 +110,9 @@ impl Cluster {
     /// Hands leadership back to each group's preferred replica once it is up, in sync and
     /// complete.
     pub(super) async fn hand_back_leadership(&self) {
+        if self.is_leaving() {
+            return;
+        }
         let state = self.metadata.current();
         for topic in state.topics.values() {
             for assignment in &topic.partitions {

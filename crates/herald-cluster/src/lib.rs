@@ -22,6 +22,7 @@ mod gauges;
 mod gossip;
 mod groups;
 mod handback;
+mod handoff;
 mod metadata_group;
 mod nodes;
 mod operation;
@@ -36,6 +37,7 @@ pub use compaction::CleanerOptions;
 pub use error::ClusterError;
 pub use gauges::GroupRaftStatus;
 pub use groups::{topic_partition_counts, GroupCoordinator, MemberView};
+pub use handoff::HandoffReport;
 pub use metadata_group::MetadataGroup;
 pub use nodes::Membership;
 pub use replicas::LocalReplicas;
@@ -43,6 +45,7 @@ pub use routing::Routing;
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -138,6 +141,8 @@ pub struct Cluster {
     /// When leadership of a group was last handed to its preferred replica.
     transfers: Mutex<HashMap<RaftGroupId, Instant>>,
     cleaner: compaction::Cleaner,
+    /// Set once a graceful stop began handing leadership off (`handoff`).
+    leaving: AtomicBool,
 }
 
 impl Cluster {
@@ -244,6 +249,7 @@ impl Cluster {
             stop,
             transfers: Mutex::new(HashMap::new()),
             cleaner: compaction::Cleaner::new(options.cleaner),
+            leaving: AtomicBool::new(false),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;

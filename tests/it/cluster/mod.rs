@@ -18,6 +18,7 @@ mod cluster_pipeline;
 mod cluster_redrive;
 mod cluster_replication;
 mod cluster_retention;
+mod cluster_rolling_restart;
 mod cluster_rpc_lanes;
 mod cluster_snapshot;
 mod cluster_stream_failover;

@@ -10,7 +10,8 @@ use super::applier::MetadataApplier;
 use super::consumer_groups::ConsumerGroupsView;
 use crate::engine::error::RaftLayerError;
 use crate::engine::group::{
-    bootstrap_raft, leader_of, start_raft, wait_for_leader, write_error, Bootstrap, GroupContext,
+    bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader, write_error,
+    Bootstrap, GroupContext,
 };
 use crate::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
@@ -177,6 +178,12 @@ impl MetadataReplica {
 
     pub async fn take_over_from(&self, dead: u64, candidate: u64) {
         take_over_from(&self.raft, METADATA_GROUP, dead, candidate).await
+    }
+
+    /// Asks this leader to hand the metadata group's leadership to `to` (before a graceful
+    /// stop).
+    pub async fn transfer_leadership(&self, to: u64) {
+        transfer_leadership(&self.raft, METADATA_GROUP, to).await
     }
 
     pub async fn shutdown(&self) {

@@ -1,0 +1,168 @@
+//! Handing every leadership this node holds to an in-sync replica before it stops, so a
+//! rolling restart moves leaders instead of losing them.
+//!
+//! A node that simply exits leaves its groups leaderless until their followers notice (at
+//! once when the connection drops, see `detector`, but still an election), and requests it was
+//! serving as leader end with an unknown outcome (504). On SIGTERM the node first asks raft to
+//! transfer each group it leads to a replica that is up, in sync and complete (the checks of
+//! `handback`), waits (bounded) until each group has its new leader, and only then stops
+//! taking client requests. Entries proposed before the transfer are in the target's log before
+//! it campaigns, so they commit and their requests are answered; requests arriving meanwhile
+//! are refused with "not the leader" and sent on to the new one.
+//!
+//! From the start of the hand-off the node counts as leaving: it reports no replica progress,
+//! so its peers do not hand leadership back to it, and it never picks itself to take over a
+//! dead peer's groups.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::future::join_all;
+use herald_domain::RaftGroupId;
+use tokio::time::Instant;
+
+use super::Cluster;
+use herald_raft::PartitionReplica;
+
+/// How often a moved group's leader is looked at while waiting for it.
+const LEADER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
+/// How long before the replicas of a group that none could take yet are asked again.
+const RETRY_INTERVAL: Duration = Duration::from_millis(50);
+
+/// What a hand-off did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HandoffReport {
+    /// Groups whose leadership moved to another node (the metadata group included).
+    pub moved: Vec<(RaftGroupId, u64)>,
+    /// Groups this node still leads, and why: no replica could take it, or it did not within
+    /// the time given.
+    pub kept: Vec<(RaftGroupId, String)>,
+}
+
+impl Cluster {
+    /// Whether this node is handing off its leadership to stop.
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::Relaxed)
+    }
+
+    /// Moves the leadership of every group this node leads (partitions first, then the
+    /// metadata group) to an in-sync replica, waiting at most `within` for all of them.
+    pub async fn hand_off_leadership(&self, within: Duration) -> HandoffReport {
+        self.leaving.store(true, Ordering::Relaxed);
+        let deadline = Instant::now() + within;
+        let mut report = HandoffReport::default();
+        let led: Vec<(Vec<u64>, std::sync::Arc<PartitionReplica>)> = {
+            let state = self.metadata.current();
+            state
+                .topics
+                .values()
+                .flat_map(|topic| topic.partitions.iter())
+                .filter_map(|assignment| {
+                    let replica = self.replicas.get(assignment.group_id)?;
+                    replica
+                        .is_leader()
+                        .then(|| (assignment.replicas.clone(), replica))
+                })
+                .collect()
+        };
+        let outcomes = join_all(
+            led.iter()
+                .map(|(replicas, replica)| self.hand_off_partition(replica, replicas, deadline)),
+        )
+        .await;
+        for ((_, replica), outcome) in led.iter().zip(outcomes) {
+            match outcome {
+                Ok(to) => report.moved.push((replica.group(), to)),
+                Err(reason) => report.kept.push((replica.group(), reason)),
+            }
+        }
+        match self.hand_off_metadata(deadline).await {
+            Ok(Some(to)) => report.moved.push((RaftGroupId::METADATA, to)),
+            Ok(None) => {}
+            Err(reason) => report.kept.push((RaftGroupId::METADATA, reason)),
+        }
+        report
+    }
+
+    /// Hands one partition group to the first replica of its assignment (the preferred order)
+    /// that is up, in sync and complete; answers the new leader. Under load a follower is
+    /// usually a few entries short of what the leader committed a moment before: the checks
+    /// are repeated until one passes or time is up.
+    async fn hand_off_partition(
+        &self,
+        replica: &PartitionReplica,
+        assignment: &[u64],
+        deadline: Instant,
+    ) -> Result<u64, String> {
+        loop {
+            let Some(report) = replica.leader_report() else {
+                return match replica.leader() {
+                    Some(leader) if leader != self.node_id => Ok(leader),
+                    _ => Err("it lost leadership before the hand-off, to no one yet".into()),
+                };
+            };
+            let mut refusals = Vec::new();
+            for &target in assignment.iter().filter(|node| **node != self.node_id) {
+                if !report.in_sync.contains(&target) {
+                    refusals.push(format!("node {target} is not in sync"));
+                    continue;
+                }
+                if !self.membership.is_up(target) {
+                    refusals.push(format!("node {target} is not up"));
+                    continue;
+                }
+                if let Some(reason) = self.check_complete(replica, target).await {
+                    refusals.push(format!("node {target}: {reason}"));
+                    continue;
+                }
+                replica.transfer_leadership(target).await;
+                return wait_for_new_leader(|| replica.leader(), self.node_id, deadline).await;
+            }
+            if refusals.is_empty() {
+                return Err("it has no other replica".into());
+            }
+            if Instant::now() + RETRY_INTERVAL >= deadline {
+                return Err(refusals.join("; "));
+            }
+            tokio::time::sleep(RETRY_INTERVAL).await;
+        }
+    }
+
+    /// Hands the metadata group to an in-sync voter that is up; None when this node does not
+    /// lead it.
+    async fn hand_off_metadata(&self, deadline: Instant) -> Result<Option<u64>, String> {
+        let metadata = self.metadata.replica();
+        let Some(report) = metadata.leader_report() else {
+            return Ok(None);
+        };
+        let target = report
+            .in_sync
+            .iter()
+            .copied()
+            .find(|node| *node != self.node_id && self.membership.is_up(*node));
+        let Some(target) = target else {
+            return Err("no other voter is up and in sync".into());
+        };
+        metadata.transfer_leadership(target).await;
+        wait_for_new_leader(|| metadata.leader(), self.node_id, deadline)
+            .await
+            .map(Some)
+    }
+}
+
+/// Waits until `leader()` names another node than `this`; answers it.
+async fn wait_for_new_leader(
+    leader: impl Fn() -> Option<u64>,
+    this: u64,
+    deadline: Instant,
+) -> Result<u64, String> {
+    loop {
+        if let Some(node) = leader().filter(|node| *node != this) {
+            return Ok(node);
+        }
+        if Instant::now() >= deadline {
+            return Err("no other replica took over in time".into());
+        }
+        tokio::time::sleep(LEADER_CHECK_INTERVAL).await;
+    }
+}
