@@ -385,6 +385,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
     options.memtable_bytes = config.storage.memtable_bytes;
     options.bytes_per_sync = config.storage.bytes_per_sync;
     options.direct_io_for_flush = config.storage.direct_io_for_flush;
+    options.disk_reserve_bytes = config.storage.disk_reserve_bytes;
     let node_id = config.node_id;
     let data_dir = config.data_dir.clone();
     tokio::task::spawn_blocking(move || -> anyhow::Result<Store> {

@@ -15,7 +15,7 @@ use super::ConfigError;
 use crate::raft::RECENT_ENTRIES_BUDGET_BYTES;
 use crate::storage::{
     DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_BYTES_PER_SYNC, DEFAULT_DIRECT_IO_FOR_FLUSH,
-    DEFAULT_LOG_WRITE_BUFFER_BYTES, DEFAULT_MEMTABLE_BYTES,
+    DEFAULT_DISK_RESERVE_BYTES, DEFAULT_LOG_WRITE_BUFFER_BYTES, DEFAULT_MEMTABLE_BYTES,
 };
 
 /// 1 GiB: the default `memory_budget_bytes`.
@@ -53,6 +53,12 @@ pub struct StorageConfig {
     /// does not queue in front of the write-ahead log's syncs. Ignored (with a warning at
     /// startup) where the data directory's file system does not take `O_DIRECT`.
     pub direct_io_for_flush: bool,
+    /// Free space kept on the data directory's file system for what must be written when
+    /// clients may not: while less is free, produce requests answer 507
+    /// `insufficient_storage` and write nothing, while raft replication, metadata, consumer
+    /// group commits and the compactions that free space go on. Writes resume by themselves
+    /// once more is free. 0: never refuse (RocksDB then fails writes once the disk is full).
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for StorageConfig {
@@ -64,6 +70,7 @@ impl Default for StorageConfig {
             log_write_buffer_bytes: DEFAULT_LOG_WRITE_BUFFER_BYTES,
             bytes_per_sync: DEFAULT_BYTES_PER_SYNC,
             direct_io_for_flush: DEFAULT_DIRECT_IO_FOR_FLUSH,
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
         }
     }
 }

@@ -157,9 +157,17 @@ impl NodeService {
                 }
             }
         }
+        // Reads, consumer groups and admin go on: the node stays ready, and says what it
+        // refuses.
+        let warnings = cluster
+            .disk_full()
+            .map(|full| format!("{full}: produce requests are refused (507 insufficient_storage)"))
+            .into_iter()
+            .collect();
         Readiness {
             ready: reasons.is_empty(),
             reasons,
+            warnings,
         }
     }
 }

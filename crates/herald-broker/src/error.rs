@@ -43,6 +43,9 @@ pub enum BrokerError {
     /// A limit of this node or of a partition is reached; nothing was done, retry later.
     #[error("overloaded: {0}")]
     Overloaded(String),
+    /// The partition leader's data directory is under its disk reserve; nothing was written.
+    #[error("insufficient storage: {0}")]
+    InsufficientStorage(String),
     /// A conflict with the cluster's state, with its stable code (e.g. `node_exists`).
     #[error("{message}")]
     Conflict { code: ErrorCode, message: String },
@@ -93,6 +96,7 @@ impl BrokerError {
             BrokerError::Timeout(_) => ErrorCode::Timeout,
             BrokerError::Unavailable(_) => ErrorCode::Unavailable,
             BrokerError::Overloaded(_) => ErrorCode::Overloaded,
+            BrokerError::InsufficientStorage(_) => ErrorCode::InsufficientStorage,
             BrokerError::Conflict { code, .. }
             | BrokerError::NotFound { code, .. }
             | BrokerError::InvalidBatch { code, .. } => *code,

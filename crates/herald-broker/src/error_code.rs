@@ -145,6 +145,10 @@ error_codes! {
     /// 409 (a WebSocket `error` frame): the socket has its maximum of subscriptions
     /// (`ws.max_subscriptions`); nothing was subscribed.
     TooManySubscriptions = ("too_many_subscriptions", 409, "Too many subscriptions"),
+    /// 507: the data directory of the partition's leader is under its free-space reserve
+    /// (`storage.disk_reserve_bytes`); nothing was written. Writes resume by themselves once
+    /// space is freed (retention, a deleted topic, a bigger volume).
+    InsufficientStorage = ("insufficient_storage", 507, "Insufficient storage"),
 }
 
 impl ErrorCode {
@@ -153,6 +157,8 @@ impl ErrorCode {
     pub fn retry_after_seconds(self) -> Option<u32> {
         match self {
             ErrorCode::NoLeader | ErrorCode::Unavailable | ErrorCode::Overloaded => Some(1),
+            // Space comes back when retention or a delete frees it: not within a second.
+            ErrorCode::InsufficientStorage => Some(30),
             _ => None,
         }
     }

@@ -215,4 +215,7 @@ pub struct Readiness {
     pub ready: bool,
     /// Why not, when not ready.
     pub reasons: Vec<String>,
+    /// What limits a node that is ready: it serves, but not everything (a full data directory
+    /// refuses produce requests).
+    pub warnings: Vec<String>,
 }

@@ -41,4 +41,10 @@ impl Cluster {
     pub fn storage_gauges(&self) -> StorageGauges {
         self.context.store.gauges()
     }
+
+    /// `Some` while this node's data directory is under its disk reserve: it takes no client
+    /// data then.
+    pub fn disk_full(&self) -> Option<herald_storage::DiskFull> {
+        self.context.store.disk_full()
+    }
 }

@@ -9,6 +9,7 @@ use rocksdb::{
     ColumnFamilyDescriptor, Options, ReadOptions, WriteBatch, WriteBufferManager, WriteOptions, DB,
 };
 
+use super::disk_space::{DiskFull, DiskSpace};
 use super::log_layout;
 use super::syncer::{SyncCallback, Syncer};
 use super::write_set::WriteOp;
@@ -43,8 +44,14 @@ pub struct StoreOptions {
     /// Memtable flushes and compactions write their files with direct I/O (`O_DIRECT`) when
     /// the data directory's file system allows it; see `log_layout::db_options`.
     pub direct_io_for_flush: bool,
+    /// Produce requests are refused (507) while the data directory's file system has less
+    /// free space than this, so what must still be written (replication, metadata, the
+    /// compactions that free space) has room; see `disk_space`.
+    pub disk_reserve_bytes: u64,
 }
 
+/// 512 MiB: the default free space kept for writes other than clients' data.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 512 << 20;
 /// 64 MiB: the default raft log memtable.
 pub const DEFAULT_LOG_WRITE_BUFFER_BYTES: usize = 64 << 20;
 /// 256 MiB: the default block cache.
@@ -67,6 +74,7 @@ impl StoreOptions {
             memtable_bytes: DEFAULT_MEMTABLE_BYTES,
             bytes_per_sync: DEFAULT_BYTES_PER_SYNC,
             direct_io_for_flush: DEFAULT_DIRECT_IO_FOR_FLUSH,
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
         }
     }
 }
@@ -82,6 +90,7 @@ pub struct Store {
     /// How many `compact_range` calls on the log run with blob garbage collection turned on:
     /// the last one to finish turns it off again.
     log_compactions: Arc<Mutex<usize>>,
+    disk: Arc<DiskSpace>,
 }
 
 /// What the store holds in memory now, in bytes.
@@ -168,7 +177,14 @@ impl Store {
             memtables,
             block_cache: cache,
             log_compactions: Arc::new(Mutex::new(0)),
+            disk: Arc::new(DiskSpace::new(&options.path, options.disk_reserve_bytes)),
         })
+    }
+
+    /// `Some` while the data directory's file system is under its reserve: clients' data is
+    /// refused then (see `disk_space`).
+    pub fn disk_full(&self) -> Option<DiskFull> {
+        self.disk.full()
     }
 
     /// What the memtables and the block cache hold now.

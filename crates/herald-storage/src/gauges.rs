@@ -27,6 +27,8 @@ pub struct StorageGauges {
     /// file system does not answer).
     pub disk_total_bytes: Option<u64>,
     pub disk_free_bytes: Option<u64>,
+    /// The free space is under `storage.disk_reserve_bytes`: produce requests are refused.
+    pub disk_full: bool,
 }
 
 impl Store {
@@ -56,56 +58,11 @@ impl Store {
         let property = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
         gauges.write_stopped = property("rocksdb.is-write-stopped") != 0;
         gauges.delayed_write_rate = property("rocksdb.actual-delayed-write-rate");
-        if let Some((total, free)) = file_system_space(self.db.path()) {
+        if let Some((total, free)) = crate::disk_space::file_system_space(self.db.path()) {
             gauges.disk_total_bytes = Some(total);
             gauges.disk_free_bytes = Some(free);
         }
+        gauges.disk_full = self.disk_full().is_some();
         gauges
-    }
-}
-
-/// Size and space available to this (unprivileged) process of the file system at `path`.
-fn file_system_space(path: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is a NUL-terminated string that outlives the call and `stats` is a
-    // properly sized, writable statvfs the call fills in.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
-        return None;
-    }
-    let block = stats.f_frsize as u64;
-    Some((stats.f_blocks as u64 * block, stats.f_bavail as u64 * block))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{StoreOptions, WriteSet};
-
-    #[test]
-    fn gauges_count_written_data_and_see_the_disk() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&StoreOptions::new(dir.path())).unwrap();
-        let before = store.gauges();
-        let mut set = WriteSet::default();
-        for index in 0u64..1000 {
-            set.put(Cf::RaftLog, index.to_be_bytes().to_vec(), vec![7u8; 1000]);
-        }
-        store.write(set, true).unwrap();
-        let written = store.gauges();
-        assert!(
-            written.memtable_bytes >= before.memtable_bytes + 1_000_000,
-            "{before:?} then {written:?}"
-        );
-        store.flush().unwrap();
-        let flushed = store.gauges();
-        assert!(flushed.sst_bytes > 0, "{flushed:?}");
-        assert!(!flushed.write_stopped);
-        let (total, free) = (
-            flushed.disk_total_bytes.unwrap(),
-            flushed.disk_free_bytes.unwrap(),
-        );
-        assert!(total > 0 && free <= total, "{flushed:?}");
     }
 }

@@ -7,6 +7,7 @@
 
 mod checkpoint;
 mod db;
+mod disk_space;
 mod error;
 mod gauges;
 pub mod keys;
@@ -17,9 +18,10 @@ mod write_set;
 
 pub use db::{
     MemoryUsage, Store, StoreOptions, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_BYTES_PER_SYNC,
-    DEFAULT_DIRECT_IO_FOR_FLUSH, DEFAULT_LOG_WRITE_BUFFER_BYTES, DEFAULT_MEMTABLE_BYTES,
-    MAX_QUICK_WRITE_BYTES,
+    DEFAULT_DIRECT_IO_FOR_FLUSH, DEFAULT_DISK_RESERVE_BYTES, DEFAULT_LOG_WRITE_BUFFER_BYTES,
+    DEFAULT_MEMTABLE_BYTES, MAX_QUICK_WRITE_BYTES,
 };
+pub use disk_space::DiskFull;
 pub use error::StorageError;
 pub use gauges::StorageGauges;
 pub use log_layout::LOG_BLOB_MIN_BYTES;

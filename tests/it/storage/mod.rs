@@ -1,7 +1,8 @@
 //! Topics and what the node keeps of them: topic administration, retention, compaction, the
-//! memory budget.
+//! memory budget, a full disk.
 
 mod compaction;
+mod full_disk;
 mod memory_budget;
 mod retention;
 mod topics;

@@ -32,6 +32,8 @@ pub(crate) enum WireError {
     /// This node does not know the operation kind (a node of another version): nothing was
     /// done.
     UnknownOperation(u16),
+    /// The leader's data directory is under its disk reserve: nothing was written.
+    InsufficientStorage(String),
 }
 
 impl From<BrokerError> for WireError {
@@ -50,6 +52,7 @@ impl From<BrokerError> for WireError {
             BrokerError::Timeout(what) => WireError::Timeout(what),
             BrokerError::Overloaded(what) => WireError::Overloaded(what),
             BrokerError::Unavailable(what) => WireError::Unavailable(what),
+            BrokerError::InsufficientStorage(what) => WireError::InsufficientStorage(what),
             other => WireError::Failed(other.to_string()),
         }
     }
@@ -75,6 +78,7 @@ impl WireError {
             }
             WireError::Overloaded(what) => BrokerError::Overloaded(what),
             WireError::Unavailable(what) => BrokerError::Unavailable(what),
+            WireError::InsufficientStorage(what) => BrokerError::InsufficientStorage(what),
             WireError::UnknownOperation(tag) => BrokerError::Unavailable(format!(
                 "the leader of partition group {group} does not know operation kind {tag} (a node of another version); nothing was done"
             )),

@@ -136,6 +136,7 @@ impl LeaderOperation for AppendRecords {
         produce: &ProduceService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<Landing> {
+        produce.check_disk()?;
         let records = if self.arrived {
             std::mem::take(&mut self.records)
         } else {
@@ -195,6 +196,7 @@ impl LeaderOperation for AppendStored {
         produce: &ProduceService,
         replica: Arc<PartitionReplica>,
     ) -> BrokerResult<u64> {
+        produce.check_disk()?;
         let request = AppendRequest {
             records: Vec::new(),
             stored: Some(self.batch.clone()),
@@ -214,6 +216,22 @@ impl LeaderOperation for AppendStored {
 }
 
 impl ProduceService {
+    /// Refuses client data while this node's (the partition leader's) data directory is under
+    /// its disk reserve, before anything is queued.
+    fn check_disk(&self) -> BrokerResult<()> {
+        match self.core.cluster().disk_full() {
+            None => Ok(()),
+            Some(full) => {
+                metrics::counter!("herald_produce_refused_disk_full_total").increment(1);
+                Err(BrokerError::InsufficientStorage(format!(
+                    "node {}: {full}; nothing was written. Writes resume once space is freed \
+                     (retention, a deleted topic, a bigger volume)",
+                    self.core.cluster().node_id()
+                )))
+            }
+        }
+    }
+
     /// Appends `records` to the partition of `group` on its leader; answers the base offset
     /// once a quorum has them, or with `leader_ack` once the leader has them durable. Not
     /// proposed by `deadline`, they are never written.

@@ -112,6 +112,10 @@ pub struct ReadinessDto {
     /// Why not, when not ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// What a ready node refuses, if anything: e.g. its data directory is under its disk
+    /// reserve, so produce requests answer 507 while reads, groups and admin go on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl From<Readiness> for ReadinessDto {
@@ -124,6 +128,7 @@ impl From<Readiness> for ReadinessDto {
         ReadinessDto {
             status: status.to_string(),
             reasons: readiness.reasons,
+            warnings: readiness.warnings,
         }
     }
 }
@@ -137,6 +142,7 @@ mod tests {
         let ready = ReadinessDto::from(Readiness {
             ready: true,
             reasons: Vec::new(),
+            warnings: Vec::new(),
         });
         assert_eq!(
             serde_json::to_value(ready).expect("json"),
@@ -145,10 +151,20 @@ mod tests {
         let not_ready = ReadinessDto::from(Readiness {
             ready: false,
             reasons: vec!["storage closed".into()],
+            warnings: Vec::new(),
         });
         assert_eq!(
             serde_json::to_value(not_ready).expect("json"),
             serde_json::json!({"status": "not_ready", "reasons": ["storage closed"]})
+        );
+        let limited = ReadinessDto::from(Readiness {
+            ready: true,
+            reasons: Vec::new(),
+            warnings: vec!["disk full".into()],
+        });
+        assert_eq!(
+            serde_json::to_value(limited).expect("json"),
+            serde_json::json!({"status": "ready", "warnings": ["disk full"]})
         );
     }
 

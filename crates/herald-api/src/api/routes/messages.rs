@@ -67,6 +67,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 415, description = "`unsupported_media_type`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Nothing was written, retry later (with Retry-After): `no_leader`, `overloaded` (the partition holds max_queued_bytes_per_partition of messages not yet written) or `unavailable` (e.g. the messages were still queued when the produce timeout passed)", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "`timeout`: the outcome is unknown, the messages may be written", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "`insufficient_storage`: the partition leader's data directory is under its disk reserve; nothing was written (Retry-After)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn produce(
@@ -109,6 +110,7 @@ async fn produce(
         (status = 415, description = "`unsupported_media_type`: the body must be `application/vnd.herald.batch`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Nothing was written, retry later (with Retry-After): `no_leader`, `overloaded` or `unavailable`", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "`timeout`: the outcome is unknown, the batch may be written", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "`insufficient_storage`: the partition leader's data directory is under its disk reserve; nothing was written (Retry-After)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn produce_batch(

@@ -133,6 +133,11 @@ pub(in crate::api) fn render_storage(gauges: &StorageGauges) -> String {
         "The rate RocksDB slows writes to, bytes/s; 0 when writes are not delayed",
         gauges.delayed_write_rate,
     );
+    gauge(
+        "herald_storage_disk_full",
+        "1 while the data directory's free space is under storage.disk_reserve_bytes: produce requests are refused (507)",
+        u64::from(gauges.disk_full),
+    );
     if let (Some(total), Some(free)) = (gauges.disk_total_bytes, gauges.disk_free_bytes) {
         gauge(
             "herald_storage_disk_total_bytes",

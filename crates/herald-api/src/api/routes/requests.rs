@@ -45,6 +45,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 413, description = "`payload_too_large` or `message_too_large` (over the topic's max_message_bytes)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Nothing was published, retry later (with Retry-After): `overloaded` (the node has max_waiting_requests waiting), `no_leader` or `unavailable`", body = Problem, content_type = "application/problem+json"),
         (status = 504, description = "`timeout`: no reply in time (the request was written), or the publish's outcome is unknown", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "`insufficient_storage`: the partition leader's data directory is under its disk reserve; nothing was published (Retry-After)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn request(
