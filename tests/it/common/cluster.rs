@@ -355,3 +355,14 @@ async fn wait_all_ready(
         tokio::time::sleep(POLL).await;
     }
 }
+
+// ---- For helpers that start a cluster's nodes themselves (`fixture_nodes`) ----------------
+
+/// This test binary's turn to run a cluster (see [`TestCluster`]), for nodes started by other
+/// helpers; held as long as the permit lives.
+pub(super) async fn cluster_turn() -> SemaphorePermit<'static> {
+    ONE_CLUSTER_AT_A_TIME
+        .acquire()
+        .await
+        .expect("the cluster semaphore is never closed")
+}

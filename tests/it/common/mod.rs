@@ -29,7 +29,8 @@
 //! - `ws`: WebSocket clients of `GET /v1/ws`; `ws_streams`: its group and queue subscriptions;
 //! - `tls`: a test certificate authority and raw HTTPS requests;
 //! - `browser`: the playwright scripts in `tests/js`, run against a node;
-//! - `process`: an outside program (script, code generator, generated client) as a test step.
+//! - `process`: an outside program (script, code generator, generated client) as a test step;
+//! - `fixture_nodes`: nodes started on data directories a release wrote before (`migrations/`).
 
 pub mod auth;
 pub mod book;
@@ -47,6 +48,7 @@ pub mod fault_stream_group;
 pub mod fault_stream_queue;
 pub mod fault_stream_topic;
 pub mod fault_streams;
+pub mod fixture_nodes;
 mod gauges;
 pub mod group_flow;
 mod groups;

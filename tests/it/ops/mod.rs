@@ -1,6 +1,8 @@
-//! What an operator reads: health, metrics, dashboards and alerts, traces and logs.
+//! What an operator reads and does: health, metrics, dashboards and alerts, traces and logs;
+//! upgrades that keep the data (`format_fixtures`).
 
 mod deploy_metrics;
+mod format_fixtures;
 mod health;
 mod operator_metrics;
 mod trace_context;
