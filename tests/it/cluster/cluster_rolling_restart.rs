@@ -59,6 +59,8 @@ impl Rotation {
 
 /// Whether a reader has read enough to stop.
 type Done = Arc<dyn Fn(&ReaderLog) -> bool + Send + Sync>;
+/// (partition, offset) of every message acknowledged, once the producers stopped.
+type Acknowledged = Arc<Mutex<Option<BTreeSet<(u32, u64)>>>>;
 
 /// What a reader (the group member or the puller) saw.
 #[derive(Default)]
@@ -294,7 +296,7 @@ async fn a_rolling_restart_under_load_fails_no_request_and_loses_nothing() {
     let stop = Arc::new(AtomicBool::new(false));
     // The readers go on until the producers stopped and they have read all that was
     // acknowledged.
-    let acknowledged: Arc<Mutex<Option<BTreeSet<(u32, u64)>>>> = Arc::new(Mutex::new(None));
+    let acknowledged: Acknowledged = Arc::new(Mutex::new(None));
     let done: Done = {
         let acknowledged = acknowledged.clone();
         Arc::new(move |log: &ReaderLog| {
