@@ -72,7 +72,10 @@ impl Cluster {
         .await;
         for ((_, replica), outcome) in led.iter().zip(outcomes) {
             match outcome {
-                Ok(to) => report.moved.push((replica.group(), to)),
+                Ok(Some(to)) => report.moved.push((replica.group(), to)),
+                // One replica only: nobody to hand it to, and nothing a client loses by it
+                // that a restart of a one-replica group would not lose anyway.
+                Ok(None) => {}
                 Err(reason) => report.kept.push((replica.group(), reason)),
             }
         }
@@ -85,7 +88,8 @@ impl Cluster {
     }
 
     /// Hands one partition group to the first replica of its assignment (the preferred order)
-    /// that is up, in sync and complete; answers the new leader. Under load a follower is
+    /// that is up, in sync and complete; answers the new leader (None: the group has no other
+    /// replica). Under load a follower is
     /// usually a few entries short of what the leader committed a moment before: the checks
     /// are repeated until one passes or time is up.
     async fn hand_off_partition(
@@ -93,11 +97,14 @@ impl Cluster {
         replica: &PartitionReplica,
         assignment: &[u64],
         deadline: Instant,
-    ) -> Result<u64, String> {
+    ) -> Result<Option<u64>, String> {
+        if assignment.iter().all(|node| *node == self.node_id) {
+            return Ok(None);
+        }
         loop {
             let Some(report) = replica.leader_report() else {
                 return match replica.leader() {
-                    Some(leader) if leader != self.node_id => Ok(leader),
+                    Some(leader) if leader != self.node_id => Ok(Some(leader)),
                     _ => Err("it lost leadership before the hand-off, to no one yet".into()),
                 };
             };
@@ -116,10 +123,9 @@ impl Cluster {
                     continue;
                 }
                 replica.transfer_leadership(target).await;
-                return wait_for_new_leader(|| replica.leader(), self.node_id, deadline).await;
-            }
-            if refusals.is_empty() {
-                return Err("it has no other replica".into());
+                return wait_for_new_leader(|| replica.leader(), self.node_id, deadline)
+                    .await
+                    .map(Some);
             }
             if Instant::now() + RETRY_INTERVAL >= deadline {
                 return Err(refusals.join("; "));
@@ -135,6 +141,10 @@ impl Cluster {
         let Some(report) = metadata.leader_report() else {
             return Ok(None);
         };
+        // The only voter (a node alone, or `metadata_voters = 1`): nobody to hand it to.
+        if report.voters.iter().all(|node| *node == self.node_id) {
+            return Ok(None);
+        }
         let target = report
             .in_sync
             .iter()
