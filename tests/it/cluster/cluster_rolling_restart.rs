@@ -10,7 +10,7 @@
 //! in sync again. Every request is sent once; any answer but the expected one is a failure.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,8 @@ fn rolls() -> usize {
         .and_then(|rolls| rolls.parse().ok())
         .unwrap_or(1)
 }
+/// How many produce requests acknowledged count as the load running.
+const LOAD_STEP: usize = 30;
 /// How long the readers get, once the producers stopped, to read everything.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -239,7 +241,12 @@ struct ProducerLog {
 }
 
 /// Produces batches of unique ids to `partition` through the nodes in rotation until `stop`.
-async fn producer(rotation: Rotation, partition: u32, stop: Arc<AtomicBool>) -> ProducerLog {
+async fn producer(
+    rotation: Rotation,
+    partition: u32,
+    stop: Arc<AtomicBool>,
+    acknowledged_requests: Arc<AtomicUsize>,
+) -> ProducerLog {
     let client = produce_client();
     let mut log = ProducerLog::default();
     let mut turn = partition as usize;
@@ -256,7 +263,8 @@ async fn producer(rotation: Rotation, partition: u32, stop: Arc<AtomicBool>) -> 
         log.longest = log.longest.max(sent_at.elapsed());
         match attempt {
             Attempt::Acknowledged(offsets) => {
-                log.book.acknowledge(&ids, &offsets, partition, false)
+                log.book.acknowledge(&ids, &offsets, partition, false);
+                acknowledged_requests.fetch_add(1, Ordering::Relaxed);
             }
             Attempt::Retryable(line) | Attempt::Fatal(line) => {
                 log.book.unacknowledged.extend(ids);
@@ -266,6 +274,21 @@ async fn producer(rotation: Rotation, partition: u32, stop: Arc<AtomicBool>) -> 
         }
     }
     log
+}
+
+/// Waits (bounded) until the producers got `LOAD_STEP` more requests acknowledged.
+async fn load_runs(acknowledged_requests: &AtomicUsize) {
+    let target = acknowledged_requests.load(Ordering::Relaxed) + LOAD_STEP;
+    crate::common::poll(DRAIN_DEADLINE, Duration::from_millis(20), || async {
+        let now = acknowledged_requests.load(Ordering::Relaxed);
+        if now >= target {
+            Ok(())
+        } else {
+            Err(format!("{now} of {target} produce requests acknowledged"))
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("the producers make no progress: {seen}"));
 }
 
 #[tokio::test]
@@ -294,6 +317,7 @@ async fn a_rolling_restart_under_load_fails_no_request_and_loses_nothing() {
         base_urls: Arc::new((1..=3).map(|id| (id, cluster.node(id).url(""))).collect()),
     };
     let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged_requests = Arc::new(AtomicUsize::new(0));
     // The readers go on until the producers stopped and they have read all that was
     // acknowledged.
     let acknowledged: Acknowledged = Arc::new(Mutex::new(None));
@@ -310,11 +334,18 @@ async fn a_rolling_restart_under_load_fails_no_request_and_loses_nothing() {
     let reader = tokio::spawn(group_reader(rotation.clone(), done.clone()));
     let puller = tokio::spawn(queue_puller(rotation.clone(), done));
     let producers: Vec<_> = (0..PARTITIONS)
-        .map(|partition| tokio::spawn(producer(rotation.clone(), partition, stop.clone())))
+        .map(|partition| {
+            tokio::spawn(producer(
+                rotation.clone(),
+                partition,
+                stop.clone(),
+                acknowledged_requests.clone(),
+            ))
+        })
         .collect();
 
-    // Let the load settle, then roll the nodes.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Roll the nodes once the load runs.
+    load_runs(&acknowledged_requests).await;
     let roll_started = Instant::now();
     // Per stop, in order: the node and whether it moved some leadership.
     let mut handed_off = Vec::new();
@@ -339,7 +370,8 @@ async fn a_rolling_restart_under_load_fails_no_request_and_loses_nothing() {
         rotation.nodes.lock().unwrap().insert(id);
     }
     let roll = roll_started.elapsed();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Load after the last node is back, too.
+    load_runs(&acknowledged_requests).await;
     stop.store(true, Ordering::Relaxed);
 
     let mut failures = Vec::new();
