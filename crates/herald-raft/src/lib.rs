@@ -14,6 +14,7 @@ mod partition;
 
 pub use engine::error::RaftLayerError;
 pub use engine::group::{Bootstrap, GroupContext, RaftTiming};
+pub use engine::log_rank::LogRank;
 pub use engine::log_store::LogStore;
 pub use engine::membership::{GroupMembers, LeaderReport, MembershipStep};
 pub use engine::network::{RaftService, RAFT_SERVICE};

@@ -10,6 +10,7 @@ mod db;
 mod disk_space;
 mod error;
 mod gauges;
+mod group_copy;
 pub mod keys;
 mod log_layout;
 pub mod private_files;

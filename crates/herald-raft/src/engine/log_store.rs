@@ -19,7 +19,7 @@ use herald_storage::{keys, Cf, Store, WriteSet};
 
 const TAG_VOTE: u8 = 1;
 const TAG_COMMITTED: u8 = 2;
-const TAG_PURGED: u8 = 3;
+pub(super) const TAG_PURGED: u8 = 3;
 
 /// The log store (and log reader) of one raft group.
 #[derive(Clone)]
