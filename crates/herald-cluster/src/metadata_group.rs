@@ -88,7 +88,17 @@ impl MetadataGroup {
     /// Proposes a metadata change through the metadata leader, wherever it is, waiting up to
     /// the leader wait for one to be elected. When it returns, this node has applied the
     /// change too, so what the caller reads next includes it.
+    ///
+    /// A command that needs a feature the cluster version does not allow yet (not every node
+    /// is upgraded to know it) is refused with nothing proposed.
     pub async fn propose(&self, command: MetadataCommand) -> Result<MetadataOutcome, ClusterError> {
+        let cluster_version = self.current().cluster_version;
+        if let Err(feature) = command.may_propose(cluster_version) {
+            return Err(ClusterError::FeatureNotEnabled {
+                feature,
+                cluster_version,
+            });
+        }
         let deadline = Instant::now() + self.leader_wait;
         let propose = Propose { command, hops: 0 };
         let (outcome, index) = self.run_on_leader(self, &propose, deadline).await?;
