@@ -29,6 +29,8 @@ mod metadata_group;
 mod node_versions;
 mod nodes;
 mod operation;
+#[cfg(test)]
+mod operation_fixtures;
 pub mod placement;
 mod reconcile;
 mod replicas;

@@ -243,8 +243,8 @@ impl MetadataGroup {
 /// (`hops` stops loops while leadership moves).
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Propose {
-    command: MetadataCommand,
-    hops: u8,
+    pub(crate) command: MetadataCommand,
+    pub(crate) hops: u8,
 }
 
 impl ClusterOperation for Propose {

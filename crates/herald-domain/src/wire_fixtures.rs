@@ -567,3 +567,69 @@ fn metadata_outcomes_match_their_golden_bytes() {
     check_enum("redrive-outcome", &redrive_outcomes(), redrive_outcome_name);
     check_enum("auth-outcome", &auth_outcomes(), auth_outcome_name);
 }
+
+/// The small enums inside commands: a new variant of one is a new encoding in an entry too.
+#[test]
+fn value_enums_inside_commands_match_their_golden_bytes() {
+    check_enum(
+        "cleanup-policy",
+        &[
+            CleanupPolicy::Delete,
+            CleanupPolicy::Compact,
+            CleanupPolicy::CompactDelete,
+        ],
+        |policy| match policy {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact-delete",
+        },
+    );
+    check_enum(
+        "compression",
+        &[Compression::None, Compression::Lz4, Compression::Zstd],
+        |compression| match compression {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        },
+    );
+    check_enum(
+        "start-position",
+        &[StartPosition::Earliest, StartPosition::Latest],
+        |start| match start {
+            StartPosition::Earliest => "earliest",
+            StartPosition::Latest => "latest",
+        },
+    );
+    check_enum(
+        "ordering",
+        &[Ordering::None, Ordering::Key],
+        |ordering| match ordering {
+            Ordering::None => "none",
+            Ordering::Key => "key",
+        },
+    );
+    check_enum(
+        "offset-reset",
+        &[OffsetReset::Earliest, OffsetReset::Latest],
+        |reset| match reset {
+            OffsetReset::Earliest => "earliest",
+            OffsetReset::Latest => "latest",
+        },
+    );
+    check_enum(
+        "redrive-state",
+        &[
+            RedriveState::Running,
+            RedriveState::Done,
+            RedriveState::Failed,
+            RedriveState::Cancelled,
+        ],
+        |state| match state {
+            RedriveState::Running => "running",
+            RedriveState::Done => "done",
+            RedriveState::Failed => "failed",
+            RedriveState::Cancelled => "cancelled",
+        },
+    );
+}

@@ -14,6 +14,17 @@ pub const UPDATE_ENV: &str = "HERALD_UPDATE_WIRE_FIXTURES";
 
 const EXTENSION: &str = "bin";
 
+/// How a decoded fixture is compared with its sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// By value (its `Debug` form), and it must encode back to its bytes: for types whose
+    /// every field travels.
+    Value,
+    /// By what travels: it decodes, and encodes back to the sample's bytes. For types with
+    /// fields that do not travel (`#[serde(skip)]`, such as a deadline set on arrival).
+    WireForm,
+}
+
 /// The fixtures of one area (e.g. `raft-request`), checked sample by sample. Failures are
 /// collected and reported together by [`Golden::finish`], so one run lists everything that
 /// changed.
@@ -24,6 +35,8 @@ pub struct Golden {
     checked: BTreeSet<String>,
     failures: Vec<String>,
     written: Vec<PathBuf>,
+    /// Write missing fixtures ([`UPDATE_ENV`]).
+    update: bool,
 }
 
 impl Golden {
@@ -43,6 +56,7 @@ impl Golden {
             checked: BTreeSet::new(),
             failures: Vec::new(),
             written: Vec::new(),
+            update: std::env::var(UPDATE_ENV).is_ok_and(|value| value == "1"),
         }
     }
 
@@ -54,6 +68,45 @@ impl Golden {
                 .failures
                 .push(format!("{}: the sample does not encode: {error}", self.label(name))),
         }
+    }
+
+    /// Checks `sample` as a service body carries it: its operation tag (a big-endian `u16`),
+    /// then its postcard encoding (`herald_rpc::operation_tag`).
+    pub fn check_tagged<T: Serialize + DeserializeOwned + Debug>(
+        &mut self,
+        name: &str,
+        tag: u16,
+        sample: &T,
+        compare: Compare,
+    ) {
+        let bytes = match postcard::to_extend(sample, tag.to_be_bytes().to_vec()) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                let label = self.label(name);
+                self.failures
+                    .push(format!("{label}: the sample does not encode: {error}"));
+                return;
+            }
+        };
+        let expected = match compare {
+            Compare::Value => format!("{sample:?}"),
+            Compare::WireForm => hex(&bytes),
+        };
+        self.check_bytes(name, &bytes, expected, |stored| {
+            let (stored_tag, body) = match stored {
+                [high, low, body @ ..] => (u16::from_be_bytes([*high, *low]), body),
+                _ => return Err("too short for an operation tag".to_string()),
+            };
+            if stored_tag != tag {
+                return Err(format!("tag {stored_tag}, not {tag}"));
+            }
+            let decoded = decode_postcard::<T>(body)?;
+            Ok(match compare {
+                Compare::Value => decoded,
+                // `decode_postcard` checked it encodes back to the same bytes.
+                Compare::WireForm => hex(stored),
+            })
+        });
     }
 
     /// Checks a sample encoded some other way (e.g. an operation tag, then postcard): `bytes`
@@ -140,7 +193,7 @@ impl Golden {
 
     fn missing(&mut self, name: &str, bytes: &[u8]) {
         let path = self.path(self.current, name);
-        if !std::env::var(UPDATE_ENV).is_ok_and(|value| value == "1") {
+        if !self.update {
             self.failures.push(format!(
                 "{} is missing: a new type or variant needs its fixture; write it with \
                  {UPDATE_ENV}=1 and commit it",
@@ -236,8 +289,10 @@ mod tests {
         let root = temp_root("cycle");
         // Missing, and no update asked: a failure naming the file.
         let mut golden = Golden::at(&root, "area", 1);
+        golden.update = false;
         golden.check("old", &Sample::Old { value: 7 });
         assert!(failures(golden).contains("old.bin is missing"));
+        assert!(!root.join("1/area/old.bin").exists());
 
         // Written as the update would.
         std::fs::create_dir_all(root.join("1/area")).unwrap();

@@ -8,8 +8,10 @@
 //! [`Golden::check`] for each sample and [`Golden::finish`] at the end:
 //!
 //! - a fixture must decode, with today's code, to the sample (compared by its `Debug` form,
-//!   since not every type on the wire is `PartialEq`), and today's encoding of the sample must
-//!   be the fixture's bytes exactly: a changed encoding of an existing type fails;
+//!   since not every type on the wire is `PartialEq`, or for a type with fields that do not
+//!   travel by what does: [`Compare`]) and encode back to its bytes, and today's encoding of
+//!   the sample must be the fixture's bytes exactly: a changed encoding of an existing type
+//!   fails;
 //! - a sample without a fixture fails, unless `HERALD_UPDATE_WIRE_FIXTURES=1`, which writes it
 //!   into the current wire version's folder. It never overwrites a fixture: an encoding that
 //!   changed must be a new tag or variant, not a rewritten fixture;
@@ -25,5 +27,5 @@
 mod golden;
 mod variants;
 
-pub use golden::{decode_postcard, Golden, UPDATE_ENV};
+pub use golden::{decode_postcard, Compare, Golden, UPDATE_ENV};
 pub use variants::{assert_covers_every_variant, variant_index, variant_names};
