@@ -192,6 +192,15 @@ impl MetadataGroup {
         command: MetadataCommand,
         hops: u8,
     ) -> Result<(MetadataOutcome, u64), ProposeFailure> {
+        // The sender checked it too, against a metadata state that may be behind this one's.
+        let cluster_version = self.current().cluster_version;
+        if let Err(feature) = command.may_propose(cluster_version) {
+            let refused = ClusterError::FeatureNotEnabled {
+                feature,
+                cluster_version,
+            };
+            return Err(ProposeFailure::Failed(refused.to_string()));
+        }
         if self.replica.is_leader() {
             let proposal = self.replica.propose(command);
             return match tokio::time::timeout(self.leader_wait, proposal).await {

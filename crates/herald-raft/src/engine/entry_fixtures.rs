@@ -205,3 +205,16 @@ fn the_metadata_state_extension_matches_its_golden_bytes() {
     }];
     check_enum("metadata-state-extension", &extensions, extension_name);
 }
+
+#[test]
+fn only_entries_newer_than_the_oldest_supported_release_need_a_feature() {
+    use herald_domain::wire_version::{ClusterVersion, Feature};
+    for request in raft_requests() {
+        assert_eq!(request.feature(), None, "{request}");
+    }
+    let raise = RaftRequest::Metadata(MetadataCommand::RaiseClusterVersion {
+        version: WireVersion(1),
+    });
+    assert_eq!(raise.feature(), Some(Feature::ClusterVersionCommand));
+    assert!(!ClusterVersion::default().allows(Feature::ClusterVersionCommand));
+}
