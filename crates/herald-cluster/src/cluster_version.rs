@@ -34,7 +34,9 @@ impl Cluster {
             .propose(MetadataCommand::RaiseClusterVersion { version })
             .await
         {
-            Ok(_) => tracing::info!(%from, to = %version, "raised the cluster version: every node speaks it"),
+            Ok(_) => {
+                tracing::info!(%from, to = %version, "raised the cluster version: every node speaks it")
+            }
             Err(error) => tracing::debug!(%error, "could not raise the cluster version yet"),
         }
     }

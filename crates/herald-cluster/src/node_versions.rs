@@ -60,9 +60,10 @@ impl NodeVersions {
 
     /// Whether to ask `node` the versioned ping now (rather than the old one).
     pub(super) fn should_ask(&self, node: u64) -> bool {
-        self.reports.read().get(&node).is_none_or(|report| {
-            !report.unversioned || report.seen.elapsed() >= PROBE_AGAIN_AFTER
-        })
+        self.reports
+            .read()
+            .get(&node)
+            .is_none_or(|report| !report.unversioned || report.seen.elapsed() >= PROBE_AGAIN_AFTER)
     }
 
     /// What `node` reported recently enough to rely on: `None` when it has not answered a ping

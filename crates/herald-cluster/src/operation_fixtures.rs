@@ -18,7 +18,11 @@ use super::service::{
     VersionedPingReport,
 };
 
-fn request<Op: ClusterOperation + std::fmt::Debug>(golden: &mut Golden, name: &str, operation: &Op) {
+fn request<Op: ClusterOperation + std::fmt::Debug>(
+    golden: &mut Golden,
+    name: &str,
+    operation: &Op,
+) {
     golden.check_tagged(
         &format!("{name}.request"),
         Op::KIND.tag(),
@@ -94,8 +98,7 @@ fn check_kind(golden: &mut Golden, kind: ClusterOperationKind) {
             golden.check("group-heartbeat.reply-member", &member);
             let unknown: <GroupHeartbeat as ClusterOperation>::Reply = Ok(None);
             golden.check("group-heartbeat.reply-unknown-member", &unknown);
-            let failed: <GroupHeartbeat as ClusterOperation>::Reply =
-                Err(ProposeFailure::NoLeader);
+            let failed: <GroupHeartbeat as ClusterOperation>::Reply = Err(ProposeFailure::NoLeader);
             golden.check("group-heartbeat.reply-no-leader", &failed);
         }
         ClusterOperationKind::ReplicaProgress => {
@@ -135,4 +138,3 @@ fn cluster_requests_and_replies_match_their_golden_bytes() {
     }
     golden.finish();
 }
-

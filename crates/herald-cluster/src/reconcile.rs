@@ -157,7 +157,10 @@ impl Cluster {
                     return Some(answer.report);
                 }
                 Err(AskError::Rpc(RpcError::UnknownOperation { .. })) => {
-                    tracing::debug!(node = peer, "a node of a release before wire versions; pinging it the old way");
+                    tracing::debug!(
+                        node = peer,
+                        "a node of a release before wire versions; pinging it the old way"
+                    );
                     self.node_versions.unversioned(peer);
                 }
                 Err(_) => return None,

@@ -15,8 +15,8 @@ use super::handback::ReplicaProgressQuery;
 use super::metadata_group::Propose;
 use super::operation::{serve, ClusterOperation, ClusterOperationKind};
 use super::{leadership, Cluster};
-use herald_raft::{RaftService, Watermarks, RAFT_SERVICE};
 use herald_domain::wire_version::WireVersion;
+use herald_raft::{RaftService, Watermarks, RAFT_SERVICE};
 use herald_rpc::operation_tag::{split_tag, unknown_operation};
 use herald_rpc::{Lane, RpcHandler, ServiceId};
 
@@ -171,7 +171,10 @@ impl Cluster {
             return Err("a cluster request without an operation kind".to_string());
         };
         let Some(kind) = ClusterOperationKind::from_tag(tag) else {
-            tracing::warn!(tag, "a node sent a cluster operation kind this node does not know");
+            tracing::warn!(
+                tag,
+                "a node sent a cluster operation kind this node does not know"
+            );
             return Err(unknown_operation(tag));
         };
         match kind {

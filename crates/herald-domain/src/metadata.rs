@@ -601,13 +601,19 @@ mod tests {
             raise_to_0.may_propose(before),
             Err(Feature::ClusterVersionCommand)
         );
-        assert_eq!(raise_to_0.may_propose(ClusterVersion(WireVersion(1))), Ok(()));
+        assert_eq!(
+            raise_to_0.may_propose(ClusterVersion(WireVersion(1))),
+            Ok(())
+        );
     }
 
     #[test]
     fn the_cluster_version_only_rises() {
         let mut state = MetadataState::default();
-        assert_eq!(state.cluster_version, ClusterVersion(WireVersion::UNREPORTED));
+        assert_eq!(
+            state.cluster_version,
+            ClusterVersion(WireVersion::UNREPORTED)
+        );
         let raise = |version| MetadataCommand::RaiseClusterVersion {
             version: WireVersion(version),
         };

@@ -135,7 +135,10 @@ mod tests {
     fn a_feature_is_allowed_from_its_version_on() {
         for feature in Feature::ALL {
             let since = feature.since();
-            assert!(since <= WIRE_VERSION, "{feature:?} is newer than this release");
+            assert!(
+                since <= WIRE_VERSION,
+                "{feature:?} is newer than this release"
+            );
             assert!(ClusterVersion(since).allows(*feature));
             assert!(ClusterVersion(WIRE_VERSION).allows(*feature));
             let before = WireVersion(since.get() - 1);
@@ -158,7 +161,10 @@ mod tests {
         // Never lowered, never "raised" to where it is.
         assert_eq!(ClusterVersion(WireVersion(2)).raise_to([v1, v1]), None);
         assert_eq!(ClusterVersion(WireVersion(1)).raise_to([v1]), None);
-        assert_eq!(ClusterVersion(WireVersion(1)).raise_to([v2]), Some(WireVersion(2)));
+        assert_eq!(
+            ClusterVersion(WireVersion(1)).raise_to([v2]),
+            Some(WireVersion(2))
+        );
         // No members, no reports: nothing to base a raise on.
         assert_eq!(current.raise_to([]), None);
     }

@@ -58,7 +58,12 @@ pub(super) async fn establish(
             Ok(Err(HandshakeFailure::Refused(reason))) => {
                 match limits.protocol.retry_after(version, &reason) {
                     Some(older) => {
-                        tracing::debug!(node = peer.node(), offered = version, older, "a peer refused the hello version; dialling again with an older one");
+                        tracing::debug!(
+                            node = peer.node(),
+                            offered = version,
+                            older,
+                            "a peer refused the hello version; dialling again with an older one"
+                        );
                         version = older;
                     }
                     None => return Err(format!("{address} refused the handshake: {reason}")),

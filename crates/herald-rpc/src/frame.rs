@@ -581,7 +581,10 @@ mod tests {
             newest: 3,
         }
         .refusal(4);
-        assert_eq!(refusal, "unsupported protocol version 4 (this node speaks 2 to 3)");
+        assert_eq!(
+            refusal,
+            "unsupported protocol version 4 (this node speaks 2 to 3)"
+        );
         assert_eq!(newer.retry_after(4, &refusal), Some(3));
         // Nothing older in common, nothing to retry, or not a version refusal at all.
         let far = ProtocolVersions {

@@ -80,7 +80,10 @@ mod tests {
             unknown_operation_tag("unknown cluster operation kind 5"),
             Some(5)
         );
-        assert_eq!(unknown_operation_tag("unknown cluster operation kind "), None);
+        assert_eq!(
+            unknown_operation_tag("unknown cluster operation kind "),
+            None
+        );
         assert_eq!(unknown_operation_tag("bad cluster request Ping: eof"), None);
         assert_eq!(unknown_operation_tag("unknown service 9"), None);
     }

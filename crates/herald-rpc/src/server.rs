@@ -455,10 +455,11 @@ async fn check_hello(
             format!("expected a hello, got a {:?} frame", frame.kind),
         ));
     }
-    let hello = Hello::decode(&frame.body, context.limits.protocol).map_err(|error| match error {
-        HelloError::Malformed(reason) => Refusal::new(Refused::Malformed, reason),
-        HelloError::Version(reason) => Refusal::new(Refused::Version, reason),
-    })?;
+    let hello =
+        Hello::decode(&frame.body, context.limits.protocol).map_err(|error| match error {
+            HelloError::Malformed(reason) => Refusal::new(Refused::Malformed, reason),
+            HelloError::Version(reason) => Refusal::new(Refused::Version, reason),
+        })?;
     if hello.to != node_id {
         return Err(Refusal::new(
             Refused::WrongNode,

@@ -63,10 +63,13 @@ impl Golden {
     /// Checks `sample`'s postcard encoding against the fixture `name`.
     pub fn check<T: Serialize + DeserializeOwned + Debug>(&mut self, name: &str, sample: &T) {
         match postcard::to_stdvec(sample) {
-            Ok(bytes) => self.check_bytes(name, &bytes, format!("{sample:?}"), decode_postcard::<T>),
-            Err(error) => self
-                .failures
-                .push(format!("{}: the sample does not encode: {error}", self.label(name))),
+            Ok(bytes) => {
+                self.check_bytes(name, &bytes, format!("{sample:?}"), decode_postcard::<T>)
+            }
+            Err(error) => self.failures.push(format!(
+                "{}: the sample does not encode: {error}",
+                self.label(name)
+            )),
         }
     }
 
@@ -277,10 +280,7 @@ mod tests {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| golden.finish()));
         match outcome {
             Ok(()) => String::new(),
-            Err(panic) => panic
-                .downcast_ref::<String>()
-                .cloned()
-                .unwrap_or_default(),
+            Err(panic) => panic.downcast_ref::<String>().cloned().unwrap_or_default(),
         }
     }
 

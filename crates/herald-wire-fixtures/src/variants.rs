@@ -111,7 +111,10 @@ mod tests {
     #[test]
     fn variants_come_from_the_derive_and_samples_are_counted_by_their_bytes() {
         assert_eq!(variant_names::<Three>(), ["First", "Second", "Third"]);
-        assert_eq!(variant_index(&postcard::to_stdvec(&Three::Second(4)).unwrap()), 1);
+        assert_eq!(
+            variant_index(&postcard::to_stdvec(&Three::Second(4)).unwrap()),
+            1
+        );
         assert_covers_every_variant(&[Three::Third { value: 1 }, Three::First, Three::Second(0)]);
         let partial = std::panic::catch_unwind(|| {
             assert_covers_every_variant(&[Three::First]);

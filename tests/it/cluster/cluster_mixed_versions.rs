@@ -37,7 +37,12 @@ async fn versions(cluster: &TestCluster, via: u64) -> Result<Versions, String> {
         .as_array()
         .ok_or_else(|| format!("no nodes in {view}"))?
         .iter()
-        .map(|node: &Value| (node["id"].as_u64().unwrap_or(0), node["wire_version"].as_u64()))
+        .map(|node: &Value| {
+            (
+                node["id"].as_u64().unwrap_or(0),
+                node["wire_version"].as_u64(),
+            )
+        })
         .collect();
     Ok(Versions {
         cluster: cluster_version,
@@ -88,8 +93,14 @@ async fn serve_through_every_node(
             let ids: Vec<String> = (0..3)
                 .map(|i| format!("{round}-via-{via}-{partition}-{i}"))
                 .collect();
-            produce_ids(&client, books.entry(partition).or_default(), &urls, partition, ids)
-                .await;
+            produce_ids(
+                &client,
+                books.entry(partition).or_default(),
+                &urls,
+                partition,
+                ids,
+            )
+            .await;
         }
     }
     for via in cluster.ids() {
@@ -130,7 +141,12 @@ async fn a_node_of_an_older_release_holds_the_cluster_version_until_it_is_upgrad
     cluster.stop(3).await;
     cluster.node_mut(3).remove_env(TEST_MAX_WIRE_VERSION_ENV);
     cluster.restart(3).await;
-    wait_for_versions(&cluster, current, &[(1, current), (2, current), (3, current)]).await;
+    wait_for_versions(
+        &cluster,
+        current,
+        &[(1, current), (2, current), (3, current)],
+    )
+    .await;
     for partition in 0..PARTITIONS {
         cluster.wait_until_in_sync(TOPIC, partition, 3).await;
     }

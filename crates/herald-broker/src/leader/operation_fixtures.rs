@@ -190,7 +190,13 @@ fn check_kind(golden: &mut Golden, kind: OperationKind) {
                     }],
                 },
             };
-            request(golden, "apply-delivery-command", kind, &command, Compare::Value);
+            request(
+                golden,
+                "apply-delivery-command",
+                kind,
+                &command,
+                Compare::Value,
+            );
             let applied = DeliveryApplied {
                 outcome: DeliveryOutcome::Settled { live: vec![true] },
                 batches: Vec::new(),
@@ -215,7 +221,13 @@ fn check_kind(golden: &mut Golden, kind: OperationKind) {
                 group: GROUP,
                 subscription: 4,
             };
-            request(golden, "read-subscription-stats", kind, &read, Compare::Value);
+            request(
+                golden,
+                "read-subscription-stats",
+                kind,
+                &read,
+                Compare::Value,
+            );
             let stats = SubscriptionStats {
                 counts: DeliveryCounts {
                     backlog: 10,

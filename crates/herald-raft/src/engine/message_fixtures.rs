@@ -15,9 +15,7 @@ use herald_domain::RaftGroupId;
 use herald_wire_fixtures::{assert_covers_every_variant, variant_names, Golden};
 
 use super::entry_fixtures::{check_enum, log_id, membership};
-use super::network::{
-    Envelope, RaftMessage, RaftReply, RaftServiceError, RAFT_MESSAGE_VARIANTS,
-};
+use super::network::{Envelope, RaftMessage, RaftReply, RaftServiceError, RAFT_MESSAGE_VARIANTS};
 use super::stream_append::StreamPosition;
 use super::types::{Entry, RaftRequest, SnapshotMeta, TypeConfig, Vote};
 

@@ -367,12 +367,11 @@ impl RaftService {
     /// `Result<RaftReply, RaftServiceError>`, so the sender can tell "no such group here" from
     /// a transport failure.
     pub async fn handle(&self, from: u64, body: Bytes) -> Result<Bytes, String> {
-        let envelope: Envelope = codec::decode(&body).map_err(|error| {
-            match unknown_message_kind(&body) {
+        let envelope: Envelope =
+            codec::decode(&body).map_err(|error| match unknown_message_kind(&body) {
                 Some(kind) => unknown_operation(kind),
                 None => error.to_string(),
-            }
-        })?;
+            })?;
         let group_id = envelope.group;
         let reply = match (self.registry.get(group_id), envelope.message) {
             (None, _) => Err(RaftServiceError::UnknownGroup(group_id)),

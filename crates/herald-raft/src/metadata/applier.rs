@@ -167,7 +167,10 @@ mod tests {
         let mut restored = MetadataApplier::new();
         restored.restore_state(&bytes).unwrap();
         assert_eq!(restored.state, applier.state);
-        assert_eq!(restored.state.cluster_version, ClusterVersion(WireVersion(1)));
+        assert_eq!(
+            restored.state.cluster_version,
+            ClusterVersion(WireVersion(1))
+        );
 
         // A release before the extension reads the state and ignores the rest.
         let old_reader: MetadataState = codec::decode(&bytes).unwrap();

@@ -96,10 +96,10 @@ impl RpcHandler for TestHandler {
                 }
                 .boxed()
             }
-            UNKNOWN_OPERATION => async move {
-                Err(super::operation_tag::unknown_operation(body.len() as u16))
+            UNKNOWN_OPERATION => {
+                async move { Err(super::operation_tag::unknown_operation(body.len() as u16)) }
+                    .boxed()
             }
-            .boxed(),
             other => async move { Err(format!("unknown service {other}")) }.boxed(),
         }
     }
