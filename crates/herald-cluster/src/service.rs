@@ -171,7 +171,8 @@ impl Cluster {
             return Err("a cluster request without an operation kind".to_string());
         };
         let Some(kind) = ClusterOperationKind::from_tag(tag) else {
-            tracing::warn!(
+            // Expected while a newer node asks what this one knows (its pings): not a warning.
+            tracing::debug!(
                 tag,
                 "a node sent a cluster operation kind this node does not know"
             );
