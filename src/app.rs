@@ -11,6 +11,7 @@ use crate::broker::{Broker, BrokerOptions, GroupOptions};
 use crate::cluster::{CleanerOptions, Cluster, ClusterOptions};
 use crate::cluster_secret::{ClusterSecret, KeyPurpose, SecretLookup};
 use crate::config::Config;
+use crate::domain::wire_version::{WireVersion, WIRE_VERSION};
 use crate::raft::RaftTiming;
 use crate::rpc::{LaneLimits, RpcLimits};
 use crate::storage::{Store, StoreOptions};
@@ -147,6 +148,32 @@ fn auth_service(
         .with_external_issuers(external))
 }
 
+/// For tests only, never for a node in service: the environment variable that makes this node
+/// report an older wire version than its release's, so a test can run a cluster whose version
+/// stays behind as during a rolling upgrade (`tests/it/cluster/cluster_mixed_versions.rs`).
+/// Deliberately not a configuration setting or a flag.
+pub const TEST_MAX_WIRE_VERSION_ENV: &str = "HERALD_TEST_MAX_WIRE_VERSION";
+
+/// The wire version this node reports: its release's, or a lower one set by
+/// [`TEST_MAX_WIRE_VERSION_ENV`].
+fn wire_version() -> anyhow::Result<WireVersion> {
+    let Ok(value) = std::env::var(TEST_MAX_WIRE_VERSION_ENV) else {
+        return Ok(WIRE_VERSION);
+    };
+    let claimed: u16 = value.trim().parse().with_context(|| {
+        format!("{TEST_MAX_WIRE_VERSION_ENV} must be a wire version number, got '{value}'")
+    })?;
+    anyhow::ensure!(
+        claimed <= WIRE_VERSION.get(),
+        "{TEST_MAX_WIRE_VERSION_ENV}={claimed} is newer than this release's wire version {WIRE_VERSION}"
+    );
+    tracing::warn!(
+        claimed,
+        "{TEST_MAX_WIRE_VERSION_ENV} is set: this node reports an older wire version than its release's (for tests only)"
+    );
+    Ok(WireVersion(claimed))
+}
+
 /// Runs a node until Ctrl-C or SIGTERM.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     config.validate()?;
@@ -164,6 +191,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let hello_key = peer_tls
         .is_none()
         .then(|| crate::rpc::HelloKey::new(&secret.derive(KeyPurpose::RpcHello)));
+    let wire_version = wire_version()?;
     let cluster = Cluster::start(ClusterOptions {
         node_id: config.node_id,
         http_addr: config.http_addr.to_string(),
@@ -195,6 +223,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
                 .unwrap_or(usize::MAX),
             min_dirty_ratio: config.cleaner_min_dirty_ratio,
         },
+        wire_version,
     })
     .await
     .context("starting the cluster")?;

@@ -48,12 +48,14 @@ impl NodeService {
                     .iter()
                     .filter_map(|group| partitions.get(group).cloned())
                     .collect(),
+                wire_version: node.wire_version.map(|version| version.get()),
             })
             .collect();
         Ok(ClusterInfo {
             cluster_id: metadata.cluster_id.clone().unwrap_or_default(),
             nodes,
             metadata_leader: cluster.metadata().leader(),
+            cluster_version: metadata.cluster_version.version().get(),
         })
     }
 

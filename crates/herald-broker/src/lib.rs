@@ -235,6 +235,7 @@ impl From<ClusterError> for BrokerError {
                 message: reason,
             },
             ClusterError::Listen { .. } => BrokerError::Internal(error.to_string()),
+            ClusterError::FeatureNotEnabled { .. } => BrokerError::Unavailable(error.to_string()),
         }
     }
 }
@@ -273,6 +274,7 @@ mod tests {
                 reason: "connection refused".into(),
             },
             RpcError::TooLarge { size: 10, max: 5 },
+            RpcError::UnknownOperation { node: 2, tag: 9 },
         ] {
             assert_eq!(code_of(ClusterError::Rpc(unsent)), ErrorCode::Unavailable);
         }

@@ -189,6 +189,8 @@ pub struct ClusterInfo {
     pub cluster_id: String,
     pub nodes: Vec<NodeInfo>,
     pub metadata_leader: Option<NodeId>,
+    /// The wire version every node is known to speak (what features need every node for).
+    pub cluster_version: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -200,6 +202,9 @@ pub struct NodeInfo {
     pub status: String,
     /// The partitions this node leads.
     pub leader_of: Vec<PartitionRef>,
+    /// The wire version it reported last (`None`: not heard yet; 0: a release before wire
+    /// versions).
+    pub wire_version: Option<u16>,
 }
 
 /// One partition of one topic.

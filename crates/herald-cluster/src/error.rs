@@ -1,3 +1,4 @@
+use herald_domain::wire_version::{ClusterVersion, Feature};
 use herald_domain::RaftGroupId;
 use thiserror::Error;
 
@@ -27,4 +28,11 @@ pub enum ClusterError {
     Internal(String),
     #[error("cannot listen for internal RPC on {address}: {reason}")]
     Listen { address: String, reason: String },
+    /// What was asked needs every node to know `feature`, and the cluster version does not
+    /// say so yet (a rolling upgrade is not finished): nothing was done.
+    #[error("{feature:?} needs every node at wire version {} or later; the cluster version is {cluster_version} (an upgrade is not finished)", feature.since())]
+    FeatureNotEnabled {
+        feature: Feature,
+        cluster_version: ClusterVersion,
+    },
 }

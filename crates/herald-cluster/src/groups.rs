@@ -37,8 +37,8 @@ pub struct MemberView {
 /// A consumer group member is alive: for the coordinator, the metadata leader.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct GroupHeartbeat {
-    group: String,
-    member_id: String,
+    pub(crate) group: String,
+    pub(crate) member_id: String,
 }
 
 impl ClusterOperation for GroupHeartbeat {

@@ -30,7 +30,7 @@ const PROGRESS_TIMEOUT: Duration = Duration::from_secs(2);
 /// leadership to it.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct ReplicaProgressQuery {
-    group: RaftGroupId,
+    pub(crate) group: RaftGroupId,
 }
 
 impl ClusterOperation for ReplicaProgressQuery {

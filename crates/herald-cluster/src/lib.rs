@@ -11,9 +11,11 @@
 //! Background loops keep the node in line with the replicated metadata: `reconcile` starts
 //! and erases local partition groups, moves group memberships toward the placement and hands
 //! leadership back to preferred replicas; `controller` does what only the metadata leader does
-//! (metadata membership, finishing drains); `gossip` learns who leads what. Raft details stay
-//! below.
+//! (metadata membership, finishing drains, raising the cluster version: `cluster_version`);
+//! `gossip` learns who leads what and `node_versions` which wire version each node speaks.
+//! Raft details stay below.
 
+mod cluster_version;
 mod compaction;
 mod controller;
 mod detector;
@@ -24,8 +26,11 @@ mod groups;
 mod handback;
 mod handoff;
 mod metadata_group;
+mod node_versions;
 mod nodes;
 mod operation;
+#[cfg(test)]
+mod operation_fixtures;
 pub mod placement;
 mod reconcile;
 mod replicas;
@@ -53,6 +58,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use herald_domain::wire_version::{ClusterVersion, WireVersion};
 use herald_domain::RaftGroupId;
 use herald_raft::{
     Bootstrap, GroupContext, GroupRegistry, MetadataReplica, NodeAddr, PartitionReplica,
@@ -60,6 +66,7 @@ use herald_raft::{
 };
 use herald_rpc::{PeerAdmission, PeerFilter, RpcClient, RpcLimits};
 use herald_storage::Store;
+use node_versions::NodeVersions;
 use service::Dispatcher;
 
 pub struct ClusterOptions {
@@ -81,6 +88,9 @@ pub struct ClusterOptions {
     pub retention_check_interval: Duration,
     /// Log compaction: I/O budget, memory, when to clean.
     pub cleaner: CleanerOptions,
+    /// The wire version this node reports: [`herald_domain::WIRE_VERSION`], or lower for a test
+    /// that plays a node of an older release (`HERALD_TEST_MAX_WIRE_VERSION`).
+    pub wire_version: WireVersion,
 }
 
 /// The wall clock in ms since the Unix epoch: what retention and compaction plans are decided
@@ -118,6 +128,9 @@ pub struct NodeView {
     pub status: &'static str,
     /// The partition groups it leads.
     pub leads: Vec<RaftGroupId>,
+    /// The wire version it last reported in a ping (this node's own, for itself); `None` when
+    /// this node has not heard it yet. 0: a release before wire versions.
+    pub wire_version: Option<WireVersion>,
 }
 
 /// The node's cluster layer: the parts the broker reaches through accessors, and what the
@@ -143,6 +156,10 @@ pub struct Cluster {
     cleaner: compaction::Cleaner,
     /// Set once a graceful stop began handing leadership off (`handoff`).
     leaving: AtomicBool,
+    /// The wire version this node speaks and reports.
+    wire_version: WireVersion,
+    /// What the other nodes report of theirs.
+    node_versions: Arc<NodeVersions>,
 }
 
 impl Cluster {
@@ -226,6 +243,7 @@ impl Cluster {
         ));
         let replicas = Arc::new(LocalReplicas::default());
         let routing = Arc::new(Routing::new(options.node_id, replicas.clone(), rpc.clone()));
+        let node_versions = Arc::new(NodeVersions::default());
         let cluster = Arc::new(Cluster {
             node_id: options.node_id,
             http_addr: options.http_addr,
@@ -237,6 +255,7 @@ impl Cluster {
                 replicas.clone(),
                 routing.clone(),
                 rpc.clone(),
+                (options.wire_version, node_versions.clone()),
             ),
             metadata,
             replicas,
@@ -250,6 +269,8 @@ impl Cluster {
             transfers: Mutex::new(HashMap::new()),
             cleaner: compaction::Cleaner::new(options.cleaner),
             leaving: AtomicBool::new(false),
+            wire_version: options.wire_version,
+            node_versions,
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;
@@ -295,6 +316,17 @@ impl Cluster {
     /// The cluster's nodes: admission, liveness, adding and draining.
     pub fn membership(&self) -> &Membership {
         &self.membership
+    }
+
+    /// The wire version this node speaks and reports.
+    pub fn wire_version(&self) -> WireVersion {
+        self.wire_version
+    }
+
+    /// The cluster version as this node applied it: what every node is known to speak, the
+    /// gate of whatever every node must understand (`ClusterVersion::allows`).
+    pub fn cluster_version(&self) -> ClusterVersion {
+        self.metadata.current().cluster_version
     }
 
     /// Becomes true when the node shuts down: background tasks above the cluster stop on it.

@@ -88,7 +88,17 @@ impl MetadataGroup {
     /// Proposes a metadata change through the metadata leader, wherever it is, waiting up to
     /// the leader wait for one to be elected. When it returns, this node has applied the
     /// change too, so what the caller reads next includes it.
+    ///
+    /// A command that needs a feature the cluster version does not allow yet (not every node
+    /// is upgraded to know it) is refused with nothing proposed.
     pub async fn propose(&self, command: MetadataCommand) -> Result<MetadataOutcome, ClusterError> {
+        let cluster_version = self.current().cluster_version;
+        if let Err(feature) = command.may_propose(cluster_version) {
+            return Err(ClusterError::FeatureNotEnabled {
+                feature,
+                cluster_version,
+            });
+        }
         let deadline = Instant::now() + self.leader_wait;
         let propose = Propose { command, hops: 0 };
         let (outcome, index) = self.run_on_leader(self, &propose, deadline).await?;
@@ -182,6 +192,15 @@ impl MetadataGroup {
         command: MetadataCommand,
         hops: u8,
     ) -> Result<(MetadataOutcome, u64), ProposeFailure> {
+        // The sender checked it too, against a metadata state that may be behind this one's.
+        let cluster_version = self.current().cluster_version;
+        if let Err(feature) = command.may_propose(cluster_version) {
+            let refused = ClusterError::FeatureNotEnabled {
+                feature,
+                cluster_version,
+            };
+            return Err(ProposeFailure::Failed(refused.to_string()));
+        }
         if self.replica.is_leader() {
             let proposal = self.replica.propose(command);
             return match tokio::time::timeout(self.leader_wait, proposal).await {
@@ -233,8 +252,8 @@ impl MetadataGroup {
 /// (`hops` stops loops while leadership moves).
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Propose {
-    command: MetadataCommand,
-    hops: u8,
+    pub(crate) command: MetadataCommand,
+    pub(crate) hops: u8,
 }
 
 impl ClusterOperation for Propose {

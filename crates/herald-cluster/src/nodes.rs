@@ -6,21 +6,26 @@ use std::sync::Arc;
 
 use super::gossip;
 use super::metadata_group::MetadataGroup;
+use super::node_versions::NodeVersions;
 use super::replicas::LocalReplicas;
 use super::routing::Routing;
 use super::{ClusterError, NodeView};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use herald_domain::wire_version::WireVersion;
 use herald_domain::RaftGroupId;
 use herald_rpc::{PeerAdmission, RpcClient};
 
 /// Membership of the cluster as this node sees and changes it. Owns nothing: the members are
-/// the metadata's, liveness is the RPC's last answers, leadership the routing's.
+/// the metadata's, liveness is the RPC's last answers, leadership the routing's, versions the
+/// pings'.
 pub struct Membership {
     node_id: u64,
     metadata: Arc<MetadataGroup>,
     replicas: Arc<LocalReplicas>,
     routing: Arc<Routing>,
     rpc: RpcClient,
+    /// This node's wire version, and what the others report.
+    versions: (WireVersion, Arc<NodeVersions>),
 }
 
 impl Membership {
@@ -30,6 +35,7 @@ impl Membership {
         replicas: Arc<LocalReplicas>,
         routing: Arc<Routing>,
         rpc: RpcClient,
+        versions: (WireVersion, Arc<NodeVersions>),
     ) -> Membership {
         Membership {
             node_id,
@@ -37,7 +43,18 @@ impl Membership {
             replicas,
             routing,
             rpc,
+            versions,
         }
+    }
+
+    /// The wire version `node` speaks, as far as this node knows (its own for itself; `None`
+    /// when it has not reported lately): what a sender checks before it uses an operation
+    /// tag newer than the oldest supported release (`herald_rpc::operation_tag`).
+    pub fn wire_version_of(&self, node: u64) -> Option<WireVersion> {
+        if node == self.node_id {
+            return Some(self.versions.0);
+        }
+        self.versions.1.current(node)
     }
 
     /// Whether node `node` may connect to this one: a member of the cluster (a registered or
@@ -110,6 +127,11 @@ impl Membership {
                     let mut groups = leads.remove(&id).unwrap_or_default();
                     groups.sort_unstable();
                     groups
+                },
+                wire_version: if id == self.node_id {
+                    Some(self.versions.0)
+                } else {
+                    self.versions.1.last(id)
                 },
             })
             .collect()

@@ -1,5 +1,6 @@
 //! What nodes ask each other on the cluster service (besides raft), one small type per request
-//! in its concern's file: [`Ping`](super::service::Ping) (who is alive, who leads what),
+//! in its concern's file: [`Ping`](super::service::Ping) (who is alive, who leads what) and
+//! [`VersionedPing`](super::service::VersionedPing) (the same and the wire version),
 //! [`Propose`](super::metadata_group::Propose) (a metadata change for the metadata leader),
 //! [`GroupHeartbeat`](super::groups::GroupHeartbeat) and
 //! [`ReplicaProgress`](super::handback::ReplicaProgressQuery). Each declares its kind (a `u16`
@@ -7,7 +8,10 @@
 //! [`ask`] sends one, and the server in `service` picks the handler by the tag.
 //!
 //! A failed request keeps how far it got: never sent (a local fault), certainly not delivered,
-//! or maybe delivered (an unknown outcome).
+//! or maybe delivered (an unknown outcome); and a node that does not know the request's tag (of
+//! an older release) says so (`RpcError::UnknownOperation`). Tags follow the rules of
+//! `herald_rpc::operation_tag`: a request's or reply's layout never changes, a new one gets a
+//! new tag, and a sender uses it only towards a node whose wire version knows it.
 
 use std::future::Future;
 
@@ -58,6 +62,9 @@ cluster_operation_kinds! {
     /// A replica's progress on a partition group, asked by its leader before a hand-back
     /// (`handback`).
     ReplicaProgress = 4,
+    /// A ping whose report carries the node's wire version (wire version 1 on; `Ping` stays
+    /// served for nodes of the release before).
+    VersionedPing = 5,
 }
 
 impl ClusterOperationKind {

@@ -10,11 +10,12 @@ use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::operation::ask;
-use super::service::Ping;
+use super::operation::{ask, AskError};
+use super::service::{Ping, PingReport, VersionedPing};
 use super::{gossip, new_cluster_id, Cluster};
 use herald_domain::metadata::{MetadataCommand, MetadataState, PartitionAssignment};
 use herald_raft::{Bootstrap, NodeAddr, PartitionReplica};
+use herald_rpc::RpcError;
 
 /// How many partition groups the reconciler starts at once.
 const START_CONCURRENCY: usize = 16;
@@ -110,6 +111,7 @@ async fn tick(cluster: Arc<Cluster>) {
     cluster.converge_led_groups().await;
     cluster.hand_back_leadership().await;
     cluster.control_metadata().await;
+    cluster.raise_cluster_version().await;
     cluster.publish_metrics();
 }
 
@@ -136,16 +138,35 @@ impl Cluster {
             .filter(|node| *node != self.node_id)
             .collect();
         let deadline = Instant::now() + gossip::PING_INTERVAL;
-        let answers = futures::future::join_all(
-            peers
-                .iter()
-                .map(|peer| ask(&self.rpc, *peer, &Ping, deadline)),
-        )
-        .await;
+        let answers =
+            futures::future::join_all(peers.iter().map(|peer| self.ping(*peer, deadline))).await;
         // A peer that did not answer reports nothing; its claims age out.
         for report in answers.into_iter().flatten() {
             self.routing.leader_map().absorb(report);
         }
+    }
+
+    /// Pings `peer`: with the versioned ping, which also tells its wire version, unless it
+    /// lately said it does not know it (a node of the release before wire versions), which
+    /// gets the ping it knows.
+    async fn ping(&self, peer: u64, deadline: Instant) -> Option<PingReport> {
+        if self.node_versions.should_ask(peer) {
+            match ask(&self.rpc, peer, &VersionedPing, deadline).await {
+                Ok(answer) => {
+                    self.node_versions.reported(peer, answer.wire_version);
+                    return Some(answer.report);
+                }
+                Err(AskError::Rpc(RpcError::UnknownOperation { .. })) => {
+                    tracing::debug!(
+                        node = peer,
+                        "a node of a release before wire versions; pinging it the old way"
+                    );
+                    self.node_versions.unversioned(peer);
+                }
+                Err(_) => return None,
+            }
+        }
+        ask(&self.rpc, peer, &Ping, deadline).await.ok()
     }
 
     /// Founds the cluster id and keeps this node's addresses in the metadata.

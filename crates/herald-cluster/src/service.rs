@@ -15,8 +15,9 @@ use super::handback::ReplicaProgressQuery;
 use super::metadata_group::Propose;
 use super::operation::{serve, ClusterOperation, ClusterOperationKind};
 use super::{leadership, Cluster};
+use herald_domain::wire_version::WireVersion;
 use herald_raft::{RaftService, Watermarks, RAFT_SERVICE};
-use herald_rpc::operation_tag::split_tag;
+use herald_rpc::operation_tag::{split_tag, unknown_operation};
 use herald_rpc::{Lane, RpcHandler, ServiceId};
 
 /// Cluster requests (this module).
@@ -46,6 +47,31 @@ impl ClusterOperation for Ping {
     async fn serve(self, cluster: &Cluster) -> PingReport {
         cluster.ping_report()
     }
+}
+
+/// A ping whose answer also says which wire version the node speaks (`node_versions`). A
+/// node of the release before wire versions does not know it: the sender falls back to
+/// [`Ping`].
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct VersionedPing;
+
+impl ClusterOperation for VersionedPing {
+    const KIND: ClusterOperationKind = ClusterOperationKind::VersionedPing;
+    type Reply = VersionedPingReport;
+
+    async fn serve(self, cluster: &Cluster) -> VersionedPingReport {
+        VersionedPingReport {
+            report: cluster.ping_report(),
+            wire_version: cluster.wire_version,
+        }
+    }
+}
+
+/// A node's answer to a versioned ping: what a ping answers, and its wire version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct VersionedPingReport {
+    pub(crate) report: PingReport,
+    pub(crate) wire_version: WireVersion,
 }
 
 /// One replica's extent and applied point.
@@ -138,16 +164,23 @@ impl RpcHandler for Dispatcher {
 
 impl Cluster {
     /// Serves a cluster request from another node: the tag picks its operation. A tag this
-    /// node does not know is refused, like any other bad request; nothing a peer sends panics.
+    /// node does not know (a newer node's) is answered as an unknown operation, which the
+    /// sender tells from a failure; nothing a peer sends panics.
     pub(super) async fn serve_request(&self, body: Bytes) -> Result<Bytes, String> {
         let Some((tag, body)) = split_tag(&body) else {
             return Err("a cluster request without an operation kind".to_string());
         };
         let Some(kind) = ClusterOperationKind::from_tag(tag) else {
-            return Err(format!("unknown cluster operation kind {tag}"));
+            // Expected while a newer node asks what this one knows (its pings): not a warning.
+            tracing::debug!(
+                tag,
+                "a node sent a cluster operation kind this node does not know"
+            );
+            return Err(unknown_operation(tag));
         };
         match kind {
             ClusterOperationKind::Ping => serve::<Ping>(self, body).await,
+            ClusterOperationKind::VersionedPing => serve::<VersionedPing>(self, body).await,
             ClusterOperationKind::Propose => serve::<Propose>(self, body).await,
             ClusterOperationKind::GroupHeartbeat => serve::<GroupHeartbeat>(self, body).await,
             ClusterOperationKind::ReplicaProgress => {

@@ -14,8 +14,13 @@ pub mod redrive;
 pub mod subscriptions;
 pub mod topic;
 pub mod urls;
+pub mod wire_version;
+
+#[cfg(test)]
+mod wire_fixtures;
 
 pub use batch::Compression;
 pub use raft_group::RaftGroupId;
 pub use record::{Record, RecordKey, RecordValue};
 pub use topic::{CleanupPolicy, TopicConfig, TopicConfigPatch};
+pub use wire_version::{ClusterVersion, Feature, WireVersion, WIRE_VERSION};

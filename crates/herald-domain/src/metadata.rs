@@ -16,6 +16,7 @@ use super::redrive::{RedriveCommand, RedriveOutcome, Redrives};
 use super::subscriptions::{SubscriptionCommand, SubscriptionOutcome, Subscriptions};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 use crate::raft_group::RaftGroupId;
+use crate::wire_version::{ClusterVersion, Feature, WireVersion};
 
 /// The raft group id of the metadata group; partition groups count up from 1.
 pub const METADATA_GROUP: RaftGroupId = RaftGroupId::METADATA;
@@ -71,6 +72,12 @@ pub struct MetadataState {
     pub redrives: Redrives,
     /// OAuth2 clients, signing keys and the authorization policy.
     pub auth: AuthState,
+    /// The wire version every node is known to speak (see `wire_version`). Not part of this
+    /// type's own encoding, which is frozen in the data directories of format 11: the metadata
+    /// state machine stores and snapshots it after the state, as an extension a node of an
+    /// older release ignores.
+    #[serde(skip)]
+    pub cluster_version: ClusterVersion,
 }
 
 /// How many deleted topic names the metadata remembers.
@@ -91,6 +98,7 @@ impl Default for MetadataState {
             subscriptions: Subscriptions::default(),
             redrives: Redrives::default(),
             auth: AuthState::default(),
+            cluster_version: ClusterVersion::default(),
         }
     }
 }
@@ -152,6 +160,55 @@ pub enum MetadataCommand {
     Redrive(RedriveCommand),
     /// Clients, signing keys, the policy.
     Auth(AuthCommand),
+    /// Raises the cluster version to `version` (never lowers it): proposed by the metadata
+    /// leader once every member node reports at least `version` (wire version 1 on; see
+    /// `wire_version`).
+    RaiseClusterVersion { version: WireVersion },
+}
+
+impl MetadataCommand {
+    /// What a command needs every replica to know before it may be proposed (see
+    /// `wire_version`); `None` for the commands every supported release knows. A new command
+    /// names its feature here: the match has no wildcard on purpose.
+    pub fn feature(&self) -> Option<Feature> {
+        match self {
+            MetadataCommand::InitCluster { .. }
+            | MetadataCommand::RegisterNode { .. }
+            | MetadataCommand::CreateTopic { .. }
+            | MetadataCommand::UpdateTopic { .. }
+            | MetadataCommand::DeleteTopic { .. }
+            | MetadataCommand::AddNode { .. }
+            | MetadataCommand::DrainNode { .. }
+            | MetadataCommand::RemoveNode { .. }
+            | MetadataCommand::Groups(_)
+            | MetadataCommand::InitProducer { .. }
+            | MetadataCommand::Subscription(_)
+            | MetadataCommand::Redrive(_)
+            | MetadataCommand::Auth(_) => None,
+            MetadataCommand::RaiseClusterVersion { .. } => Some(Feature::ClusterVersionCommand),
+        }
+    }
+
+    /// The gate every metadata proposal passes: `Err(feature)` when the command needs a
+    /// feature the cluster version (`cluster_version`) does not allow yet. A raise of the
+    /// cluster version vouches for its own version, which its proposer checked every member
+    /// reports (`ClusterVersion::raise_to`).
+    pub fn may_propose(&self, cluster_version: ClusterVersion) -> Result<(), Feature> {
+        let Some(feature) = self.feature() else {
+            return Ok(());
+        };
+        let vouched = match self {
+            MetadataCommand::RaiseClusterVersion { version } => {
+                cluster_version.max(ClusterVersion(*version))
+            }
+            _ => cluster_version,
+        };
+        if vouched.allows(feature) {
+            Ok(())
+        } else {
+            Err(feature)
+        }
+    }
 }
 
 impl std::fmt::Display for MetadataCommand {
@@ -183,6 +240,9 @@ impl std::fmt::Display for MetadataCommand {
             MetadataCommand::Subscription(command) => write!(formatter, "{command}"),
             MetadataCommand::Redrive(command) => write!(formatter, "{command}"),
             MetadataCommand::Auth(command) => write!(formatter, "{command}"),
+            MetadataCommand::RaiseClusterVersion { version } => {
+                write!(formatter, "raise the cluster version to {version}")
+            }
             MetadataCommand::InitProducer { name } => match name {
                 Some(name) => write!(formatter, "init producer {name}"),
                 None => write!(formatter, "init an unnamed producer"),
@@ -297,6 +357,13 @@ impl MetadataState {
                 MetadataOutcome::Redrive(self.redrives.apply(command, &self.subscriptions))
             }
             MetadataCommand::Auth(command) => MetadataOutcome::Auth(self.auth.apply(command)),
+            MetadataCommand::RaiseClusterVersion { version } => {
+                // A raise that crossed a newer one (two leaders in turn) changes nothing.
+                if ClusterVersion(*version) > self.cluster_version {
+                    self.cluster_version = ClusterVersion(*version);
+                }
+                MetadataOutcome::Done
+            }
             MetadataCommand::Groups(_) => {
                 MetadataOutcome::Invalid("group commands apply to the consumer groups".into())
             }
@@ -515,6 +582,46 @@ mod tests {
             replicas: vec![vec![1]; partitions],
             created_at_ms: 5,
         }
+    }
+
+    #[test]
+    fn commands_of_a_newer_feature_wait_for_the_cluster_version() {
+        let before = ClusterVersion(WireVersion::UNREPORTED);
+        assert_eq!(create("orders", 1).may_propose(before), Ok(()));
+        // Raised to a version that knows the command: it vouches for it.
+        let raise_to_1 = MetadataCommand::RaiseClusterVersion {
+            version: WireVersion(1),
+        };
+        assert_eq!(raise_to_1.may_propose(before), Ok(()));
+        // Raised "to" a version before the command existed: refused.
+        let raise_to_0 = MetadataCommand::RaiseClusterVersion {
+            version: WireVersion::UNREPORTED,
+        };
+        assert_eq!(
+            raise_to_0.may_propose(before),
+            Err(Feature::ClusterVersionCommand)
+        );
+        assert_eq!(
+            raise_to_0.may_propose(ClusterVersion(WireVersion(1))),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_cluster_version_only_rises() {
+        let mut state = MetadataState::default();
+        assert_eq!(
+            state.cluster_version,
+            ClusterVersion(WireVersion::UNREPORTED)
+        );
+        let raise = |version| MetadataCommand::RaiseClusterVersion {
+            version: WireVersion(version),
+        };
+        assert_eq!(state.apply(&raise(2)), MetadataOutcome::Done);
+        assert_eq!(state.cluster_version, ClusterVersion(WireVersion(2)));
+        // A stale raise (proposed before a newer one was applied) changes nothing.
+        assert_eq!(state.apply(&raise(1)), MetadataOutcome::Done);
+        assert_eq!(state.cluster_version, ClusterVersion(WireVersion(2)));
     }
 
     #[test]

@@ -30,10 +30,11 @@ use super::frame::{
 };
 use super::hello_auth::{self, Challenge};
 use super::tls::{split_plain, RpcRead, RpcWrite};
-use super::{writer, ConnectionGauge, Lane, RpcError, RpcLimits, ServiceId};
+use super::{operation_tag, writer, ConnectionGauge, Lane, RpcError, RpcLimits, ServiceId};
 
 /// Dials, says hello, and starts the connection's reader and writer tasks; the error is why
-/// not.
+/// not. A server that refuses the hello's version (a node of another release) is dialled
+/// again with the newest version both speak (see `frame`).
 pub(super) async fn establish(
     own_id: u64,
     peer: &Arc<Peer>,
@@ -41,23 +42,42 @@ pub(super) async fn establish(
     address: &str,
     limits: &RpcLimits,
 ) -> Result<Arc<Connection>, String> {
-    let hello = Hello {
-        from: own_id,
-        to: peer.node(),
-        lane,
-        nonce: hello_auth::nonce()?,
-    };
-    let (mut reader, write_half, ack) =
-        match tokio::time::timeout(limits.connect_timeout, handshake(hello, address, limits)).await
-        {
-            Ok(outcome) => outcome?,
+    let mut version = limits.protocol.newest;
+    let (mut reader, write_half, ack) = loop {
+        let hello = Hello {
+            version,
+            from: own_id,
+            to: peer.node(),
+            lane,
+            nonce: hello_auth::nonce()?,
+        };
+        let attempt =
+            tokio::time::timeout(limits.connect_timeout, handshake(hello, address, limits)).await;
+        match attempt {
+            Ok(Ok(connected)) => break connected,
+            Ok(Err(HandshakeFailure::Refused(reason))) => {
+                match limits.protocol.retry_after(version, &reason) {
+                    Some(older) => {
+                        tracing::debug!(
+                            node = peer.node(),
+                            offered = version,
+                            older,
+                            "a peer refused the hello version; dialling again with an older one"
+                        );
+                        version = older;
+                    }
+                    None => return Err(format!("{address} refused the handshake: {reason}")),
+                }
+            }
+            Ok(Err(HandshakeFailure::Other(reason))) => return Err(reason),
             Err(_elapsed) => {
                 return Err(format!(
                     "no handshake with {address} within {:?}",
                     limits.connect_timeout
                 ))
             }
-        };
+        }
+    };
     reader.set_max_frame_bytes(limits.frame_limit());
     peer.last_answer().record();
     // The smaller of what this node would send and what the server runs at once.
@@ -69,11 +89,23 @@ pub(super) async fn establish(
     Ok(Connection::start(peer, lane, slots, reader, write_half))
 }
 
+/// Why a handshake failed: the server refused the hello (and said why), or anything else.
+enum HandshakeFailure {
+    Refused(String),
+    Other(String),
+}
+
+impl From<String> for HandshakeFailure {
+    fn from(reason: String) -> Self {
+        HandshakeFailure::Other(reason)
+    }
+}
+
 async fn handshake(
     hello: Hello,
     address: &str,
     limits: &RpcLimits,
-) -> Result<(FrameReader<RpcRead>, RpcWrite, HelloAck), String> {
+) -> Result<(FrameReader<RpcRead>, RpcWrite, HelloAck), HandshakeFailure> {
     let node = hello.to;
     let stream = dial(address, limits.source_ip)
         .await
@@ -99,10 +131,10 @@ async fn handshake(
         // Without a key, an empty proof: the server refuses it and says why.
         let proof = match &limits.hello_key {
             Some(key) if !challenge.proves_server(key, &hello_frame.body) => {
-                return Err(format!(
+                return Err(HandshakeFailure::Other(format!(
                     "{address} (node {node}) does not know this cluster's secret: a node of another \
                      cluster, or its cluster secret differs from this node's"
-                ));
+                )));
             }
             Some(key) => challenge.client_proof(key, &hello_frame.body).to_vec(),
             None => Vec::new(),
@@ -113,29 +145,28 @@ async fn handshake(
             .map_err(|error| format!("send the proof to {address}: {error}"))?;
         reply = read_reply(&mut reader, address).await?;
     } else if reply.kind == FrameKind::HelloAck && limits.hello_key.is_some() {
-        return Err(format!(
+        return Err(HandshakeFailure::Other(format!(
             "{address} (node {node}) accepted the hello without asking for the cluster secret: \
              its internal RPC is configured unlike this node's (mutual TLS on one side only?)"
-        ));
+        )));
     }
     match reply.kind {
         FrameKind::HelloAck => {
             let ack = HelloAck::decode(&reply.body)?;
             if ack.node_id != node {
-                return Err(format!(
+                return Err(HandshakeFailure::Other(format!(
                     "{address} is node {}, not node {node}",
                     ack.node_id
-                ));
+                )));
             }
             Ok((reader, write_half, ack))
         }
-        FrameKind::HelloRefused => Err(format!(
-            "{address} refused the handshake: {}",
-            String::from_utf8_lossy(&reply.body)
+        FrameKind::HelloRefused => Err(HandshakeFailure::Refused(
+            String::from_utf8_lossy(&reply.body).into_owned(),
         )),
-        other => Err(format!(
+        other => Err(HandshakeFailure::Other(format!(
             "{address} answered the hello with a {other:?} frame"
-        )),
+        ))),
     }
 }
 
@@ -397,9 +428,16 @@ async fn read_answers(
         };
         let answer = match frame.kind {
             FrameKind::AnswerOk => Ok(frame.body),
-            FrameKind::AnswerError => Err(RpcError::Remote(
-                String::from_utf8_lossy(&frame.body).into_owned(),
-            )),
+            FrameKind::AnswerError => {
+                let message = String::from_utf8_lossy(&frame.body).into_owned();
+                Err(match operation_tag::unknown_operation_tag(&message) {
+                    Some(tag) => RpcError::UnknownOperation {
+                        node: shared.node,
+                        tag,
+                    },
+                    None => RpcError::Remote(message),
+                })
+            }
             other => {
                 tracing::warn!(node = shared.node, kind = ?other, "rpc peer sent an unexpected frame");
                 break format!("protocol error: unexpected {other:?} frame");

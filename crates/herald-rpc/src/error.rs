@@ -1,7 +1,8 @@
 use thiserror::Error;
 
 /// Why a call failed. The variants say how far the request got, which is what a caller needs
-/// to decide whether retrying could apply it twice: see [`RpcError::maybe_delivered`].
+/// to decide whether retrying could apply it twice: see [`RpcError::maybe_delivered`]; and
+/// whether the peer is merely too old for it ([`RpcError::UnknownOperation`]).
 #[derive(Debug, Clone, Error)]
 pub enum RpcError {
     /// No address is known for the node: the request was not sent.
@@ -20,6 +21,11 @@ pub enum RpcError {
     /// The peer's handler answered with an error.
     #[error("remote error: {0}")]
     Remote(String),
+    /// The peer does not know the request's operation (its tag): a node of an older release.
+    /// Nothing was done; the sender may use an operation that node knows
+    /// ([`crate::operation_tag`]).
+    #[error("node {node} does not know operation kind {tag} (a node of an older release); nothing was done")]
+    UnknownOperation { node: u64, tag: u16 },
     /// The request frame exceeds the frame limit: not sent.
     #[error("a frame of {size} bytes exceeds the limit of {max} bytes")]
     TooLarge { size: usize, max: usize },
@@ -31,9 +37,10 @@ impl RpcError {
     /// for `Remote` (the handler ran and answered).
     pub fn maybe_delivered(&self) -> bool {
         match self {
-            RpcError::NoAddress(_) | RpcError::Unreachable { .. } | RpcError::TooLarge { .. } => {
-                false
-            }
+            RpcError::NoAddress(_)
+            | RpcError::Unreachable { .. }
+            | RpcError::TooLarge { .. }
+            | RpcError::UnknownOperation { .. } => false,
             RpcError::Timeout { .. } | RpcError::ConnectionLost { .. } | RpcError::Remote(_) => {
                 true
             }
@@ -49,6 +56,7 @@ impl RpcError {
             RpcError::ConnectionLost { .. } => "connection_lost",
             RpcError::Remote(_) => "remote_error",
             RpcError::TooLarge { .. } => "too_large",
+            RpcError::UnknownOperation { .. } => "unknown_operation",
         }
     }
 }

@@ -27,7 +27,23 @@
 //! repeats the request's and is not used. Ids of requests and cancels are the client's, unique
 //! per connection. The lane (0 control, 1 client) selects the limits of the connection (see
 //! `lane`). Without mutual TLS, the hello is followed by a challenge and a proof
-//! (`hello_auth`) before the hello-ack. Versions 1 and 2 (no nonce) are refused.
+//! (`hello_auth`) before the hello-ack.
+//!
+//! The hello's version is the transport's protocol version, not a release's feature level
+//! (that is the wire version the services report, `herald_domain::wire_version`). Its rules,
+//! so that nodes of two releases connect during a rolling upgrade:
+//!
+//! - every hello, of any version, starts with the magic and the `u16` version, so a server can
+//!   always read which version a client offers;
+//! - a node speaks a range of versions ([`ProtocolVersions`]): its server accepts a hello of
+//!   any of them, and its client offers the newest;
+//! - a server refuses a version outside its range with a hello-refused whose text ends in
+//!   `(this node speaks N)` or `(this node speaks A to B)` (what releases before ranges
+//!   answered has the first form); a client refused that way dials again with the newest
+//!   version both speak, if there is one ([`ProtocolVersions::retry_after`]);
+//! - a release that changes the hello layout raises the newest version and keeps the older
+//!   layout among the versions it accepts for at least one release, so N+1 and N connect both
+//!   ways. Versions 1 and 2 (no nonce) are no longer spoken; 3 is this release's only one.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
@@ -51,7 +67,6 @@ pub(crate) const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub(crate) const INITIAL_BUFFER_BYTES: usize = 8 * 1024;
 
 const MAGIC: [u8; 4] = *b"HRLD";
-const PROTOCOL_VERSION: u16 = 3;
 /// Random bytes of a hello's (and a challenge's) nonce.
 pub(crate) const NONCE_BYTES: usize = 32;
 const HELLO_BYTES: usize = 4 + 2 + 8 + 8 + 1 + NONCE_BYTES;
@@ -243,21 +258,96 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
-/// A client's first frame: who it is, which node it expects to reach, which lane the
-/// connection is, and a fresh random nonce (what the proofs of the cluster secret cover).
+/// The hello versions a node speaks, oldest to newest (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProtocolVersions {
+    pub oldest: u16,
+    pub newest: u16,
+}
+
+impl ProtocolVersions {
+    /// This release's: version 3 (magic, version, from, to, lane, nonce), as the release before
+    /// it, which accepted exactly 3.
+    pub const CURRENT: ProtocolVersions = ProtocolVersions {
+        oldest: 3,
+        newest: 3,
+    };
+
+    pub fn speaks(self, version: u16) -> bool {
+        (self.oldest..=self.newest).contains(&version)
+    }
+
+    /// What a refused client tries next: after offering `offered` to a server whose refusal
+    /// said `refusal`, the newest version both speak, if it is older than the one offered.
+    /// `None`: no version in common (or the refusal was not about the version).
+    pub fn retry_after(self, offered: u16, refusal: &str) -> Option<u16> {
+        let server = ProtocolVersions::refused_by(refusal)?;
+        let common = self.newest.min(server.newest);
+        (common < offered && self.speaks(common) && server.speaks(common)).then_some(common)
+    }
+
+    /// The versions a server's refusal of a version says it speaks.
+    fn refused_by(refusal: &str) -> Option<ProtocolVersions> {
+        let (_, speaks) = refusal.rsplit_once(SPEAKS)?;
+        let speaks = speaks.strip_suffix(')')?;
+        let (oldest, newest) = speaks.split_once(" to ").unwrap_or((speaks, speaks));
+        let versions = ProtocolVersions {
+            oldest: oldest.trim().parse().ok()?,
+            newest: newest.trim().parse().ok()?,
+        };
+        (versions.oldest <= versions.newest).then_some(versions)
+    }
+
+    /// The refusal of a hello of `offered`, saying which versions this node speaks.
+    fn refusal(self, offered: u16) -> String {
+        let speaks = if self.oldest == self.newest {
+            self.newest.to_string()
+        } else {
+            format!("{} to {}", self.oldest, self.newest)
+        };
+        format!("unsupported protocol version {offered} {SPEAKS}{speaks})")
+    }
+}
+
+/// What a version refusal says before the versions the server speaks.
+const SPEAKS: &str = "(this node speaks ";
+
+/// A client's first frame: the protocol version it speaks on this connection, who it is,
+/// which node it expects to reach, which lane the connection is, and a fresh random nonce
+/// (what the proofs of the cluster secret cover).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hello {
+    pub(crate) version: u16,
     pub(crate) from: u64,
     pub(crate) to: u64,
     pub(crate) lane: Lane,
     pub(crate) nonce: [u8; NONCE_BYTES],
 }
 
+/// Why a server refuses a hello.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HelloError {
+    /// Not a Herald hello, or a broken one.
+    Malformed(String),
+    /// A version this node does not speak; the text says which ones it does.
+    Version(String),
+}
+
+impl std::fmt::Display for HelloError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HelloError::Malformed(reason) | HelloError::Version(reason) => {
+                formatter.write_str(reason)
+            }
+        }
+    }
+}
+
 impl Hello {
     pub(crate) fn into_frame(self) -> Frame {
         let mut body = BytesMut::with_capacity(HELLO_BYTES);
         body.put_slice(&MAGIC);
-        body.put_u16(PROTOCOL_VERSION);
+        body.put_u16(self.version);
         body.put_u64(self.from);
         body.put_u64(self.to);
         body.put_u8(self.lane as u8);
@@ -265,28 +355,34 @@ impl Hello {
         Frame::new(FrameKind::Hello, 0, 0, body.freeze())
     }
 
-    /// The hello in a hello frame's body; the error is the reason to refuse it.
-    pub(crate) fn decode(mut body: &[u8]) -> Result<Hello, String> {
+    /// The hello in a hello frame's body, if its version is one of `versions`.
+    pub(crate) fn decode(mut body: &[u8], versions: ProtocolVersions) -> Result<Hello, HelloError> {
         if body.len() < MAGIC.len() + 2 || body[..MAGIC.len()] != MAGIC {
-            return Err("not a Herald RPC hello (bad magic)".to_string());
+            return Err(HelloError::Malformed(
+                "not a Herald RPC hello (bad magic)".to_string(),
+            ));
         }
         body.advance(MAGIC.len());
         let version = body.get_u16();
-        if version != PROTOCOL_VERSION {
-            return Err(format!(
-                "unsupported protocol version {version} (this node speaks {PROTOCOL_VERSION})"
-            ));
+        if !versions.speaks(version) {
+            return Err(HelloError::Version(versions.refusal(version)));
         }
+        // Every version spoken so far has this layout.
         if body.len() != HELLO_BYTES - MAGIC.len() - 2 {
-            return Err(format!("malformed hello of {} bytes", body.len() + 6));
+            return Err(HelloError::Malformed(format!(
+                "malformed hello of {} bytes",
+                body.len() + 6
+            )));
         }
         let from = body.get_u64();
         let to = body.get_u64();
         let lane_byte = body.get_u8();
-        let lane = Lane::from_byte(lane_byte).ok_or_else(|| format!("unknown lane {lane_byte}"))?;
+        let lane = Lane::from_byte(lane_byte)
+            .ok_or_else(|| HelloError::Malformed(format!("unknown lane {lane_byte}")))?;
         let mut nonce = [0u8; NONCE_BYTES];
         body.copy_to_slice(&mut nonce);
         Ok(Hello {
+            version,
             from,
             to,
             lane,
@@ -412,32 +508,92 @@ mod tests {
     #[test]
     fn hello_round_trips_and_refuses_strangers() {
         let hello = Hello {
+            version: 3,
             from: 1,
             to: 2,
             lane: Lane::Client,
             nonce: [7; NONCE_BYTES],
         };
+        let current = ProtocolVersions::CURRENT;
         let frame = hello.into_frame();
         assert_eq!(frame.kind, FrameKind::Hello);
-        assert_eq!(Hello::decode(&frame.body), Ok(hello));
+        assert_eq!(Hello::decode(&frame.body, current), Ok(hello));
 
-        assert!(Hello::decode(b"GET / HTTP/1.1")
-            .unwrap_err()
-            .contains("magic"));
+        assert!(matches!(
+            Hello::decode(b"GET / HTTP/1.1", current),
+            Err(HelloError::Malformed(reason)) if reason.contains("magic")
+        ));
         let mut other_version = frame.body.to_vec();
         other_version[5] = 9;
-        assert!(Hello::decode(&other_version)
-            .unwrap_err()
-            .contains("version"));
-        assert!(Hello::decode(&frame.body[..10]).is_err());
+        assert_eq!(
+            Hello::decode(&other_version, current),
+            Err(HelloError::Version(
+                "unsupported protocol version 9 (this node speaks 3)".into()
+            ))
+        );
+        assert!(Hello::decode(&frame.body[..10], current).is_err());
         let mut other_lane = frame.body.to_vec();
         other_lane[22] = 7;
-        assert!(Hello::decode(&other_lane).unwrap_err().contains("lane"));
+        assert!(Hello::decode(&other_lane, current)
+            .unwrap_err()
+            .to_string()
+            .contains("lane"));
         let ack = HelloAck {
             node_id: 42,
             max_concurrent_requests: 16,
         };
         assert_eq!(HelloAck::decode(&ack.into_frame().body), Ok(ack));
         assert!(HelloAck::decode(&42u64.to_be_bytes()).is_err());
+    }
+
+    #[test]
+    fn the_hello_of_this_release_is_the_hello_of_protocol_3() {
+        // What a node of the release before wire versions sends and accepts, byte for byte:
+        // changing it would cut this release off from that one during an upgrade.
+        let hello = Hello {
+            version: ProtocolVersions::CURRENT.newest,
+            from: 1,
+            to: 0x0102,
+            lane: Lane::Control,
+            nonce: [0xaa; NONCE_BYTES],
+        };
+        let mut expected = b"HRLD".to_vec();
+        expected.extend_from_slice(&[0, 3]);
+        expected.extend_from_slice(&1u64.to_be_bytes());
+        expected.extend_from_slice(&0x0102u64.to_be_bytes());
+        expected.push(0);
+        expected.extend_from_slice(&[0xaa; NONCE_BYTES]);
+        assert_eq!(&hello.into_frame().body[..], &expected[..]);
+    }
+
+    #[test]
+    fn a_refused_client_retries_with_the_newest_version_both_speak() {
+        let newer = ProtocolVersions {
+            oldest: 3,
+            newest: 4,
+        };
+        // The refusal of a node of the release before ranges (it speaks exactly 3).
+        let old_refusal = "unsupported protocol version 4 (this node speaks 3)";
+        assert_eq!(newer.retry_after(4, old_refusal), Some(3));
+        // Ranges, as this release refuses.
+        let refusal = ProtocolVersions {
+            oldest: 2,
+            newest: 3,
+        }
+        .refusal(4);
+        assert_eq!(
+            refusal,
+            "unsupported protocol version 4 (this node speaks 2 to 3)"
+        );
+        assert_eq!(newer.retry_after(4, &refusal), Some(3));
+        // Nothing older in common, nothing to retry, or not a version refusal at all.
+        let far = ProtocolVersions {
+            oldest: 5,
+            newest: 6,
+        };
+        assert_eq!(far.retry_after(6, old_refusal), None);
+        assert_eq!(ProtocolVersions::CURRENT.retry_after(3, old_refusal), None);
+        assert_eq!(newer.retry_after(4, "node 3 is starting"), None);
+        assert_eq!(newer.retry_after(4, "(this node speaks 9 to 2)"), None);
     }
 }

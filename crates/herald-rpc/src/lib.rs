@@ -43,6 +43,7 @@ use futures::future::BoxFuture;
 
 pub use client::RpcClient;
 pub use error::RpcError;
+pub use frame::ProtocolVersions;
 pub use hello_auth::HelloKey;
 pub use lane::{Lane, LaneLimits};
 pub use server::serve;
@@ -53,7 +54,8 @@ pub use tls::{node_name, PeerTls, PeerTlsError, PeerTlsFiles};
 pub type ServiceId = u8;
 
 /// Counter of finished calls, labelled by `service`, `lane` and `outcome`
-/// (`ok`, `remote_error`, `timeout`, `unreachable`, `connection_lost`, `no_address`, `too_large`).
+/// (`ok`, `remote_error`, `timeout`, `unreachable`, `connection_lost`, `no_address`, `too_large`,
+/// `unknown_operation`).
 pub const CALLS_TOTAL: &str = "herald_rpc_calls_total";
 /// Counter of frame bytes written to sockets, by clients and servers alike.
 pub const SENT_BYTES_TOTAL: &str = "herald_rpc_sent_bytes_total";
@@ -66,7 +68,8 @@ pub const CONNECTIONS: &str = "herald_rpc_connections";
 pub const CANCELLED_TOTAL: &str = "herald_rpc_cancelled_requests_total";
 /// Counter of incoming connections refused at the hello (or closed later because their node
 /// left the cluster), by `reason`: `malformed` (not a Herald hello of this version), `tls`
-/// (the TLS handshake failed), `wrong_node` (the hello is for another node, or the
+/// (the TLS handshake failed), `version` (a hello version this node does not speak: a node of
+/// another release), `wrong_node` (the hello is for another node, or the
 /// certificate names another), `bad_secret` (no or a wrong proof of the cluster secret),
 /// `not_a_member`, `starting` (this node does not know its cluster yet), `timeout`.
 pub const HANDSHAKES_REFUSED_TOTAL: &str = "herald_rpc_handshakes_refused_total";
@@ -133,6 +136,9 @@ pub struct RpcLimits {
     pub hello_key: Option<HelloKey>,
     /// The nodes a server accepts connections from; `None`: any.
     pub peers: Option<PeerFilter>,
+    /// The hello versions this node speaks (see `frame`): this release's,
+    /// [`ProtocolVersions::CURRENT`]; tests of the version negotiation set others.
+    pub protocol: ProtocolVersions,
 }
 
 impl Default for RpcLimits {
@@ -147,6 +153,7 @@ impl Default for RpcLimits {
             tls: None,
             hello_key: None,
             peers: None,
+            protocol: ProtocolVersions::CURRENT,
         }
     }
 }
@@ -169,7 +176,8 @@ impl RpcLimits {
 /// broker dispatch).
 pub trait RpcHandler: Send + Sync + 'static {
     /// Serves one request from node `from` for `service`; an `Err(message)` reaches the caller
-    /// as `RpcError::Remote(message)`.
+    /// as `RpcError::Remote(message)`, or as `RpcError::UnknownOperation` when it is
+    /// [`operation_tag::unknown_operation`]'s.
     fn handle(
         &self,
         from: u64,

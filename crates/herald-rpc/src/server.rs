@@ -39,8 +39,8 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::frame::{
-    write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HANDSHAKE_MAX_FRAME_BYTES,
-    HEADER_BYTES,
+    write_frame, Frame, FrameKind, FrameReader, Hello, HelloAck, HelloError,
+    HANDSHAKE_MAX_FRAME_BYTES, HEADER_BYTES,
 };
 use super::hello_auth::Challenge;
 use super::tls::{certifies_node, node_name, split_plain, RpcRead, RpcWrite};
@@ -339,6 +339,7 @@ fn still_member(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Refused {
     Malformed,
+    Version,
     Tls,
     WrongNode,
     BadSecret,
@@ -351,6 +352,7 @@ impl Refused {
     fn label(self) -> &'static str {
         match self {
             Refused::Malformed => "malformed",
+            Refused::Version => "version",
             Refused::Tls => "tls",
             Refused::WrongNode => "wrong_node",
             Refused::BadSecret => "bad_secret",
@@ -454,7 +456,10 @@ async fn check_hello(
         ));
     }
     let hello =
-        Hello::decode(&frame.body).map_err(|reason| Refusal::new(Refused::Malformed, reason))?;
+        Hello::decode(&frame.body, context.limits.protocol).map_err(|error| match error {
+            HelloError::Malformed(reason) => Refusal::new(Refused::Malformed, reason),
+            HelloError::Version(reason) => Refusal::new(Refused::Version, reason),
+        })?;
     if hello.to != node_id {
         return Err(Refusal::new(
             Refused::WrongNode,

@@ -1,5 +1,6 @@
-//! Three (or more) real nodes on loopback: replication, failover, partitions, membership, and
-//! every feature that must hold across nodes; the randomized fault schedule.
+//! Three (or more) real nodes on loopback: replication, failover, partitions, membership, nodes
+//! of two releases (wire versions), and every feature that must hold across nodes; the
+//! randomized fault schedule.
 
 mod cluster_acks;
 mod cluster_audit;
@@ -12,6 +13,7 @@ mod cluster_failover;
 mod cluster_groups;
 mod cluster_idempotency;
 mod cluster_membership;
+mod cluster_mixed_versions;
 mod cluster_mtls;
 mod cluster_partitions;
 mod cluster_pipeline;

@@ -111,6 +111,16 @@ impl TestCluster {
     /// Starts `n` nodes, each with these extra `serve` arguments, and waits until every node is
     /// ready and lists all `n` nodes with a metadata leader.
     pub async fn start_with(n: u64, extra_args: &[&str]) -> TestCluster {
+        TestCluster::start_with_env(n, extra_args, &[]).await
+    }
+
+    /// Like [`TestCluster::start_with`], and node `id` of each `(id, name, value)` gets the
+    /// environment variable `name` from its first start on (until `remove_env`).
+    pub async fn start_with_env(
+        n: u64,
+        extra_args: &[&str],
+        node_env: &[(u64, &str, &str)],
+    ) -> TestCluster {
         assert!(n >= 1);
         let turn = ONE_CLUSTER_AT_A_TIME
             .acquire()
@@ -138,7 +148,11 @@ impl TestCluster {
                 let mut args = args_for(&common_args, id);
                 args.push("--initial-cluster".into());
                 args.push(initial_cluster.clone());
-                nodes.insert(id, prepare_node(net.ip_of(id), id, http, raft, args));
+                let mut node = prepare_node(net.ip_of(id), id, http, raft, args);
+                for (_, name, value) in node_env.iter().filter(|(node, _, _)| *node == id) {
+                    node.set_env(name, value);
+                }
+                nodes.insert(id, node);
             }
             for server in nodes.values_mut() {
                 server.spawn();

@@ -205,6 +205,11 @@ impl Server {
         self.env.push((name.to_string(), value.to_string()));
     }
 
+    /// Takes the environment variable `name` away from the process (from its next start on).
+    pub fn remove_env(&mut self, name: &str) {
+        self.env.retain(|(existing, _)| existing != name);
+    }
+
     /// Starts the process with this file mode creation mask (from its next start on).
     pub fn set_umask(&mut self, umask: u32) {
         self.umask = Some(umask);

@@ -32,12 +32,12 @@ pub(crate) struct RawRead {
 /// Stored batches of a partition from an offset, read on its leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ReadBatches {
-    group: RaftGroupId,
-    from: OffsetSpec,
-    max_records: usize,
-    max_bytes: usize,
+    pub(crate) group: RaftGroupId,
+    pub(crate) from: OffsetSpec,
+    pub(crate) max_records: usize,
+    pub(crate) max_bytes: usize,
     /// How long the leader may wait for something past `from` (a long poll).
-    max_wait: Duration,
+    pub(crate) max_wait: Duration,
 }
 
 impl LeaderOperation for ReadBatches {
@@ -83,8 +83,8 @@ impl LeaderOperation for ReadBatches {
 /// is that recent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct OffsetForTimestamp {
-    group: RaftGroupId,
-    timestamp: i64,
+    pub(crate) group: RaftGroupId,
+    pub(crate) timestamp: i64,
 }
 
 impl LeaderOperation for OffsetForTimestamp {

@@ -18,6 +18,8 @@
 
 mod dispatch;
 mod operation;
+#[cfg(test)]
+mod operation_fixtures;
 mod serve;
 mod wire;
 

@@ -13,7 +13,7 @@
 use herald_domain::RaftGroupId;
 pub(super) mod appender;
 mod appender_writes;
-pub(super) mod idempotence;
+pub(crate) mod idempotence;
 pub(crate) mod on_leader;
 mod partial;
 mod producers;

@@ -28,28 +28,28 @@ use herald_raft::PartitionReplica;
 /// answered as a duplicate.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct AppendRecords {
-    group: RaftGroupId,
+    pub(crate) group: RaftGroupId,
     /// The records, on the node that appends them: the client's, or decoded from `batch` on
     /// arrival.
     #[serde(skip)]
-    records: Vec<Record>,
+    pub(crate) records: Vec<Record>,
     /// The producer stamp of an idempotent share (on the wire, in the batch header).
     #[serde(skip, default = "no_stamp")]
-    stamp: ProducerStamp,
+    pub(crate) stamp: ProducerStamp,
     /// The records in the stored batch layout, uncompressed, with the stamp: what travels.
     /// Encoded once, before the first send.
-    batch: Option<Bytes>,
-    compression: Compression,
+    pub(crate) batch: Option<Bytes>,
+    pub(crate) compression: Compression,
     /// `acks=leader`: answer at the leader's own fsync.
-    leader_ack: bool,
+    pub(crate) leader_ack: bool,
     /// An idempotent share: appended alone, through the partition's dedup window.
-    claim: Option<OnceClaim>,
+    pub(crate) claim: Option<OnceClaim>,
     /// Not proposed by then, the records are never written.
     #[serde(skip, default = "Instant::now")]
-    deadline: Instant,
+    pub(crate) deadline: Instant,
     /// It came from another node: it runs once, and gives its records to the appender.
     #[serde(skip)]
-    arrived: bool,
+    pub(crate) arrived: bool,
 }
 
 fn no_stamp() -> ProducerStamp {
@@ -160,13 +160,13 @@ impl LeaderOperation for AppendRecords {
 /// and byte for byte. The leader checks its header again on arrival; its CRC guards the hop.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct AppendStored {
-    group: RaftGroupId,
-    batch: Bytes,
+    pub(crate) group: RaftGroupId,
+    pub(crate) batch: Bytes,
     /// `acks=leader`: answer at the leader's own fsync.
-    leader_ack: bool,
+    pub(crate) leader_ack: bool,
     /// Not proposed by then, the batch is never written.
     #[serde(skip, default = "Instant::now")]
-    deadline: Instant,
+    pub(crate) deadline: Instant,
 }
 
 impl LeaderOperation for AppendStored {

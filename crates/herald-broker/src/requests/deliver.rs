@@ -19,12 +19,12 @@ use herald_rpc::RpcError;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct DeliverReply {
     /// The requester process's instance number, from its `reply_to`.
-    instance: u64,
-    correlation_id: u128,
+    pub(crate) instance: u64,
+    pub(crate) correlation_id: u128,
     /// The value was sent as JSON (`value`), not bytes (`value_b64`).
-    json: bool,
-    value: Bytes,
-    headers: Vec<(String, String)>,
+    pub(crate) json: bool,
+    pub(crate) value: Bytes,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl DeliverReply {

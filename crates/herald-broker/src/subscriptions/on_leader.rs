@@ -25,8 +25,8 @@ use herald_raft::{DeliveryCommand, DeliveryOutcome, PartitionReplica, StoredBatc
 /// A queue command applied by a partition's leader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ApplyDeliveryCommand {
-    group: RaftGroupId,
-    command: DeliveryCommand,
+    pub(crate) group: RaftGroupId,
+    pub(crate) command: DeliveryCommand,
 }
 
 /// What a leader answers a queue command.
@@ -69,8 +69,8 @@ impl LeaderOperation for ApplyDeliveryCommand {
 /// A subscription's counts and oldest unacked age on a partition, as its leader applied them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ReadSubscriptionStats {
-    group: RaftGroupId,
-    subscription: u64,
+    pub(crate) group: RaftGroupId,
+    pub(crate) subscription: u64,
 }
 
 impl LeaderOperation for ReadSubscriptionStats {
@@ -100,10 +100,10 @@ impl LeaderOperation for ReadSubscriptionStats {
 /// stops leading.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct WaitForLease {
-    group: RaftGroupId,
-    subscription: u64,
-    retry: RetryPolicy,
-    max_wait: Duration,
+    pub(crate) group: RaftGroupId,
+    pub(crate) subscription: u64,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) max_wait: Duration,
 }
 
 impl LeaderOperation for WaitForLease {

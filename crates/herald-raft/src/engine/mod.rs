@@ -18,4 +18,8 @@ pub(crate) mod stream_append;
 pub(crate) mod types;
 
 #[cfg(test)]
+pub(crate) mod entry_fixtures;
+#[cfg(test)]
+mod message_fixtures;
+#[cfg(test)]
 mod storage_suite;

@@ -9,6 +9,13 @@
 //!
 //! AppendEntries to a follower are pipelined: several in flight per (group, follower), handed
 //! to the follower's raft in order (see [`super::stream_append`]).
+//!
+//! Versions: a raft message is an [`Envelope`] in postcard, its kind the [`RaftMessage`]
+//! variant. The encoding of every variant (and of every reply) is frozen, with golden bytes in
+//! `migrations/wire/` (`wire_fixtures`); a change is a new variant at the end, sent only to a
+//! node whose wire version knows it. A receiver that finds a variant it does not know answers
+//! `herald_rpc`'s unknown operation (the variant's number as the tag), so a newer sender can
+//! tell an older node from a failure.
 
 use herald_domain::RaftGroupId;
 use std::future::Future;
@@ -30,6 +37,7 @@ use super::codec;
 use super::registry::{GroupRegistry, RegisteredGroup};
 use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
 use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use herald_rpc::operation_tag::unknown_operation;
 use herald_rpc::{Lane, RpcClient, RpcError, ServiceId};
 
 /// The RPC service id raft messages travel under.
@@ -48,13 +56,17 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One raft message for one group.
 #[derive(Debug, Serialize, Deserialize)]
-struct Envelope {
-    group: RaftGroupId,
-    message: RaftMessage,
+pub(crate) struct Envelope {
+    pub(crate) group: RaftGroupId,
+    pub(crate) message: RaftMessage,
 }
 
+/// How many variants [`RaftMessage`] has: a message whose variant number is at or past it is
+/// of a newer release (checked against the derive by the golden fixtures' test).
+pub(crate) const RAFT_MESSAGE_VARIANTS: u32 = 6;
+
 #[derive(Debug, Serialize, Deserialize)]
-enum RaftMessage {
+pub(crate) enum RaftMessage {
     Append(AppendEntriesRequest<TypeConfig>),
     /// One AppendEntries of a pipelined stream: handed to raft after the one before it.
     StreamAppend {
@@ -72,7 +84,7 @@ enum RaftMessage {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-enum RaftReply {
+pub(crate) enum RaftReply {
     Append(AppendEntriesResponse<TypeConfig>),
     Vote(VoteResponse<TypeConfig>),
     Snapshot(SnapshotResponse<TypeConfig>),
@@ -81,7 +93,7 @@ enum RaftReply {
 
 /// Why the receiving node could not hand a message to its group.
 #[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
-enum RaftServiceError {
+pub(crate) enum RaftServiceError {
     /// The group does not run on the receiver (not started yet, or removed from it).
     #[error("group {0} does not run on this node")]
     UnknownGroup(RaftGroupId),
@@ -133,9 +145,12 @@ fn unreachable(error: &(impl std::error::Error + 'static)) -> RPCError<TypeConfi
 
 fn transport_error(error: RpcError) -> RPCError<TypeConfig> {
     match error {
-        RpcError::NoAddress(_) | RpcError::Unreachable { .. } | RpcError::TooLarge { .. } => {
-            unreachable(&error)
-        }
+        // A peer that does not know the message (an older release) is as good as unreachable
+        // for it: nothing was done.
+        RpcError::NoAddress(_)
+        | RpcError::Unreachable { .. }
+        | RpcError::TooLarge { .. }
+        | RpcError::UnknownOperation { .. } => unreachable(&error),
         other => RPCError::Network(NetworkError::new(&other)),
     }
 }
@@ -352,7 +367,11 @@ impl RaftService {
     /// `Result<RaftReply, RaftServiceError>`, so the sender can tell "no such group here" from
     /// a transport failure.
     pub async fn handle(&self, from: u64, body: Bytes) -> Result<Bytes, String> {
-        let envelope: Envelope = codec::decode(&body).map_err(|error| error.to_string())?;
+        let envelope: Envelope =
+            codec::decode(&body).map_err(|error| match unknown_message_kind(&body) {
+                Some(kind) => unknown_operation(kind),
+                None => error.to_string(),
+            })?;
         let group_id = envelope.group;
         let reply = match (self.registry.get(group_id), envelope.message) {
             (None, _) => Err(RaftServiceError::UnknownGroup(group_id)),
@@ -373,6 +392,17 @@ impl RaftService {
             .map(Bytes::from)
             .map_err(|error| error.to_string())
     }
+}
+
+/// The variant number of a message this release does not know (a newer node's), if that is
+/// why `body` does not decode.
+pub(crate) fn unknown_message_kind(body: &[u8]) -> Option<u16> {
+    let (_group, rest) = postcard::take_from_bytes::<RaftGroupId>(body).ok()?;
+    let (variant, _) = postcard::take_from_bytes::<u32>(rest).ok()?;
+    if variant < RAFT_MESSAGE_VARIANTS {
+        return None;
+    }
+    Some(u16::try_from(variant).unwrap_or(u16::MAX))
 }
 
 fn failed(error: impl std::fmt::Display) -> RaftServiceError {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::partition::subscriptions::{DeliveryCommand, DeliveryOutcome};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
+use herald_domain::wire_version::Feature;
 
 /// Where a node can be reached; carried in raft memberships.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +18,12 @@ pub struct NodeAddr {
 }
 
 /// A command replicated by a raft group.
+///
+/// Its encoding is in every data directory and travels to every replica: an existing variant
+/// never changes (golden bytes in `migrations/wire/`), a change is a new variant at the end,
+/// and a new variant names the [`Feature`] it needs in [`RaftRequest::feature`], which its
+/// proposer checks against the cluster version (`ClusterVersion::allows`) before proposing:
+/// a replica of an older release could not decode it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RaftRequest {
     /// For the metadata group.
@@ -70,6 +77,20 @@ pub struct DedupLimits {
 }
 
 impl RaftRequest {
+    /// What every replica must know before this entry may be proposed (see
+    /// `herald_domain::wire_version`); `None` for what every supported release knows. The
+    /// match has no wildcard on purpose: a new variant says what it needs.
+    pub fn feature(&self) -> Option<Feature> {
+        match self {
+            RaftRequest::Metadata(command) => command.feature(),
+            RaftRequest::Append { .. }
+            | RaftRequest::Trim { .. }
+            | RaftRequest::Compact(_)
+            | RaftRequest::AppendOnce { .. }
+            | RaftRequest::Delivery(_) => None,
+        }
+    }
+
     /// The stored batch of an append of either kind.
     pub fn batch(&self) -> Option<&Bytes> {
         match self {

@@ -1,6 +1,10 @@
 //! The metadata group's state machine: applies topic and node commands to
 //! [`MetadataState`] and publishes each new state to the node's watchers; consumer group
 //! commands go to the groups' own store (`consumer_groups`).
+//!
+//! `MetadataState`'s own encoding is frozen (it is in data directories and snapshots of format
+//! 11); what it holds since is stored after it, as a [`MetadataStateExtension`] that a node of
+//! an older release skips (`codec::encode_extended`).
 
 use std::io;
 use std::sync::Arc;
@@ -14,6 +18,7 @@ use crate::engine::state_machine::GroupApplier;
 use crate::engine::types::{RaftRequest, RaftResponse};
 use herald_domain::groups::ConsumerGroups;
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use herald_domain::wire_version::{ClusterVersion, WireVersion};
 use herald_storage::{Store, WriteSet};
 
 pub struct MetadataApplier {
@@ -28,6 +33,33 @@ pub struct MetadataApplier {
 struct MetadataSnapshot {
     state: MetadataState,
     groups: ConsumerGroups,
+}
+
+/// What the metadata state holds beyond `MetadataState`'s frozen encoding, stored after it.
+/// Frozen in its turn: a release that adds to it appends a variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum MetadataStateExtension {
+    /// Wire version 1: the cluster version.
+    V1 { cluster_version: WireVersion },
+}
+
+impl MetadataStateExtension {
+    fn of(state: &MetadataState) -> MetadataStateExtension {
+        MetadataStateExtension::V1 {
+            cluster_version: state.cluster_version.version(),
+        }
+    }
+
+    /// Puts what it holds back into `state` (which was decoded without it); with no extension
+    /// (written by a release before it), the state keeps its defaults.
+    fn restore_into(extension: Option<MetadataStateExtension>, state: &mut MetadataState) {
+        match extension {
+            Some(MetadataStateExtension::V1 { cluster_version }) => {
+                state.cluster_version = ClusterVersion(cluster_version);
+            }
+            None => {}
+        }
+    }
 }
 
 impl MetadataApplier {
@@ -76,11 +108,13 @@ impl GroupApplier for MetadataApplier {
     }
 
     fn encode_state(&self) -> Result<Vec<u8>, io::Error> {
-        codec::encode(&self.state)
+        codec::encode_extended(&self.state, &MetadataStateExtension::of(&self.state))
     }
 
     fn restore_state(&mut self, bytes: &[u8]) -> Result<(), io::Error> {
-        self.state = codec::decode(bytes)?;
+        let (mut state, extension) = codec::decode_extended(bytes)?;
+        MetadataStateExtension::restore_into(extension, &mut state);
+        self.state = state;
         self.dirty = true;
         Ok(())
     }
@@ -90,14 +124,16 @@ impl GroupApplier for MetadataApplier {
     }
 
     fn encode_snapshot(&self) -> Result<Vec<u8>, io::Error> {
-        codec::encode(&MetadataSnapshot {
+        let snapshot = MetadataSnapshot {
             state: self.state.clone(),
             groups: self.groups.snapshot(),
-        })
+        };
+        codec::encode_extended(&snapshot, &MetadataStateExtension::of(&self.state))
     }
 
     fn restore_snapshot(&mut self, bytes: &[u8], writes: &mut WriteSet) -> Result<(), io::Error> {
-        let snapshot: MetadataSnapshot = codec::decode(bytes)?;
+        let (mut snapshot, extension): (MetadataSnapshot, _) = codec::decode_extended(bytes)?;
+        MetadataStateExtension::restore_into(extension, &mut snapshot.state);
         self.state = snapshot.state;
         self.dirty = true;
         self.groups.restore(snapshot.groups, writes)
@@ -109,5 +145,58 @@ impl GroupApplier for MetadataApplier {
             self.dirty = false;
         }
         self.groups.publish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raised() -> MetadataApplier {
+        let mut applier = MetadataApplier::new();
+        applier.state.apply(&MetadataCommand::RaiseClusterVersion {
+            version: WireVersion(1),
+        });
+        applier
+    }
+
+    #[test]
+    fn the_cluster_version_survives_a_restart_and_older_releases_skip_it() {
+        let applier = raised();
+        let bytes = applier.encode_state().unwrap();
+        let mut restored = MetadataApplier::new();
+        restored.restore_state(&bytes).unwrap();
+        assert_eq!(restored.state, applier.state);
+        assert_eq!(
+            restored.state.cluster_version,
+            ClusterVersion(WireVersion(1))
+        );
+
+        // A release before the extension reads the state and ignores the rest.
+        let old_reader: MetadataState = codec::decode(&bytes).unwrap();
+        assert_eq!(old_reader.topics, applier.state.topics);
+        // State rows an older release wrote: no extension, the cluster version of before.
+        let mut from_older = MetadataApplier::new();
+        from_older
+            .restore_state(&codec::encode(&applier.state).unwrap())
+            .unwrap();
+        assert_eq!(from_older.state.cluster_version, ClusterVersion::default());
+    }
+
+    #[test]
+    fn a_snapshot_carries_the_cluster_version_after_what_older_releases_read() {
+        let applier = raised();
+        let bytes = applier.encode_snapshot().unwrap();
+        let old_reader: MetadataSnapshot = codec::decode(&bytes).unwrap();
+        assert_eq!(old_reader.state.cluster_version, ClusterVersion::default());
+        let (snapshot, extension) =
+            codec::decode_extended::<MetadataSnapshot, MetadataStateExtension>(&bytes).unwrap();
+        assert_eq!(
+            extension,
+            Some(MetadataStateExtension::V1 {
+                cluster_version: WireVersion(1)
+            })
+        );
+        assert_eq!(snapshot.groups, applier.groups.snapshot());
     }
 }

@@ -24,6 +24,8 @@ mod compaction_tests;
 #[cfg(test)]
 mod dedup_tests;
 #[cfg(test)]
+mod delivery_fixtures;
+#[cfg(test)]
 mod replay_tests;
 #[cfg(test)]
 mod subscriptions_delay_tests;

@@ -148,6 +148,7 @@ async fn garbage_and_oversized_frames_close_only_that_connection() {
     write_frame(
         &mut write_half,
         &Hello {
+            version: 3,
             from: 7,
             to: 2,
             lane: Lane::Control,
@@ -178,6 +179,7 @@ async fn garbage_and_oversized_frames_close_only_that_connection() {
     write_frame(
         &mut bytes,
         &Hello {
+            version: 3,
             from: 8,
             to: 2,
             lane: Lane::Control,

@@ -159,6 +159,7 @@ async fn raw_client(
     let stream = TcpStream::connect(&server.address).await.unwrap();
     let (read_half, mut write_half) = stream.into_split();
     let hello = Hello {
+        version: 3,
         from: 7,
         to: 2,
         lane: Lane::Client,

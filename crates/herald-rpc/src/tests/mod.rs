@@ -1,8 +1,8 @@
 //! Client and server together over loopback TCP: the test handler and server harness here,
 //! the tests in `calls` (what callers see when things work), `failures` (when they do not) and
 //! `lanes` (lanes kept apart, calls cancelled), `secret` (the cluster secret and the peer
-//! filter in the hello); and property tests of the frame decoder
-//! (`frame_props`).
+//! filter in the hello), `versions` (nodes of two releases: hello versions, unknown
+//! operations); and property tests of the frame decoder (`frame_props`).
 //! Every wait is bounded by [`WAIT`].
 
 mod calls;
@@ -11,6 +11,7 @@ mod frame_props;
 mod lanes;
 mod secret;
 mod tls;
+mod versions;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -35,6 +36,8 @@ const PANIC_AT_CALL: ServiceId = 3;
 const PANIC_IN_FUTURE: ServiceId = 4;
 const SLOW: ServiceId = 5;
 const BLOCK: ServiceId = 6;
+/// Answers that it does not know the operation whose tag is the body's length.
+const UNKNOWN_OPERATION: ServiceId = 7;
 
 const SLOW_HANDLER: Duration = Duration::from_millis(500);
 
@@ -92,6 +95,10 @@ impl RpcHandler for TestHandler {
                     Ok(body)
                 }
                 .boxed()
+            }
+            UNKNOWN_OPERATION => {
+                async move { Err(super::operation_tag::unknown_operation(body.len() as u16)) }
+                    .boxed()
             }
             other => async move { Err(format!("unknown service {other}")) }.boxed(),
         }

@@ -16,6 +16,10 @@ pub struct NodeDto {
     pub status: String,
     /// The partitions this node leads.
     pub leader_of: Vec<PartitionRefDto>,
+    /// The wire version the node reported last: which internal requests and replicated
+    /// entries its release knows (docs/clustering.md, "Mixed versions and the cluster
+    /// version"). `0`: a release from before wire versions; `null`: not heard yet.
+    pub wire_version: Option<u16>,
 }
 
 /// A partition of a topic.
@@ -53,8 +57,9 @@ pub struct AddNodeDto {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
     "cluster_id": "herald-7f3a",
-    "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up", "leader_of": [{"topic": "orders", "partition": 0}]}],
-    "metadata_leader": 1
+    "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up", "leader_of": [{"topic": "orders", "partition": 0}], "wire_version": 1}],
+    "metadata_leader": 1,
+    "cluster_version": 1
 }))]
 #[schema(as = Cluster)]
 pub struct ClusterDto {
@@ -62,6 +67,10 @@ pub struct ClusterDto {
     pub nodes: Vec<NodeDto>,
     /// The node leading the metadata group, `null` while none is known.
     pub metadata_leader: Option<u64>,
+    /// The wire version every node is known to speak, raised by the metadata leader once
+    /// every node reports a newer one and never lowered: what needs every node upgraded is
+    /// enabled from it on. Lower than the nodes' `wire_version` during a rolling upgrade.
+    pub cluster_version: u16,
 }
 
 impl From<NodeInfo> for NodeDto {
@@ -79,6 +88,7 @@ impl From<NodeInfo> for NodeDto {
                     partition: partition.partition,
                 })
                 .collect(),
+            wire_version: node.wire_version,
         }
     }
 }
@@ -89,6 +99,7 @@ impl From<ClusterInfo> for ClusterDto {
             cluster_id: info.cluster_id,
             nodes: info.nodes.into_iter().map(NodeDto::from).collect(),
             metadata_leader: info.metadata_leader,
+            cluster_version: info.cluster_version,
         }
     }
 }
@@ -181,16 +192,19 @@ mod tests {
                     topic: "orders".into(),
                     partition: 3,
                 }],
+                wire_version: Some(1),
             }],
             metadata_leader: None,
+            cluster_version: 0,
         };
         assert_eq!(
             serde_json::to_value(ClusterDto::from(info)).expect("json"),
             serde_json::json!({
                 "cluster_id": "c1",
                 "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up",
-                    "leader_of": [{"topic": "orders", "partition": 3}]}],
-                "metadata_leader": null
+                    "leader_of": [{"topic": "orders", "partition": 3}], "wire_version": 1}],
+                "metadata_leader": null,
+                "cluster_version": 0
             })
         );
     }
