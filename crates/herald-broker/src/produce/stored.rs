@@ -334,8 +334,8 @@ mod tests {
             let batch = encode_batch(&records(&[0]), Compression::None, partial).unwrap();
             assert!(detail(&batch).contains("must each be -1"), "{partial:?}");
         }
-        let last = encode_batch(&records(&[0, 1]), Compression::None, stamp(3, 0, i32::MAX))
-            .unwrap();
+        let last =
+            encode_batch(&records(&[0, 1]), Compression::None, stamp(3, 0, i32::MAX)).unwrap();
         assert!(detail(&last).contains("above the largest sequence"));
     }
 
@@ -346,8 +346,7 @@ mod tests {
         let compacted =
             encode_compacted_batch(&gapped, Compression::Lz4, ProducerStamp::NONE, 10, 1_000)
                 .unwrap();
-        let (header, _) =
-            check_produced_batch(&compacted, &TopicConfig::default()).expect("valid");
+        let (header, _) = check_produced_batch(&compacted, &TopicConfig::default()).expect("valid");
         assert_eq!((header.record_count, header.offset_span), (3, 10));
         let plain = encode_batch(&gapped, Compression::None, ProducerStamp::NONE).unwrap();
         assert!(detail(&plain).contains("record 1 has offset_delta 3"));

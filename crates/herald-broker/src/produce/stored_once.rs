@@ -106,8 +106,7 @@ impl ProduceService {
             }
             Landing::IdempotencyKeyReused => {
                 return Err(BrokerError::Internal(
-                    "a stored batch without an idempotency key was answered as a reused key"
-                        .into(),
+                    "a stored batch without an idempotency key was answered as a reused key".into(),
                 ))
             }
         };

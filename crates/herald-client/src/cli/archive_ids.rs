@@ -65,7 +65,10 @@ mod tests {
         let name = import_producer_name("00112233aabbccdd", "orders");
         assert_eq!(name, import_producer_name("00112233AABBCCDD", "orders"));
         assert_eq!(name, "herald-import.00112233aabbccdd.00125d9250be8b4c");
-        assert_ne!(name, import_producer_name("00112233aabbccdd", "orders-copy"));
+        assert_ne!(
+            name,
+            import_producer_name("00112233aabbccdd", "orders-copy")
+        );
         assert_ne!(name, import_producer_name("00112233aabbccde", "orders"));
         // A foreign id is hashed into the name rules; a long topic name does not lengthen it.
         let odd = import_producer_name("not/an id", &"t".repeat(249));

@@ -37,10 +37,7 @@ impl Output {
             });
         };
         if !force && path.exists() {
-            anyhow::bail!(
-                "{} exists already (--force replaces it)",
-                path.display()
-            );
+            anyhow::bail!("{} exists already (--force replaces it)", path.display());
         }
         let mut partial = path.as_os_str().to_owned();
         partial.push(".partial");

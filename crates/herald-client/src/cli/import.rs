@@ -147,7 +147,7 @@ pub async fn run(server: &str, args: ImportArgs) -> anyhow::Result<()> {
     };
     if let Some(error) = failure {
         return Err(error.context(format!(
-            "the import of {shown} into `{topic_name}` stopped after writing {} message(s) in {} batch(es); the same import run again writes only what is missing",
+            "the import of {shown} into `{topic_name}` stopped after writing {} message(s) in {} batch(es); importing the same export file into `{topic_name}` again writes only what is missing",
             total_written.records, total_written.batches
         )));
     }
@@ -191,7 +191,10 @@ fn pump<R: Read>(
 ) -> anyhow::Result<()> {
     while let Some(frame) = reader.next_frame()? {
         let Some(queue) = queues.get(frame.partition as usize) else {
-            anyhow::bail!("a frame of partition {} beyond the header's", frame.partition);
+            anyhow::bail!(
+                "a frame of partition {} beyond the header's",
+                frame.partition
+            );
         };
         if queue.blocking_send(frame).is_err() {
             // That partition's writer stopped: its error is the import's.
@@ -258,7 +261,10 @@ mod tests {
             ..Written::default()
         };
         let line = summary(&header, "copy", &again, Duration::from_secs(1));
-        assert!(line.starts_with("imported 0 message(s) in 0 batch(es)"), "{line}");
+        assert!(
+            line.starts_with("imported 0 message(s) in 0 batch(es)"),
+            "{line}"
+        );
         assert!(line.ends_with("400 message(s) in 4 batch(es) were there from an earlier run and not written again"), "{line}");
     }
 }

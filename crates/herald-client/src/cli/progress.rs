@@ -134,7 +134,10 @@ mod tests {
             "import [########......................]  25%  250/1000 msgs  50 msgs/s  ETA 15s"
         );
         let done = render("export", "offsets", 10, 10, Duration::from_secs(1));
-        assert!(done.contains("[##############################] 100%"), "{done}");
+        assert!(
+            done.contains("[##############################] 100%"),
+            "{done}"
+        );
         assert!(!done.contains("ETA"), "{done}");
         let empty = render("export", "offsets", 0, 0, Duration::ZERO);
         assert!(empty.contains("100%"), "{empty}");

@@ -65,7 +65,10 @@ mod tests {
             assert_eq!(stamped.len(), original.len());
             assert_eq!(stamped[..2], original[..2]);
             assert_eq!(stamped[6..PRODUCER_START], original[6..PRODUCER_START]);
-            assert_eq!(stamped[PRODUCER_START + 14..], original[PRODUCER_START + 14..]);
+            assert_eq!(
+                stamped[PRODUCER_START + 14..],
+                original[PRODUCER_START + 14..]
+            );
             let (decoded, decoded_records) = decode_batch(&stamped).unwrap();
             assert_eq!(decoded.producer, STAMP);
             assert_eq!(decoded_records, decode_batch(&original).unwrap().1);
@@ -92,10 +95,9 @@ mod tests {
 
     #[test]
     fn a_damaged_batch_is_refused_not_resigned() {
-        let mut damaged =
-            encode_batch(&records(&[0]), Compression::None, ProducerStamp::NONE)
-                .unwrap()
-                .to_vec();
+        let mut damaged = encode_batch(&records(&[0]), Compression::None, ProducerStamp::NONE)
+            .unwrap()
+            .to_vec();
         let last = damaged.len() - 1;
         damaged[last] ^= 1;
         assert!(matches!(

@@ -179,9 +179,7 @@ impl<R: Read> Source<R> {
     fn take_json<T: DeserializeOwned>(&mut self, what: &str) -> Result<T, ArchiveError> {
         let length = u32::from_be_bytes(self.take()?);
         if length > MAX_JSON_LEN {
-            return Err(ArchiveError::Corrupt(format!(
-                "a {what} of {length} bytes"
-            )));
+            return Err(ArchiveError::Corrupt(format!("a {what} of {length} bytes")));
         }
         let json = self.read_vec(length)?;
         let crc = u32::from_be_bytes(self.take()?);

@@ -46,8 +46,16 @@ fn header(partitions: u32) -> ExportHeader {
 
 /// Batches of three partitions: plain, LZ4, zstd and a compacted one with gaps.
 fn frames() -> Vec<(u32, u64, Bytes)> {
-    let plain = encode_batch(&records(&[0, 1, 2], true), Compression::None, ProducerStamp::NONE);
-    let lz4 = encode_batch(&records(&[0, 1], false), Compression::Lz4, ProducerStamp::NONE);
+    let plain = encode_batch(
+        &records(&[0, 1, 2], true),
+        Compression::None,
+        ProducerStamp::NONE,
+    );
+    let lz4 = encode_batch(
+        &records(&[0, 1], false),
+        Compression::Lz4,
+        ProducerStamp::NONE,
+    );
     let zstd = encode_batch(&records(&[0], true), Compression::Zstd, ProducerStamp::NONE);
     let compacted = encode_compacted_batch(
         &records(&[1, 5], true),
