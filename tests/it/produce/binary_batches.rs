@@ -1,6 +1,7 @@
 //! `application/vnd.herald.batch` (docs/binary-batches.md): a batch produced in the stored
 //! layout is stored byte for byte, read back as it is or as JSON, keeps offsets contiguous
 //! with JSON produces, and every malformed batch is refused with its code and writes nothing.
+//! (Idempotent producers' and compacted batches: `binary_idempotent`.)
 
 use crate::common;
 
@@ -288,7 +289,15 @@ fn malformed(valid: &[u8], now: i64) -> Vec<(&'static str, Vec<u8>, &'static str
         b[6] |= 0x40
     });
     spoil("unknown codec", "invalid_batch", true, &|b| b[6] = 5);
-    spoil("compacted bit", "invalid_batch", true, &|b| b[6] |= 0x08);
+    spoil(
+        "a compacted batch spanning more than 100000 offsets",
+        "invalid_batch",
+        true,
+        &|b| {
+            b[6] |= 0x08;
+            b[11..15].copy_from_slice(&100_001u32.to_be_bytes());
+        },
+    );
     spoil("record count too high", "invalid_batch", true, &|b| {
         b[10] += 1
     });
@@ -358,26 +367,24 @@ fn malformed(valid: &[u8], now: i64) -> Vec<(&'static str, Vec<u8>, &'static str
         with_crc(non_utf8_key),
         "invalid_batch",
     ));
-    let stamped = encode_batch(
+    let half_stamped = encode_batch(
         &records(2, now),
         Compression::None,
         ProducerStamp {
             producer_id: 3,
-            producer_epoch: 0,
+            producer_epoch: -2,
             base_sequence: 0,
         },
     )
     .expect("encode");
-    cases.push(("an idempotent stamp", stamped.to_vec(), "invalid_batch"));
-    let compacted = encode_compacted_batch(
-        &records(2, now),
-        Compression::None,
-        ProducerStamp::NONE,
-        2,
-        now + 1,
-    )
-    .expect("encode");
-    cases.push(("a compacted batch", compacted.to_vec(), "invalid_batch"));
+    cases.push((
+        "a producer stamp with a negative epoch",
+        half_stamped.to_vec(),
+        "invalid_batch",
+    ));
+    let empty = encode_compacted_batch(&[], Compression::None, ProducerStamp::NONE, 2, now)
+        .expect("encode");
+    cases.push(("an empty compacted batch", empty.to_vec(), "invalid_batch"));
     cases
 }
 

@@ -2,6 +2,7 @@
 //! errors, HTTP/2, and durability across restarts.
 
 mod binary_batches;
+mod binary_idempotent;
 mod durability;
 mod errors;
 mod exactly_once;

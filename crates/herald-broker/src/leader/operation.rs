@@ -61,6 +61,9 @@ operation_kinds! {
     WaitForLease = 7,
     /// A producer's batch in the stored layout, appended byte for byte (`produce/`).
     AppendStored = 8,
+    /// An idempotent producer's batch in the stored layout, appended byte for byte through
+    /// the partition's dedup window (`produce/stored_once`).
+    AppendStoredOnce = 9,
 }
 
 impl OperationKind {

@@ -11,6 +11,7 @@ use super::wire::{self, WireError};
 use super::{LeaderOperation, NodeOperation, OperationKind};
 use crate::fetch::on_leader::{OffsetForTimestamp, ReadBatches};
 use crate::produce::on_leader::{AppendRecords, AppendStored};
+use crate::produce::stored_once::AppendStoredOnce;
 use crate::requests::deliver::DeliverReply;
 use crate::subscriptions::on_leader::{ApplyDeliveryCommand, ReadSubscriptionStats, WaitForLease};
 use crate::{Broker, Services};
@@ -32,6 +33,7 @@ async fn serve(broker: &Broker, body: &[u8]) -> Result<Bytes, String> {
     match kind {
         OperationKind::AppendRecords => on_leader::<AppendRecords>(broker, body).await,
         OperationKind::AppendStored => on_leader::<AppendStored>(broker, body).await,
+        OperationKind::AppendStoredOnce => on_leader::<AppendStoredOnce>(broker, body).await,
         OperationKind::ReadBatches => on_leader::<ReadBatches>(broker, body).await,
         OperationKind::OffsetForTimestamp => on_leader::<OffsetForTimestamp>(broker, body).await,
         OperationKind::ApplyDeliveryCommand => {

@@ -13,7 +13,7 @@ use futures::FutureExt;
 use tokio::sync::oneshot;
 
 use super::appender::{AppendOutcome, Pending};
-use super::idempotence::Landing;
+use super::idempotence::{Landing, OnceClaim};
 use crate::topics::now_ms;
 use crate::BrokerError;
 use herald_domain::batch::{encode_batch, ProducerStamp};
@@ -144,13 +144,18 @@ pub(super) async fn propose_merged(log: &impl PartitionLog, taken: Vec<Pending>)
 
 /// Proposes each request's batch, already in the stored layout (a producer's
 /// `application/vnd.herald.batch`), as its own entry, byte for byte, in order; returns once they
-/// are proposed, with what answers them.
+/// are proposed, with what answers them. A batch with a claim (an idempotent producer's) is an
+/// `AppendOnce` entry, decided by the partition's dedup window at apply.
 pub(super) async fn propose_stored(log: &impl PartitionLog, taken: Vec<Pending>) -> Answering {
     let mut answering = Vec::with_capacity(taken.len());
     for pending in taken {
         let Some(batch) = pending.stored else {
             continue;
         };
+        if let Some((once, _)) = pending.once {
+            answering.push(propose_stored_once(log, batch, once, pending.done).await);
+            continue;
+        }
         let waiter = vec![(0, pending.done)];
         let (quorum_waiters, leader_waiters) = if pending.leader_ack {
             (Vec::new(), waiter)
@@ -160,6 +165,35 @@ pub(super) async fn propose_stored(log: &impl PartitionLog, taken: Vec<Pending>)
         answering.push(propose_and_answer(log, batch, quorum_waiters, leader_waiters).await);
     }
     futures::future::join_all(answering).map(|_| ()).boxed()
+}
+
+/// Proposes one stored batch of an idempotent producer as an `AppendOnce` entry stamped with
+/// the leader's clock now (its producer stamp is in the batch); returns once it is proposed,
+/// with what answers where it landed.
+async fn propose_stored_once(
+    log: &impl PartitionLog,
+    batch: Bytes,
+    once: OnceClaim,
+    done: oneshot::Sender<AppendOutcome>,
+) -> Answering {
+    let claim = DedupClaim {
+        idempotency_key: once.idempotency_key,
+        fingerprint: once.fingerprint,
+        leader_time_ms: now_ms(),
+        limits: once.limits,
+    };
+    let outcomes = log.propose_once_many(vec![(batch, claim)]).await;
+    async move {
+        let outcome = match outcomes.await.into_iter().next() {
+            Some(outcome) => outcome.map(Landing::from).map_err(BrokerError::from),
+            None => Err(BrokerError::Internal(
+                "an idempotent stored batch was proposed and answered no outcome".into(),
+            )),
+        };
+        // A requester that gave up (its client went away) no longer listens; nothing to do.
+        let _ = done.send(outcome);
+    }
+    .boxed()
 }
 
 /// Proposes `batch`; returns once it is proposed, with what tells each waiter where its records

@@ -18,6 +18,7 @@ pub(crate) mod on_leader;
 mod partial;
 mod producers;
 pub(super) mod stored;
+pub(crate) mod stored_once;
 
 #[cfg(test)]
 mod appender_tests;

@@ -218,7 +218,7 @@ impl LeaderOperation for AppendStored {
 impl ProduceService {
     /// Refuses client data while this node's (the partition leader's) data directory is under
     /// its disk reserve, before anything is queued.
-    fn check_disk(&self) -> BrokerResult<()> {
+    pub(super) fn check_disk(&self) -> BrokerResult<()> {
         match self.core.cluster().disk_full() {
             None => Ok(()),
             Some(full) => {

@@ -3,9 +3,15 @@
 //! are the bytes the log stores, replicates and serves.
 //!
 //! Everything the JSON path refuses is refused here too, on the batch's own records, plus what
-//! only a hand-made batch can get wrong: the compacted flag, a producer stamp (idempotence goes
-//! through JSON), offset deltas other than 0, 1, 2, ... (they become the records' offsets).
+//! only a hand-made batch can get wrong: offset deltas other than 0, 1, 2, ... (they become the
+//! records' offsets), a producer stamp that is neither all -1 nor a whole idempotent identity.
 //! A refused batch writes nothing.
+//!
+//! Two things a producer's batch may carry because `herald topics import` writes batches as a
+//! source cluster stored them (docs/export-import.md): a producer stamp (the batch then goes
+//! through the partition's dedup window, `stored_once`), and the compacted flag, whose records
+//! may leave gaps in their offset deltas within the batch's `offset_span` (the batch still takes
+//! `offset_span` offsets, gaps included, as a compacted batch does in the log it came from).
 
 use crate::ProduceService;
 
@@ -22,9 +28,12 @@ use herald_domain::topic::{CleanupPolicy, TopicConfig};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchLanding {
     pub partition: u32,
-    /// The first record's offset; the others follow on. `None` with `acks=none`.
+    /// The first record's offset; the others follow on. `None` with `acks=none`, and for a
+    /// producer's duplicate too old for the partition to remember where it was written.
     pub base_offset: Option<u64>,
     pub record_count: u32,
+    /// A producer's batch written before (its sequences were): nothing was written now.
+    pub duplicate: bool,
 }
 
 impl ProduceService {
@@ -46,13 +55,26 @@ impl ProduceService {
         }
         let (header, value_bytes) = check_produced_batch(&batch, &topic.config)?;
         let group = self.core.assignment(&topic, partition)?.group_id;
+        let config = topic.config.clone();
         drop(topic);
+        if header.producer.is_idempotent() {
+            let target = super::stored_once::StoredTarget {
+                topic: topic_name,
+                partition,
+                group,
+                config: &config,
+            };
+            return self
+                .produce_batch_once(target, batch, &header, value_bytes, acks)
+                .await;
+        }
         let deadline = Instant::now() + self.core.options.produce_timeout;
         let record_count = header.record_count;
         let landing = |base_offset| BatchLanding {
             partition,
             base_offset,
             record_count,
+            duplicate: false,
         };
 
         if acks == Acks::None {
@@ -114,7 +136,13 @@ pub(crate) fn check_produced_batch(
     let mut refusal: Option<BrokerError> = None;
     let mut index = 0u32;
     let mut value_bytes = 0usize;
+    // The first record not numbered as 0, 1, 2, ... would have it: allowed only in a compacted
+    // batch (known once the header is, after the walk; the decoder checked the deltas grow).
+    let mut misnumbered: Option<(u32, u32)> = None;
     let header = visit_records(batch, |record| {
+        if misnumbered.is_none() && record.offset_delta != index {
+            misnumbered = Some((index, record.offset_delta));
+        }
         if refusal.is_none() {
             refusal = check_record(&record, index, needs_keys, max_bytes).err();
         }
@@ -125,16 +153,23 @@ pub(crate) fn check_produced_batch(
     if let Some(refusal) = refusal {
         return Err(refusal);
     }
-    if header.compacted {
+    if let (false, Some((index, delta))) = (header.compacted, misnumbered) {
+        return Err(invalid(format!(
+            "record {index} has offset_delta {delta}; a producer's batch numbers its records 0, 1, 2, ... (only a compacted batch, bit 3, may leave gaps)"
+        )));
+    }
+    if header.record_count == 0 {
         return Err(invalid(
-            "the compacted attribute (bit 3) is set; a producer's batch must leave it clear",
+            "the batch holds no records (an empty compacted batch has nothing to produce)",
         ));
     }
-    if header.producer != ProducerStamp::NONE {
-        return Err(invalid(
-            "producer_id, producer_epoch and base_sequence must each be -1; idempotent producing takes application/json",
-        ));
+    if header.compacted && header.offset_span as usize > MAX_MESSAGES_PER_REQUEST {
+        return Err(invalid(format!(
+            "a compacted batch spans at most {MAX_MESSAGES_PER_REQUEST} offsets, this one {}",
+            header.offset_span
+        )));
     }
+    check_stamp(&header)?;
     if header.record_count as usize > MAX_MESSAGES_PER_REQUEST {
         return Err(invalid(format!(
             "a batch carries at most {MAX_MESSAGES_PER_REQUEST} records, this one {}",
@@ -147,18 +182,34 @@ pub(crate) fn check_produced_batch(
     Ok((header, value_bytes))
 }
 
+/// A producer stamp is either none (-1 everywhere) or a whole idempotent identity: an id, an
+/// epoch and a first sequence, none negative, whose last sequence (`offset_span` of them) fits.
+fn check_stamp(header: &BatchHeader) -> BrokerResult<()> {
+    let stamp = header.producer;
+    if stamp == ProducerStamp::NONE {
+        return Ok(());
+    }
+    if stamp.producer_id < 0 || stamp.producer_epoch < 0 || stamp.base_sequence < 0 {
+        return Err(invalid(
+            "producer_id, producer_epoch and base_sequence must each be -1 (no producer) or none of them negative (an idempotent producer)",
+        ));
+    }
+    let last = i64::from(stamp.base_sequence) + i64::from(header.offset_span) - 1;
+    if last > i64::from(i32::MAX) {
+        return Err(invalid(format!(
+            "the batch's last sequence would be {last}, above the largest sequence {}",
+            i32::MAX
+        )));
+    }
+    Ok(())
+}
+
 fn check_record(
     record: &RecordView<'_>,
     index: u32,
     needs_keys: bool,
     max_bytes: usize,
 ) -> BrokerResult<()> {
-    if record.offset_delta != index {
-        return Err(invalid(format!(
-            "record {index} has offset_delta {}; a producer's batch numbers its records 0, 1, 2, ...",
-            record.offset_delta
-        )));
-    }
     if record.timestamp < 0 {
         return Err(invalid(format!("record {index}: timestamp must be >= 0")));
     }
@@ -247,6 +298,72 @@ mod tests {
         }
     }
 
+    fn records(deltas: &[u32]) -> Vec<Record> {
+        deltas
+            .iter()
+            .map(|&offset_delta| Record {
+                offset_delta,
+                timestamp: 1_000,
+                key: Some(RecordKey::Text(format!("k{offset_delta}"))),
+                value: RecordValue::Json(Bytes::from_static(b"1")),
+                headers: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn stamp(producer_id: i64, producer_epoch: i16, base_sequence: i32) -> ProducerStamp {
+        ProducerStamp {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+        }
+    }
+
+    fn detail(batch: &[u8]) -> String {
+        check_produced_batch(batch, &TopicConfig::default())
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn an_idempotent_stamp_is_taken_whole_or_not_at_all() {
+        let batch = encode_batch(&records(&[0, 1]), Compression::None, stamp(3, 0, 7)).unwrap();
+        let (header, _) = check_produced_batch(&batch, &TopicConfig::default()).expect("valid");
+        assert_eq!(header.producer, stamp(3, 0, 7));
+        for partial in [stamp(3, -1, -1), stamp(3, 0, -1), stamp(-1, 0, 0)] {
+            let batch = encode_batch(&records(&[0]), Compression::None, partial).unwrap();
+            assert!(detail(&batch).contains("must each be -1"), "{partial:?}");
+        }
+        let last =
+            encode_batch(&records(&[0, 1]), Compression::None, stamp(3, 0, i32::MAX)).unwrap();
+        assert!(detail(&last).contains("above the largest sequence"));
+    }
+
+    #[test]
+    fn only_a_compacted_batch_may_leave_gaps_in_its_offsets() {
+        use herald_domain::batch::encode_compacted_batch;
+        let gapped = records(&[0, 3, 7]);
+        let compacted =
+            encode_compacted_batch(&gapped, Compression::Lz4, ProducerStamp::NONE, 10, 1_000)
+                .unwrap();
+        let (header, _) = check_produced_batch(&compacted, &TopicConfig::default()).expect("valid");
+        assert_eq!((header.record_count, header.offset_span), (3, 10));
+        let plain = encode_batch(&gapped, Compression::None, ProducerStamp::NONE).unwrap();
+        assert!(detail(&plain).contains("record 1 has offset_delta 3"));
+        let wide = encode_compacted_batch(
+            &gapped,
+            Compression::None,
+            ProducerStamp::NONE,
+            MAX_MESSAGES_PER_REQUEST as u32 + 1,
+            1_000,
+        )
+        .unwrap();
+        assert!(detail(&wide).contains("spans at most"));
+        let empty =
+            encode_compacted_batch(&[], Compression::None, ProducerStamp::NONE, 4, 1_000).unwrap();
+        assert!(detail(&empty).contains("holds no records"));
+    }
+
     proptest! {
         /// Whatever is changed in a valid batch (with its CRC recomputed or not), the check
         /// answers without panicking, and what it takes decodes into records numbered 0, 1, 2,
@@ -273,10 +390,18 @@ mod tests {
                 Ok((header, _)) => {
                     let (decoded, records) = decode_batch(&batch).expect("a taken batch decodes");
                     prop_assert_eq!(decoded, header);
-                    prop_assert!(!header.compacted);
-                    prop_assert_eq!(header.producer, ProducerStamp::NONE);
+                    prop_assert!(header.record_count > 0);
+                    let stamp = header.producer;
+                    prop_assert!(
+                        stamp == ProducerStamp::NONE
+                            || (stamp.producer_id >= 0
+                                && stamp.producer_epoch >= 0
+                                && stamp.base_sequence >= 0)
+                    );
                     for (index, record) in records.iter().enumerate() {
-                        prop_assert_eq!(record.offset_delta as usize, index);
+                        if !header.compacted {
+                            prop_assert_eq!(record.offset_delta as usize, index);
+                        }
                         prop_assert!(record.timestamp >= 0);
                     }
                 }

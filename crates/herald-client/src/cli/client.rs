@@ -212,6 +212,10 @@ pub struct BatchProduceResponse {
     pub partition: u32,
     pub base_offset: Option<u64>,
     pub record_count: u32,
+    /// An idempotent producer's batch whose sequences were written before: nothing was
+    /// written now.
+    #[serde(default)]
+    pub duplicate: bool,
 }
 
 /// The answer to a partition read. Messages stay raw JSON: the CLI prints them as the server sent

@@ -4,18 +4,28 @@
 //! This module holds the command-line shapes (clap types that `main.rs` embeds) and the entry
 //! points; each command lives in its own file, and [`client`] holds everything that talks HTTP.
 
+pub mod archive;
+mod archive_ids;
 pub mod audit;
 pub mod auth;
+mod batch_reads;
 pub mod client;
 pub mod consume;
 pub mod credentials;
+pub mod export;
+mod export_output;
 mod follow;
 pub mod groups_api;
 pub mod http_client;
+pub mod import;
+mod import_partition;
+mod import_target;
 pub mod produce;
+mod progress;
 pub mod pull;
 pub mod redrive;
 pub mod request;
+mod retry;
 pub mod subscriptions;
 pub mod subscriptions_api;
 pub mod topics;
@@ -108,6 +118,12 @@ pub enum TopicsCommand {
         /// Topic name.
         name: String,
     },
+    /// Write a topic's messages (keys, values, headers, timestamps, original offsets), as the
+    /// batches the cluster stores, to an export file (docs/export-import.md).
+    Export(export::ExportArgs),
+    /// Write an export file's messages into a topic of any cluster (created like the exported
+    /// one when missing), in order per partition; run again, it writes nothing twice.
+    Import(import::ImportArgs),
 }
 
 /// `herald produce TOPIC`: one message per stdin line.

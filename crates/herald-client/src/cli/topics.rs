@@ -1,4 +1,5 @@
-//! `herald topics create|list|describe|delete`: topic administration.
+//! `herald topics create|list|describe|delete`: topic administration (`export` and `import`
+//! have files of their own).
 //!
 //! Output is for people: `list` is an aligned table, `describe` the server's JSON pretty-printed
 //! (it is already the most complete and precise description of a topic).
@@ -65,6 +66,11 @@ fn topic_row(topic: &TopicInfo) -> Vec<String> {
 
 /// Runs one `herald topics` subcommand.
 pub async fn run(server: &str, command: TopicsCommand) -> anyhow::Result<()> {
+    let command = match command {
+        TopicsCommand::Export(args) => return super::export::run(server, args).await,
+        TopicsCommand::Import(args) => return super::import::run(server, args).await,
+        other => other,
+    };
     let api = Api::new(server)?;
     match command {
         TopicsCommand::Create {
@@ -104,6 +110,7 @@ pub async fn run(server: &str, command: TopicsCommand) -> anyhow::Result<()> {
             api.delete_topic(&name).await?;
             println!("deleted topic `{name}`");
         }
+        TopicsCommand::Export(_) | TopicsCommand::Import(_) => {}
     }
     Ok(())
 }

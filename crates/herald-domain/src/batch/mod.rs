@@ -51,6 +51,7 @@
 
 mod encode;
 mod records;
+mod restamp;
 
 #[cfg(test)]
 mod proptests;
@@ -66,6 +67,7 @@ use records::walk_records;
 
 pub use encode::{encode_batch, encode_compacted_batch};
 pub use records::{encoded_record_len, RecordView};
+pub use restamp::restamp;
 
 /// First byte of every batch ('H' for Herald): tells a batch from garbage or a foreign format.
 pub const BATCH_MAGIC: u8 = 0x48;

@@ -25,14 +25,20 @@ pub struct BatchProduceQuery {
 }
 
 /// Answer of `POST /v1/topics/{topic}/partitions/{partition}/messages`: the batch's records
-/// have the offsets `base_offset` to `base_offset + record_count - 1`, in batch order.
+/// have the offsets `base_offset` to `base_offset + record_count - 1`, in batch order (a
+/// compacted batch's records keep their offset deltas, gaps included).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"partition": 0, "base_offset": 17, "record_count": 1000}))]
 pub struct BatchProduceResponse {
     pub partition: u32,
-    /// The first record's offset; `null` with `acks=none`.
+    /// The first record's offset; `null` with `acks=none`, and for an idempotent producer's
+    /// duplicate older than the batches the partition remembers.
     pub base_offset: Option<u64>,
     pub record_count: u32,
+    /// Present (`true`) when the batch carries an idempotent producer's stamp and its
+    /// sequences were written before: nothing was written now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 impl From<BatchLanding> for BatchProduceResponse {
@@ -41,6 +47,7 @@ impl From<BatchLanding> for BatchProduceResponse {
             partition: landing.partition,
             base_offset: landing.base_offset,
             record_count: landing.record_count,
+            duplicate: landing.duplicate,
         }
     }
 }

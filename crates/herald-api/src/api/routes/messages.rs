@@ -89,6 +89,10 @@ async fn produce(
 /// The body is one batch, byte for byte as docs/binary-batches.md describes; it is checked
 /// completely (layout, CRC-32C, every record, the topic's limits) and stored as it is. Its
 /// records get the offsets `base_offset` to `base_offset + record_count - 1`.
+///
+/// A batch whose header carries an idempotent producer's stamp (from `POST /v1/producers`,
+/// needs `acks=all`) goes through the partition's dedup window: a batch whose sequences were
+/// written before is answered with `"duplicate": true` and not written again, a gap is refused.
 #[utoipa::path(
     post,
     path = "/v1/topics/{topic}/partitions/{partition}/messages",
@@ -103,9 +107,10 @@ async fn produce(
         content((inline(BatchBody) = "application/vnd.herald.batch")),
     ),
     responses(
-        (status = 200, description = "Written: where the batch's records start", body = BatchProduceResponse),
-        (status = 400, description = "`invalid_batch`, `batch_crc_mismatch` or `unsupported_batch_version` (the detail names the check), or `invalid_request` for a bad parameter; nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "Written: where the batch's records start; or, for an idempotent producer's batch written before, `\"duplicate\": true` and nothing written now", body = BatchProduceResponse),
+        (status = 400, description = "`invalid_batch`, `batch_crc_mismatch` or `unsupported_batch_version` (the detail names the check), or `invalid_request` for a bad parameter (an idempotent producer's batch with acks other than `all`); nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`topic_not_found` or `partition_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "An idempotent producer's batch: `out_of_order_sequence` (with `expected_sequence`) or `producer_fenced`; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`payload_too_large` (body over the server limit) or `message_too_large` (a record over the topic's max_message_bytes)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`unsupported_media_type`: the body must be `application/vnd.herald.batch`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Nothing was written, retry later (with Retry-After): `no_leader`, `overloaded` or `unavailable`", body = Problem, content_type = "application/problem+json"),
