@@ -25,12 +25,9 @@ impl Store {
         let mut groups = std::collections::BTreeSet::new();
         for cf in GROUP_FAMILIES {
             let mut next = 0u64;
-            loop {
-                let Some((key, _)) =
-                    self.first_at_or_after(cf, &keys::group_start(next), &PAST_EVERY_KEY)?
-                else {
-                    break;
-                };
+            while let Some((key, _)) =
+                self.first_at_or_after(cf, &keys::group_start(next), &PAST_EVERY_KEY)?
+            {
                 let Some(prefix) = key.get(..8) else {
                     return Err(StorageError::Corrupt(format!(
                         "a key of {} shorter than a group id",

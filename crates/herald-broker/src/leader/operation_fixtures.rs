@@ -27,6 +27,7 @@ use super::OperationKind;
 use crate::fetch::on_leader::{OffsetForTimestamp, RawRead, ReadBatches};
 use crate::produce::idempotence::{Landing, OnceClaim};
 use crate::produce::on_leader::{AppendRecords, AppendStored};
+use crate::produce::stored_once::AppendStoredOnce;
 use crate::requests::deliver::DeliverReply;
 use crate::requests::waiters::Delivery;
 use crate::subscriptions::on_leader::{
@@ -261,6 +262,32 @@ fn check_kind(golden: &mut Golden, kind: OperationKind) {
             };
             request(golden, "append-stored", kind, &append, Compare::WireForm);
             reply(golden, "append-stored.reply", kind, 1_000u64);
+        }
+        OperationKind::AppendStoredOnce => {
+            let append = AppendStoredOnce {
+                group: GROUP,
+                batch: batch(),
+                claim: OnceClaim {
+                    idempotency_key: None,
+                    fingerprint: 0x0bad_cafe,
+                    limits: DedupLimits {
+                        max_age_ms: 86_400_000,
+                        max_entries: 10_000,
+                    },
+                },
+                deadline: Instant::now(),
+            };
+            request(
+                golden,
+                "append-stored-once",
+                kind,
+                &append,
+                Compare::WireForm,
+            );
+            for landing in landings() {
+                let name = landing_name(&landing).replace("append-records", "append-stored-once");
+                reply(golden, &name, kind, landing);
+            }
         }
     }
 }

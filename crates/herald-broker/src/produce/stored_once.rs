@@ -132,12 +132,12 @@ impl ProduceService {
 /// arrival; its CRC guards the hop, and its producer stamp travels in it.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct AppendStoredOnce {
-    group: RaftGroupId,
-    batch: Bytes,
-    claim: OnceClaim,
+    pub(crate) group: RaftGroupId,
+    pub(crate) batch: Bytes,
+    pub(crate) claim: OnceClaim,
     /// Not proposed by then, the batch is never written.
     #[serde(skip, default = "Instant::now")]
-    deadline: Instant,
+    pub(crate) deadline: Instant,
 }
 
 impl LeaderOperation for AppendStoredOnce {
