@@ -203,6 +203,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             election_timeout_max_ms: config.raft.election_timeout_max_ms,
         },
         founders: config.founding_members()?,
+        catch_up_bytes_per_sec: config.raft.catch_up_bytes_per_sec,
         join: config.join,
         metadata_voters: config.metadata_voters,
         rpc_limits: RpcLimits {
@@ -250,6 +251,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             },
             requests: crate::broker::requests::RequestOptions {
                 max_waiting: config.max_waiting_requests,
+            },
+            backups: crate::broker::backups::BackupOptions {
+                backup_dir: Some(backup_dir(&config)),
+                node_files: vec![config
+                    .data_dir
+                    .join(crate::cluster_secret::DEFAULT_FILE_NAME)],
+                format_version: crate::format::FORMAT_VERSION,
             },
         },
     );
@@ -450,5 +458,18 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = terminate => {},
+    }
+}
+
+/// `storage.backup_dir`, or the data directory's path followed by `.backups` (beside it, so on
+/// the same file system as a rule: a backup is then hard links).
+fn backup_dir(config: &Config) -> std::path::PathBuf {
+    match &config.storage.backup_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let mut dir = config.data_dir.clone().into_os_string();
+            dir.push(".backups");
+            dir.into()
+        }
     }
 }

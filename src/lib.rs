@@ -28,6 +28,7 @@ pub mod allocator;
 pub mod app;
 pub mod config;
 pub mod format;
+pub mod restore;
 
 pub use herald_api::{api, ws};
 

@@ -84,6 +84,15 @@ enum Command {
         #[command(subcommand)]
         command: cli::auth::AuthCommand,
     },
+    /// Takes an online backup of a node (or of every node) on its own disk; prints the manifest.
+    Backup {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(flatten)]
+        args: cli::backup::BackupArgs,
+    },
+    /// Rebuilds a stopped node's data directory, or a whole cluster's, from backups.
+    Restore(herald::restore::RestoreArgs),
     /// Load generator: measures produce and consume throughput and latency.
     Bench {
         #[command(flatten)]
@@ -490,6 +499,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Reply { server, args } => cli::request::run_reply(&server.server, args).await,
             Command::Auth { server, command } => cli::auth::run(&server.server, command).await,
             Command::Bench { server, command } => bench::run_bench(&server.server, command).await,
+            Command::Backup { server, args } => cli::backup::run(&server.server, args).await,
+            Command::Restore(args) => args.run(),
         }
     })
 }
@@ -498,7 +509,7 @@ impl Command {
     /// The client commands' connection flags.
     fn server(&self) -> Option<&ServerArg> {
         match self {
-            Command::Serve(_) => None,
+            Command::Serve(_) | Command::Restore(_) => None,
             Command::Topics { server, .. }
             | Command::Produce { server, .. }
             | Command::Consume { server, .. }
@@ -507,7 +518,8 @@ impl Command {
             | Command::Request { server, .. }
             | Command::Reply { server, .. }
             | Command::Auth { server, .. }
-            | Command::Bench { server, .. } => Some(server),
+            | Command::Bench { server, .. }
+            | Command::Backup { server, .. } => Some(server),
         }
     }
 }

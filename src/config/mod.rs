@@ -163,6 +163,11 @@ pub struct RaftConfig {
     pub heartbeat_interval_ms: u64,
     pub election_timeout_min_ms: u64,
     pub election_timeout_max_ms: u64,
+    /// What a leader sends followers far behind its commit point (more than 1024 entries: a
+    /// replaced node rebuilding its replicas, a node back after a long absence), in bytes per
+    /// second for the whole node, so the partitions' clients keep their latency while replicas
+    /// are rebuilt. Followers near the commit point are never held. 0: unlimited.
+    pub catch_up_bytes_per_sec: u64,
 }
 
 /// Consumer group limits (`[groups]`).
@@ -283,6 +288,7 @@ impl Default for RaftConfig {
             heartbeat_interval_ms: 500,
             election_timeout_min_ms: 1500,
             election_timeout_max_ms: 2500,
+            catch_up_bytes_per_sec: crate::raft::DEFAULT_CATCH_UP_BYTES_PER_SEC,
         }
     }
 }

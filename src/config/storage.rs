@@ -59,6 +59,11 @@ pub struct StorageConfig {
     /// group commits and the compactions that free space go on. Writes resume by themselves
     /// once more is free. 0: never refuse (RocksDB then fails writes once the disk is full).
     pub disk_reserve_bytes: u64,
+    /// Where `herald backup` (`POST /v1/cluster/nodes/{id}/backups`) writes this node's
+    /// backups, one directory each [default: the data directory's path followed by
+    /// `.backups`]. On the data directory's file system a backup hard-links the store's files
+    /// (seconds for any size); on another one it copies them.
+    pub backup_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for StorageConfig {
@@ -71,6 +76,7 @@ impl Default for StorageConfig {
             bytes_per_sync: DEFAULT_BYTES_PER_SYNC,
             direct_io_for_flush: DEFAULT_DIRECT_IO_FOR_FLUSH,
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
+            backup_dir: None,
         }
     }
 }

@@ -86,6 +86,13 @@ error_codes! {
     CannotDrain = ("cannot_drain", 409, "Cannot drain"),
     /// 404: no node with this id.
     NodeNotFound = ("node_not_found", 404, "Node not found"),
+    /// 421: the request is about another node, which must be asked itself (its address is in
+    /// the detail).
+    NotThisNode = ("not_this_node", 421, "Not this node"),
+    /// 409: a backup with this name exists on the node.
+    BackupExists = ("backup_exists", 409, "Backup exists"),
+    /// 409: the node has no backup directory.
+    BackupsDisabled = ("backups_disabled", 409, "Backups disabled"),
     /// 404: the group has no such member (it left, or its session expired).
     UnknownMember = ("unknown_member", 404, "Unknown member"),
     /// 404: the group does not exist.

@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod backups;
 mod broker_core;
 mod cluster_info;
 pub mod error;
@@ -40,6 +41,7 @@ pub use produce::{MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
 pub use types::*;
 
 pub use audit::AuditService;
+pub use backups::BackupService;
 pub use cluster_info::NodeService;
 pub use fetch::FetchService;
 pub use groups::GroupService;
@@ -85,6 +87,8 @@ pub struct BrokerOptions {
     pub groups: GroupOptions,
     /// Request/reply limits.
     pub requests: requests::RequestOptions,
+    /// Where this node's backups go.
+    pub backups: backups::BackupOptions,
 }
 
 impl Default for BrokerOptions {
@@ -100,6 +104,7 @@ impl Default for BrokerOptions {
             default_replication_factor: 3,
             groups: GroupOptions::default(),
             requests: requests::RequestOptions::default(),
+            backups: backups::BackupOptions::default(),
         }
     }
 }
@@ -126,6 +131,7 @@ pub(crate) struct Services {
     requests: RequestService,
     nodes: NodeService,
     audit: AuditService,
+    backups: BackupService,
 }
 
 impl Broker {
@@ -146,6 +152,7 @@ impl Broker {
                 requests: RequestService::new(core.clone(), produce.clone()),
                 nodes: NodeService::new(core.clone()),
                 audit: AuditService::new(core.clone(), fetch.clone()),
+                backups: BackupService::new(core.clone()),
                 core,
                 produce,
                 fetch,
@@ -196,6 +203,11 @@ impl Broker {
     /// The cluster's nodes: their state, joining, draining, readiness and gauges.
     pub fn nodes(&self) -> &NodeService {
         &self.inner.nodes
+    }
+
+    /// This node's backups.
+    pub fn backups(&self) -> &BackupService {
+        &self.inner.backups
     }
 
     /// Reading the audit log.

@@ -91,6 +91,9 @@ pub struct ClusterOptions {
     /// The wire version this node reports: [`herald_domain::WIRE_VERSION`], or lower for a test
     /// that plays a node of an older release (`HERALD_TEST_MAX_WIRE_VERSION`).
     pub wire_version: WireVersion,
+    /// Replication to followers far behind (a rebuilt replica) is held to this many bytes per
+    /// second, node-wide; 0: unlimited.
+    pub catch_up_bytes_per_sec: u64,
 }
 
 /// The wall clock in ms since the Unix epoch: what retention and compaction plans are decided
@@ -223,6 +226,9 @@ impl Cluster {
             timing: options.timing,
             rpc: rpc.clone(),
             registry,
+            catch_up: Arc::new(herald_raft::CatchUpThrottle::new(
+                options.catch_up_bytes_per_sec,
+            )),
         };
         let metadata = MetadataReplica::start(
             &context,
@@ -287,6 +293,12 @@ impl Cluster {
     /// Lets the broker serve requests other nodes forward to it.
     pub fn set_broker_service(&self, service: Arc<dyn BrokerService>) {
         let _ = self.dispatcher.broker.set(service);
+    }
+
+    /// The node's store, which every raft group on it shares (for backups: a checkpoint of
+    /// it is a consistent copy of the whole node).
+    pub fn store(&self) -> &herald_storage::Store {
+        &self.context.store
     }
 
     pub fn node_id(&self) -> u64 {

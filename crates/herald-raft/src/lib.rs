@@ -12,6 +12,7 @@ mod engine;
 mod metadata;
 mod partition;
 
+pub use engine::catch_up_throttle::{CatchUpThrottle, DEFAULT_CATCH_UP_BYTES_PER_SEC};
 pub use engine::error::RaftLayerError;
 pub use engine::group::{Bootstrap, GroupContext, RaftTiming};
 pub use engine::log_rank::LogRank;

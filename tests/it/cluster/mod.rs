@@ -15,6 +15,7 @@ mod cluster_idempotency;
 mod cluster_membership;
 mod cluster_mixed_versions;
 mod cluster_mtls;
+mod cluster_node_replacement;
 mod cluster_partitions;
 mod cluster_pipeline;
 mod cluster_redrive;

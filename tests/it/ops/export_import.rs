@@ -8,7 +8,7 @@
 //! The commands run as the operator runs them (`cli`); what the source holds is made in `data`,
 //! and compared through `contents`.
 
-mod cli;
+pub(crate) mod cli;
 mod contents;
 mod data;
 

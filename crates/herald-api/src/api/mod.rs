@@ -136,6 +136,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(routes::producers::router())
         .merge(routes::requests::router())
         .merge(routes::cluster::router())
+        .merge(routes::backups::router())
         .merge(routes::health::router())
         .merge(crate::ws::router())
         .merge(routes::oauth::router())

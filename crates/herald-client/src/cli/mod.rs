@@ -8,6 +8,7 @@ pub mod archive;
 mod archive_ids;
 pub mod audit;
 pub mod auth;
+pub mod backup;
 mod batch_reads;
 pub mod client;
 pub mod consume;

@@ -2,6 +2,7 @@
 //! handles the layers above hold are [`super::PartitionReplica`] and
 //! [`super::MetadataReplica`].
 
+use super::catch_up_throttle::CatchUpThrottle;
 use herald_domain::RaftGroupId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -51,6 +52,8 @@ pub struct GroupContext {
     pub rpc: RpcClient,
     /// Where incoming raft messages find this node's groups.
     pub registry: Arc<GroupRegistry>,
+    /// The rate limit on replication to followers far behind (a rebuilt replica).
+    pub catch_up: Arc<CatchUpThrottle>,
 }
 
 impl GroupContext {
@@ -108,7 +111,7 @@ pub(crate) async fn start_raft<A: GroupApplier>(
     let raft = Raft::new(
         context.node_id,
         raft_config(context.timing)?,
-        NetworkFactory::new(context.rpc.clone(), group),
+        NetworkFactory::new(context.rpc.clone(), group, context.catch_up.clone()),
         log_store,
         state_machine,
     )

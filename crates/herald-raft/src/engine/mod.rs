@@ -2,6 +2,7 @@
 //! the node's RocksDB, the generic state machine, the network, group start-up, leadership and
 //! membership, and the registry of running groups.
 
+pub(crate) mod catch_up_throttle;
 pub(crate) mod checkpoints;
 pub(crate) mod codec;
 pub(crate) mod error;

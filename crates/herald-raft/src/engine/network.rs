@@ -17,6 +17,7 @@
 //! `herald_rpc`'s unknown operation (the variant's number as the tag), so a newer sender can
 //! tell an older node from a failure.
 
+use super::catch_up_throttle::{CatchUpThrottle, CATCH_UP_LAG_ENTRIES};
 use herald_domain::RaftGroupId;
 use std::future::Future;
 use std::sync::Arc;
@@ -106,11 +107,16 @@ pub(crate) enum RaftServiceError {
 pub struct NetworkFactory {
     rpc: RpcClient,
     group: RaftGroupId,
+    catch_up: Arc<CatchUpThrottle>,
 }
 
 impl NetworkFactory {
-    pub fn new(rpc: RpcClient, group: RaftGroupId) -> Self {
-        NetworkFactory { rpc, group }
+    pub fn new(rpc: RpcClient, group: RaftGroupId, catch_up: Arc<CatchUpThrottle>) -> Self {
+        NetworkFactory {
+            rpc,
+            group,
+            catch_up,
+        }
     }
 }
 
@@ -119,6 +125,7 @@ pub struct PeerClient {
     rpc: RpcClient,
     target: u64,
     group: RaftGroupId,
+    catch_up: Arc<CatchUpThrottle>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -134,6 +141,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             rpc: self.rpc.clone(),
             target,
             group: self.group,
+            catch_up: self.catch_up.clone(),
         }
     }
 }
@@ -161,11 +169,20 @@ impl PeerClient {
         message: RaftMessage,
         timeout: Duration,
     ) -> Result<RaftReply, RPCError<TypeConfig>> {
+        let catching_up = match &message {
+            RaftMessage::Append(request) | RaftMessage::StreamAppend { request, .. } => {
+                is_catch_up(request)
+            }
+            _ => false,
+        };
         let envelope = Envelope {
             group: self.group,
             message,
         };
         let body = codec::encode(&envelope).map_err(|error| unreachable(&error))?;
+        if catching_up {
+            self.catch_up.acquire(body.len()).await;
+        }
         let answer = self
             .rpc
             .call(
@@ -185,6 +202,15 @@ impl PeerClient {
             Err(error) => Err(RPCError::Network(NetworkError::new(&error))),
         }
     }
+}
+
+/// Entries a follower far behind the commit point is sent (see [`CatchUpThrottle`]).
+fn is_catch_up(request: &AppendEntriesRequest<TypeConfig>) -> bool {
+    let (Some(last), Some(commit)) = (request.entries.last(), request.leader_commit.as_ref())
+    else {
+        return false;
+    };
+    commit.index.saturating_sub(last.log_id.index) > CATCH_UP_LAG_ENTRIES
 }
 
 /// How long an AppendEntries may take (see [`APPEND_TIMEOUT`]).

@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod backups;
 pub mod cluster;
 pub mod consume;
 pub mod groups;

@@ -63,6 +63,17 @@ pub const ROUTES: &[(&str, &str, Requirement)] = &[
         "/v1/cluster/nodes/{id}",
         Right(Admin, "cluster:nodes"),
     ),
+    // A backup copies every topic's messages and the cluster secret: admins only, to list too.
+    (
+        "POST",
+        "/v1/cluster/nodes/{id}/backups",
+        Right(Admin, "cluster:backups"),
+    ),
+    (
+        "GET",
+        "/v1/cluster/nodes/{id}/backups",
+        Right(Admin, "cluster:backups"),
+    ),
     ("GET", "/v1/groups", Right(View, "group:*")),
     ("GET", "/v1/groups/{group}", Right(View, "group:{group}")),
     (

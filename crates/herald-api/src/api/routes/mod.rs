@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod auth_clients;
 pub mod auth_policies;
+pub mod backups;
 pub mod cluster;
 pub mod console;
 pub mod events;
