@@ -380,6 +380,13 @@ impl Config {
                     .into(),
             ));
         }
+        // Below it one raft entry of a few megabytes would hold a rebuild for seconds on end.
+        if self.raft.catch_up_bytes_per_sec != 0 && self.raft.catch_up_bytes_per_sec < 1 << 20 {
+            return Err(ConfigError::Invalid(format!(
+                "raft.catch_up_bytes_per_sec must be 0 (unlimited) or at least 1048576 (1 MiB/s), got {}",
+                self.raft.catch_up_bytes_per_sec
+            )));
+        }
         if self.default_replication_factor == 0 {
             return Err(ConfigError::Invalid(
                 "default_replication_factor must be at least 1".into(),
@@ -604,6 +611,25 @@ mod tests {
         assert_eq!(config.raft.heartbeat_interval_ms, 100);
         assert_eq!(config.raft.election_timeout_min_ms, 1500);
         assert!(toml::from_str::<Config>("nod_id = 3").is_err());
+    }
+
+    #[test]
+    fn the_catch_up_throttle_is_off_or_at_least_a_mebibyte_a_second() {
+        let config: Config =
+            toml::from_str("[raft]\ncatch_up_bytes_per_sec = 0\n[storage]\nbackup_dir = \"/b\"\n")
+                .unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.storage.backup_dir.as_deref(),
+            Some(std::path::Path::new("/b"))
+        );
+        assert_eq!(
+            Config::default().raft.catch_up_bytes_per_sec,
+            crate::raft::DEFAULT_CATCH_UP_BYTES_PER_SEC
+        );
+        let slow: Config = toml::from_str("[raft]\ncatch_up_bytes_per_sec = 1000\n").unwrap();
+        let error = slow.validate().expect_err("too slow").to_string();
+        assert!(error.contains("raft.catch_up_bytes_per_sec"), "{error}");
     }
 
     #[test]
