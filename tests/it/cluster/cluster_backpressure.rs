@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 /// The bound of every node in this test: four 16 KB messages fit besides a small one.
 const BOUND: usize = 65_536;
 /// The produce timeout of every node in this test.
-const PRODUCE_TIMEOUT_MS: u64 = 3_000;
+/// Long enough that a loaded machine queues the four big requests before the first one expires.
+const PRODUCE_TIMEOUT_MS: u64 = 6_000;
 /// A value of 16,000 bytes: 16,006 as stored (framing), four of them 64,024.
 const BIG: usize = 16_000;
 /// "At once": well below the produce timeout a queued request would wait.
