@@ -1,7 +1,7 @@
 //! Backup and restore (docs/operations.md, "Backup and restore"), black box: `herald backup`
 //! copies a running node while it takes writes; `herald restore` rebuilds a stopped node, and a
-//! whole stopped cluster, from such copies; the nodes start on them and serve exactly what was
-//! acknowledged before the backup. Refusals (a taken name, a bad name, another node's id, a
+//! whole stopped cluster, from such copies (levelling a node whose backup is older than the
+//! others'); the nodes start on them and serve exactly what was acknowledged before the backups. Refusals (a taken name, a bad name, another node's id, a
 //! non-empty target, a damaged backup) change nothing.
 
 use std::collections::BTreeSet;
@@ -208,6 +208,15 @@ async fn a_cluster_restored_from_one_backup_per_node_serves_every_acknowledged_m
         cluster.leader_of("orders", partition).await;
     }
     produce(cluster.node(1), "orders", 0, 300).await;
+    // Node 1 first, then 30 more messages, then every node: node 1's copy of every partition
+    // lacks those 30, which the restore must level up from the other copies.
+    herald(
+        &cluster.node(2).base_url(),
+        &["backup", "--node", "1", "--name", "early"],
+    )
+    .await
+    .ok("backup --node 1");
+    produce(cluster.node(1), "orders", 300, 30).await;
     let taken = herald(
         &cluster.node(2).base_url(),
         &["backup", "--all", "--name", "nightly"],
@@ -239,7 +248,8 @@ async fn a_cluster_restored_from_one_backup_per_node_serves_every_acknowledged_m
         .as_str()
         .expect("detail")
         .contains(&cluster.node(2).http_addr()));
-    produce(cluster.node(1), "orders", 300, 30).await;
+    // After every backup: in none of them.
+    produce(cluster.node(1), "orders", 1_000, 30).await;
 
     for id in cluster.ids() {
         cluster.stop(id).await;
@@ -247,7 +257,10 @@ async fn a_cluster_restored_from_one_backup_per_node_serves_every_acknowledged_m
     let backups: Vec<PathBuf> = cluster
         .ids()
         .into_iter()
-        .map(|id| backup_dir(cluster.node(id)).join("nightly"))
+        .map(|id| {
+            let name = if id == 1 { "early" } else { "nightly" };
+            backup_dir(cluster.node(id)).join(name)
+        })
         .collect();
     let scratch = tempfile::tempdir().expect("a scratch directory");
     let into = scratch.path().join("restored");
@@ -281,10 +294,10 @@ async fn a_cluster_restored_from_one_backup_per_node_serves_every_acknowledged_m
     for id in cluster.ids() {
         assert_eq!(
             numbers(cluster.node(id), "orders").await,
-            (0..300).collect(),
+            (0..330).collect(),
             "read through node {id}"
         );
     }
-    produce(cluster.node(3), "orders", 1000, 10).await;
-    assert_eq!(numbers(cluster.node(1), "orders").await.len(), 310);
+    produce(cluster.node(3), "orders", 2_000, 10).await;
+    assert_eq!(numbers(cluster.node(1), "orders").await.len(), 340);
 }
