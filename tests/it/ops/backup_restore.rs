@@ -1,17 +1,17 @@
 //! Backup and restore (docs/operations.md, "Backup and restore"), black box: `herald backup`
 //! copies a running node while it takes writes; `herald restore` rebuilds a stopped node, and a
 //! whole stopped cluster, from such copies (levelling a node whose backup is older than the
-//! others'); the nodes start on them and serve exactly what was acknowledged before the backups. Refusals (a taken name, a bad name, another node's id, a
-//! non-empty target, a damaged backup) change nothing.
+//! others'); the nodes start on them and serve exactly what was acknowledged before the
+//! backups. Refusals (a taken name, a bad name, another node's id, a non-empty target, a damaged
+//! backup) change nothing.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use super::export_import::cli::{finish, herald, Ran};
+use super::export_import::cli::{finish, herald, offline_command, Ran};
 use crate::common::cluster::{create_replicated, TestCluster};
 use crate::common::Server;
 
@@ -44,19 +44,8 @@ async fn numbers(node: &Server, topic: &str) -> BTreeSet<u64> {
 
 /// `herald <args>` without a server (`restore` is offline).
 async fn offline(args: &[&str]) -> Ran {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"));
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("HERALD_") {
-            command.env_remove(name);
-        }
-    }
-    finish(command.spawn().expect("start the herald CLI"), args).await
+    let child = offline_command(args).spawn().expect("start the herald CLI");
+    finish(child, args).await
 }
 
 fn path(path: &Path) -> &str {

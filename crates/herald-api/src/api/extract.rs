@@ -167,3 +167,16 @@ pub fn json_from_bytes<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T
         .map(|axum::Json(value)| value)
         .map_err(ApiError::from)
 }
+
+/// Decodes an optional JSON body (the document declares it `oneOf [object, null]`): no body,
+/// only whitespace or a JSON `null` is `T::default()`; anything else must be a JSON object.
+pub fn optional_json_from_bytes<T>(bytes: &[u8]) -> Result<T, ApiError>
+where
+    T: serde::de::DeserializeOwned + Default,
+{
+    let trimmed = bytes.trim_ascii();
+    if trimmed.is_empty() || trimmed == b"null" {
+        return Ok(T::default());
+    }
+    json_from_bytes(bytes)
+}

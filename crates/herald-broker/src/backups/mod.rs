@@ -9,7 +9,7 @@ pub mod manifest;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use tokio::sync::Mutex;
 
@@ -56,7 +56,7 @@ impl BackupService {
     /// `node_id` must be this node's: a backup is of the node that answers.
     pub async fn take(&self, node_id: u64, name: Option<String>) -> BrokerResult<BackupManifest> {
         let backup_dir = self.backup_dir(node_id)?;
-        let taken_at_ms = now_ms();
+        let taken_at_ms = u64::try_from(crate::topics::now_ms()).unwrap_or(0);
         let name = match name {
             Some(name) => {
                 validate_backup_name(&name)?;
@@ -72,18 +72,31 @@ impl BackupService {
                 message: format!("a backup named '{name}' exists on node {node_id}"),
             });
         }
-        let info = crate::NodeService::new(self.core.clone())
-            .cluster_info()
-            .await?;
-        let me = info.nodes.iter().find(|node| node.id == node_id);
+        let cluster = self.core.cluster();
+        let me = cluster
+            .membership()
+            .nodes_view()
+            .into_iter()
+            .find(|node| node.id == node_id);
         let mut manifest = BackupManifest {
             kind: MANIFEST_KIND.into(),
             version: MANIFEST_VERSION,
             name: name.clone(),
             node_id,
-            cluster_id: info.cluster_id.clone(),
-            http_addr: me.map(|node| node.http_addr.clone()).unwrap_or_default(),
-            raft_addr: me.map(|node| node.raft_addr.clone()).unwrap_or_default(),
+            cluster_id: cluster
+                .metadata()
+                .current()
+                .cluster_id
+                .clone()
+                .unwrap_or_default(),
+            http_addr: me
+                .as_ref()
+                .map(|node| node.http_addr.clone())
+                .unwrap_or_default(),
+            raft_addr: me
+                .as_ref()
+                .map(|node| node.raft_addr.clone())
+                .unwrap_or_default(),
             herald_version: env!("CARGO_PKG_VERSION").into(),
             format_version: self.core.options.backups.format_version,
             taken_at_ms,
@@ -92,7 +105,7 @@ impl BackupService {
             total_bytes: 0,
             groups: 0,
         };
-        let store = self.core.cluster().store().clone();
+        let store = cluster.store().clone();
         let node_files = self.core.options.backups.node_files.clone();
         let started = Instant::now();
         let manifest = tokio::task::spawn_blocking(move || -> BrokerResult<BackupManifest> {
@@ -238,13 +251,6 @@ fn list_files(dir: &Path) -> std::io::Result<Vec<BackupFile>> {
 
 fn backup_io(path: &Path, error: std::io::Error) -> BrokerError {
     BrokerError::Internal(format!("backup I/O at {}: {error}", path.display()))
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

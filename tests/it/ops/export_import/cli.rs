@@ -44,14 +44,12 @@ impl Ran {
     }
 }
 
-/// `herald <args> --server <server>` ready to start, with no `HERALD_*` of the test's own
-/// environment (a developer's `HERALD_SERVER` must not redirect it).
-pub fn command(server: &str, args: &[&str]) -> Command {
+/// `herald <args>` ready to start, with no `HERALD_*` of the test's own environment (a
+/// developer's `HERALD_SERVER` or `HERALD_DATA_DIR` must not redirect it).
+pub fn offline_command(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_herald"));
     command
         .args(args)
-        .arg("--server")
-        .arg(server)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -61,6 +59,13 @@ pub fn command(server: &str, args: &[&str]) -> Command {
             command.env_remove(name);
         }
     }
+    command
+}
+
+/// `herald <args> --server <server>` ready to start (see [`offline_command`]).
+pub fn command(server: &str, args: &[&str]) -> Command {
+    let mut command = offline_command(args);
+    command.arg("--server").arg(server);
     command
 }
 

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::api::extract::{json_from_bytes, ContentType};
+use crate::api::extract::{optional_json_from_bytes, ContentType};
 use crate::api::problem::ApiError;
 use crate::broker::ProducerInfo;
 
@@ -49,15 +49,12 @@ impl InitProducerRequest {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(InitProducerRequest::default());
         }
-        if content_type.is_json() && body.trim_ascii() == b"null" {
-            return Ok(InitProducerRequest::default());
-        }
         if !content_type.is_json() {
             return Err(ApiError::unsupported_media_type(
                 "expected no body or one with `Content-Type: application/json`",
             ));
         }
-        json_from_bytes(body)
+        optional_json_from_bytes(body)
     }
 }
 

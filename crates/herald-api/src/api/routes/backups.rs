@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::dto::backups::{BackupDto, BackupListDto, TakeBackupDto};
-use crate::api::extract::{json_from_bytes, ApiBytes, ApiPath};
+use crate::api::extract::{optional_json_from_bytes, ApiBytes, ApiPath};
 use crate::api::problem::{ApiResult, Problem};
 use crate::api::AppState;
 use crate::broker::Broker;
@@ -19,8 +19,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// Take a backup of this node: a consistent copy of its store (a RocksDB checkpoint: hard links
 /// on the data directory's file system, seconds for any size) and its cluster secret, with a
-/// manifest, under `storage.backup_dir`. Writes go on while it is taken. The body (optional)
-/// names the backup.
+/// manifest, under `storage.backup_dir`. Writes go on while it is taken. The body (optional:
+/// none, or `null`, is a backup named by its time) names the backup.
 #[utoipa::path(
     post,
     path = "/v1/cluster/nodes/{id}/backups",
@@ -40,11 +40,7 @@ async fn take_backup(
     ApiPath(id): ApiPath<u64>,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<(StatusCode, Json<BackupDto>)> {
-    let request: TakeBackupDto = if body.iter().all(u8::is_ascii_whitespace) {
-        TakeBackupDto::default()
-    } else {
-        json_from_bytes(&body)?
-    };
+    let request: TakeBackupDto = optional_json_from_bytes(&body)?;
     let manifest = broker.backups().take(id, request.name).await?;
     Ok((StatusCode::CREATED, Json(manifest.into())))
 }
