@@ -8,11 +8,16 @@
 #   TypeScript client generator (their packages are pinned in package-lock.json files);
 # - curl: tests/it/docs/readme.rs runs the README's curl walkthrough;
 # - python3 with pip, and openapi-python-client (pinned): tests/it/docs/sdk.rs generates a
-#   Python client.
+#   Python client;
+# - a Python virtual environment with confluent-kafka's schema registry client and serializers
+#   (pinned; in $HERALD_TEST_VENV, /var/tmp/herald-test-venv by default, apart from the system's
+#   packages): tests/it/schemas/confluent_clients.rs runs them against a node.
 # Debian packages need root (or sudo); without either the script says what to run and fails.
 set -euo pipefail
 
 OPENAPI_PYTHON_CLIENT_VERSION=0.29.1
+CONFLUENT_KAFKA_VERSION=2.16.2
+HERALD_TEST_VENV=${HERALD_TEST_VENV:-/var/tmp/herald-test-venv}
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then
@@ -33,6 +38,7 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "test-deps: installing ${missing[*]}"
     as_root apt-get update
@@ -45,4 +51,11 @@ if ! openapi-python-client --version 2>/dev/null | grep -q "$OPENAPI_PYTHON_CLIE
         "openapi-python-client==$OPENAPI_PYTHON_CLIENT_VERSION")
     # Debian's own python3 refuses pip installs outside a virtual environment (PEP 668).
     "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages
+fi
+
+if ! "$HERALD_TEST_VENV/bin/python" -c "import confluent_kafka, sys; sys.exit(confluent_kafka.__version__ != '$CONFLUENT_KAFKA_VERSION')" 2>/dev/null; then
+    echo "test-deps: installing confluent-kafka $CONFLUENT_KAFKA_VERSION into $HERALD_TEST_VENV"
+    python3 -m venv "$HERALD_TEST_VENV"
+    "$HERALD_TEST_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "confluent-kafka[avro,json,protobuf,schemaregistry]==$CONFLUENT_KAFKA_VERSION"
 fi

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use herald::config::Config;
 use herald_client::bench::{self, BenchCommand};
 use herald_client::cli::{
-    self, ConsumeArgs, ProduceArgs, PullArgs, ReplyArgs, RequestArgs, ServerArg,
+    self, ConsumeArgs, ProduceArgs, PullArgs, ReplyArgs, RequestArgs, SchemasCommand, ServerArg,
     SubscriptionsCommand, TopicsCommand,
 };
 
@@ -83,6 +83,13 @@ enum Command {
         server: ServerArg,
         #[command(subcommand)]
         command: cli::auth::AuthCommand,
+    },
+    /// The schema registry: registers, lists, shows, checks and deletes schemas.
+    Schemas {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(subcommand)]
+        command: SchemasCommand,
     },
     /// Takes an online backup of a node (or of every node) on its own disk; prints the manifest.
     Backup {
@@ -500,6 +507,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Auth { server, command } => cli::auth::run(&server.server, command).await,
             Command::Bench { server, command } => bench::run_bench(&server.server, command).await,
             Command::Backup { server, args } => cli::backup::run(&server.server, args).await,
+            Command::Schemas { server, command } => {
+                cli::schemas::run(&server.server, command).await
+            }
             Command::Restore(args) => args.run(),
         }
     })
@@ -519,7 +529,8 @@ impl Command {
             | Command::Reply { server, .. }
             | Command::Auth { server, .. }
             | Command::Bench { server, .. }
-            | Command::Backup { server, .. } => Some(server),
+            | Command::Backup { server, .. }
+            | Command::Schemas { server, .. } => Some(server),
         }
     }
 }

@@ -16,6 +16,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("herald-wire-fixtures", &[]),
     ("herald-domain", &["herald-wire-fixtures"]),
     ("herald-storage", &[]),
+    // Schemas' parsers, compatibility rules and codecs: pure, below the broker (which
+    // validates and decodes messages) and the CLI (which encodes them).
+    ("herald-schemas", &[]),
     ("herald-rpc", &[]),
     (
         "herald-raft",
@@ -44,12 +47,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "herald-domain",
             "herald-raft",
             "herald-rpc",
+            "herald-schemas",
             "herald-storage",
             "herald-telemetry",
             "herald-wire-fixtures",
         ],
     ),
-    ("herald-client", &["herald-domain"]),
+    ("herald-client", &["herald-domain", "herald-schemas"]),
     (
         "herald-api",
         &[

@@ -16,6 +16,7 @@ mod groups;
 mod ops;
 mod produce;
 mod queues;
+mod schemas;
 mod security;
 mod storage;
 mod streams;

@@ -7,6 +7,7 @@ import { ErrorText, Field, Link, useAction } from "./components/ui";
 import { Overview } from "./pages/overview";
 import { TopicDetail, Topics } from "./pages/topics";
 import { Messages } from "./pages/messages";
+import { SchemaDetail, Schemas } from "./pages/schemas";
 import { GroupDetail, Groups } from "./pages/groups";
 import { SubscriptionDetail, Subscriptions } from "./pages/subscriptions";
 import { ClusterPage } from "./pages/cluster";
@@ -22,6 +23,7 @@ const NAV: [string, string][] = [
   ["/", "Overview"],
   ["/topics", "Topics"],
   ["/messages", "Messages"],
+  ["/schemas", "Schemas"],
   ["/groups", "Consumer groups"],
   ["/subscriptions", "Subscriptions"],
   ["/cluster", "Cluster"],
@@ -156,6 +158,8 @@ function route(path: string, query: URLSearchParams) {
   if (path === "/topics") return <Topics />;
   if ((params = match("/topics/:topic", path))) return <TopicDetail name={params.topic} />;
   if (path === "/messages") return <Messages topic={query.get("topic") ?? ""} />;
+  if (path === "/schemas") return <Schemas />;
+  if ((params = match("/schemas/:subject", path))) return <SchemaDetail name={params.subject} />;
   if (path === "/groups") return <Groups />;
   if ((params = match("/groups/:group", path))) return <GroupDetail name={params.group} />;
   if (path === "/subscriptions") return <Subscriptions />;

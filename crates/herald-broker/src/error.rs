@@ -73,6 +73,11 @@ pub enum BrokerError {
     /// stable code (`invalid_batch`, `batch_crc_mismatch`, `unsupported_batch_version`).
     #[error("{message}")]
     InvalidBatch { code: ErrorCode, message: String },
+    /// A schema registry refusal, or a message that does not follow its topic's schema, with
+    /// its stable code (`subject_not_found`, `incompatible_schema`, `schema_validation_failed`,
+    /// ...).
+    #[error("{message}")]
+    Schema { code: ErrorCode, message: String },
     /// A fault of ours (storage, raft): logged in full, answered as a bare 500.
     #[error("internal error: {0}")]
     Internal(String),
@@ -99,7 +104,8 @@ impl BrokerError {
             BrokerError::InsufficientStorage(_) => ErrorCode::InsufficientStorage,
             BrokerError::Conflict { code, .. }
             | BrokerError::NotFound { code, .. }
-            | BrokerError::InvalidBatch { code, .. } => *code,
+            | BrokerError::InvalidBatch { code, .. }
+            | BrokerError::Schema { code, .. } => *code,
             BrokerError::NodeNotFound(_) => ErrorCode::NodeNotFound,
             BrokerError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequence,
             BrokerError::ProducerFenced(_) => ErrorCode::ProducerFenced,

@@ -156,6 +156,39 @@ error_codes! {
     /// (`storage.disk_reserve_bytes`); nothing was written. Writes resume by themselves once
     /// space is freed (retention, a deleted topic, a bigger volume).
     InsufficientStorage = ("insufficient_storage", 507, "Insufficient storage"),
+    /// 404 (schema registry, Confluent 40401): the subject does not exist (or has no live
+    /// version).
+    SubjectNotFound = ("subject_not_found", 404, "Subject not found"),
+    /// 404 (schema registry, Confluent 40402): the subject has no such version.
+    VersionNotFound = ("version_not_found", 404, "Version not found"),
+    /// 404 (schema registry, Confluent 40403): no schema with this id, or not under the subject.
+    SchemaNotFound = ("schema_not_found", 404, "Schema not found"),
+    /// 404 (schema registry, Confluent 40404): the subject is soft-deleted already.
+    SubjectSoftDeleted = ("subject_soft_deleted", 404, "Subject soft-deleted"),
+    /// 404 (schema registry, Confluent 40405): a permanent delete needs a soft delete first.
+    SubjectNotSoftDeleted = ("subject_not_soft_deleted", 404, "Subject not soft-deleted"),
+    /// 404 (schema registry, Confluent 40406): the version is soft-deleted already.
+    VersionSoftDeleted = ("version_soft_deleted", 404, "Version soft-deleted"),
+    /// 404 (schema registry, Confluent 40407): a permanent delete needs a soft delete first.
+    VersionNotSoftDeleted = ("version_not_soft_deleted", 404, "Version not soft-deleted"),
+    /// 404 (schema registry, Confluent 40408): the subject has no level of its own.
+    SubjectLevelNotSet = ("subject_level_not_set", 404, "Subject compatibility not set"),
+    /// 409 (schema registry, Confluent 409): the schema breaks the subject's compatibility
+    /// level; the detail lists what breaks.
+    IncompatibleSchema = ("incompatible_schema", 409, "Incompatible schema"),
+    /// 422 (schema registry, Confluent 42201): the schema does not parse, or a reference does
+    /// not resolve.
+    InvalidSchema = ("invalid_schema", 422, "Invalid schema"),
+    /// 422 (schema registry, Confluent 42202): a version is not a number from 1 or `latest`.
+    InvalidVersion = ("invalid_version", 422, "Invalid version"),
+    /// 422 (schema registry, Confluent 42203): not a compatibility level.
+    InvalidCompatibilityLevel = ("invalid_compatibility_level", 422, "Invalid compatibility level"),
+    /// 422 (schema registry, Confluent 42206): live schemas reference what the delete would
+    /// remove.
+    SchemaReferenced = ("schema_referenced", 422, "Schema referenced"),
+    /// 400: a produced message does not follow the schema its topic requires (which message,
+    /// which schema and where are in the detail); nothing of the request was written.
+    SchemaValidationFailed = ("schema_validation_failed", 400, "Schema validation failed"),
 }
 
 impl ErrorCode {
@@ -167,6 +200,32 @@ impl ErrorCode {
             // Space comes back when retention or a delete frees it: not within a second.
             ErrorCode::InsufficientStorage => Some(30),
             _ => None,
+        }
+    }
+}
+
+impl ErrorCode {
+    /// The numeric `error_code` Confluent's Schema Registry answers for this problem, which
+    /// its clients read: the registry's own codes for its refusals, the HTTP status with a
+    /// `01` suffix for a 5xx, and the bare status otherwise (as Confluent's REST layer does).
+    pub fn confluent_error_code(self) -> u32 {
+        match self {
+            ErrorCode::SubjectNotFound => 40401,
+            ErrorCode::VersionNotFound => 40402,
+            ErrorCode::SchemaNotFound => 40403,
+            ErrorCode::SubjectSoftDeleted => 40404,
+            ErrorCode::SubjectNotSoftDeleted => 40405,
+            ErrorCode::VersionSoftDeleted => 40406,
+            ErrorCode::VersionNotSoftDeleted => 40407,
+            ErrorCode::SubjectLevelNotSet => 40408,
+            ErrorCode::IncompatibleSchema => 409,
+            ErrorCode::InvalidSchema => 42201,
+            ErrorCode::InvalidVersion => 42202,
+            ErrorCode::InvalidCompatibilityLevel => 42203,
+            ErrorCode::SchemaReferenced => 42206,
+            ErrorCode::InvalidRequest => 42201,
+            other if other.status() >= 500 => u32::from(other.status()) * 100 + 1,
+            other => u32::from(other.status()),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod node_gauges;
 mod produce;
 pub mod quota;
 pub mod requests;
+pub mod schemas;
 pub mod stream;
 pub mod subscriptions;
 mod topics;
@@ -47,6 +48,7 @@ pub use fetch::FetchService;
 pub use groups::GroupService;
 pub use produce::ProduceService;
 pub use requests::RequestService;
+pub use schemas::SchemaService;
 pub use stream::StreamService;
 pub use subscriptions::SubscriptionService;
 pub use topics::TopicService;
@@ -132,17 +134,19 @@ pub(crate) struct Services {
     nodes: NodeService,
     audit: AuditService,
     backups: BackupService,
+    schemas: SchemaService,
 }
 
 impl Broker {
     pub fn new(cluster: Arc<Cluster>, options: BrokerOptions) -> Broker {
         let core = Core::new(cluster, options);
         let fetch = FetchService::new(core.clone());
-        let produce = ProduceService::new(core.clone());
+        let schemas = SchemaService::new(core.clone());
+        let produce = ProduceService::new(core.clone(), schemas.clone());
         let streams = StreamService::new(core.clone(), fetch.clone());
         Broker {
             inner: Arc::new(Services {
-                topics: TopicService::new(core.clone(), produce.clone()),
+                topics: TopicService::new(core.clone(), produce.clone(), schemas.clone()),
                 groups: GroupService::new(core.clone(), fetch.clone()),
                 subscriptions: SubscriptionService::new(
                     core.clone(),
@@ -153,6 +157,7 @@ impl Broker {
                 nodes: NodeService::new(core.clone()),
                 audit: AuditService::new(core.clone(), fetch.clone()),
                 backups: BackupService::new(core.clone()),
+                schemas,
                 core,
                 produce,
                 fetch,
@@ -203,6 +208,11 @@ impl Broker {
     /// The cluster's nodes: their state, joining, draining, readiness and gauges.
     pub fn nodes(&self) -> &NodeService {
         &self.inner.nodes
+    }
+
+    /// The schema registry: subjects, versions, ids, compatibility, compiled schemas.
+    pub fn schemas(&self) -> &SchemaService {
+        &self.inner.schemas
     }
 
     /// This node's backups.

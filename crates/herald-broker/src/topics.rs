@@ -17,12 +17,13 @@ use tokio::time::Instant;
 
 use super::{
     BrokerError, BrokerResult, CreateTopic, CreatedTopic, ErrorCode, PartitionInfo, ProduceService,
-    TopicInfo, UpdateTopic,
+    SchemaService, SubjectsPatch, TopicInfo, UpdateTopic,
 };
 use crate::broker_core::Core;
 use herald_cluster::placement::{place_partitions, PlacementError};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, TopicMeta};
 use herald_domain::names::{is_internal, validate_name};
+use herald_domain::schemas::TopicSchemas;
 use herald_domain::topic::MAX_PARTITIONS;
 use herald_domain::TopicConfig;
 
@@ -59,7 +60,8 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
         | MetadataOutcome::ProducerInitialized(_)
         | MetadataOutcome::Subscription(_)
         | MetadataOutcome::Redrive(_)
-        | MetadataOutcome::Auth(_)) => Err(BrokerError::Internal(format!(
+        | MetadataOutcome::Auth(_)
+        | MetadataOutcome::Schemas(_)) => Err(BrokerError::Internal(format!(
             "unexpected outcome for topic '{name}': {other:?}"
         ))),
     }
@@ -71,11 +73,20 @@ fn outcome(name: &str, outcome: MetadataOutcome) -> BrokerResult<()> {
 pub struct TopicService {
     core: Arc<Core>,
     produce: ProduceService,
+    schemas: SchemaService,
 }
 
 impl TopicService {
-    pub(crate) fn new(core: Arc<Core>, produce: ProduceService) -> TopicService {
-        TopicService { core, produce }
+    pub(crate) fn new(
+        core: Arc<Core>,
+        produce: ProduceService,
+        schemas: SchemaService,
+    ) -> TopicService {
+        TopicService {
+            core,
+            produce,
+            schemas,
+        }
     }
 
     /// Nodes that take new replicas: registered, not draining, and up.
@@ -136,6 +147,7 @@ impl TopicService {
         if let Some(existing) = self.existing_as_requested(&request, &config)? {
             return Ok(existing);
         }
+        self.check_subjects(&request.subjects).await?;
         let nodes = self.placement_nodes();
         let replication_factor = request
             .replication_factor
@@ -167,6 +179,10 @@ impl TopicService {
             }
             Err(error) => return Err(error),
         }
+        if !request.subjects.is_empty() {
+            let subjects = request.subjects.applied_to(&TopicSchemas::default());
+            self.schemas.bind_topic(&request.name, subjects).await?;
+        }
         self.wait_for_partitions(&request.name).await;
         Ok(CreatedTopic {
             topic: self.describe_topic(&request.name).await?,
@@ -191,7 +207,10 @@ impl TopicService {
             && request
                 .replication_factor
                 .is_none_or(|wanted| existing.replication_factor == wanted)
-            && existing.config == *config;
+            && existing.config == *config
+            && (request.subjects.is_empty()
+                || request.subjects.applied_to(&TopicSchemas::default())
+                    == self.schemas.topic_schemas(&request.name));
         if !same {
             return Err(BrokerError::TopicExists(request.name.clone()));
         }
@@ -241,6 +260,10 @@ impl TopicService {
             .config
             .patched(&update.config)
             .map_err(BrokerError::InvalidRequest)?;
+        self.check_subjects(&update.subjects).await?;
+        let subjects = update
+            .subjects
+            .applied_to(&self.schemas.topic_schemas(name));
         let command = MetadataCommand::UpdateTopic {
             name: name.to_string(),
             partitions: update.partitions,
@@ -248,6 +271,9 @@ impl TopicService {
             new_replicas,
         };
         outcome(name, self.core.cluster().metadata().propose(command).await?)?;
+        if !update.subjects.is_empty() {
+            self.schemas.bind_topic(name, subjects).await?;
+        }
         self.wait_for_partitions(name).await;
         self.describe_topic(name).await
     }
@@ -336,6 +362,19 @@ impl TopicService {
         }
     }
 
+    /// A topic may follow only subjects that exist (404 `subject_not_found` otherwise): a
+    /// subject without versions would refuse every message.
+    async fn check_subjects(&self, patch: &SubjectsPatch) -> BrokerResult<()> {
+        for subject in [&patch.key_subject, &patch.value_subject]
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            self.schemas.versions(subject, false).await?;
+        }
+        Ok(())
+    }
+
     fn topic_info(&self, topic: &TopicMeta) -> TopicInfo {
         let partitions = topic
             .partitions
@@ -362,6 +401,7 @@ impl TopicService {
             partitions,
             replication_factor: topic.replication_factor,
             config: topic.config.clone(),
+            subjects: self.schemas.topic_schemas(&topic.name),
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use herald_domain::schemas::TopicSchemas;
 use herald_domain::{RecordKey, RecordValue, TopicConfig, TopicConfigPatch};
 
 pub type NodeId = u64;
@@ -15,6 +16,36 @@ pub struct CreateTopic {
     /// None: the node's `default_replication_factor`, capped at the nodes that take replicas.
     pub replication_factor: Option<u16>,
     pub config: TopicConfigPatch,
+    /// The subjects its keys and values follow.
+    pub subjects: SubjectsPatch,
+}
+
+/// Changes to the subjects a topic's keys and values follow (`key_subject`, `value_subject`
+/// in its config): `None` keeps one, `Some(None)` clears it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubjectsPatch {
+    pub key_subject: Option<Option<String>>,
+    pub value_subject: Option<Option<String>>,
+}
+
+impl SubjectsPatch {
+    pub fn is_empty(&self) -> bool {
+        self.key_subject.is_none() && self.value_subject.is_none()
+    }
+
+    /// `current` with the patch applied.
+    pub fn applied_to(&self, current: &TopicSchemas) -> TopicSchemas {
+        TopicSchemas {
+            key_subject: self
+                .key_subject
+                .clone()
+                .unwrap_or_else(|| current.key_subject.clone()),
+            value_subject: self
+                .value_subject
+                .clone()
+                .unwrap_or_else(|| current.value_subject.clone()),
+        }
+    }
 }
 
 /// `PATCH /v1/topics/{topic}`: partitions only grow.
@@ -22,6 +53,7 @@ pub struct CreateTopic {
 pub struct UpdateTopic {
     pub partitions: Option<u32>,
     pub config: TopicConfigPatch,
+    pub subjects: SubjectsPatch,
 }
 
 /// The answer to a create: the topic, and whether this call created it (false: an identical
@@ -39,6 +71,8 @@ pub struct TopicInfo {
     pub partitions: Vec<PartitionInfo>,
     pub replication_factor: u16,
     pub config: TopicConfig,
+    /// The subjects its keys and values follow.
+    pub subjects: TopicSchemas,
 }
 
 #[derive(Debug, Clone)]

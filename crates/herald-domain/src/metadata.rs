@@ -13,6 +13,7 @@ use super::groups::{GroupCommand, GroupOutcome};
 use super::names::{is_internal, validate_name};
 use super::producers::{ProducerRegistration, ProducerRegistry};
 use super::redrive::{RedriveCommand, RedriveOutcome, Redrives};
+use super::schemas::{SchemaCommand, SchemaOutcome, SchemaRegistry};
 use super::subscriptions::{SubscriptionCommand, SubscriptionOutcome, Subscriptions};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 use crate::raft_group::RaftGroupId;
@@ -78,6 +79,10 @@ pub struct MetadataState {
     /// older release ignores.
     #[serde(skip)]
     pub cluster_version: ClusterVersion,
+    /// The schema registry (wire version 2 on). Stored after the frozen encoding, in the same
+    /// extension as the cluster version.
+    #[serde(skip)]
+    pub schemas: SchemaRegistry,
 }
 
 /// How many deleted topic names the metadata remembers.
@@ -99,6 +104,7 @@ impl Default for MetadataState {
             redrives: Redrives::default(),
             auth: AuthState::default(),
             cluster_version: ClusterVersion::default(),
+            schemas: SchemaRegistry::default(),
         }
     }
 }
@@ -164,6 +170,8 @@ pub enum MetadataCommand {
     /// leader once every member node reports at least `version` (wire version 1 on; see
     /// `wire_version`).
     RaiseClusterVersion { version: WireVersion },
+    /// A schema registry change (wire version 2 on).
+    Schemas(SchemaCommand),
 }
 
 impl MetadataCommand {
@@ -186,6 +194,7 @@ impl MetadataCommand {
             | MetadataCommand::Redrive(_)
             | MetadataCommand::Auth(_) => None,
             MetadataCommand::RaiseClusterVersion { .. } => Some(Feature::ClusterVersionCommand),
+            MetadataCommand::Schemas(_) => Some(Feature::SchemaRegistry),
         }
     }
 
@@ -240,6 +249,7 @@ impl std::fmt::Display for MetadataCommand {
             MetadataCommand::Subscription(command) => write!(formatter, "{command}"),
             MetadataCommand::Redrive(command) => write!(formatter, "{command}"),
             MetadataCommand::Auth(command) => write!(formatter, "{command}"),
+            MetadataCommand::Schemas(command) => write!(formatter, "{command}"),
             MetadataCommand::RaiseClusterVersion { version } => {
                 write!(formatter, "raise the cluster version to {version}")
             }
@@ -267,6 +277,7 @@ pub enum MetadataOutcome {
     Subscription(SubscriptionOutcome),
     Redrive(RedriveOutcome),
     Auth(AuthOutcome),
+    Schemas(SchemaOutcome),
 }
 
 impl MetadataState {
@@ -357,6 +368,13 @@ impl MetadataState {
                 MetadataOutcome::Redrive(self.redrives.apply(command, &self.subscriptions))
             }
             MetadataCommand::Auth(command) => MetadataOutcome::Auth(self.auth.apply(command)),
+            MetadataCommand::Schemas(command) => {
+                let topics = &self.topics;
+                MetadataOutcome::Schemas(
+                    self.schemas
+                        .apply(command, |topic| topics.contains_key(topic)),
+                )
+            }
             MetadataCommand::RaiseClusterVersion { version } => {
                 // A raise that crossed a newer one (two leaders in turn) changes nothing.
                 if ClusterVersion(*version) > self.cluster_version {
@@ -459,6 +477,7 @@ impl MetadataState {
             } => match self.topics.remove(name) {
                 Some(_) => {
                     self.subscriptions.topic_deleted(name);
+                    self.schemas.forget_topic(name);
                     self.redrives.retain_subscriptions(&self.subscriptions);
                     self.deleted_topics.insert(name.clone(), *deleted_at_ms);
                     if self.deleted_topics.len() > MAX_DELETED_TOPICS {

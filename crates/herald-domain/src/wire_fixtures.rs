@@ -18,6 +18,10 @@ use crate::groups::{GroupCommand, GroupOutcome, OffsetReset, OffsetSwap, TopicPa
 use crate::metadata::{MetadataCommand, MetadataOutcome};
 use crate::producers::ProducerRegistration;
 use crate::redrive::{RedriveCommand, RedriveJob, RedriveOutcome, RedrivePartition, RedriveState};
+use crate::schemas::{
+    Compatibility, SchemaCommand, SchemaFormat, SchemaOutcome, SchemaReference, StoredSchema,
+    TopicSchemas,
+};
 use crate::subscriptions::{
     DeadLetterPolicy, Ordering, RetryPolicy, StartPosition, SubscriptionCommand,
     SubscriptionConfig, SubscriptionMeta, SubscriptionOutcome,
@@ -134,6 +138,7 @@ fn metadata_command_name(command: &MetadataCommand) -> &'static str {
         MetadataCommand::Redrive(_) => "redrive",
         MetadataCommand::Auth(_) => "auth",
         MetadataCommand::RaiseClusterVersion { .. } => "raise-cluster-version",
+        MetadataCommand::Schemas(_) => "schemas",
     }
 }
 
@@ -198,6 +203,10 @@ fn metadata_commands() -> Vec<MetadataCommand> {
         MetadataCommand::RaiseClusterVersion {
             version: WireVersion(1),
         },
+        MetadataCommand::Schemas(SchemaCommand::DeleteSubject {
+            subject: "orders-value".into(),
+            permanent: false,
+        }),
     ]
 }
 
@@ -214,6 +223,7 @@ fn metadata_outcome_name(outcome: &MetadataOutcome) -> &'static str {
         MetadataOutcome::Subscription(_) => "subscription",
         MetadataOutcome::Redrive(_) => "redrive",
         MetadataOutcome::Auth(_) => "auth",
+        MetadataOutcome::Schemas(_) => "schemas",
     }
 }
 
@@ -233,6 +243,99 @@ fn metadata_outcomes() -> Vec<MetadataOutcome> {
         MetadataOutcome::Subscription(SubscriptionOutcome::Deleted),
         MetadataOutcome::Redrive(RedriveOutcome::Stale),
         MetadataOutcome::Auth(AuthOutcome::Done),
+        MetadataOutcome::Schemas(SchemaOutcome::Done),
+    ]
+}
+
+fn schema_reference() -> SchemaReference {
+    SchemaReference {
+        name: "com.acme.Address".into(),
+        subject: "address-value".into(),
+        version: 2,
+    }
+}
+
+fn schema_command_name(command: &SchemaCommand) -> &'static str {
+    match command {
+        SchemaCommand::Register { .. } => "register",
+        SchemaCommand::DeleteVersion { .. } => "delete-version",
+        SchemaCommand::DeleteSubject { .. } => "delete-subject",
+        SchemaCommand::SetCompatibility { .. } => "set-compatibility",
+        SchemaCommand::BindTopic { .. } => "bind-topic",
+    }
+}
+
+fn schema_commands() -> Vec<SchemaCommand> {
+    vec![
+        SchemaCommand::Register {
+            subject: "orders-value".into(),
+            schema: StoredSchema {
+                format: SchemaFormat::Avro,
+                text: r#"{"type":"record","name":"Order","fields":[{"name":"a","type":"com.acme.Address"}]}"#.into(),
+                references: vec![schema_reference()],
+            },
+            checked_against: Some(3),
+        },
+        SchemaCommand::DeleteVersion {
+            subject: "orders-value".into(),
+            version: 2,
+            permanent: true,
+        },
+        SchemaCommand::DeleteSubject {
+            subject: "orders-value".into(),
+            permanent: false,
+        },
+        SchemaCommand::SetCompatibility {
+            subject: Some("orders-value".into()),
+            level: Some(Compatibility::FullTransitive),
+        },
+        SchemaCommand::BindTopic {
+            topic: "orders".into(),
+            schemas: TopicSchemas {
+                key_subject: None,
+                value_subject: Some("orders-value".into()),
+            },
+        },
+    ]
+}
+
+fn schema_outcome_name(outcome: &SchemaOutcome) -> &'static str {
+    match outcome {
+        SchemaOutcome::Registered { .. } => "registered",
+        SchemaOutcome::Stale => "stale",
+        SchemaOutcome::Deleted { .. } => "deleted",
+        SchemaOutcome::Done => "done",
+        SchemaOutcome::SubjectNotFound => "subject-not-found",
+        SchemaOutcome::VersionNotFound => "version-not-found",
+        SchemaOutcome::SubjectSoftDeleted => "subject-soft-deleted",
+        SchemaOutcome::VersionSoftDeleted => "version-soft-deleted",
+        SchemaOutcome::SubjectNotSoftDeleted => "subject-not-soft-deleted",
+        SchemaOutcome::VersionNotSoftDeleted => "version-not-soft-deleted",
+        SchemaOutcome::Referenced { .. } => "referenced",
+        SchemaOutcome::ReferenceNotFound(_) => "reference-not-found",
+        SchemaOutcome::TopicNotFound => "topic-not-found",
+        SchemaOutcome::SubjectLevelNotSet => "subject-level-not-set",
+    }
+}
+
+fn schema_outcomes() -> Vec<SchemaOutcome> {
+    vec![
+        SchemaOutcome::Registered { id: 12, version: 3 },
+        SchemaOutcome::Stale,
+        SchemaOutcome::Deleted {
+            versions: vec![1, 2],
+        },
+        SchemaOutcome::Done,
+        SchemaOutcome::SubjectNotFound,
+        SchemaOutcome::VersionNotFound,
+        SchemaOutcome::SubjectSoftDeleted,
+        SchemaOutcome::VersionSoftDeleted,
+        SchemaOutcome::SubjectNotSoftDeleted,
+        SchemaOutcome::VersionNotSoftDeleted,
+        SchemaOutcome::Referenced { by: vec![4, 9] },
+        SchemaOutcome::ReferenceNotFound(schema_reference()),
+        SchemaOutcome::TopicNotFound,
+        SchemaOutcome::SubjectLevelNotSet,
     ]
 }
 
@@ -549,6 +652,7 @@ fn metadata_commands_match_their_golden_bytes() {
     );
     check_enum("redrive-command", &redrive_commands(), redrive_command_name);
     check_enum("auth-command", &auth_commands(), auth_command_name);
+    check_enum("schema-command", &schema_commands(), schema_command_name);
 }
 
 #[test]
@@ -566,6 +670,7 @@ fn metadata_outcomes_match_their_golden_bytes() {
     );
     check_enum("redrive-outcome", &redrive_outcomes(), redrive_outcome_name);
     check_enum("auth-outcome", &auth_outcomes(), auth_outcome_name);
+    check_enum("schema-outcome", &schema_outcomes(), schema_outcome_name);
 }
 
 /// The small enums inside commands: a new variant of one is a new encoding in an entry too.
@@ -617,6 +722,28 @@ fn value_enums_inside_commands_match_their_golden_bytes() {
             OffsetReset::Latest => "latest",
         },
     );
+    check_enum(
+        "schema-format",
+        &[
+            SchemaFormat::Avro,
+            SchemaFormat::Protobuf,
+            SchemaFormat::Json,
+        ],
+        |format| match format {
+            SchemaFormat::Avro => "avro",
+            SchemaFormat::Protobuf => "protobuf",
+            SchemaFormat::Json => "json",
+        },
+    );
+    check_enum("compatibility", &Compatibility::ALL, |level| match level {
+        Compatibility::Backward => "backward",
+        Compatibility::BackwardTransitive => "backward-transitive",
+        Compatibility::Forward => "forward",
+        Compatibility::ForwardTransitive => "forward-transitive",
+        Compatibility::Full => "full",
+        Compatibility::FullTransitive => "full-transitive",
+        Compatibility::None => "none",
+    });
     check_enum(
         "redrive-state",
         &[

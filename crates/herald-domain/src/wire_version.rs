@@ -58,8 +58,9 @@ impl std::fmt::Display for WireVersion {
     }
 }
 
-/// This release's wire version: 1, the first release that reports one.
-pub const WIRE_VERSION: WireVersion = WireVersion(1);
+/// This release's wire version: 2 (the schema registry's metadata commands; 1 was the first
+/// release that reports one).
+pub const WIRE_VERSION: WireVersion = WireVersion(2);
 
 /// Something that needs every replica (or every node) to know it before anyone uses it, with
 /// the wire version that introduced it.
@@ -69,16 +70,21 @@ pub enum Feature {
     /// (`MetadataCommand::RaiseClusterVersion`): a node before wire version 1 could not decode
     /// it.
     ClusterVersionCommand,
+    /// The schema registry's metadata command (`MetadataCommand::Schemas`) and the metadata
+    /// state extension that stores the registry: a node before wire version 2 could decode
+    /// neither.
+    SchemaRegistry,
 }
 
 impl Feature {
     /// Every feature, oldest first.
-    pub const ALL: &'static [Feature] = &[Feature::ClusterVersionCommand];
+    pub const ALL: &'static [Feature] = &[Feature::ClusterVersionCommand, Feature::SchemaRegistry];
 
     /// The wire version that introduced it: the lowest cluster version that allows it.
     pub fn since(self) -> WireVersion {
         match self {
             Feature::ClusterVersionCommand => WireVersion(1),
+            Feature::SchemaRegistry => WireVersion(2),
         }
     }
 }

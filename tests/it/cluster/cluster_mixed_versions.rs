@@ -3,7 +3,8 @@
 //! cluster serves produce and reads through every node, `GET /v1/cluster` shows each node's
 //! version and a cluster version held at 0; once node 3 restarts without the knob (it is
 //! "upgraded"), the metadata leader raises the cluster version to this release's, and every
-//! node shows it.
+//! node shows it. What needs every node upgraded (the schema registry's changes) is refused
+//! until then, and works after.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -136,6 +137,25 @@ async fn a_node_of_an_older_release_holds_the_cluster_version_until_it_is_upgrad
             .unwrap_or_else(|error| cluster.fail(&error));
         assert_eq!(seen.cluster, 0, "node {via} shows a raised cluster version");
     }
+    // What needs every node upgraded waits for the cluster version: the schema registry's
+    // changes are refused (503, nothing registered) while node 3 is of the older release.
+    let registry = cluster.node(1);
+    let refused = registry
+        .post_json(
+            "/schema-registry/subjects/mixed-value/versions",
+            &serde_json::json!({"schema": "\"string\""}),
+        )
+        .await;
+    assert_eq!(refused.status(), reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        registry
+            .get("/schema-registry/subjects")
+            .await
+            .text()
+            .await
+            .unwrap_or_default(),
+        "[]"
+    );
 
     // Node 3 is upgraded: it restarts on its data without the knob.
     cluster.stop(3).await;
@@ -151,6 +171,18 @@ async fn a_node_of_an_older_release_holds_the_cluster_version_until_it_is_upgrad
         cluster.wait_until_in_sync(TOPIC, partition, 3).await;
     }
     serve_through_every_node(&cluster, &mut books, "upgraded").await;
+    let registered = cluster
+        .node(3)
+        .post_json(
+            "/schema-registry/subjects/mixed-value/versions",
+            &serde_json::json!({"schema": "\"string\""}),
+        )
+        .await;
+    assert!(
+        registered.status().is_success(),
+        "{:?}",
+        registered.text().await
+    );
 
     // Never lowered: node 3 restarts again, and while it is away the version stays.
     cluster.stop(3).await;

@@ -53,6 +53,16 @@ impl Server {
             .await
     }
 
+    pub async fn put_json(&self, path: &str, body: &Value) -> Response {
+        self.http_client()
+            .put(self.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|err| self.fail(&format!("PUT {path}: {err}")))
+    }
+
     pub async fn patch_json(&self, path: &str, body: &Value) -> Response {
         self.http_client()
             .patch(self.url(path))

@@ -4,6 +4,7 @@
 // renewed before it expires by exchanging it for its successor (RFC 8693 token exchange), which
 // the node grants until the session is older than its max_session_ms or the client's secret was
 // rotated; then the page asks for the secret again.
+import type { DecodedSchema } from "./schemas";
 
 export class ApiError extends Error {
   constructor(
@@ -250,6 +251,9 @@ export interface TopicConfig {
   cleanup_policy: string;
   max_message_bytes: number;
   compression: string;
+  /** The subjects the topic's keys and values follow (only when set). */
+  key_subject?: string | null;
+  value_subject?: string | null;
   [key: string]: unknown;
 }
 
@@ -270,6 +274,13 @@ export interface Message {
   value?: unknown;
   value_b64?: string;
   headers: Record<string, string>;
+  /** With `decode=json`: a wire-format key decoded, and the schema it was decoded with. */
+  key_json?: unknown;
+  key_schema?: DecodedSchema | null;
+  /** With `decode=json`: the schema `value` was decoded with. */
+  value_schema?: DecodedSchema | null;
+  /** With `decode=json`: why the value (or key) kept its bytes. */
+  decode_error?: string | null;
 }
 
 export interface MessagePage {

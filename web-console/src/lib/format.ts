@@ -83,6 +83,7 @@ export interface MessageLike {
   value_b64?: string;
   key?: string | null;
   key_b64?: string | null;
+  key_json?: unknown;
 }
 
 /** A message's value for display: JSON pretty-printed, or raw bytes as hex or base64. */
@@ -107,8 +108,9 @@ export function previewValue(message: MessageLike, max = 120): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-/** A message's key for display (a bytes key as base64). */
+/** A message's key for display (a decoded key as JSON, a bytes key as base64). */
 export function displayKey(message: MessageLike): string {
+  if (message.key_json !== undefined) return JSON.stringify(message.key_json);
   if (typeof message.key === "string") return message.key;
   if (typeof message.key_b64 === "string") return `b64:${message.key_b64}`;
   return "";

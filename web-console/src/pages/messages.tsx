@@ -3,6 +3,7 @@ import { enc, type Message, type MessagePage, type Topic } from "../lib/api";
 import { api } from "../lib/client";
 import { displayKey, formatTime, partitionForKey, previewValue, renderValue } from "../lib/format";
 import { navigate } from "../lib/router";
+import { schemaLabel } from "../lib/schemas";
 import { ErrorText, Field, useAction, useLoad } from "../components/ui";
 
 /** A key search reads at most this many messages per partition (newest kept). */
@@ -57,10 +58,11 @@ function Browse({ topic }: { topic: Topic }) {
   const [key, setKey] = useState("");
   const [allPartitions, setAllPartitions] = useState(false);
   const [limit, setLimit] = useState("50");
+  const [decode, setDecode] = useState(false);
   const [found, setFound] = useState<{ messages: Message[]; note: string } | undefined>(undefined);
   const [busy, error, act] = useAction();
   const read = (p: number, from: string | number, max: number) =>
-    api.get<MessagePage>(`/v1/topics/${enc(topic.name)}/partitions/${p}/messages?offset=${from}&max_messages=${max}`);
+    api.get<MessagePage>(`/v1/topics/${enc(topic.name)}/partitions/${p}/messages?offset=${from}&max_messages=${max}${decode ? "&decode=json" : ""}`);
 
   const search = () =>
     act(async () => {
@@ -157,6 +159,9 @@ function Browse({ topic }: { topic: Topic }) {
           <Field label="At most">
             {(id) => <input id={id} type="number" min={1} max={1000} value={limit} onInput={(e) => setLimit(e.currentTarget.value)} />}
           </Field>
+          <label class="check" title="decode=json: values (and keys) in Confluent's wire format come back as JSON, decoded with their schema">
+            <input type="checkbox" checked={decode} onChange={(e) => setDecode(e.currentTarget.checked)} /> decode with schemas
+          </label>
         </div>
         <button type="submit" disabled={busy}>
           Find
@@ -199,6 +204,12 @@ function MessageItem({ message }: { message: Message }) {
           </span>{" "}
           <span class="time">{formatTime(message.timestamp)}</span> {key && <span class="key">{key}</span>}{" "}
           <code class="preview">{previewValue(message)}</code>
+          {message.value_schema && (
+            <span class="badge" data-testid="value-schema">
+              {schemaLabel(message.value_schema)}
+            </span>
+          )}
+          {message.decode_error && <span class="badge warn">not decoded</span>}
         </summary>
         <div class="message-body">
           {value.kind === "bytes" && (
@@ -213,6 +224,16 @@ function MessageItem({ message }: { message: Message }) {
           <pre class="value" data-kind={value.kind}>
             {value.kind === "none" ? "(no value)" : value.text}
           </pre>
+          {message.key_schema && (
+            <p class="note" data-testid="key-schema">
+              key decoded with {schemaLabel(message.key_schema)}
+            </p>
+          )}
+          {message.decode_error && (
+            <p class="note" data-testid="decode-error">
+              Not decoded: {message.decode_error}
+            </p>
+          )}
           {headers.length > 0 && (
             <table class="headers">
               <caption>Headers</caption>

@@ -137,6 +137,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(routes::requests::router())
         .merge(routes::cluster::router())
         .merge(routes::backups::router())
+        .merge(routes::schema_registry::router())
         .merge(routes::health::router())
         .merge(crate::ws::router())
         .merge(routes::oauth::router())

@@ -48,6 +48,38 @@ pub struct Problem {
     /// The request's id (its `x-request-id` answer header), to quote when reporting the problem.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// Schema registry routes only: Confluent's numeric error code (e.g. 40401), which its
+    /// clients read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<u32>,
+    /// Schema registry routes only: the `detail` again, under the name Confluent's clients read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Whether a request is to the schema registry's routes, whose problem answers also carry
+/// Confluent's fields ([`add_registry_fields`]).
+pub fn is_registry_path(path: &str) -> bool {
+    path.strip_prefix(crate::api::routes::schema_registry::BASE_PATH)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Adds what Confluent's Schema Registry clients read from an error body beside the problem's
+/// own fields: `error_code` (Confluent's number for the problem's `code`) and `message` (the
+/// `detail`).
+pub fn add_registry_fields(fields: &mut serde_json::Map<String, serde_json::Value>) {
+    let code = fields
+        .get("code")
+        .and_then(|code| serde_json::from_value::<ErrorCode>(code.clone()).ok());
+    if let Some(code) = code {
+        fields.insert(
+            "error_code".into(),
+            serde_json::Value::from(code.confluent_error_code()),
+        );
+    }
+    if let Some(detail) = fields.get("detail").cloned() {
+        fields.insert("message".into(), detail);
+    }
 }
 
 /// An error answer of the HTTP API: status, stable code and detail, rendered as a [`Problem`].
@@ -126,6 +158,8 @@ impl ApiError {
             expected_sequence: self.expected_sequence,
             // Added by the request-id layer, which knows it.
             request_id: None,
+            error_code: None,
+            message: None,
         }
     }
 }
@@ -400,5 +434,29 @@ mod tests {
             document["components"]["schemas"]["Problem"]["properties"]["code"]["$ref"],
             "#/components/schemas/ErrorCode"
         );
+    }
+
+    #[test]
+    fn registry_problems_carry_confluents_error_code_and_message() {
+        assert!(is_registry_path("/schema-registry/subjects"));
+        assert!(is_registry_path("/schema-registry"));
+        assert!(!is_registry_path("/schema-registryx/subjects"));
+        assert!(!is_registry_path("/v1/topics"));
+        let mut fields = serde_json::json!({
+            "code": "subject_not_found", "detail": "Subject 'x' not found.", "status": 404
+        });
+        add_registry_fields(fields.as_object_mut().expect("an object"));
+        assert_eq!(fields["error_code"], 40401);
+        assert_eq!(fields["message"], "Subject 'x' not found.");
+        // Codes of the rest of the API: their status (5xx with Confluent's `01` suffix).
+        for (code, expected) in [
+            ("invalid_request", 42201),
+            ("unauthorized", 401),
+            ("no_leader", 50301),
+        ] {
+            let mut fields = serde_json::json!({"code": code, "detail": "d"});
+            add_registry_fields(fields.as_object_mut().expect("an object"));
+            assert_eq!(fields["error_code"], expected, "{code}");
+        }
     }
 }

@@ -121,6 +121,10 @@ pub struct SubscribeFrame {
     /// follow a JSON header as raw bytes (docs/websocket.md § Binary frames).
     #[serde(default)]
     pub format: FrameFormat,
+    /// `"json"`: values (and keys) in the Confluent wire format come decoded as JSON, with the
+    /// schema beside them (docs/schemas.md); JSON frames only.
+    #[serde(default)]
+    pub decode: Option<crate::api::dto::consume::DecodeMode>,
 }
 
 /// How a subscription's `messages` frames are sent.

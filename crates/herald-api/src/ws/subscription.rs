@@ -19,8 +19,10 @@ use super::binary;
 use super::frames::{DeliveredMessage, FrameFormat, FromSpec, ServerFrame, SubscribeFrame};
 use super::outbox::Outbox;
 use crate::api::dto::consume::ConsumedMessageDto;
+use crate::api::dto::decoded::decoded_message;
 use crate::api::dto::topic::check_topic_name;
 use crate::api::problem::ApiError;
+use crate::broker::schemas::MessageDecoder;
 use crate::broker::stream::{StartFrom, Tail, TailItem};
 use crate::broker::{Broker, BrokerError};
 
@@ -40,6 +42,8 @@ pub struct PlannedSubscription {
     tail: Tail,
     credit: u64,
     format: FrameFormat,
+    /// `decode: "json"`: decodes wire-format values.
+    decoder: Option<MessageDecoder>,
 }
 
 impl Drop for Subscription {
@@ -101,11 +105,13 @@ pub async fn plan(
         .streams()
         .open_tail(&frame.topic, frame.partition, from)
         .await?;
+    let decoder = frame.decode.map(|_| broker.schemas().decoder(&frame.topic));
     Ok(PlannedSubscription {
         id: frame.id,
         tail,
         credit,
         format: frame.format,
+        decoder,
     })
 }
 
@@ -119,6 +125,7 @@ impl PlannedSubscription {
             credit.clone(),
             outbox.clone(),
             self.format,
+            self.decoder,
         ));
         Subscription { credit, task }
     }
@@ -130,6 +137,7 @@ async fn send_within_credit(
     credit: Arc<Semaphore>,
     outbox: Outbox,
     format: FrameFormat,
+    mut decoder: Option<MessageDecoder>,
 ) {
     let topic = tail.topic().to_string();
     loop {
@@ -161,12 +169,25 @@ async fn send_within_credit(
                 Err(_) => 0,
             };
             let taken = items.by_ref().take(1 + more);
-            let sent = match format {
-                FrameFormat::Json => outbox.deliver(&ServerFrame::Messages {
+            let sent = match (format, decoder.as_mut()) {
+                (FrameFormat::Json, Some(decoder)) => {
+                    let mut messages = Vec::with_capacity(1 + more);
+                    for item in taken {
+                        messages.push(DeliveredMessage {
+                            resume: item.resume,
+                            message: decoded_message(decoder, &topic, item.message).await,
+                        });
+                    }
+                    outbox.deliver(&ServerFrame::Messages {
+                        id: id.clone(),
+                        messages,
+                    })
+                }
+                (FrameFormat::Json, None) => outbox.deliver(&ServerFrame::Messages {
                     id: id.clone(),
                     messages: taken.map(|item| delivered(&topic, item)).collect(),
                 }),
-                FrameFormat::Binary => {
+                (FrameFormat::Binary, _) => {
                     match binary::encode_messages(&topic, &id, taken.collect()) {
                         Ok(frame) => outbox.deliver_binary("messages", frame),
                         Err(error) => {

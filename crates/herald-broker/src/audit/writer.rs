@@ -6,7 +6,8 @@ use tokio::sync::mpsc;
 
 use super::{AuditEvent, AuditSettings, AUDIT_DROPPED_TOTAL, AUDIT_TOPIC, AUDIT_WRITTEN_TOTAL};
 use crate::{
-    Acks, Broker, BrokerError, BrokerResult, CreateTopic, Idempotence, ProduceMessage, UpdateTopic,
+    Acks, Broker, BrokerError, BrokerResult, CreateTopic, Idempotence, ProduceMessage,
+    SubjectsPatch, UpdateTopic,
 };
 use herald_domain::{RecordKey, RecordValue, TopicConfigPatch};
 
@@ -125,6 +126,7 @@ async fn ensure_topic(broker: &Broker, settings: &AuditSettings) -> BrokerResult
             let update = UpdateTopic {
                 partitions: None,
                 config: retention(settings),
+                subjects: SubjectsPatch::default(),
             };
             broker.topics().update_topic(AUDIT_TOPIC, update).await?;
         }
@@ -139,6 +141,7 @@ async fn ensure_topic(broker: &Broker, settings: &AuditSettings) -> BrokerResult
         partitions: 1,
         replication_factor: Some(replication_factor),
         config: retention(settings),
+        subjects: SubjectsPatch::default(),
     };
     match broker.topics().create_any_topic(request).await {
         // Another node made it first, perhaps with another replication factor: it is there.

@@ -67,8 +67,9 @@ impl std::fmt::Display for Action {
 }
 
 /// The kinds of resources rules name.
-pub const RESOURCE_KINDS: [&str; 7] = [
+pub const RESOURCE_KINDS: [&str; 8] = [
     "topic",
+    "subject",
     "group",
     "subscription",
     "producer",
@@ -93,6 +94,11 @@ pub fn built_in_rules() -> Vec<PolicyRule> {
         rule("producer", "topic:*", "view"),
         rule("producer", "cluster:producers", "produce"),
         rule("producer", "producer:*", "produce"),
+        // A serializer registers its schema (compatibility-checked) and reads subjects.
+        rule("producer", "subject:*", "produce"),
+        rule("producer", "subject:*", "view"),
+        // A deserializer resolves the schema ids in messages.
+        rule("consumer", "subject:*", "view"),
         rule("consumer", "topic:*", "consume"),
         rule("consumer", "topic:*", "view"),
         rule("consumer", "group:*", "consume"),
@@ -101,7 +107,7 @@ pub fn built_in_rules() -> Vec<PolicyRule> {
         rule("consumer", "subscription:*", "view"),
         rule("consumer", "cluster:replies", "produce"),
     ];
-    for kind in ["topic", "group", "subscription", "cluster"] {
+    for kind in ["topic", "group", "subscription", "cluster", "subject"] {
         rules.push(rule("viewer", &format!("{kind}:*"), "view"));
     }
     rules.sort();

@@ -38,9 +38,10 @@ use self::partial::{Landed, Share};
 use super::topics::now_ms;
 use super::{Acks, BrokerError, BrokerResult, Idempotence, ProduceAnswer, ProduceMessage};
 use crate::broker_core::Core;
+use crate::schemas::{Part, Payload, SchemaService};
 use herald_domain::partitioner::partition_for_key;
 use herald_domain::topic::CleanupPolicy;
-use herald_domain::Record;
+use herald_domain::{Record, RecordKey, RecordValue};
 use herald_telemetry::handles::HandleCache;
 
 /// The most messages one produce request may carry. The HTTP decoder stops reading at it, and
@@ -80,10 +81,12 @@ pub struct ProduceService {
     unacknowledged: Arc<Semaphore>,
     /// Merges concurrent produce requests per partition into shared raft entries.
     appenders: Arc<appender::Appenders>,
+    /// The schemas a topic's messages must follow.
+    schemas: SchemaService,
 }
 
 impl ProduceService {
-    pub(crate) fn new(core: Arc<Core>) -> ProduceService {
+    pub(crate) fn new(core: Arc<Core>, schemas: SchemaService) -> ProduceService {
         let options = &core.options;
         ProduceService {
             round_robin: Arc::new(AtomicU64::new(0)),
@@ -92,6 +95,7 @@ impl ProduceService {
                 options.max_queued_bytes_per_partition,
                 options.max_in_flight_appends_per_partition,
             )),
+            schemas,
             core,
         }
     }
@@ -148,6 +152,7 @@ impl ProduceService {
         let message_count = messages.len();
 
         // Validate everything before writing anything: a bad message fails the whole request.
+        let mut validator = self.schemas.validator(topic_name);
         let mut batches: Vec<Option<PartitionBatch>> = (0..partition_count).map(|_| None).collect();
         let mut placements = Vec::with_capacity(messages.len());
         let mut record_bytes = 0usize;
@@ -187,6 +192,20 @@ impl ProduceService {
                     "message {position}: a message carries at most {MAX_HEADERS_PER_MESSAGE} headers, this one {}",
                     message.headers.len()
                 )));
+            }
+            if let Some(validator) = validator.as_mut() {
+                if let Some(key) = &message.key {
+                    let key = match key {
+                        RecordKey::Text(text) => Payload::Text(text),
+                        RecordKey::Bytes(bytes) => Payload::Bytes(bytes),
+                    };
+                    validator.check(position, Part::Key, key).await?;
+                }
+                let value = match &message.value {
+                    RecordValue::Json(json) => Payload::Json(json),
+                    RecordValue::Bytes(bytes) => Payload::Bytes(bytes),
+                };
+                validator.check(position, Part::Value, value).await?;
             }
             let first_batch = placements.is_empty();
             let batch = batches[partition as usize].get_or_insert_with(|| PartitionBatch {

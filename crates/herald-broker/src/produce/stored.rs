@@ -19,6 +19,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::{count_produced, MAX_HEADERS_PER_MESSAGE, MAX_MESSAGES_PER_REQUEST};
+use crate::schemas::{Part, Payload, Refusal, TopicValidator};
 use crate::subscriptions::message_times;
 use crate::{Acks, BrokerError, BrokerResult, ErrorCode};
 use herald_domain::batch::{visit_records, BatchError, BatchHeader, ProducerStamp, RecordView};
@@ -54,6 +55,17 @@ impl ProduceService {
             });
         }
         let (header, value_bytes) = check_produced_batch(&batch, &topic.config)?;
+        if let Some(mut validator) = self.schemas.validator(topic_name) {
+            if let Some(unknown) = check_batch_schemas(&batch, &mut validator)? {
+                // Named what this node does not know yet: catch up once and look again.
+                if !validator.refresh().await? {
+                    return Err(unknown);
+                }
+                if let Some(unknown) = check_batch_schemas(&batch, &mut validator)? {
+                    return Err(unknown);
+                }
+            }
+        }
         let group = self.core.assignment(&topic, partition)?.group_id;
         let config = topic.config.clone();
         drop(topic);
@@ -127,6 +139,44 @@ impl ProduceService {
 /// Checks a producer's batch: the layout (magic, version, lengths, CRC, every record, the
 /// header against the records) and what a produce allows (see the module doc). Answers its
 /// header and the bytes of its values.
+/// Checks every record of `batch` against the topic's subjects: `Err` at the first record that
+/// does not follow them, `Ok(Some(refusal))` when one names a schema this node does not know
+/// (yet).
+fn check_batch_schemas(
+    batch: &[u8],
+    validator: &mut TopicValidator,
+) -> BrokerResult<Option<BrokerError>> {
+    let mut outcome: Result<(), Refusal> = Ok(());
+    let mut position = 0usize;
+    visit_records(batch, |record| {
+        if outcome.is_err() {
+            return;
+        }
+        if let Some(key) = record.key {
+            let payload = match (record.key_is_text, std::str::from_utf8(key)) {
+                (true, Ok(text)) => Payload::Text(text),
+                _ => Payload::Bytes(key),
+            };
+            outcome = validator.check_now(position, Part::Key, payload);
+        }
+        if outcome.is_ok() {
+            let payload = if record.value_is_json {
+                Payload::Json(record.value)
+            } else {
+                Payload::Bytes(record.value)
+            };
+            outcome = validator.check_now(position, Part::Value, payload);
+        }
+        position += 1;
+    })
+    .map_err(layout_error)?;
+    match outcome {
+        Ok(()) => Ok(None),
+        Err(Refusal::Failed(error)) => Err(error),
+        Err(Refusal::Unknown(error)) => Ok(Some(error)),
+    }
+}
+
 pub(crate) fn check_produced_batch(
     batch: &[u8],
     config: &TopicConfig,

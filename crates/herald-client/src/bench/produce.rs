@@ -89,6 +89,11 @@ pub struct BenchProduceArgs {
     /// the run; at most 1000), to line latency spikes up against the node's log.
     #[arg(long)]
     pub slow_ms: Option<f64>,
+    /// Take the values from this file, one base64-encoded value per line, in turn (e.g.
+    /// records in the Confluent wire format for a topic with a `value_subject`); with
+    /// --binary or as `value_b64`. Overrides --message-size.
+    #[arg(long, conflicts_with_all = ["raw", "keys"])]
+    pub values_file: Option<std::path::PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -283,6 +288,27 @@ async fn worker_apis(server: &str, args: &BenchProduceArgs) -> anyhow::Result<Ve
     Ok(apis)
 }
 
+/// The values of `--values-file`: one base64 value per non-empty line.
+fn read_values(path: &std::path::Path) -> anyhow::Result<Vec<Vec<u8>>> {
+    use anyhow::Context;
+    use base64::Engine;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("could not read {}", path.display()))?;
+    let values = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .enumerate()
+        .map(|(index, line)| {
+            base64::engine::general_purpose::STANDARD
+                .decode(line)
+                .with_context(|| format!("{} line {}: not base64", path.display(), index + 1))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(!values.is_empty(), "{} holds no values", path.display());
+    Ok(values)
+}
+
 /// Runs `herald bench produce`.
 pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report> {
     anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
@@ -317,17 +343,35 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         !(args.raw && args.keys > 0),
         "--keys needs JSON bodies (not --raw)"
     );
-    let bodies = Bodies::build(
-        args.messages,
-        per_request,
-        args.message_size,
-        mode,
-        args.keys,
-    );
+    let (bodies, message_size) = match &args.values_file {
+        Some(path) => {
+            let values = read_values(path)?;
+            let size = values.iter().map(Vec::len).sum::<usize>() / values.len();
+            let mode = if mode == BodyMode::Batch {
+                mode
+            } else {
+                BodyMode::JsonBase64
+            };
+            (
+                Bodies::of_values(args.messages, per_request, &values, mode),
+                size,
+            )
+        }
+        None => (
+            Bodies::build(
+                args.messages,
+                per_request,
+                args.message_size,
+                mode,
+                args.keys,
+            ),
+            args.message_size,
+        ),
+    };
     let mut params = json!({
         "topic": args.topic,
         "partitions": partitions,
-        "message_size": args.message_size,
+        "message_size": message_size,
         "batch_size": per_request,
         "connections": args.connections,
         "http": if args.http2 { "2" } else { "1.1" },
@@ -361,7 +405,7 @@ pub async fn run(server: &str, args: BenchProduceArgs) -> anyhow::Result<Report>
         bodies,
         budget: Budget::new(args.messages),
         pacer: rate.and_then(|rate| Pacer::starting_at(rate, started)),
-        message_size: args.message_size as u64,
+        message_size: message_size as u64,
         abort: AtomicBool::new(false),
         run_started: started,
         slow_threshold: match args.slow_ms {

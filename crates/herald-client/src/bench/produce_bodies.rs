@@ -199,6 +199,49 @@ impl Bodies {
         }
     }
 
+    /// Bodies whose messages take their values from `values` in turn (`--values-file`): bytes
+    /// as `value_b64`, or in a stored batch with `BodyMode::Batch`.
+    pub fn of_values(total: u64, per_request: u64, values: &[Vec<u8>], mode: BodyMode) -> Self {
+        let body = |count: u64, first: u64| -> Bytes {
+            let pick = |i: u64| &values[((first + i) % values.len().max(1) as u64) as usize];
+            if mode == BodyMode::Batch {
+                use herald_domain::batch::{encode_batch, ProducerStamp};
+                use herald_domain::{Compression, Record, RecordValue};
+                let records: Vec<Record> = (0..count)
+                    .map(|i| Record {
+                        offset_delta: i as u32,
+                        timestamp: 0,
+                        key: None,
+                        value: RecordValue::Bytes(Bytes::from(pick(i).clone())),
+                        headers: Vec::new(),
+                    })
+                    .collect();
+                return encode_batch(&records, Compression::None, ProducerStamp::NONE)
+                    .unwrap_or_default();
+            }
+            let mut body = String::from(r#"{"messages":["#);
+            for i in 0..count {
+                if i > 0 {
+                    body.push(',');
+                }
+                body.push_str(r#"{"value_b64":""#);
+                base64::engine::general_purpose::STANDARD.encode_string(pick(i), &mut body);
+                body.push_str(r#""}"#);
+            }
+            body.push_str("]}");
+            Bytes::from(body)
+        };
+        let full = (0..DISTINCT_BODIES as u64)
+            .map(|turn| body(per_request, turn * per_request))
+            .collect();
+        let rest = total % per_request;
+        Bodies {
+            full,
+            per_request,
+            remainder: (rest > 0).then(|| body(rest, 0)),
+        }
+    }
+
     /// The body for a request of `count` messages (the `turn`-th of its worker).
     pub fn get(&self, count: u64, turn: usize) -> Bytes {
         match &self.remainder {

@@ -493,6 +493,21 @@ impl Api {
         let timeout = Duration::from_millis(max_wait_ms) + Duration::from_secs(30);
         self.send_json(self.http.get(url).timeout(timeout)).await
     }
+
+    /// A partition read whose values in the Confluent wire format come back decoded as JSON
+    /// (`decode=json`, docs/schemas.md).
+    pub async fn fetch_decoded(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: OffsetSpec,
+        max_messages: u32,
+    ) -> anyhow::Result<FetchResponse> {
+        let mut url = self.fetch_url(topic, partition, offset, max_messages, 0);
+        url.query_pairs_mut().append_pair("decode", "json");
+        self.send_json(self.http.get(url).timeout(Duration::from_secs(30)))
+            .await
+    }
 }
 
 /// Parses `--server` (`http://` or `https://`), accepting a bare `host:port` as

@@ -60,12 +60,19 @@ async fn read_partition(
     partition: u32,
     from: OffsetSpec,
     max_messages: u32,
+    decode: bool,
     sender: mpsc::Sender<Vec<Value>>,
 ) -> anyhow::Result<()> {
     let mut offset = from;
     let mut failures = 0u32;
     loop {
-        let answer = match api.fetch(&topic, partition, offset, max_messages, 0).await {
+        let read = if decode {
+            api.fetch_decoded(&topic, partition, offset, max_messages)
+                .await
+        } else {
+            api.fetch(&topic, partition, offset, max_messages, 0).await
+        };
+        let answer = match read {
             Ok(answer) => answer,
             Err(error) => {
                 if let Some(start) = out_of_range_restart(&error) {
@@ -143,6 +150,10 @@ pub async fn run(server: &str, args: ConsumeArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.follow {
+        anyhow::ensure!(
+            !args.decode,
+            "--decode reads with requests; it does not apply to --follow yet"
+        );
         return super::follow::run(&api, &args).await;
     }
 
@@ -155,6 +166,7 @@ pub async fn run(server: &str, args: ConsumeArgs) -> anyhow::Result<()> {
             partition,
             args.from,
             args.max_messages,
+            args.decode,
             sender.clone(),
         ));
     }

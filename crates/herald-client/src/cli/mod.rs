@@ -27,6 +27,8 @@ pub mod pull;
 pub mod redrive;
 pub mod request;
 mod retry;
+mod schema_encoder;
+pub mod schemas;
 pub mod subscriptions;
 pub mod subscriptions_api;
 pub mod topics;
@@ -37,6 +39,7 @@ use serde_json::Value;
 pub use client::{Acks, OffsetSpec};
 pub use pull::PullArgs;
 pub use request::{ReplyArgs, RequestArgs};
+pub use schemas::SchemasCommand;
 pub use subscriptions::SubscriptionsCommand;
 
 /// Which server to talk to, as whom, trusting which CA; shared by every client command, so
@@ -151,6 +154,10 @@ pub struct ProduceArgs {
     /// docs/binary-batches.md), stored as sent; needs --partition.
     #[arg(long, requires = "partition")]
     pub binary: bool,
+    /// Encode each line (a JSON value) with this schema registry subject's latest schema (Avro,
+    /// Protobuf or JSON Schema) in the Confluent wire format (docs/schemas.md).
+    #[arg(long, conflicts_with_all = ["bytes", "binary"])]
+    pub schema: Option<String>,
 }
 
 /// What `herald consume` prints per message.
@@ -191,6 +198,10 @@ pub struct ConsumeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
+    /// Values (and keys) in the Confluent wire format printed decoded as JSON, with the schema
+    /// they were decoded with (docs/schemas.md).
+    #[arg(long)]
+    pub decode: bool,
 }
 
 /// Runs `herald topics <command>` against `server`.

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::client::{Api, ProduceResponse};
+use super::schema_encoder::SchemaEncoder;
 use super::ProduceArgs;
 use herald_domain::batch::{encode_batch, ProducerStamp};
 use herald_domain::{Compression, Record, RecordKey, RecordValue};
@@ -351,17 +352,30 @@ pub async fn run(server: &str, args: ProduceArgs) -> anyhow::Result<()> {
     if args.binary {
         return run_binary(api, args, mode).await;
     }
+    let encoder = match &args.schema {
+        Some(subject) => Some(SchemaEncoder::fetch(&api, subject).await?),
+        None => None,
+    };
     let mut lines = StdinLines::new(mode);
     let mut summary = ProduceSummary::default();
     let mut batch = Vec::with_capacity(args.batch_size);
     while let Some((content, line_number)) = lines.next().await? {
-        batch.push(line_to_message(
-            content,
-            mode,
-            args.key.as_deref(),
-            args.partition,
-            line_number,
-        )?);
+        let message = match &encoder {
+            Some(encoder) => encoder.line_to_message(
+                content,
+                args.key.as_deref(),
+                args.partition,
+                line_number,
+            )?,
+            None => line_to_message(
+                content,
+                mode,
+                args.key.as_deref(),
+                args.partition,
+                line_number,
+            )?,
+        };
+        batch.push(message);
         if batch.len() >= args.batch_size {
             let first_line = line_number + 1 - batch.len() as u64;
             flush(&api, &args, &mut batch, first_line, &mut summary).await?;

@@ -14,6 +14,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome};
+use herald_domain::schemas::{
+    SchemaCommand, SchemaFormat, SchemaRegistry, StoredSchema, TopicSchemas,
+};
 use herald_domain::wire_version::{WireVersion, WIRE_VERSION};
 use herald_wire_fixtures::{assert_covers_every_variant, decode_postcard, Golden};
 
@@ -170,6 +173,7 @@ fn raft_responses() -> Vec<RaftResponse> {
 fn extension_name(extension: &MetadataStateExtension) -> &'static str {
     match extension {
         MetadataStateExtension::V1 { .. } => "v1",
+        MetadataStateExtension::V2 { .. } => "v2",
     }
 }
 
@@ -200,9 +204,38 @@ fn raft_requests_and_responses_match_their_golden_bytes() {
 
 #[test]
 fn the_metadata_state_extension_matches_its_golden_bytes() {
-    let extensions = vec![MetadataStateExtension::V1 {
-        cluster_version: WireVersion(1),
-    }];
+    let mut registry = SchemaRegistry::default();
+    registry.apply(
+        &SchemaCommand::Register {
+            subject: "orders-value".into(),
+            schema: StoredSchema {
+                format: SchemaFormat::Json,
+                text: r#"{"type":"object"}"#.into(),
+                references: Vec::new(),
+            },
+            checked_against: None,
+        },
+        |_| true,
+    );
+    registry.apply(
+        &SchemaCommand::BindTopic {
+            topic: "orders".into(),
+            schemas: TopicSchemas {
+                key_subject: None,
+                value_subject: Some("orders-value".into()),
+            },
+        },
+        |_| true,
+    );
+    let extensions = vec![
+        MetadataStateExtension::V1 {
+            cluster_version: WireVersion(1),
+        },
+        MetadataStateExtension::V2 {
+            cluster_version: WireVersion(2),
+            schemas: registry,
+        },
+    ];
     check_enum("metadata-state-extension", &extensions, extension_name);
 }
 

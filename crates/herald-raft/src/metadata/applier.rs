@@ -18,6 +18,7 @@ use crate::engine::state_machine::GroupApplier;
 use crate::engine::types::{RaftRequest, RaftResponse};
 use herald_domain::groups::ConsumerGroups;
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use herald_domain::schemas::SchemaRegistry;
 use herald_domain::wire_version::{ClusterVersion, WireVersion};
 use herald_storage::{Store, WriteSet};
 
@@ -41,12 +42,25 @@ struct MetadataSnapshot {
 pub(crate) enum MetadataStateExtension {
     /// Wire version 1: the cluster version.
     V1 { cluster_version: WireVersion },
+    /// Wire version 2: the cluster version and the schema registry.
+    V2 {
+        cluster_version: WireVersion,
+        schemas: SchemaRegistry,
+    },
 }
 
 impl MetadataStateExtension {
+    /// `V1` while the registry was never used: a node can then still be rolled back to a
+    /// release of wire version 1, which reads only `V1`.
     fn of(state: &MetadataState) -> MetadataStateExtension {
-        MetadataStateExtension::V1 {
+        if state.schemas == SchemaRegistry::default() {
+            return MetadataStateExtension::V1 {
+                cluster_version: state.cluster_version.version(),
+            };
+        }
+        MetadataStateExtension::V2 {
             cluster_version: state.cluster_version.version(),
+            schemas: state.schemas.clone(),
         }
     }
 
@@ -56,6 +70,13 @@ impl MetadataStateExtension {
         match extension {
             Some(MetadataStateExtension::V1 { cluster_version }) => {
                 state.cluster_version = ClusterVersion(cluster_version);
+            }
+            Some(MetadataStateExtension::V2 {
+                cluster_version,
+                schemas,
+            }) => {
+                state.cluster_version = ClusterVersion(cluster_version);
+                state.schemas = schemas;
             }
             None => {}
         }
@@ -198,5 +219,44 @@ mod tests {
             })
         );
         assert_eq!(snapshot.groups, applier.groups.snapshot());
+    }
+
+    #[test]
+    fn the_schema_registry_survives_a_restart_and_a_snapshot() {
+        use herald_domain::schemas::{SchemaCommand, SchemaFormat, StoredSchema};
+        let mut applier = raised();
+        // Unused, the registry leaves the extension at V1 (a rollback to wire version 1 reads
+        // it).
+        assert!(matches!(
+            MetadataStateExtension::of(&applier.state),
+            MetadataStateExtension::V1 { .. }
+        ));
+        applier
+            .state
+            .apply(&MetadataCommand::Schemas(SchemaCommand::Register {
+                subject: "orders-value".into(),
+                schema: StoredSchema {
+                    format: SchemaFormat::Avro,
+                    text: r#""string""#.into(),
+                    references: Vec::new(),
+                },
+                checked_against: None,
+            }));
+        let mut restored = MetadataApplier::new();
+        restored
+            .restore_state(&applier.encode_state().unwrap())
+            .unwrap();
+        assert_eq!(restored.state.schemas, applier.state.schemas);
+        assert_eq!(restored.state.schemas.schemas.len(), 1);
+        let mut from_snapshot = MetadataApplier::new();
+        let mut writes = WriteSet::default();
+        from_snapshot
+            .restore_snapshot(&applier.encode_snapshot().unwrap(), &mut writes)
+            .unwrap();
+        assert_eq!(from_snapshot.state.schemas, applier.state.schemas);
+        assert_eq!(
+            from_snapshot.state.cluster_version,
+            ClusterVersion(WireVersion(1))
+        );
     }
 }

@@ -39,6 +39,10 @@ pub struct FetchQuery {
     #[serde(default)]
     #[param(minimum = 0, maximum = 60000)]
     pub max_wait_ms: Option<u64>,
+    /// `json`: values (and keys) in the Confluent wire format come back decoded as JSON, with
+    /// the schema beside them (`docs/schemas.md`).
+    #[serde(default)]
+    pub decode: Option<DecodeMode>,
 }
 
 /// Parses `earliest`, `latest` or a non-negative integer offset.
@@ -129,6 +133,41 @@ pub struct ConsumedMessageDto {
     )]
     #[schema(value_type = std::collections::HashMap<String, String>)]
     pub headers: Vec<(String, String)>,
+    /// With `decode=json`: the schema the key was decoded with (the key is then `key_json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_schema: Option<DecodedSchemaDto>,
+    /// With `decode=json`: the key decoded from the Confluent wire format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    pub key_json: Option<serde_json::Value>,
+    /// With `decode=json`: the schema the value was decoded with (the value is then `value`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_schema: Option<DecodedSchemaDto>,
+    /// With `decode=json`: why a bytes value (or key) was left as bytes (not in the Confluent
+    /// wire format, an unknown schema id, a payload that does not decode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_error: Option<String>,
+}
+
+/// The schema a part of a message was decoded with (`decode=json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = DecodedSchema)]
+pub struct DecodedSchemaDto {
+    /// The schema id in the message's header.
+    pub id: u32,
+    /// The subject that holds the id (the topic's own subject when it does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+}
+
+/// `decode=json`: how a read delivers values in the Confluent wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecodeMode {
+    /// As JSON, decoded with the schema their header names.
+    Json,
 }
 
 /// A stored value as the `value` (JSON) or `value_b64` (bytes) field of an answer.
@@ -161,6 +200,10 @@ impl ConsumedMessageDto {
             value,
             value_b64,
             headers: message.headers,
+            key_schema: None,
+            key_json: None,
+            value_schema: None,
+            decode_error: None,
         }
     }
 }
@@ -186,6 +229,23 @@ pub struct FetchResponse {
     pub high_watermark: u64,
     /// The first offset still in the log.
     pub log_start_offset: u64,
+}
+
+impl FetchResponse {
+    /// The answer with values in the Confluent wire format decoded (`decode=json`).
+    pub async fn decoded(broker: &crate::broker::Broker, result: FetchResult) -> Self {
+        let mut decoder = super::decoded::ReadDecoder::new(broker);
+        let mut messages = Vec::with_capacity(result.messages.len());
+        for message in result.messages {
+            messages.push(decoder.message(&result.topic, message).await);
+        }
+        FetchResponse {
+            messages,
+            next_offset: result.next_offset,
+            high_watermark: result.high_watermark,
+            log_start_offset: result.log_start_offset,
+        }
+    }
 }
 
 impl From<FetchResult> for FetchResponse {
@@ -312,6 +372,7 @@ mod tests {
             offset: Some("42".into()),
             max_messages: Some(10_000),
             max_wait_ms: Some(60_000),
+            decode: None,
         };
         let request = query.into_domain("t".into(), 1).expect("valid");
         assert_eq!(request.offset, OffsetSpec::At(42));

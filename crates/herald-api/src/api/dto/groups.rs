@@ -146,6 +146,10 @@ pub struct PollRequest {
     #[serde(default)]
     #[schema(max_length = 65536, pattern = "^[A-Za-z0-9_-]*$")]
     pub cursor: Option<String>,
+    /// `json`: values (and keys) in the Confluent wire format come back decoded as JSON, with
+    /// the schema beside them.
+    #[serde(default)]
+    pub decode: Option<super::consume::DecodeMode>,
 }
 
 impl PollRequest {
@@ -174,6 +178,23 @@ pub struct PollResponse {
     /// Opaque: where the member's next poll continues, after these messages. Send it with
     /// the next poll.
     pub cursor: String,
+}
+
+impl PollResponse {
+    /// The answer with values in the Confluent wire format decoded (`decode: "json"`).
+    pub async fn decoded(broker: &crate::broker::Broker, result: GroupPollResult) -> Self {
+        let mut decoder = super::decoded::ReadDecoder::new(broker);
+        let mut messages = Vec::with_capacity(result.messages.len());
+        for delivered in result.messages {
+            messages.push(decoder.message(&delivered.topic, delivered.message).await);
+        }
+        PollResponse {
+            messages,
+            generation: result.generation,
+            assignments: assignments_dto(result.assignments),
+            cursor: result.cursor,
+        }
+    }
 }
 
 impl From<GroupPollResult> for PollResponse {

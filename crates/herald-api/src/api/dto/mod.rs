@@ -6,6 +6,7 @@ pub mod auth;
 pub mod backups;
 pub mod cluster;
 pub mod consume;
+pub mod decoded;
 pub mod groups;
 pub mod headers;
 pub mod idempotence;
@@ -17,6 +18,7 @@ pub mod produce_limits;
 pub mod producer;
 pub mod redrive;
 pub mod requests;
+pub mod schemas;
 pub mod streams;
 pub mod subscriptions;
 pub mod topic;
@@ -24,6 +26,16 @@ pub mod topic;
 use std::marker::PhantomData;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+
+/// A field that may be left out (`None`), `null` (`Some(None)`) or a value: a patch that
+/// clears something with `null` (`#[serde(default, deserialize_with = "nullable")]`).
+pub fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
 
 /// Deserializes a struct only from a JSON object. serde's derived `Deserialize` also takes a
 /// struct from an array of its fields in order (`"config": [null, 5]`), which the OpenAPI

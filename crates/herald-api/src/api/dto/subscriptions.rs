@@ -266,6 +266,10 @@ pub struct PullRequest {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 60000, default = 0)]
     pub max_wait_ms: u64,
+    /// `json`: values (and keys) in the Confluent wire format come back decoded as JSON, with
+    /// the schema beside them.
+    #[serde(default)]
+    pub decode: Option<super::consume::DecodeMode>,
 }
 
 fn default_max_messages() -> u32 {
@@ -289,6 +293,22 @@ impl From<PulledMessage> for PulledMessageDto {
             delivery_attempt: pulled.delivery_attempt,
             message: ConsumedMessageDto::from_domain(&pulled.topic, pulled.message),
         }
+    }
+}
+
+impl PullResponse {
+    /// The answer with values in the Confluent wire format decoded (`decode: "json"`).
+    pub async fn decoded(broker: &crate::broker::Broker, pulled: Vec<PulledMessage>) -> Self {
+        let mut decoder = super::decoded::ReadDecoder::new(broker);
+        let mut messages = Vec::with_capacity(pulled.len());
+        for pulled in pulled {
+            messages.push(PulledMessageDto {
+                ack_id: pulled.ack_id,
+                delivery_attempt: pulled.delivery_attempt,
+                message: decoder.message(&pulled.topic, pulled.message).await,
+            });
+        }
+        PullResponse { messages }
     }
 }
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::problem::ApiError;
-use crate::broker::{CreateTopic, PartitionInfo, TopicInfo, UpdateTopic};
+use crate::broker::{CreateTopic, PartitionInfo, SubjectsPatch, TopicInfo, UpdateTopic};
 use crate::domain::names::validate_public_topic_name;
 use crate::domain::topic::MAX_PARTITIONS;
 use crate::domain::{CleanupPolicy, Compression, TopicConfig, TopicConfigPatch};
@@ -65,6 +65,12 @@ pub struct TopicConfigDto {
     /// How many idempotency keys (and, apart, producers) each partition remembers at most.
     #[schema(minimum = 1, maximum = 1000000, example = 10000)]
     pub idempotency_window_entries: u32,
+    /// The schema registry subject every message key must follow (left out: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_subject: Option<String>,
+    /// The schema registry subject every message value must follow (left out: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_subject: Option<String>,
 }
 
 /// Configuration to set on create or update; absent keys keep their current (or default) value.
@@ -108,6 +114,16 @@ pub struct TopicConfigPatchDto {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1000000, example = 10000)]
     pub idempotency_window_entries: Option<u32>,
+    /// A schema registry subject every message key must follow (it must exist); `null` clears
+    /// it. Produces of keys that do not follow it are refused (400 `schema_validation_failed`).
+    #[serde(default, deserialize_with = "super::nullable")]
+    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 255)]
+    pub key_subject: Option<Option<String>>,
+    /// A schema registry subject every message value must follow (it must exist); `null`
+    /// clears it.
+    #[serde(default, deserialize_with = "super::nullable")]
+    #[schema(value_type = Option<String>, nullable, min_length = 1, max_length = 255)]
+    pub value_subject: Option<Option<String>>,
 }
 
 /// `POST /v1/topics`.
@@ -222,6 +238,14 @@ fn check_partitions(partitions: u32) -> Result<(), ApiError> {
 }
 
 impl TopicConfigPatchDto {
+    /// The subjects part of the patch.
+    fn subjects(&self) -> SubjectsPatch {
+        SubjectsPatch {
+            key_subject: self.key_subject.clone(),
+            value_subject: self.value_subject.clone(),
+        }
+    }
+
     /// The domain patch, with each value checked (ranges, -1 meaning unlimited).
     pub fn into_domain(self) -> Result<TopicConfigPatch, ApiError> {
         let patch = TopicConfigPatch {
@@ -252,11 +276,13 @@ impl CreateTopicRequest {
                 "replication_factor must be at least 1",
             ));
         }
+        let subjects = self.config.subjects();
         Ok(CreateTopic {
             name: self.name,
             partitions: self.partitions,
             replication_factor: self.replication_factor,
             config: self.config.into_domain()?,
+            subjects,
         })
     }
 }
@@ -266,9 +292,11 @@ impl UpdateTopicRequest {
         if let Some(partitions) = self.partitions {
             check_partitions(partitions)?;
         }
+        let subjects = self.config.subjects();
         Ok(UpdateTopic {
             partitions: self.partitions,
             config: self.config.into_domain()?,
+            subjects,
         })
     }
 }
@@ -325,6 +353,8 @@ impl From<TopicConfig> for TopicConfigDto {
             min_compaction_lag_ms: config.min_compaction_lag_ms,
             idempotency_window_ms: config.idempotency_window_ms,
             idempotency_window_entries: config.idempotency_window_entries,
+            key_subject: None,
+            value_subject: None,
         }
     }
 }
@@ -352,7 +382,11 @@ impl From<TopicInfo> for TopicDto {
                 .map(PartitionDto::from)
                 .collect(),
             replication_factor: info.replication_factor,
-            config: info.config.into(),
+            config: TopicConfigDto {
+                key_subject: info.subjects.key_subject,
+                value_subject: info.subjects.value_subject,
+                ..info.config.into()
+            },
         }
     }
 }
@@ -469,6 +503,7 @@ mod tests {
                 cleanup_policy: CleanupPolicy::CompactDelete,
                 ..TopicConfig::default()
             },
+            subjects: Default::default(),
         };
         let json = serde_json::to_value(TopicDto::from(info)).expect("json");
         assert_eq!(

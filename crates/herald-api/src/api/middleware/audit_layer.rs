@@ -70,6 +70,37 @@ pub const ADMIN_ACTIONS: &[(Method, &str, &str)] = &[
         "rotate client secret",
     ),
     (Method::PUT, "/v1/auth/policies", "set policies"),
+    (
+        Method::POST,
+        "/schema-registry/subjects/{subject}/versions",
+        "register schema",
+    ),
+    (
+        Method::DELETE,
+        "/schema-registry/subjects/{subject}",
+        "delete subject",
+    ),
+    (
+        Method::DELETE,
+        "/schema-registry/subjects/{subject}/versions/{version}",
+        "delete schema version",
+    ),
+    (Method::PUT, "/schema-registry/config", "set compatibility"),
+    (
+        Method::DELETE,
+        "/schema-registry/config",
+        "reset compatibility",
+    ),
+    (
+        Method::PUT,
+        "/schema-registry/config/{subject}",
+        "set subject compatibility",
+    ),
+    (
+        Method::DELETE,
+        "/schema-registry/config/{subject}",
+        "clear subject compatibility",
+    ),
 ];
 
 /// Route prefixes where every change is administrative, those not in the table included

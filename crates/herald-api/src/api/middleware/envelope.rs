@@ -39,6 +39,7 @@ pub(crate) async fn wrap(
     let span = trace::request_span(&request);
     trace::request_started(&span);
     let exempt = limits::is_exempt(request.uri().path());
+    let registry = crate::api::problem::is_registry_path(request.uri().path());
     let response = envelope
         .limiter
         .run(exempt, next.run(request))
@@ -51,5 +52,5 @@ pub(crate) async fn wrap(
         (Some(audit), Some(auditing)) => audit.finish(auditing, response).await,
         _ => response,
     };
-    request_id::answer(response, assigned).await
+    request_id::answer(response, assigned, registry).await
 }

@@ -59,13 +59,19 @@ pub(crate) fn assign(request: &mut Request) -> AssignedId {
     AssignedId { id, header }
 }
 
-/// Answers the id: in the `x-request-id` header, and in a problem answer's body.
-pub(crate) async fn answer(mut response: Response, assigned: AssignedId) -> Response {
+/// Answers the id: in the `x-request-id` header, and in a problem answer's body (with, for
+/// the schema registry's routes, the fields Confluent's clients read:
+/// [`crate::api::problem::add_registry_fields`]).
+pub(crate) async fn answer(
+    mut response: Response,
+    assigned: AssignedId,
+    registry: bool,
+) -> Response {
     response
         .headers_mut()
         .insert(REQUEST_ID_HEADER, assigned.header);
     if is_problem(&response) {
-        return with_id_in_problem(response, &assigned.id).await;
+        return with_id_in_problem(response, &assigned.id, registry).await;
     }
     response
 }
@@ -81,7 +87,7 @@ fn is_problem(response: &Response) -> bool {
 }
 
 /// A problem+json answer with `request_id` added to its body. Only error answers pay for it.
-async fn with_id_in_problem(response: Response, id: &str) -> Response {
+async fn with_id_in_problem(response: Response, id: &str, registry: bool) -> Response {
     let (mut parts, body) = response.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_PROBLEM_BYTES).await {
         Ok(bytes) => bytes,
@@ -98,6 +104,9 @@ async fn with_id_in_problem(response: Response, id: &str) -> Response {
         return Response::from_parts(parts, axum::body::Body::from(bytes));
     };
     fields.insert("request_id".into(), serde_json::Value::from(id));
+    if registry {
+        crate::api::problem::add_registry_fields(fields);
+    }
     match serde_json::to_vec(&problem) {
         Ok(with_id) => {
             parts.headers.remove(axum::http::header::CONTENT_LENGTH);
@@ -150,7 +159,7 @@ mod tests {
     /// The request id part of the envelope layer, alone.
     async fn with_id(mut request: Request, next: Next) -> Response {
         let assigned = assign(&mut request);
-        answer(next.run(request).await, assigned).await
+        answer(next.run(request).await, assigned, false).await
     }
 
     fn app() -> Router {

@@ -219,6 +219,103 @@ pub const ROUTES: &[(&str, &str, Requirement)] = &[
         Right(Produce, "topic:{topic}"),
     ),
     ("GET", "/v1/ws", Authenticated),
+    // The schema registry: reads need `view` on the subject, registering a version (what a
+    // serializer that registers its schema does) `produce`, deletes and levels `admin`. Ids
+    // name schemas of any subject: resolving one needs `view` on every subject.
+    ("GET", "/schema-registry/schemas/types", Authenticated),
+    (
+        "GET",
+        "/schema-registry/schemas/ids/{id}",
+        Right(View, "subject:*"),
+    ),
+    (
+        "GET",
+        "/schema-registry/schemas/ids/{id}/schema",
+        Right(View, "subject:*"),
+    ),
+    (
+        "GET",
+        "/schema-registry/schemas/ids/{id}/subjects",
+        Right(View, "subject:*"),
+    ),
+    (
+        "GET",
+        "/schema-registry/schemas/ids/{id}/versions",
+        Right(View, "subject:*"),
+    ),
+    ("GET", "/schema-registry/subjects", Right(View, "subject:*")),
+    (
+        "POST",
+        "/schema-registry/subjects/{subject}",
+        Right(View, "subject:{subject}"),
+    ),
+    (
+        "DELETE",
+        "/schema-registry/subjects/{subject}",
+        Right(Admin, "subject:{subject}"),
+    ),
+    (
+        "GET",
+        "/schema-registry/subjects/{subject}/versions",
+        Right(View, "subject:{subject}"),
+    ),
+    (
+        "POST",
+        "/schema-registry/subjects/{subject}/versions",
+        Right(Produce, "subject:{subject}"),
+    ),
+    (
+        "GET",
+        "/schema-registry/subjects/{subject}/versions/{version}",
+        Right(View, "subject:{subject}"),
+    ),
+    (
+        "DELETE",
+        "/schema-registry/subjects/{subject}/versions/{version}",
+        Right(Admin, "subject:{subject}"),
+    ),
+    (
+        "GET",
+        "/schema-registry/subjects/{subject}/versions/{version}/schema",
+        Right(View, "subject:{subject}"),
+    ),
+    (
+        "GET",
+        "/schema-registry/subjects/{subject}/versions/{version}/referencedby",
+        Right(View, "subject:{subject}"),
+    ),
+    ("GET", "/schema-registry/config", Right(View, "subject:*")),
+    ("PUT", "/schema-registry/config", Right(Admin, "subject:*")),
+    (
+        "DELETE",
+        "/schema-registry/config",
+        Right(Admin, "subject:*"),
+    ),
+    (
+        "GET",
+        "/schema-registry/config/{subject}",
+        Right(View, "subject:{subject}"),
+    ),
+    (
+        "PUT",
+        "/schema-registry/config/{subject}",
+        Right(Admin, "subject:{subject}"),
+    ),
+    (
+        "DELETE",
+        "/schema-registry/config/{subject}",
+        Right(Admin, "subject:{subject}"),
+    ),
+    (
+        "POST",
+        "/schema-registry/compatibility/subjects/{subject}/versions",
+        Right(View, "subject:{subject}"),
+    ),
+    (
+        "POST",
+        "/schema-registry/compatibility/subjects/{subject}/versions/{version}",
+        Right(View, "subject:{subject}"),
+    ),
 ];
 
 /// Routes outside the OpenAPI document that serve it and its viewers, the example pages and the

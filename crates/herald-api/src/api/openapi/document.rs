@@ -20,6 +20,7 @@ use utoipa::OpenApi;
         (name = "websocket", description = "Publish and subscribe over one WebSocket (subprotocol herald.v1)"),
         (name = "auth", description = "The built-in OAuth2 issuer: clients, tokens, keys"),
         (name = "audit", description = "The audit log: administrative changes, failed authentications and denied requests"),
+        (name = "schemas", description = "The schema registry (Confluent Schema Registry's API under /schema-registry): subjects, versions, ids, compatibility"),
         (name = "cluster", description = "Nodes and leadership"),
         (name = "health", description = "Liveness, readiness and metrics"),
     )

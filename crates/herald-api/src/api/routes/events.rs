@@ -166,6 +166,10 @@ pub struct EventsQuery {
     #[serde(default)]
     #[param(minimum = 0)]
     pub partition: Option<u32>,
+    /// `json`: values (and keys) in the Confluent wire format come decoded as JSON, with the
+    /// schema beside them (docs/schemas.md).
+    #[serde(default)]
+    pub decode: Option<crate::api::dto::consume::DecodeMode>,
 }
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -212,7 +216,8 @@ async fn events(
         .streams()
         .open_tail(&topic, query.partition, from)
         .await?;
-    Ok(streams.respond(TopicEvents(tail), shutdown, open, token))
+    let decoder = query.decode.map(|_| broker.schemas().decoder(&topic));
+    Ok(streams.respond(TopicEvents { tail, decoder }, shutdown, open, token))
 }
 
 /// `Last-Event-ID` (a resume token) if sent and not empty, else `from` (default `latest`).
@@ -231,22 +236,31 @@ fn start_from(headers: &HeaderMap, query: &EventsQuery) -> Result<StartFrom, Api
     }
 }
 
-/// A topic's messages, each event's `id` the tail's resume token.
-struct TopicEvents(Tail);
+/// A topic's messages, each event's `id` the tail's resume token; with a decoder
+/// (`decode=json`), wire-format values decoded.
+struct TopicEvents {
+    tail: Tail,
+    decoder: Option<crate::broker::schemas::MessageDecoder>,
+}
 
 impl EventSource for TopicEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
-        match self.0.next_batch().await {
+        match self.tail.next_batch().await {
             Some(Ok(items)) => {
                 metrics::counter!(SSE_EVENTS_TOTAL).increment(items.len() as u64);
-                let events = items
-                    .into_iter()
-                    .map(|item| {
-                        let message = ConsumedMessageDto::from_domain(self.0.topic(), item.message);
-                        let data = serde_json::to_string(&message).unwrap_or_default();
-                        Event::default().event("message").id(item.resume).data(data)
-                    })
-                    .collect();
+                let mut events = Vec::with_capacity(items.len());
+                for item in items {
+                    let topic = self.tail.topic();
+                    let message = match self.decoder.as_mut() {
+                        Some(decoder) => {
+                            crate::api::dto::decoded::decoded_message(decoder, topic, item.message)
+                                .await
+                        }
+                        None => ConsumedMessageDto::from_domain(topic, item.message),
+                    };
+                    let data = serde_json::to_string(&message).unwrap_or_default();
+                    events.push(Event::default().event("message").id(item.resume).data(data));
+                }
                 (events, false)
             }
             Some(Err(error)) => (vec![problem_event(ApiError::from(error))], true),
@@ -255,7 +269,7 @@ impl EventSource for TopicEvents {
     }
 
     fn shutdown_event(&self) -> Event {
-        let resume = self.0.positions().to_string();
+        let resume = self.tail.positions().to_string();
         Event::default().event("shutdown").id(&resume).data(resume)
     }
 }

@@ -134,8 +134,13 @@ async fn poll(
     caller
         .require_member(&broker, &group, &member, true)
         .await?;
+    let decode = request.decode.is_some();
     let request = request.into_domain(group, member)?;
-    Ok(Json(broker.groups().poll_group(request).await?.into()))
+    let result = broker.groups().poll_group(request).await?;
+    if decode {
+        return Ok(Json(PollResponse::decoded(&broker, result).await));
+    }
+    Ok(Json(result.into()))
 }
 
 /// Leave a group; its partitions go to the other members at once.

@@ -175,13 +175,18 @@ async fn fetch(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     check_topic_name(&topic)?;
+    let decode = query.decode.is_some();
     let request = query.into_domain(topic, partition)?;
     if accepts_batches(&headers) {
         return Ok(batches_response(
             broker.fetch().fetch_batches(request).await?,
         ));
     }
-    Ok(Json(FetchResponse::from(broker.fetch().fetch(request).await?)).into_response())
+    let result = broker.fetch().fetch(request).await?;
+    if decode {
+        return Ok(Json(FetchResponse::decoded(&broker, result).await).into_response());
+    }
+    Ok(Json(FetchResponse::from(result)).into_response())
 }
 
 /// Stored batches as the body, each behind its base offset, without copying them: one chunk

@@ -22,6 +22,7 @@ pub mod produce_call;
 pub mod producers;
 pub mod redrive;
 pub mod requests;
+pub mod schema_registry;
 pub mod stream_token;
 pub mod subscription_events;
 pub mod subscriptions;

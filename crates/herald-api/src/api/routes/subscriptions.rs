@@ -183,6 +183,9 @@ async fn pull(
             Duration::from_millis(request.max_wait_ms),
         )
         .await?;
+    if request.decode.is_some() {
+        return Ok(Json(PullResponse::decoded(&broker, messages).await));
+    }
     Ok(Json(PullResponse {
         messages: messages.into_iter().map(Into::into).collect(),
     }))
