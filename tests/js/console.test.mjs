@@ -235,6 +235,35 @@ async function withoutAuth(browser, errors) {
   await waitForText(page.getByTestId("redrive-state"), (t) => t.includes("done") && t.includes("1 redriven"), "the redrive is done");
   await shot(page, "subscription");
 
+  // Schemas: two versions of an Avro subject used by a topic, side by side; the level set in
+  // the page; a wire-format message read back decoded.
+  const subject = `${topic}-value`;
+  const order = (fields) => JSON.stringify({ type: "record", name: "Order", fields });
+  const v1 = await ok("POST", `/schema-registry/subjects/${subject}/versions`, { schema: order([{ name: "id", type: "int" }]) });
+  await ok("POST", `/schema-registry/subjects/${subject}/versions`, {
+    schema: order([{ name: "id", type: "int" }, { name: "note", type: "string", default: "" }]),
+  });
+  await ok("PATCH", `/v1/topics/${topic}`, { config: { value_subject: subject } });
+  // Version 1's record {"id": 21}: magic byte, schema id, Avro's zig-zag 42.
+  const framed = Buffer.from([0, 0, 0, 0, v1.id, 42]).toString("base64");
+  await produce(topic, [{ value_b64: framed, partition: 0 }]);
+  await page.goto(`${base}/console/schemas`);
+  const row = page.getByTestId("subjects-table").locator("tbody tr", { hasText: subject });
+  await waitForText(row, (t) => t.includes("v2") && t.includes("AVRO") && t.includes(topic), "the subject is listed with its topic");
+  await page.goto(`${base}/console/schemas/${subject}`);
+  await waitForText(page.getByTestId("diff-stats"), (t) => t.includes("v1 → v2") && t.includes("added"), "the two versions are compared");
+  await page.getByTestId("schema-diff").locator("td.diff-add", { hasText: "note" }).first().waitFor({ timeout: WAIT_MS });
+  await page.getByLabel("Compatibility level").selectOption("FULL");
+  await page.getByRole("button", { name: "Set compatibility" }).click();
+  await page.getByRole("status").filter({ hasText: "compatibility set to FULL" }).waitFor({ timeout: WAIT_MS });
+  assert.equal((await ok("GET", `/schema-registry/config/${subject}`)).compatibilityLevel, "FULL");
+  await shot(page, "schemas");
+  await page.goto(`${base}/console/messages?topic=${topic}`);
+  await page.getByLabel("decode with schemas").check();
+  await page.getByRole("button", { name: "Find" }).click();
+  await waitForText(page.getByTestId("value-schema").first(), (t) => t.includes(`schema ${v1.id}`) && t.includes(subject), "a decoded message shows its schema");
+  await ok("PATCH", `/v1/topics/${topic}`, { config: { value_subject: null } });
+
   // Cluster and security.
   await page.goto(`${base}/console/cluster`);
   await page.getByTestId("nodes-table").locator("tbody tr").first().waitFor({ timeout: WAIT_MS });

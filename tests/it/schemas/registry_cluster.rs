@@ -41,14 +41,26 @@ async fn a_schema_registered_through_one_node_is_known_and_enforced_on_the_other
     let mut cluster = TestCluster::start(3).await;
     let (node1, node2, node3) = (cluster.node(1), cluster.node(2), cluster.node(3));
     let v1 = order_schema(json!([{"name": "id", "type": "long"}]));
-    let (status, registered) = node1
-        .json(
-            node1
+    // A new cluster takes the registry once every node reported its wire version (503 until
+    // the cluster version rises, a moment after the start).
+    let registered = crate::common::poll(
+        crate::common::LEADER_DEADLINE,
+        std::time::Duration::from_millis(100),
+        || async {
+            let response = node1
                 .post_json(&format!("{R}/subjects/orders-value/versions"), &v1)
-                .await,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{registered}");
+                .await;
+            let status = response.status();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            match status {
+                StatusCode::OK => Ok(body),
+                StatusCode::SERVICE_UNAVAILABLE => Err(format!("{status}: {body}")),
+                _ => panic!("registration answered {status}: {body}"),
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|error| cluster.fail(&format!("the registry never took a schema: {error}")));
     let id = registered["id"].as_u64().expect("an id") as u32;
 
     // At once, through the others.

@@ -154,7 +154,9 @@ fn concrete(path: &str) -> String {
         .replace("{member}", "m1")
         .replace("{sub}", "s1")
         .replace("{client_id}", "c1")
-        .replace("{id}", "2");
+        .replace("{id}", "2")
+        .replace("{subject}", "orders-1-value")
+        .replace("{version}", "1");
     if path == "/v1/groups/{group}/events" {
         format!("{filled}?topics=orders-1")
     } else {

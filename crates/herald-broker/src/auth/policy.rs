@@ -170,6 +170,8 @@ pub fn check_requested(resource: &str) -> Result<(), String> {
         "subscription" => validate_name("subscription name", name),
         "producer" => validate_name("producer name", name),
         "client" => validate_name("client id", name),
+        // Confluent's subject names go beyond the name alphabet (`com.acme:Order`, slashes).
+        "subject" => herald_domain::schemas::validate_subject_name(name),
         _ => validate_name(kind, name),
     }
 }

@@ -20,11 +20,9 @@ pub struct SchemaRequest {
     pub schema: String,
     /// `AVRO` (when left out), `PROTOBUF` or `JSON`.
     #[serde(default, rename = "schemaType")]
-    #[schema(nullable = false)]
     pub schema_type: Option<String>,
     /// Other subjects' versions this schema uses, each under the name the schema uses.
     #[serde(default)]
-    #[schema(nullable = false)]
     pub references: Option<Vec<SchemaReferenceDto>>,
 }
 
