@@ -40,8 +40,12 @@ impl SchemaService {
     }
 
     /// Subject names, sorted; soft-deleted ones too with `deleted`.
-    pub async fn subjects(&self, prefix: Option<&str>, deleted: bool) -> Vec<String> {
-        self.state()
+    pub async fn subjects(&self, prefix: Option<&str>, deleted: bool) -> BrokerResult<Vec<String>> {
+        if let Some(prefix) = prefix.filter(|prefix| !prefix.is_empty()) {
+            check_subject(prefix)?;
+        }
+        Ok(self
+            .state()
             .schemas
             .subjects
             .iter()
@@ -51,11 +55,12 @@ impl SchemaService {
                     && prefix.is_none_or(|prefix| name.starts_with(prefix))
             })
             .map(|(name, _)| name.clone())
-            .collect()
+            .collect())
     }
 
     /// A subject's version numbers, oldest first.
     pub async fn versions(&self, subject: &str, deleted: bool) -> BrokerResult<Vec<u32>> {
+        check_subject(subject)?;
         self.find(|registry| {
             Ok(registry.subjects.get(subject).and_then(|found| {
                 let versions: Vec<u32> = found
@@ -78,6 +83,7 @@ impl SchemaService {
         selector: VersionSelector,
         deleted: bool,
     ) -> BrokerResult<SubjectSchema> {
+        check_subject(subject)?;
         let found = self
             .find(|registry| {
                 let Some(found) = registry.subjects.get(subject) else {
@@ -340,6 +346,7 @@ impl SchemaService {
         match subject {
             None => Ok(registry.compatibility.unwrap_or_default()),
             Some(subject) => {
+                check_subject(subject)?;
                 let own = registry
                     .subjects
                     .get(subject)
@@ -473,7 +480,9 @@ impl SchemaService {
                     reference.name, reference.version
                 )));
             }
-            check_subject(&reference.subject)?;
+            validate_subject_name(&reference.subject).map_err(|reason| {
+                invalid_schema(format!("reference '{}': {reason}", reference.name))
+            })?;
         }
         let state = self.state();
         let compiled = compile(&state.schemas, &schema)?;

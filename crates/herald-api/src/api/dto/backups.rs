@@ -13,6 +13,11 @@ use crate::broker::backups::manifest::{BackupFile, BackupManifest};
 pub struct TakeBackupDto {
     /// The backup's name: 1 to 100 letters, digits, `.`, `_` or `-`, not starting with `.`
     /// [default: `node-<id>-<ms since the epoch>`].
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = "^[A-Za-z0-9_-][A-Za-z0-9._-]*$"
+    )]
     pub name: Option<String>,
 }
 

@@ -245,7 +245,7 @@ pub struct SubjectsQuery {
     pub deleted: bool,
     /// Only subjects whose names start with it.
     #[serde(default, rename = "subjectPrefix")]
-    #[param(max_length = 255)]
+    #[param(max_length = 255, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$")]
     pub subject_prefix: Option<String>,
 }
 

@@ -30,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 201, description = "The topic was created", body = TopicDto),
         (status = 200, description = "A topic with exactly these partitions, replication factor and configuration existed already (a retried create): nothing changed", body = TopicDto),
         (status = 400, description = "Invalid name, partitions, replication factor or config", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`subject_not_found`: `key_subject` or `value_subject` names no schema registry subject", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`topic_exists`: the topic exists with other partitions, replication factor or configuration", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader` or `unavailable`", body = Problem, content_type = "application/problem+json"),
     )
@@ -94,7 +95,7 @@ async fn describe_topic(
     responses(
         (status = 200, description = "The updated topic. Safe to retry: growing to the count the topic has and setting values it has change nothing", body = TopicDto),
         (status = 400, description = "Invalid partitions or config (partitions only grow)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`topic_not_found`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`topic_not_found`, or `subject_not_found`: `key_subject` or `value_subject` names no schema registry subject", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn update_topic(

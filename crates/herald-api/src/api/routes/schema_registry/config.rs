@@ -97,6 +97,7 @@ async fn delete_config(State(broker): State<Broker>) -> ApiResult<Json<ConfigDto
     params(("subject" = String, Path, min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", description = "A subject name"), SubjectConfigQuery),
     responses(
         (status = 200, description = "The level", body = ConfigDto),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_level_not_set` (40408)", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -149,6 +150,7 @@ async fn put_subject_config(
     params(("subject" = String, Path, min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", description = "A subject name")),
     responses(
         (status = 200, description = "The level it had", body = ConfigDto),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_level_not_set` (40408)", body = Problem, content_type = "application/problem+json"),
     )
 )]

@@ -28,7 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     get,
     path = "/schema-registry/schemas/types",
     tag = "schemas",
-    responses((status = 200, description = "`AVRO`, `JSON`, `PROTOBUF`", body = Vec<String>))
+    responses((status = 200, description = "`AVRO`, `JSON`, `PROTOBUF`", body = Vec<String>, content_type = "application/json"))
 )]
 async fn schema_types() -> Json<Vec<&'static str>> {
     Json(vec!["AVRO", "JSON", "PROTOBUF"])
@@ -84,7 +84,7 @@ async fn schema_text_by_id(
         DeletedQuery,
     ),
     responses(
-        (status = 200, description = "Subject names", body = Vec<String>),
+        (status = 200, description = "Subject names", body = Vec<String>, content_type = "application/json"),
         (status = 404, description = "`schema_not_found` (Confluent 40403)", body = Problem, content_type = "application/problem+json"),
     )
 )]

@@ -35,18 +35,21 @@ pub fn router() -> OpenApiRouter<AppState> {
     path = "/schema-registry/subjects",
     tag = "schemas",
     params(SubjectsQuery),
-    responses((status = 200, description = "Subject names", body = Vec<String>))
+    responses(
+        (status = 200, description = "Subject names", body = Vec<String>, content_type = "application/json"),
+        (status = 400, description = "`invalid_request`: a prefix no subject name can start with", body = Problem, content_type = "application/problem+json"),
+    )
 )]
 async fn list_subjects(
     State(broker): State<Broker>,
     ApiQuery(query): ApiQuery<SubjectsQuery>,
-) -> Json<Vec<String>> {
-    Json(
+) -> ApiResult<Json<Vec<String>>> {
+    Ok(Json(
         broker
             .schemas()
             .subjects(query.subject_prefix.as_deref(), query.deleted)
-            .await,
-    )
+            .await?,
+    ))
 }
 
 /// The version of a subject that holds a schema.
@@ -85,7 +88,8 @@ async fn lookup_schema(
     tag = "schemas",
     params(("subject" = String, Path, min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", description = "A subject name"), PermanentQuery),
     responses(
-        (status = 200, description = "The versions deleted", body = Vec<u32>),
+        (status = 200, description = "The versions deleted", body = Vec<u32>, content_type = "application/json"),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_not_found` (40401), `subject_soft_deleted` (40404), `subject_not_soft_deleted` (40405)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`schema_referenced` (42206): other schemas use it", body = Problem, content_type = "application/problem+json"),
     )
@@ -110,7 +114,8 @@ async fn delete_subject(
     tag = "schemas",
     params(("subject" = String, Path, min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$", description = "A subject name"), DeletedQuery),
     responses(
-        (status = 200, description = "Version numbers, oldest first", body = Vec<u32>),
+        (status = 200, description = "Version numbers, oldest first", body = Vec<u32>, content_type = "application/json"),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_not_found` (40401)", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -167,6 +172,7 @@ async fn register_schema(
     ),
     responses(
         (status = 200, description = "The version", body = SubjectVersionDto),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_not_found` (40401), `version_not_found` (40402)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_version` (42202)", body = Problem, content_type = "application/problem+json"),
     )
@@ -195,7 +201,8 @@ async fn get_version(
         PermanentQuery,
     ),
     responses(
-        (status = 200, description = "The version deleted", body = u32),
+        (status = 200, description = "The version deleted", body = u32, content_type = "application/json"),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_not_found` (40401), `version_not_found` (40402), `version_soft_deleted` (40406), `version_not_soft_deleted` (40407)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_version` (42202), `schema_referenced` (42206)", body = Problem, content_type = "application/problem+json"),
     )
@@ -226,6 +233,7 @@ async fn delete_version(
     ),
     responses(
         (status = 200, description = "The schema's text", body = String, content_type = "text/plain"),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_not_found` (40401), `version_not_found` (40402)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_version` (42202)", body = Problem, content_type = "application/problem+json"),
     )
@@ -256,7 +264,8 @@ async fn get_version_text(
         ("version" = String, Path, pattern = "^(latest|-1|[1-9][0-9]{0,9})$", description = "A version from 1, or `latest`"),
     ),
     responses(
-        (status = 200, description = "Schema ids", body = Vec<u32>),
+        (status = 200, description = "Schema ids", body = Vec<u32>, content_type = "application/json"),
+        (status = 400, description = "`invalid_request`: not a subject name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`subject_not_found` (40401), `version_not_found` (40402)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_version` (42202)", body = Problem, content_type = "application/problem+json"),
     )
