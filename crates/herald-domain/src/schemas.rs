@@ -316,8 +316,8 @@ impl SchemaRegistry {
     }
 
     /// Live schemas (held by a live version) whose references name `subject` (at `version`, or
-    /// at any version).
-    fn referrers(&self, subject: &str, version: Option<u32>) -> Vec<SchemaId> {
+    /// at any version), ascending.
+    pub fn referrers(&self, subject: &str, version: Option<u32>) -> Vec<SchemaId> {
         let live: BTreeSet<SchemaId> = self
             .subjects
             .values()

@@ -137,23 +137,10 @@ impl SchemaService {
         selector: VersionSelector,
     ) -> BrokerResult<Vec<SchemaId>> {
         let version = self.version(subject, selector, true).await?;
-        let registry = &self.state().schemas;
-        let mut ids: Vec<SchemaId> = registry
+        Ok(self
+            .state()
             .schemas
-            .iter()
-            .filter(|(id, schema)| {
-                !registry
-                    .versions_of(**id)
-                    .iter()
-                    .all(|(_, _, deleted)| *deleted)
-                    && schema.references.iter().any(|reference| {
-                        reference.subject == subject && reference.version == version.version
-                    })
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        ids.sort_unstable();
-        Ok(ids)
+            .referrers(subject, Some(version.version)))
     }
 
     /// The schema an id names.
