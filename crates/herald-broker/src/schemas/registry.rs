@@ -39,13 +39,35 @@ impl SchemaService {
         lookup(&self.state().schemas)
     }
 
+    /// The registry as of this request, for answers about what changes (subjects, their
+    /// versions, `latest`, levels): every change acknowledged through any node before it is
+    /// in. The metadata leader applies a change before acknowledging it, so its own state is
+    /// current; a follower first catches up with the leader. (Schema ids never change what
+    /// they name, so lookups by id only catch up on a miss: see [`Self::find`].)
+    async fn fresh(&self) -> BrokerResult<Arc<MetadataState>> {
+        let cluster = self.core.cluster();
+        if !cluster.metadata().is_leader() {
+            self.barrier.sync(cluster).await?;
+        }
+        Ok(self.state())
+    }
+
+    /// `lookup` on the registry as of this request (see [`Self::fresh`]).
+    async fn read_fresh<T>(
+        &self,
+        lookup: impl Fn(&SchemaRegistry) -> BrokerResult<Option<T>>,
+    ) -> BrokerResult<Option<T>> {
+        lookup(&self.fresh().await?.schemas)
+    }
+
     /// Subject names, sorted; soft-deleted ones too with `deleted`.
     pub async fn subjects(&self, prefix: Option<&str>, deleted: bool) -> BrokerResult<Vec<String>> {
         if let Some(prefix) = prefix.filter(|prefix| !prefix.is_empty()) {
             check_subject(prefix)?;
         }
         Ok(self
-            .state()
+            .fresh()
+            .await?
             .schemas
             .subjects
             .iter()
@@ -61,7 +83,7 @@ impl SchemaService {
     /// A subject's version numbers, oldest first.
     pub async fn versions(&self, subject: &str, deleted: bool) -> BrokerResult<Vec<u32>> {
         check_subject(subject)?;
-        self.find(|registry| {
+        self.read_fresh(|registry| {
             Ok(registry.subjects.get(subject).and_then(|found| {
                 let versions: Vec<u32> = found
                     .versions
@@ -85,7 +107,7 @@ impl SchemaService {
     ) -> BrokerResult<SubjectSchema> {
         check_subject(subject)?;
         let found = self
-            .find(|registry| {
+            .read_fresh(|registry| {
                 let Some(found) = registry.subjects.get(subject) else {
                     return Ok(None);
                 };
@@ -252,7 +274,7 @@ impl SchemaService {
         check_subject(subject)?;
         let (schema, _) = self.prepare(schema, normalize)?;
         let found = self
-            .find(|registry| {
+            .read_fresh(|registry| {
                 let Some(found) = registry.subjects.get(subject) else {
                     return Ok(None);
                 };
@@ -329,7 +351,8 @@ impl SchemaService {
         subject: Option<&str>,
         default_to_global: bool,
     ) -> BrokerResult<Compatibility> {
-        let registry = &self.state().schemas;
+        let state = self.fresh().await?;
+        let registry = &state.schemas;
         match subject {
             None => Ok(registry.compatibility.unwrap_or_default()),
             Some(subject) => {
