@@ -15,9 +15,13 @@
 //! - properties under the open/closed content model: a writer property the reader dropped
 //!   while the reader is closed (`additionalProperties: false`) is an error, or it must be
 //!   valid against the reader's `additionalProperties` schema; a property the reader added
-//!   is compatible unless it is required (see above), because writers of an open model may
-//!   have sent it with another type only by going beyond their schema — Confluent is
-//!   stricter here and calls it `PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL`;
+//!   must accept whatever the writer's `additionalProperties` let through under that name,
+//!   since a writer of an open model may have sent it with any value. So adding a property
+//!   to an open model (`additionalProperties` absent or `true`) breaks unless the property
+//!   accepts anything, as Confluent's `PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL`; adding one to
+//!   a closed model is compatible; a partly open model (`additionalProperties` a schema)
+//!   needs the new property to accept what that schema did. Close the model
+//!   (`additionalProperties: false`) to add properties freely;
 //! - `additionalProperties` going from open (absent or `true`) to `false` or to a schema;
 //! - bounds tightened: `minimum`, `exclusiveMinimum`, `minLength`, `minItems`,
 //!   `minProperties` raised (or added); `maximum`, `exclusiveMaximum`, `maxLength`,
@@ -192,6 +196,15 @@ fn check_bounds(w: &Map<String, Value>, r: &Map<String, Value>, path: &str, out:
     }
 }
 
+/// `true` or `{}`: a schema every value is valid under.
+fn accepts_anything(schema: &Value) -> bool {
+    match schema {
+        Value::Bool(accepts) => *accepts,
+        Value::Object(keywords) => keywords.is_empty(),
+        _ => false,
+    }
+}
+
 /// `additionalProperties` as a schema; absent means open (`true`).
 fn additional(schema: &Map<String, Value>) -> &Value {
     static TRUE: Value = Value::Bool(true);
@@ -225,6 +238,23 @@ fn check_object(
                 "{path}: property removed while the reader's content model is closed (additionalProperties: false)"
             )),
             None => check(wschema, radd, path, out, depth + 1),
+        }
+        path.truncate(len);
+    }
+
+    for (name, rschema) in rprops {
+        if wprops.contains_key(name) || wadd == &Value::Bool(false) {
+            continue;
+        }
+        let len = path.len();
+        path.push_str("/properties/");
+        path.push_str(name);
+        if wadd == &Value::Bool(true) && !accepts_anything(rschema) {
+            out.push(format!(
+                "{path}: property added to an open content model (writers may have sent it with any value; close the model with additionalProperties: false to add properties)"
+            ));
+        } else {
+            check(wadd, rschema, path, out, depth + 1);
         }
         path.truncate(len);
     }

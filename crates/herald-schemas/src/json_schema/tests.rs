@@ -122,16 +122,51 @@ fn backward(new: serde_json::Value, old: serde_json::Value) -> Vec<String> {
 
 #[test]
 fn property_added_under_open_model() {
+    // As Confluent's PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL: an old writer may have sent
+    // `email` as a number, which the new reader refuses.
     let old = person(json!({}));
     let mut new = old.clone();
     new["properties"]["email"] = json!({"type": "string"});
-    assert!(backward(new.clone(), old.clone()).is_empty());
+    let problems = backward(new.clone(), old.clone());
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("/properties/email") && p.contains("open content model")),
+        "{problems:?}"
+    );
+    // A property that accepts anything may be added.
+    let mut anything = old.clone();
+    anything["properties"]["note"] = json!({});
+    assert!(backward(anything, old.clone()).is_empty());
     new["required"] = json!(["name", "email"]);
     let problems = backward(new, old);
     assert!(
         problems
             .iter()
             .any(|p| p.contains("required property \"email\"")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn property_added_under_closed_and_partly_open_models() {
+    let closed = person(json!({"additionalProperties": false}));
+    let mut added = closed.clone();
+    added["properties"]["email"] = json!({"type": "string"});
+    added["additionalProperties"] = json!(false);
+    assert!(backward(added, closed).is_empty(), "closed: compatible");
+
+    // Partly open: extra properties were strings; a new string property is covered, a new
+    // integer property is not.
+    let partly = person(json!({"additionalProperties": {"type": "string"}}));
+    let mut covered = partly.clone();
+    covered["properties"]["email"] = json!({"type": "string"});
+    assert!(backward(covered, partly.clone()).is_empty(), "covered");
+    let mut uncovered = partly.clone();
+    uncovered["properties"]["count"] = json!({"type": "integer"});
+    let problems = backward(uncovered, partly);
+    assert!(
+        problems.iter().any(|p| p.contains("/properties/count")),
         "{problems:?}"
     );
 }
