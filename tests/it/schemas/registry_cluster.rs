@@ -5,6 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use super::{avro_long, framed};
 use crate::common::b64;
 use crate::common::cluster::TestCluster;
 
@@ -12,28 +13,6 @@ const R: &str = "/schema-registry";
 
 fn order_schema(fields: Value) -> Value {
     json!({"schema": json!({"type": "record", "name": "Order", "fields": fields}).to_string()})
-}
-
-/// Avro's encoding of a long (zig-zag varint).
-fn avro_long(value: i64) -> Vec<u8> {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
-    let mut out = Vec::new();
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return out;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-fn framed(id: u32, payload: &[u8]) -> Vec<u8> {
-    let mut bytes = vec![0u8];
-    bytes.extend_from_slice(&id.to_be_bytes());
-    bytes.extend_from_slice(payload);
-    bytes
 }
 
 #[tokio::test]

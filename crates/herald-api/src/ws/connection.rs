@@ -23,6 +23,7 @@ use super::socket_auth::{frame_operation, truncate_at, SocketAuth};
 use super::writer::write_frames;
 use super::{group_subscription, queue_subscription, subscription};
 use super::{WsState, CLOSED_TOTAL, CONNECTIONS, FRAMES_TOTAL, SUBSCRIPTIONS_REFUSED_TOTAL};
+use crate::api::dto::decoded::ReadDecoder;
 use crate::api::middleware::quota::quota_exceeded;
 use crate::api::problem::ApiError;
 use crate::api::server::connections::STALLED_CONNECTIONS_TOTAL;
@@ -269,7 +270,7 @@ impl Connection {
                     .principal
                     .as_ref()
                     .map(|principal| principal.subject.clone());
-                let (id, member, credit) = match group_subscription::join(
+                let joined = match group_subscription::join(
                     &self.state.broker,
                     subscribe,
                     owner,
@@ -281,8 +282,9 @@ impl Connection {
                     Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
                 };
                 // The `ok` precedes the `assignment` frame and the messages.
-                self.begin(id.clone(), memory, |outbox| {
-                    Running::Group(group_subscription::start(id, member, credit, outbox))
+                let id = joined.id.clone();
+                self.begin(id, memory, |outbox| {
+                    Running::Group(group_subscription::start(joined, outbox))
                 })
             }
             ClientFrame::QueueSubscribe(subscribe) => {
@@ -300,8 +302,9 @@ impl Connection {
                     Ok(leases) => leases,
                     Err(error) => return self.answer(ServerFrame::error(Some(id.into()), &error)),
                 };
+                let decoder = ReadDecoder::when_asked(&self.state.broker, subscribe.decode);
                 self.begin(id.clone(), memory, |outbox| {
-                    Running::Queue(queue_subscription::start(id, leases, outbox))
+                    Running::Queue(queue_subscription::start(id, leases, decoder, outbox))
                 })
             }
             ClientFrame::Commit(commit) => match self.subscriptions.get(&commit.id) {

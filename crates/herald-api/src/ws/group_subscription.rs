@@ -12,6 +12,8 @@ use tokio::task::JoinHandle;
 use super::frames::{CommitFrame, GroupSubscribeFrame, ServerFrame};
 use super::outbox::Outbox;
 use super::subscription::{check_credit, end_with, grant_credit};
+use crate::api::dto::decoded::ReadDecoder;
+use crate::api::dto::streams::GroupDelivered;
 use crate::api::problem::ApiError;
 use crate::broker::stream::ResumingMember;
 use crate::broker::{Broker, JoinGroup, MemberEvent, MemberHandle, MemberStream, Membership};
@@ -30,6 +32,15 @@ impl Drop for GroupSubscription {
     }
 }
 
+/// A member joined for a `subscribe`, not polled yet.
+pub struct Joined {
+    pub id: String,
+    member: MemberStream,
+    credit: u64,
+    /// With `decode: "json"`.
+    decoder: Option<ReadDecoder>,
+}
+
 /// Joins the group for a `subscribe` with `group`, as `owner` (the socket's principal; the
 /// member is theirs alone); the member is not polled yet.
 pub async fn join(
@@ -37,8 +48,9 @@ pub async fn join(
     frame: GroupSubscribeFrame,
     owner: Option<String>,
     default_credit: u64,
-) -> Result<(String, MemberStream, u64), ApiError> {
+) -> Result<Joined, ApiError> {
     let credit = check_credit(frame.credit.unwrap_or(default_credit))?;
+    let decoder = ReadDecoder::when_asked(broker, frame.decode);
     let request = JoinGroup {
         group: frame.group,
         owner,
@@ -50,18 +62,24 @@ pub async fn join(
         .groups()
         .join_stream(request, frame.auto_commit)
         .await?;
-    Ok((frame.id, member, credit))
+    Ok(Joined {
+        id: frame.id,
+        member,
+        credit,
+        decoder,
+    })
 }
 
 /// Starts delivering: `assignment` first, then messages as credit allows.
-pub fn start(id: String, member: MemberStream, credit: u64, outbox: &Outbox) -> GroupSubscription {
-    let credit = Arc::new(Semaphore::new(credit as usize));
-    let handle = member.handle();
+pub fn start(joined: Joined, outbox: &Outbox) -> GroupSubscription {
+    let credit = Arc::new(Semaphore::new(joined.credit as usize));
+    let handle = joined.member.handle();
     let task = tokio::spawn(deliver(
-        id,
-        ResumingMember::new(member),
+        joined.id,
+        ResumingMember::new(joined.member),
         credit.clone(),
         outbox.clone(),
+        joined.decoder,
     ));
     GroupSubscription {
         credit,
@@ -101,7 +119,13 @@ impl GroupSubscription {
 
 /// Forwards what the member hands over (it rides out leader changes itself), within the
 /// credit and the socket's outbound queue, both checked before each attempt.
-async fn deliver(id: String, mut member: ResumingMember, credit: Arc<Semaphore>, outbox: Outbox) {
+async fn deliver(
+    id: String,
+    mut member: ResumingMember,
+    credit: Arc<Semaphore>,
+    outbox: Outbox,
+    mut decoder: Option<ReadDecoder>,
+) {
     loop {
         // Backpressure: no poll while the socket's queue is full. The session is kept by the
         // next poll; a client that reads nothing for the stall timeout is closed before it
@@ -131,7 +155,7 @@ async fn deliver(id: String, mut member: ResumingMember, credit: Arc<Semaphore>,
                 }
                 ServerFrame::GroupMessages {
                     id: id.clone(),
-                    messages: messages.into_iter().map(Into::into).collect(),
+                    messages: GroupDelivered::all(messages, decoder.as_mut()).await,
                 }
             }
             // A lasting refusal (a topic deleted, the member's owner refused): the

@@ -11,6 +11,8 @@ use tokio::task::JoinHandle;
 use super::frames::{QueueSubscribeFrame, ServerFrame, SettleFrame};
 use super::outbox::Outbox;
 use super::subscription::end_with;
+use crate::api::dto::decoded::ReadDecoder;
+use crate::api::dto::streams::LeaseDelivered;
 use crate::api::problem::ApiError;
 use crate::broker::stream::ResumingLeases;
 use crate::broker::subscriptions::{LeaseStream, Settle, MAX_IN_FLIGHT};
@@ -52,13 +54,19 @@ pub fn open(
         .open_lease_stream(&frame.subscription, credit)?)
 }
 
-/// Starts leasing; `messages` frames go to `outbox`.
-pub fn start(id: String, leases: LeaseStream, outbox: &Outbox) -> QueueSubscription {
+/// Starts leasing; `messages` frames go to `outbox`, decoded with a decoder.
+pub fn start(
+    id: String,
+    leases: LeaseStream,
+    decoder: Option<ReadDecoder>,
+    outbox: &Outbox,
+) -> QueueSubscription {
     let leases = Arc::new(leases);
     let task = tokio::spawn(deliver(
         id,
         ResumingLeases::new(leases.clone()),
         outbox.clone(),
+        decoder,
     ));
     QueueSubscription { leases, task }
 }
@@ -142,7 +150,12 @@ async fn settle(
 
 /// Forwards what the leases hand over (they ride out leader changes themselves), with the
 /// socket's outbound queue checked before each attempt.
-async fn deliver(id: String, mut leases: ResumingLeases, outbox: Outbox) {
+async fn deliver(
+    id: String,
+    mut leases: ResumingLeases,
+    outbox: Outbox,
+    mut decoder: Option<ReadDecoder>,
+) {
     loop {
         // Backpressure: no lease is taken while the socket's queue is full, so leases do not
         // run down their deadlines waiting to be written.
@@ -155,7 +168,7 @@ async fn deliver(id: String, mut leases: ResumingLeases, outbox: Outbox) {
         };
         let frame = ServerFrame::Leases {
             id: id.clone(),
-            messages: pulled.into_iter().map(Into::into).collect(),
+            messages: LeaseDelivered::all(pulled, decoder.as_mut()).await,
         };
         if outbox.deliver(&frame).is_err() {
             return;

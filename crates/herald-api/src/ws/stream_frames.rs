@@ -30,6 +30,10 @@ pub struct GroupSubscribeFrame {
     /// Commit what is delivered as it is delivered (at most once); default `false`.
     #[serde(default)]
     pub auto_commit: bool,
+    /// `"json"`: values (and keys) in the Confluent wire format come decoded as JSON, with the
+    /// schema beside them (docs/schemas.md).
+    #[serde(default)]
+    pub decode: Option<crate::api::dto::consume::DecodeMode>,
 }
 
 /// `subscribe` to queue subscription `subscription`: leases, at most `credit` un-settled.
@@ -42,6 +46,10 @@ pub struct QueueSubscribeFrame {
     pub subscription: String,
     #[serde(default)]
     pub credit: Option<u64>,
+    /// `"json"`: values (and keys) in the Confluent wire format come decoded as JSON, with the
+    /// schema beside them (docs/schemas.md).
+    #[serde(default)]
+    pub decode: Option<crate::api::dto::consume::DecodeMode>,
 }
 
 /// `commit`: offsets (each the next offset to read) of group subscription `id`.

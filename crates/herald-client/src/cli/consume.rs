@@ -150,10 +150,6 @@ pub async fn run(server: &str, args: ConsumeArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.follow {
-        anyhow::ensure!(
-            !args.decode,
-            "--decode reads with requests; it does not apply to --follow yet"
-        );
         return super::follow::run(&api, &args).await;
     }
 

@@ -140,6 +140,9 @@ async fn session(
     if let Some(partition) = args.partition {
         subscribe["partition"] = json!(partition);
     }
+    if args.decode {
+        subscribe["decode"] = json!("json");
+    }
     socket
         .send(Message::text(subscribe.to_string()))
         .await

@@ -71,27 +71,48 @@ pub async fn decoded_message(
     dto
 }
 
-/// Decodes the messages of one read, which may span topics (a group poll), with one decoder
-/// per topic.
-pub struct ReadDecoder<'b> {
-    broker: &'b crate::broker::Broker,
+/// Decodes the messages of one read, or of a stream, which may span topics (a group poll),
+/// with one decoder per topic. It holds its own handle on the broker, so a stream's task can
+/// keep it.
+pub struct ReadDecoder {
+    broker: crate::broker::Broker,
     decoders: HashMap<String, MessageDecoder>,
 }
 
-impl<'b> ReadDecoder<'b> {
-    pub fn new(broker: &'b crate::broker::Broker) -> Self {
+impl ReadDecoder {
+    pub fn new(broker: &crate::broker::Broker) -> Self {
         ReadDecoder {
-            broker,
+            broker: broker.clone(),
             decoders: HashMap::new(),
         }
     }
 
+    /// A decoder when `decode` asks for one (`decode=json`).
+    pub fn when_asked(
+        broker: &crate::broker::Broker,
+        decode: Option<super::consume::DecodeMode>,
+    ) -> Option<Self> {
+        decode.map(|_| ReadDecoder::new(broker))
+    }
+
     pub async fn message(&mut self, topic: &str, message: ConsumedMessage) -> ConsumedMessageDto {
-        let broker = self.broker;
+        let broker = &self.broker;
         let decoder = self
             .decoders
             .entry(topic.to_string())
             .or_insert_with(|| broker.schemas().decoder(topic));
         decoded_message(decoder, topic, message).await
+    }
+
+    /// `message` as an answer: decoded with a decoder, as stored without one.
+    pub async fn maybe(
+        decoder: Option<&mut ReadDecoder>,
+        topic: &str,
+        message: ConsumedMessage,
+    ) -> ConsumedMessageDto {
+        match decoder {
+            Some(decoder) => decoder.message(topic, message).await,
+            None => ConsumedMessageDto::from_domain(topic, message),
+        }
     }
 }

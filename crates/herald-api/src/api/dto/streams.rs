@@ -5,6 +5,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::consume::ConsumedMessageDto;
+use super::decoded::ReadDecoder;
 use super::groups::TopicPartitionDto;
 use crate::broker::subscriptions::PulledMessage;
 use crate::broker::{GroupMessage, Membership};
@@ -45,7 +46,15 @@ pub struct AssignmentBody {
 
 impl From<GroupMessage> for GroupDelivered {
     fn from(message: GroupMessage) -> Self {
-        let dto = ConsumedMessageDto::from_domain(&message.topic, message.message);
+        GroupDelivered::with(ConsumedMessageDto::from_domain(
+            &message.topic,
+            message.message,
+        ))
+    }
+}
+
+impl GroupDelivered {
+    fn with(dto: ConsumedMessageDto) -> Self {
         GroupDelivered {
             commit: CommitPosition {
                 topic: dto.topic.clone(),
@@ -55,9 +64,21 @@ impl From<GroupMessage> for GroupDelivered {
             message: dto,
         }
     }
-}
 
-impl GroupDelivered {
+    /// A poll's messages, decoded with a decoder (a stream with `decode: json`).
+    pub async fn all(
+        messages: Vec<GroupMessage>,
+        mut decoder: Option<&mut ReadDecoder>,
+    ) -> Vec<GroupDelivered> {
+        let mut delivered = Vec::with_capacity(messages.len());
+        for message in messages {
+            let dto =
+                ReadDecoder::maybe(decoder.as_deref_mut(), &message.topic, message.message).await;
+            delivered.push(GroupDelivered::with(dto));
+        }
+        delivered
+    }
+
     /// The commit position as one string, `topic/partition/offset` (a server-sent event id).
     pub fn position(&self) -> String {
         format!(
@@ -74,6 +95,25 @@ impl From<PulledMessage> for LeaseDelivered {
             delivery_attempt: pulled.delivery_attempt,
             message: ConsumedMessageDto::from_domain(&pulled.topic, pulled.message),
         }
+    }
+}
+
+impl LeaseDelivered {
+    /// A pull's leases, decoded with a decoder (a stream with `decode: json`).
+    pub async fn all(
+        pulled: Vec<PulledMessage>,
+        mut decoder: Option<&mut ReadDecoder>,
+    ) -> Vec<LeaseDelivered> {
+        let mut delivered = Vec::with_capacity(pulled.len());
+        for lease in pulled {
+            delivered.push(LeaseDelivered {
+                ack_id: lease.ack_id,
+                delivery_attempt: lease.delivery_attempt,
+                message: ReadDecoder::maybe(decoder.as_deref_mut(), &lease.topic, lease.message)
+                    .await,
+            });
+        }
+        delivered
     }
 }
 

@@ -16,6 +16,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::dto::decoded::ReadDecoder;
 use crate::api::dto::groups::OffsetResetDto;
 use crate::api::dto::streams::{AssignmentBody, GroupDelivered};
 use crate::api::extract::{ApiPath, ApiQuery};
@@ -48,6 +49,11 @@ pub struct GroupEventsQuery {
     /// Commit each message as it is sent (at most once). Default `false`: commit over REST.
     #[serde(default)]
     pub auto_commit: Option<bool>,
+    /// `json`: values (and keys) in the Confluent wire format come decoded as JSON, with the
+    /// schema beside them (docs/schemas.md); a part that does not decode keeps its bytes and
+    /// says why in `decode_error`.
+    #[serde(default)]
+    pub decode: Option<crate::api::dto::consume::DecodeMode>,
 }
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -112,7 +118,10 @@ async fn group_events(
         .join_stream(request, query.auto_commit.unwrap_or(false))
         .await?;
     Ok(streams.respond(
-        MemberEvents(ResumingMember::new(member)),
+        MemberEvents {
+            member: ResumingMember::new(member),
+            decoder: ReadDecoder::when_asked(&broker, query.decode),
+        },
         shutdown,
         open,
         token,
@@ -120,26 +129,33 @@ async fn group_events(
 }
 
 /// The member, resuming across leader changes: every error it hands over ends the stream.
-struct MemberEvents(ResumingMember);
+struct MemberEvents {
+    member: ResumingMember,
+    /// With `decode=json`.
+    decoder: Option<ReadDecoder>,
+}
 
 impl EventSource for MemberEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
-        match self.0.next(MESSAGES_PER_POLL).await {
+        match self.member.next(MESSAGES_PER_POLL).await {
             Ok(MemberEvent::Assignment(membership)) => {
                 let data = AssignmentBody::from(membership);
                 let data = serde_json::to_string(&data).unwrap_or_default();
                 (vec![Event::default().event("assignment").data(data)], false)
             }
             Ok(MemberEvent::Messages(messages)) => {
-                let delivered = messages.into_iter().map(GroupDelivered::from);
-                (message_events(delivered, GroupDelivered::position), false)
+                let delivered = GroupDelivered::all(messages, self.decoder.as_mut()).await;
+                (
+                    message_events(delivered.into_iter(), GroupDelivered::position),
+                    false,
+                )
             }
             Err(error) => (vec![problem_event(ApiError::from(error))], true),
         }
     }
 
     fn shutdown_event(&self) -> Event {
-        let membership = self.0.member().membership();
+        let membership = self.member.member().membership();
         let data = serde_json::json!({
             "member_id": membership.member_id,
             "generation": membership.generation,

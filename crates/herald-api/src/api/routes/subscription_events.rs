@@ -16,6 +16,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::dto::decoded::ReadDecoder;
 use crate::api::dto::streams::LeaseDelivered;
 use crate::api::extract::{ApiPath, ApiQuery};
 use crate::api::problem::{ApiError, Problem};
@@ -37,6 +38,11 @@ pub struct SubscriptionEventsQuery {
     #[serde(default)]
     #[param(minimum = 1, maximum = 10000)]
     pub max_in_flight: Option<u32>,
+    /// `json`: values (and keys) in the Confluent wire format come decoded as JSON, with the
+    /// schema beside them (docs/schemas.md); a part that does not decode keeps its bytes and
+    /// says why in `decode_error`.
+    #[serde(default)]
+    pub decode: Option<crate::api::dto::consume::DecodeMode>,
 }
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -81,7 +87,10 @@ async fn subscription_events(
         .open_lease_stream(&name, max_in_flight)?;
     let open = streams.open()?;
     Ok(streams.respond(
-        LeaseEvents(ResumingLeases::new(Arc::new(leases))),
+        LeaseEvents {
+            leases: ResumingLeases::new(Arc::new(leases)),
+            decoder: ReadDecoder::when_asked(&broker, query.decode),
+        },
         shutdown,
         open,
         token,
@@ -89,15 +98,19 @@ async fn subscription_events(
 }
 
 /// The leases, resuming across leader changes: every error they hand over ends the stream.
-struct LeaseEvents(ResumingLeases);
+struct LeaseEvents {
+    leases: ResumingLeases,
+    /// With `decode=json`.
+    decoder: Option<ReadDecoder>,
+}
 
 impl EventSource for LeaseEvents {
     async fn next_events(&mut self) -> (Vec<Event>, bool) {
-        match self.0.next().await {
+        match self.leases.next().await {
             Ok(pulled) => {
-                let delivered = pulled.into_iter().map(LeaseDelivered::from);
+                let delivered = LeaseDelivered::all(pulled, self.decoder.as_mut()).await;
                 (
-                    message_events(delivered, |lease| lease.ack_id.clone()),
+                    message_events(delivered.into_iter(), |lease| lease.ack_id.clone()),
                     false,
                 )
             }
@@ -106,7 +119,7 @@ impl EventSource for LeaseEvents {
     }
 
     fn shutdown_event(&self) -> Event {
-        let data = serde_json::json!({"subscription": self.0.leases().subscription()});
+        let data = serde_json::json!({"subscription": self.leases.leases().subscription()});
         Event::default().event("shutdown").data(data.to_string())
     }
 }
