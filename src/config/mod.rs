@@ -168,6 +168,10 @@ pub struct RaftConfig {
     /// second for the whole node, so the partitions' clients keep their latency while replicas
     /// are rebuilt. Followers near the commit point are never held. 0: unlimited.
     pub catch_up_bytes_per_sec: u64,
+    /// A partition group with no write for this long whose followers all hold its whole log
+    /// goes quiet: no ticks, no heartbeats, until a write, a raft message or a silent peer
+    /// wakes it. What lets a node hold thousands of idle partitions. 0: never.
+    pub quiesce_after_ms: u64,
 }
 
 /// Consumer group limits (`[groups]`).
@@ -289,6 +293,7 @@ impl Default for RaftConfig {
             election_timeout_min_ms: 1500,
             election_timeout_max_ms: 2500,
             catch_up_bytes_per_sec: crate::raft::DEFAULT_CATCH_UP_BYTES_PER_SEC,
+            quiesce_after_ms: 2000,
         }
     }
 }

@@ -58,6 +58,8 @@ impl Cluster {
             tracing::warn!(peer, %reason, "peer is gone; taking over the groups it led");
             metrics::counter!("herald_cluster_dead_peer_takeovers_total").increment(1);
             self.take_over_from(peer).await;
+            // Groups it followed in that this node leads: awake, they report it out of sync.
+            self.wake_groups_of(peer);
         }
     }
 

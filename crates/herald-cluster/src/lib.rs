@@ -32,6 +32,7 @@ mod operation;
 #[cfg(test)]
 mod operation_fixtures;
 pub mod placement;
+mod quiescence;
 mod reconcile;
 mod replicas;
 mod retention;
@@ -45,6 +46,7 @@ pub use groups::{topic_partition_counts, GroupCoordinator, MemberView};
 pub use handoff::HandoffReport;
 pub use metadata_group::MetadataGroup;
 pub use nodes::Membership;
+pub use quiescence::QUIET_GROUPS;
 pub use replicas::LocalReplicas;
 pub use routing::Routing;
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
@@ -94,6 +96,9 @@ pub struct ClusterOptions {
     /// Replication to followers far behind (a rebuilt replica) is held to this many bytes per
     /// second, node-wide; 0: unlimited.
     pub catch_up_bytes_per_sec: u64,
+    /// A partition group with no write for this long, all followers caught up, goes quiet
+    /// (`quiescence`); zero: never.
+    pub quiesce_after: Duration,
 }
 
 /// The wall clock in ms since the Unix epoch: what retention and compaction plans are decided
@@ -285,6 +290,11 @@ impl Cluster {
             options.retention_check_interval,
             stopped.clone(),
             |cluster| async move { cluster.apply_retention().await },
+        ));
+        tokio::spawn(quiescence::quiesce_idle_groups(
+            Arc::downgrade(&cluster),
+            options.quiesce_after,
+            stopped.clone(),
         ));
         reconcile::spawn_loops(&cluster, stopped);
         Ok(cluster)

@@ -65,6 +65,8 @@ cluster_operation_kinds! {
     /// A ping whose report carries the node's wire version (wire version 1 on; `Ping` stays
     /// served for nodes of the release before).
     VersionedPing = 5,
+    /// A leader's offer that idle partition groups go quiet (`quiescence`; wire version 3 on).
+    QuiesceGroups = 6,
 }
 
 impl ClusterOperationKind {

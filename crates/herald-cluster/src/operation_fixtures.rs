@@ -13,6 +13,7 @@ use super::groups::{GroupHeartbeat, MemberView};
 use super::handback::ReplicaProgressQuery;
 use super::metadata_group::Propose;
 use super::operation::{ClusterOperation, ClusterOperationKind};
+use super::quiescence::{QuiesceGroups, QuietGroup};
 use super::service::{
     GroupLeadership, Ping, PingReport, ProposeFailure, ReplicaProgress, VersionedPing,
     VersionedPingReport,
@@ -115,6 +116,26 @@ fn check_kind(golden: &mut Golden, kind: ClusterOperationKind) {
             golden.check("replica-progress.reply-replica", &progress);
             let none: <ReplicaProgressQuery as ClusterOperation>::Reply = None;
             golden.check("replica-progress.reply-no-replica", &none);
+        }
+        ClusterOperationKind::QuiesceGroups => {
+            let offer = QuiesceGroups {
+                leader: 1,
+                groups: vec![
+                    QuietGroup {
+                        group: RaftGroupId::new(7),
+                        term: 3,
+                        last_index: 261,
+                    },
+                    QuietGroup {
+                        group: RaftGroupId::new(9),
+                        term: 2,
+                        last_index: 40,
+                    },
+                ],
+            };
+            request(golden, "quiesce-groups", &offer);
+            let accepted: <QuiesceGroups as ClusterOperation>::Reply = vec![RaftGroupId::new(7)];
+            golden.check("quiesce-groups.reply", &accepted);
         }
         ClusterOperationKind::VersionedPing => {
             request(golden, "versioned-ping", &VersionedPing);

@@ -183,6 +183,9 @@ impl Cluster {
             ClusterOperationKind::VersionedPing => serve::<VersionedPing>(self, body).await,
             ClusterOperationKind::Propose => serve::<Propose>(self, body).await,
             ClusterOperationKind::GroupHeartbeat => serve::<GroupHeartbeat>(self, body).await,
+            ClusterOperationKind::QuiesceGroups => {
+                serve::<super::quiescence::QuiesceGroups>(self, body).await
+            }
             ClusterOperationKind::ReplicaProgress => {
                 serve::<ReplicaProgressQuery>(self, body).await
             }

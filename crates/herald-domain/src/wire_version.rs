@@ -58,9 +58,9 @@ impl std::fmt::Display for WireVersion {
     }
 }
 
-/// This release's wire version: 2 (the schema registry's metadata commands; 1 was the first
-/// release that reports one).
-pub const WIRE_VERSION: WireVersion = WireVersion(2);
+/// This release's wire version: 3 (quiescent groups' `QuiesceGroups` request; 2 brought the
+/// schema registry's metadata commands, 1 was the first release that reports one).
+pub const WIRE_VERSION: WireVersion = WireVersion(3);
 
 /// Something that needs every replica (or every node) to know it before anyone uses it, with
 /// the wire version that introduced it.
@@ -74,17 +74,25 @@ pub enum Feature {
     /// state extension that stores the registry: a node before wire version 2 could decode
     /// neither.
     SchemaRegistry,
+    /// Quiescent partition groups: the cluster service's `QuiesceGroups` request, which a node
+    /// before wire version 3 does not serve.
+    Quiescence,
 }
 
 impl Feature {
     /// Every feature, oldest first.
-    pub const ALL: &'static [Feature] = &[Feature::ClusterVersionCommand, Feature::SchemaRegistry];
+    pub const ALL: &'static [Feature] = &[
+        Feature::ClusterVersionCommand,
+        Feature::SchemaRegistry,
+        Feature::Quiescence,
+    ];
 
     /// The wire version that introduced it: the lowest cluster version that allows it.
     pub fn since(self) -> WireVersion {
         match self {
             Feature::ClusterVersionCommand => WireVersion(1),
             Feature::SchemaRegistry => WireVersion(2),
+            Feature::Quiescence => WireVersion(3),
         }
     }
 }

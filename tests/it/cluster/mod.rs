@@ -18,6 +18,7 @@ mod cluster_mtls;
 mod cluster_node_replacement;
 mod cluster_partitions;
 mod cluster_pipeline;
+mod cluster_quiescence;
 mod cluster_redrive;
 mod cluster_replication;
 mod cluster_retention;

@@ -78,6 +78,7 @@ pub(crate) fn leader_report<SM>(
     raft: &Raft<TypeConfig, SM>,
     node_id: u64,
     max_ack_age: Duration,
+    quiet: bool,
 ) -> Option<LeaderReport>
 where
     SM: RaftStateMachine<TypeConfig>,
@@ -103,14 +104,17 @@ where
                 .and_then(|replication| replication.get(voter).cloned().flatten())
                 .map(|log_id| log_id.index);
             let close = lag(last_index, matched).is_some_and(|lag| lag <= IN_SYNC_MAX_LAG_ENTRIES);
-            let recent = match metrics.heartbeat.as_ref() {
-                Some(heartbeats) => heartbeats
-                    .get(voter)
-                    .cloned()
-                    .flatten()
-                    .is_some_and(|acked| openraft::Instant::elapsed(&*acked) <= max_ack_age),
-                None => true,
-            };
+            // A quiet group's followers all held the whole log when it went quiet, and it
+            // wakes (acks fresh again) as soon as one stops answering: no ack is expected.
+            let recent = quiet
+                || match metrics.heartbeat.as_ref() {
+                    Some(heartbeats) => heartbeats
+                        .get(voter)
+                        .cloned()
+                        .flatten()
+                        .is_some_and(|acked| openraft::Instant::elapsed(&*acked) <= max_ack_age),
+                    None => true,
+                };
             close && recent
         })
         .collect();

@@ -11,6 +11,7 @@ pub(crate) mod log_rank;
 pub(crate) mod log_store;
 pub(crate) mod membership;
 pub(crate) mod network;
+pub(crate) mod quiescence;
 pub(crate) mod recent_entries;
 pub(crate) mod registry;
 pub(crate) mod state_machine;

@@ -484,6 +484,11 @@ async fn dispatch(
     }
     match group {
         RegisteredGroup::Metadata(raft) => on_raft!(raft),
-        RegisteredGroup::Partition(raft) => on_raft!(raft),
+        RegisteredGroup::Partition(raft, quiescence) => {
+            // Whatever a peer sends a quiet group (its leader's first heartbeat after a write,
+            // a candidate's vote) needs the group awake to be answered in time.
+            quiescence.wake(&raft);
+            on_raft!(raft)
+        }
     }
 }

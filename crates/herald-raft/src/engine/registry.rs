@@ -5,10 +5,12 @@
 
 use herald_domain::RaftGroupId;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use openraft::Raft;
 use parking_lot::RwLock;
 
+use super::quiescence::Quiescence;
 use super::state_machine::GroupStateMachine;
 use super::types::TypeConfig;
 use crate::metadata::applier::MetadataApplier;
@@ -21,7 +23,8 @@ pub type PartitionRaft = Raft<TypeConfig, GroupStateMachine<PartitionApplier>>;
 #[derive(Clone)]
 pub enum RegisteredGroup {
     Metadata(MetadataRaft),
-    Partition(PartitionRaft),
+    /// With its quiet flag: a message for a quiet partition group wakes it.
+    Partition(PartitionRaft, Arc<Quiescence>),
 }
 
 #[derive(Default)]

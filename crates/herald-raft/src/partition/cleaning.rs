@@ -89,6 +89,7 @@ impl PartitionReplica {
         let Some((plan, map)) = outcome.plan else {
             return Ok(check);
         };
+        self.awake().await;
         let response = self
             .raft
             .client_write(RaftRequest::Compact(plan))

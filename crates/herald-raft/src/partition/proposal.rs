@@ -92,6 +92,7 @@ impl PartitionReplica {
         let span = decode_header(&batch)
             .map_err(|error| RaftLayerError::Rejected(format!("corrupt batch: {error}")))?
             .offset_span;
+        self.awake().await;
         let predicted = self.predict(span);
         let (responder, complete) = ProgressResponder::complete_only();
         let proposed = self
@@ -238,6 +239,7 @@ impl PartitionReplica {
     /// retrying an idempotent append is safe either way: a retry of an entry that did commit
     /// is answered as a duplicate by the dedup window.
     pub async fn propose_once_many(&self, appends: Vec<(Bytes, DedupClaim)>) -> PendingOnce {
+        self.awake().await;
         self.predictions.lock().break_chain();
         let count = appends.len();
         let group = self.group();

@@ -27,6 +27,7 @@ use crate::engine::group::{
 use crate::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
+use crate::engine::quiescence::{QuiesceOffer, Quiescence};
 use crate::engine::recent_entries::RecentEntries;
 use crate::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use crate::engine::state_machine::GroupStateMachine;
@@ -65,6 +66,9 @@ pub struct PartitionReplica {
     pub(crate) recent: Arc<RecentEntries>,
     /// Where the appender's next appends land, while certain (see [`super::proposal`]).
     pub(crate) predictions: SharedPredictions,
+    /// Whether the group is quiet (see [`crate::engine::quiescence`]); shared with the
+    /// registry, where incoming raft messages wake it.
+    quiescence: Arc<Quiescence>,
 }
 
 /// Runs in the state-machine worker, between applies (see `engine::checkpoints`). Also
@@ -99,9 +103,11 @@ impl PartitionReplica {
         let recent = Arc::new(RecentEntries::default());
         let (raft, leader_wait) =
             start_raft(context, group, applier, log_lock.clone(), recent.clone()).await?;
-        context
-            .registry
-            .insert(group, RegisteredGroup::Partition(raft.clone()));
+        let quiescence = Arc::new(Quiescence::default());
+        context.registry.insert(
+            group,
+            RegisteredGroup::Partition(raft.clone(), quiescence.clone()),
+        );
         let _initialized = bootstrap_raft(&raft, group, &bootstrap).await?;
         Ok(PartitionReplica {
             group,
@@ -123,7 +129,62 @@ impl PartitionReplica {
             queues,
             recent,
             predictions: SharedPredictions::default(),
+            quiescence,
         })
+    }
+
+    /// Before anything is proposed: notes the activity and, when the group was quiet, wakes
+    /// it and waits until a quorum answered a heartbeat, so the leader's lease is valid again
+    /// (a leader quiet for longer than its lease refuses writes until then).
+    pub(crate) async fn awake(&self) {
+        self.quiescence.touch();
+        if self.quiescence.wake(&self.raft) && self.is_leader() {
+            let renewed = tokio::time::timeout(
+                self.leader_wait,
+                self.raft.ensure_linearizable(ReadPolicy::ReadIndex),
+            )
+            .await;
+            if !matches!(renewed, Ok(Ok(_))) {
+                tracing::debug!(
+                    group = self.group.get(),
+                    "no quorum answered the wake-up heartbeat in time"
+                );
+            }
+        }
+    }
+
+    /// Whether the group is quiet here (no ticks, no heartbeats).
+    pub fn is_quiet(&self) -> bool {
+        self.quiescence.is_quiet()
+    }
+
+    /// On the leader: an offer to go quiet, when the group was idle for `idle_after` and every
+    /// follower holds the whole log (see [`crate::engine::quiescence`]).
+    pub fn quiesce_offer(&self, idle_after: Duration) -> Option<QuiesceOffer> {
+        self.quiescence.offer(&self.raft, self.node_id, idle_after)
+    }
+
+    /// On the leader, with the followers' answers to `offer`: answers whether it went quiet.
+    pub fn settle_quiesce(&self, offer: &QuiesceOffer, all_agreed: bool) -> bool {
+        self.quiescence.settle(&self.raft, offer, all_agreed)
+    }
+
+    /// On a follower: goes quiet if `leader` leads in `term` and this replica has its whole
+    /// log up to `last_index`, committed and applied.
+    pub fn accept_quiesce(&self, leader: u64, term: u64, last_index: u64) -> bool {
+        self.quiescence.accept(&self.raft, leader, term, last_index)
+    }
+
+    /// Wakes the group when it is quiet and `peer` (which stopped answering) leads it or is
+    /// one of the voters this node leads; answers whether it did.
+    pub fn wake_for_peer(&self, peer: u64) -> bool {
+        if !self.quiescence.is_quiet() {
+            return false;
+        }
+        let leader = self.leader();
+        let involved = leader == Some(peer)
+            || (leader == Some(self.node_id) && self.members().voters.contains(&peer));
+        involved && self.quiescence.wake(&self.raft)
     }
 
     pub fn group(&self) -> RaftGroupId {
@@ -136,6 +197,7 @@ impl PartitionReplica {
 
     /// Replicates one stored batch; answers its base offset once applied (durable on a quorum).
     pub async fn append(&self, batch: Bytes) -> Result<(u64, u32), RaftLayerError> {
+        self.awake().await;
         let response = self
             .raft
             .client_write(RaftRequest::Append { batch })
@@ -155,6 +217,7 @@ impl PartitionReplica {
 
     /// Replicates a change of a subscription's delivery state; answers what it did.
     pub async fn queue(&self, command: DeliveryCommand) -> Result<DeliveryOutcome, RaftLayerError> {
+        self.awake().await;
         let response = self
             .raft
             .client_write(RaftRequest::Delivery(command))
@@ -190,6 +253,7 @@ impl PartitionReplica {
 
     /// Replicates a retention decision; answers the log start it left.
     pub async fn trim(&self, plan: RetentionPlan) -> Result<u64, RaftLayerError> {
+        self.awake().await;
         let response = self
             .raft
             .client_write(RaftRequest::Trim {
@@ -364,7 +428,12 @@ impl PartitionReplica {
 
     /// Leader, voters and in-sync replicas, when this node leads the group.
     pub fn leader_report(&self) -> Option<LeaderReport> {
-        leader_report(&self.raft, self.node_id, self.max_ack_age)
+        leader_report(
+            &self.raft,
+            self.node_id,
+            self.max_ack_age,
+            self.quiescence.is_quiet(),
+        )
     }
 
     pub fn members(&self) -> GroupMembers {
@@ -379,6 +448,12 @@ impl PartitionReplica {
         replicas: &BTreeSet<u64>,
         addresses: &BTreeMap<u64, NodeAddr>,
     ) -> Result<MembershipStep, RaftLayerError> {
+        let members = self.members();
+        let settled = members.voters == *replicas && members.learners.is_empty() && !members.joint;
+        if !settled {
+            // Only a change wakes a quiet group: this runs on every reconcile pass.
+            self.awake().await;
+        }
         converge(
             &self.raft,
             self.group,
@@ -391,11 +466,14 @@ impl PartitionReplica {
     }
 
     pub async fn transfer_leadership(&self, to: u64) {
+        self.awake().await;
         transfer_leadership(&self.raft, self.group, to).await
     }
 
     /// The group's leader `dead` is gone: elect `candidate` now (see [`take_over_from`]).
     pub async fn take_over_from(&self, dead: u64, candidate: u64) {
+        // The leader is gone: no heartbeat to wait for, only the election timer to restart.
+        self.quiescence.wake(&self.raft);
         take_over_from(&self.raft, self.group, dead, candidate).await
     }
 

@@ -1,0 +1,218 @@
+//! Quiescent groups: a partition group with nothing to do stops ticking and heartbeating.
+//!
+//! An idle raft group still costs its node a tick every fifth of a heartbeat interval and one
+//! heartbeat per follower per interval; a node holding thousands of idle partitions spends its
+//! CPU on them (`benches/cluster-idle.sh`). Here, as CockroachDB quiesces idle ranges, a
+//! leader whose group had no write for a while and whose followers all hold its whole log,
+//! committed and applied, asks them to go quiet; once every follower agreed, the leader stops
+//! its ticks too (openraft's `runtime_config().tick(false)`: no heartbeats, no election timer).
+//!
+//! What wakes a group (ticks back on):
+//! - a write or a membership change on the leader, which first sends a heartbeat and waits for
+//!   a quorum to answer it, so the leader's lease is valid again before it proposes;
+//! - any raft message reaching a quiet replica (an append, a vote, a snapshot, a transfer): a
+//!   woken leader's first heartbeat wakes its followers;
+//! - the cluster layer, when a peer stops answering: the followers of a group that peer leads
+//!   (their election timer then runs out at once, since the leader was last heard long ago, and
+//!   they elect), and the leader of a group the peer follows (so in-sync replicas are reported
+//!   as they are). Liveness of quiet groups thus comes from the node-to-node pings, one per
+//!   peer pair, not from one heartbeat per group.
+//!
+//! Races: a write marks activity before it looks at the quiet flag; a leader going quiet sets
+//! the flag, stops its ticks and then checks activity again, so one of the two always sees the
+//! other and the group never stays quiet with a write in flight.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use openraft::rt::watch::WatchReceiver;
+use openraft::storage::RaftStateMachine;
+use openraft::{Raft, ServerState};
+
+use super::types::TypeConfig;
+
+/// Milliseconds are counted from here (an `AtomicU64` holds no `Instant`).
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn now_ms() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
+}
+
+/// One group's quiet flag and when it last had something to do.
+#[derive(Debug)]
+pub struct Quiescence {
+    quiet: AtomicBool,
+    /// When the group last had a write or was woken, in ms from [`EPOCH`].
+    active_at_ms: AtomicU64,
+}
+
+impl Default for Quiescence {
+    fn default() -> Self {
+        Quiescence {
+            quiet: AtomicBool::new(false),
+            active_at_ms: AtomicU64::new(now_ms()),
+        }
+    }
+}
+
+/// A leader's proposal to its followers that the group go quiet, valid while nothing changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuiesceOffer {
+    pub term: u64,
+    /// The leader's last log index, which every follower must hold, committed and applied.
+    pub last_index: u64,
+    /// The voters other than the leader: every one must agree.
+    pub followers: Vec<u64>,
+    /// The leader's activity mark when the offer was made.
+    active_at_ms: u64,
+}
+
+impl Quiescence {
+    pub fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+    }
+
+    /// Notes a write (or anything else that must keep the group awake a while longer).
+    pub fn touch(&self) {
+        self.active_at_ms.store(now_ms(), Ordering::SeqCst);
+    }
+
+    fn idle_for(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.active_at_ms.load(Ordering::SeqCst)))
+    }
+
+    /// Ticks back on if the group was quiet; answers whether it was.
+    pub(crate) fn wake<SM>(&self, raft: &Raft<TypeConfig, SM>) -> bool
+    where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        if self.quiet.swap(false, Ordering::SeqCst) {
+            self.touch();
+            raft.runtime_config().tick(true);
+            metrics::counter!(QUIESCENCE_WAKES_TOTAL).increment(1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// On the leader: an offer to go quiet when the group was idle for `idle_after`, every
+    /// voter holds the leader's whole log committed and applied, and no membership change is
+    /// under way. Marks the group quiet (ticks still on) until [`Self::settle`].
+    pub(crate) fn offer<SM>(
+        &self,
+        raft: &Raft<TypeConfig, SM>,
+        node_id: u64,
+        idle_after: Duration,
+    ) -> Option<QuiesceOffer>
+    where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        if self.is_quiet() || self.idle_for() < idle_after {
+            return None;
+        }
+        let active_at_ms = self.active_at_ms.load(Ordering::SeqCst);
+        let metrics = raft.metrics().borrow_watched().clone();
+        if metrics.state != ServerState::Leader || metrics.current_leader != Some(node_id) {
+            return None;
+        }
+        let last_index = metrics.last_log_index?;
+        let committed = metrics.local_committed.map(|log_id| log_id.index);
+        let applied = metrics.last_applied.map(|log_id| log_id.index);
+        if committed != Some(last_index) || applied != Some(last_index) {
+            return None;
+        }
+        let config = metrics.membership_config.membership();
+        if config.get_joint_config().len() > 1 || config.learner_ids().next().is_some() {
+            return None;
+        }
+        let followers: Vec<u64> = config.voter_ids().filter(|id| *id != node_id).collect();
+        let replication = metrics.replication.as_ref()?;
+        let all_matched = followers.iter().all(|follower| {
+            replication
+                .get(follower)
+                .cloned()
+                .flatten()
+                .is_some_and(|matched| matched.index == last_index)
+        });
+        if !all_matched {
+            return None;
+        }
+        self.quiet.store(true, Ordering::SeqCst);
+        Some(QuiesceOffer {
+            term: metrics.current_term,
+            last_index,
+            followers,
+            active_at_ms,
+        })
+    }
+
+    /// On the leader, once the followers answered `offer`: ticks off when all agreed and
+    /// nothing happened meanwhile, else back to normal. Answers whether the group is quiet.
+    pub(crate) fn settle<SM>(
+        &self,
+        raft: &Raft<TypeConfig, SM>,
+        offer: &QuiesceOffer,
+        all_agreed: bool,
+    ) -> bool
+    where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        if !all_agreed {
+            // The followers that did agree wake with the next heartbeat.
+            self.quiet.store(false, Ordering::SeqCst);
+            return false;
+        }
+        if !self.is_quiet() {
+            // A write woke it while the offer was out.
+            return false;
+        }
+        raft.runtime_config().tick(false);
+        let last_index = raft.metrics().borrow_watched().last_log_index;
+        let changed = self.active_at_ms.load(Ordering::SeqCst) != offer.active_at_ms
+            || last_index != Some(offer.last_index);
+        if changed || !self.is_quiet() {
+            self.quiet.store(false, Ordering::SeqCst);
+            raft.runtime_config().tick(true);
+            return false;
+        }
+        true
+    }
+
+    /// On a follower: goes quiet when `leader` leads it in `term` and this replica holds, has
+    /// committed and applied the leader's log up to `last_index` (and no further).
+    pub(crate) fn accept<SM>(
+        &self,
+        raft: &Raft<TypeConfig, SM>,
+        leader: u64,
+        term: u64,
+        last_index: u64,
+    ) -> bool
+    where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        let metrics = raft.metrics().borrow_watched().clone();
+        let caught_up = metrics.state == ServerState::Follower
+            && metrics.current_leader == Some(leader)
+            && metrics.current_term == term
+            && metrics.last_log_index == Some(last_index)
+            && metrics.local_committed.map(|log_id| log_id.index) == Some(last_index)
+            && metrics.last_applied.map(|log_id| log_id.index) == Some(last_index);
+        if !caught_up {
+            return false;
+        }
+        self.quiet.store(true, Ordering::SeqCst);
+        raft.runtime_config().tick(false);
+        // An append that arrived meanwhile (it woke nothing: the flag was not set yet).
+        let now = raft.metrics().borrow_watched().last_log_index;
+        if now != Some(last_index) {
+            self.wake(raft);
+            return false;
+        }
+        true
+    }
+}
+
+/// Counter of quiet groups woken (a write, a raft message, a peer that stopped answering).
+pub const QUIESCENCE_WAKES_TOTAL: &str = "herald_raft_quiescence_wakes_total";

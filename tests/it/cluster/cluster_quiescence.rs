@@ -1,0 +1,169 @@
+//! Quiescent partition groups on three nodes: idle groups go quiet on every replica (no ticks,
+//! no heartbeats), a write wakes its group and is acknowledged as usual, and a quiet group
+//! whose leader is killed (SIGKILL) or cut off from the others elects a new leader and loses
+//! nothing acknowledged. The node-to-node pings are what notices a silent leader then.
+
+use std::time::{Duration, Instant};
+
+use crate::common::book::{batch, PRODUCE_DEADLINE};
+use crate::common::cluster::{
+    create_replicated, messages_url, produce_client, produce_retrying, TestCluster,
+};
+use crate::common::poll;
+
+const PARTITIONS: u32 = 4;
+/// Idle groups go quiet after `raft.quiesce_after_ms` (2 s) and the next offer (each second).
+const QUIET_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The partition replicas `node` runs (internal topics' included): its `herald_raft_term`
+/// series other than the metadata group's.
+async fn replica_count(cluster: &TestCluster, node: u64) -> usize {
+    let text = cluster
+        .node(node)
+        .get("/metrics")
+        .await
+        .text()
+        .await
+        .unwrap_or_default();
+    text.lines()
+        .filter(|line| line.starts_with("herald_raft_term{"))
+        .filter(|line| !line.contains("raft_group=\"metadata\""))
+        .count()
+}
+
+/// Waits until every partition replica on `node`, and at least `ours` of them, is quiet.
+async fn wait_quiet(cluster: &TestCluster, node: u64, ours: usize) {
+    let server = cluster.node(node);
+    poll(QUIET_DEADLINE, Duration::from_millis(200), || async {
+        let replicas = replica_count(cluster, node).await;
+        let quiet = server
+            .metric("herald_raft_quiet_groups", &[])
+            .await
+            .unwrap_or(0.0) as usize;
+        if quiet == replicas && quiet >= ours {
+            Ok(())
+        } else {
+            Err(format!("{quiet} of {replicas} replicas quiet"))
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| cluster.fail(&format!("node {node}: not all quiet: {seen}")));
+}
+
+/// Produces one message with id `id` to `partition` through any of `via`.
+async fn produce_to(cluster: &TestCluster, via: &[u64], topic: &str, partition: u32, id: &str) {
+    let urls: Vec<String> = via
+        .iter()
+        .map(|&node| messages_url(cluster, node, topic))
+        .collect();
+    let produced = produce_retrying(
+        &produce_client(),
+        &urls,
+        &batch(&[id.to_string()], partition),
+        PRODUCE_DEADLINE,
+    )
+    .await
+    .unwrap_or_else(|error| cluster.fail(&format!("produce {id}: {error}")));
+    assert!(produced.failures.is_empty(), "{produced:?}");
+}
+
+/// The ids stored in `partition` (each message's key is its id), read through `via`.
+async fn stored_ids(cluster: &TestCluster, via: u64, topic: &str, partition: u32) -> Vec<String> {
+    cluster
+        .node(via)
+        .read_all(topic, partition)
+        .await
+        .into_iter()
+        .map(|message| message.key.unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn idle_groups_go_quiet_wake_for_writes_and_fail_over_when_their_leader_dies() {
+    let mut cluster = TestCluster::start(3).await;
+    let topic = "quiet";
+    create_replicated(&cluster, 1, topic, PARTITIONS, 3).await;
+    for partition in 0..PARTITIONS {
+        cluster.wait_until_in_sync(topic, partition, 3).await;
+        produce_to(
+            &cluster,
+            &cluster.ids(),
+            topic,
+            partition,
+            &format!("first-{partition}"),
+        )
+        .await;
+    }
+    for node in cluster.ids() {
+        wait_quiet(&cluster, node, PARTITIONS as usize).await;
+    }
+
+    // A write wakes its group (the leader renews its lease first) and is acknowledged; the
+    // group goes quiet again afterwards.
+    let started = Instant::now();
+    produce_to(&cluster, &cluster.ids(), topic, 0, "woken").await;
+    eprintln!("a write to a quiet group took {:?}", started.elapsed());
+    for node in cluster.ids() {
+        wait_quiet(&cluster, node, PARTITIONS as usize).await;
+    }
+    assert_eq!(
+        stored_ids(&cluster, 2, topic, 0).await,
+        ["first-0", "woken"]
+    );
+
+    // The leader of quiet partition 0 dies: the survivors elect one of them at once.
+    let leader = cluster.stable_leader(topic, 0).await;
+    let survivors = cluster.others_than(leader);
+    cluster.kill(leader);
+    let killed_at = Instant::now();
+    let new_leader = cluster.wait_for_leader_change(topic, 0, leader).await;
+    eprintln!(
+        "quiet partition: leader {leader} killed, {new_leader} leads after {:?}",
+        killed_at.elapsed()
+    );
+    assert!(survivors.contains(&new_leader));
+    produce_to(&cluster, &survivors, topic, 0, "after-kill").await;
+    assert_eq!(
+        stored_ids(&cluster, survivors[0], topic, 0).await,
+        ["first-0", "woken", "after-kill"]
+    );
+    // The other partitions kept every acknowledged message too, and take writes.
+    for partition in 1..PARTITIONS {
+        produce_to(&cluster, &survivors, topic, partition, "later").await;
+        assert_eq!(
+            stored_ids(&cluster, survivors[0], topic, partition).await,
+            [format!("first-{partition}"), "later".to_string()]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_quiet_group_whose_leader_is_cut_off_elects_another() {
+    let mut cluster = TestCluster::start(3).await;
+    let topic = "quiet-cut";
+    create_replicated(&cluster, 1, topic, 1, 3).await;
+    cluster.wait_until_in_sync(topic, 0, 3).await;
+    produce_to(&cluster, &cluster.ids(), topic, 0, "before").await;
+    for node in cluster.ids() {
+        wait_quiet(&cluster, node, 1).await;
+    }
+    let leader = cluster.stable_leader(topic, 0).await;
+    let others = cluster.others_than(leader);
+    // The processes keep running; they only hear silence from the leader's node.
+    cluster.isolate(leader);
+    let cut_at = Instant::now();
+    let new_leader = cluster.wait_for_leader_change(topic, 0, leader).await;
+    eprintln!(
+        "quiet partition: leader {leader} cut off, {new_leader} leads after {:?}",
+        cut_at.elapsed()
+    );
+    assert!(others.contains(&new_leader));
+    produce_to(&cluster, &others, topic, 0, "during").await;
+    cluster.heal();
+    produce_to(&cluster, &cluster.ids(), topic, 0, "after").await;
+    assert_eq!(
+        stored_ids(&cluster, leader, topic, 0).await,
+        ["before", "during", "after"],
+        "read through the old leader once healed"
+    );
+}
