@@ -220,14 +220,35 @@ impl TopicService {
         }))
     }
 
-    pub async fn list_topics(&self) -> BrokerResult<Vec<TopicInfo>> {
+    /// Up to `limit` topics in name order after `after` (exclusive), with `prefix`, and
+    /// whether more follow. Walks the sorted metadata from `after` on: a page costs its own
+    /// size, not the number of topics.
+    pub async fn list_topics_page(
+        &self,
+        after: Option<&str>,
+        prefix: Option<&str>,
+        limit: usize,
+    ) -> BrokerResult<(Vec<TopicInfo>, bool)> {
+        use std::ops::Bound;
         let metadata = self.core.cluster().metadata().current();
-        Ok(metadata
+        let start = match (after, prefix) {
+            (Some(after), _) => Bound::Excluded(after.to_string()),
+            (None, Some(prefix)) => Bound::Included(prefix.to_string()),
+            (None, None) => Bound::Unbounded,
+        };
+        let mut matching = metadata
             .topics
-            .values()
+            .range((start, Bound::Unbounded))
+            .map(|(_, topic)| topic)
             .filter(|topic| !is_internal(&topic.name))
+            .take_while(|topic| prefix.is_none_or(|prefix| topic.name.starts_with(prefix)));
+        let page: Vec<TopicInfo> = matching
+            .by_ref()
+            .take(limit)
             .map(|topic| self.topic_info(topic))
-            .collect())
+            .collect();
+        let more = matching.next().is_some();
+        Ok((page, more))
     }
 
     pub async fn describe_topic(&self, name: &str) -> BrokerResult<TopicInfo> {

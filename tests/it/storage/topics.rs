@@ -1,5 +1,7 @@
 //! Topics over HTTP: create, list, describe, grow, change config, delete and reuse the name.
 
+use std::time::Duration;
+
 use crate::common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -359,4 +361,76 @@ async fn the_largest_topic_is_accepted() {
         )
         .await;
     assert_eq!(offsets, vec![(1023, 0)]);
+}
+
+#[tokio::test]
+async fn topics_list_in_pages_with_a_prefix() {
+    let server = Server::start().await;
+    // 25 topics in two families, created out of name order.
+    for n in (0..20).rev() {
+        server.create_topic(&format!("page-{n:02}"), 1).await;
+    }
+    for n in 0..5 {
+        server.create_topic(&format!("other-{n}"), 1).await;
+    }
+
+    // Without `limit`: every topic, no token (the answer it always was).
+    let (status, all) = server.json(server.get("/v1/topics").await).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(all["topics"].as_array().map(Vec::len), Some(25), "{all}");
+    assert!(all.get("next_page_token").is_none(), "{all}");
+
+    // Pages of 8 with the prefix: 8 + 8 + 4, in name order, each name once.
+    let mut names = Vec::new();
+    let mut token: Option<String> = None;
+    for page in 0.. {
+        assert!(page < 5, "more pages than topics");
+        let mut path = "/v1/topics?limit=8&prefix=page-".to_string();
+        if let Some(token) = &token {
+            path.push_str(&format!("&page_token={token}"));
+        }
+        let (status, answer) = server.json(server.get(&path).await).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        let topics = answer["topics"].as_array().expect("topics");
+        assert!(topics.len() <= 8);
+        names.extend(
+            topics
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string()),
+        );
+        match answer["next_page_token"].as_str() {
+            Some(next) => token = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..20).map(|n| format!("page-{n:02}")).collect();
+    assert_eq!(names, expected);
+
+    // Bad paging is 400 and lists nothing.
+    for bad in [
+        "/v1/topics?limit=0",
+        "/v1/topics?limit=1001",
+        "/v1/topics?limit=5&page_token=not-a-token!",
+        "/v1/topics?page_token=cGFnZS0wMQ",
+    ] {
+        let response = server.get(bad).await;
+        server
+            .expect_problem(response, StatusCode::BAD_REQUEST, "invalid_request")
+            .await;
+    }
+
+    // The CLI pages through everything.
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(["topics", "list", "--server", &server.base_url()])
+            .env_remove("HERALD_SERVER")
+            .output(),
+    )
+    .await
+    .expect("herald topics list in time")
+    .expect("run herald topics list");
+    let listed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{listed}");
+    assert_eq!(listed.lines().count(), 26, "a header and 25 rows: {listed}");
 }

@@ -385,16 +385,31 @@ impl Api {
             .await
     }
 
-    /// `GET /v1/topics`.
+    /// `GET /v1/topics`, page by page (`TOPICS_PAGE` per request), so a cluster with tens of
+    /// thousands of topics is listed in bounded answers.
     pub async fn list_topics(&self) -> anyhow::Result<Vec<TopicInfo>> {
         #[derive(Deserialize)]
         struct Topics {
             topics: Vec<TopicInfo>,
+            #[serde(default)]
+            next_page_token: Option<String>,
         }
-        let topics: Topics = self
-            .send_json(self.http.get(self.url(&["v1", "topics"])))
-            .await?;
-        Ok(topics.topics)
+        const TOPICS_PAGE: &str = "1000";
+        let mut all = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut url = self.url(&["v1", "topics"]);
+            url.query_pairs_mut().append_pair("limit", TOPICS_PAGE);
+            if let Some(token) = &token {
+                url.query_pairs_mut().append_pair("page_token", token);
+            }
+            let page: Topics = self.send_json(self.http.get(url)).await?;
+            all.extend(page.topics);
+            match page.next_page_token {
+                Some(next) if Some(&next) != token.as_ref() => token = Some(next),
+                _ => return Ok(all),
+            }
+        }
     }
 
     /// `GET /v1/topics/{topic}` as the raw JSON the server sent (for `describe`).

@@ -22,6 +22,7 @@ pub mod schemas;
 pub mod streams;
 pub mod subscriptions;
 pub mod topic;
+pub mod topic_list;
 
 use std::marker::PhantomData;
 

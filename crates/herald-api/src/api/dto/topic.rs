@@ -192,13 +192,6 @@ pub struct TopicDto {
     pub config: TopicConfigDto,
 }
 
-/// `GET /v1/topics`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[schema(as = TopicList)]
-pub struct TopicListDto {
-    pub topics: Vec<TopicDto>,
-}
-
 /// `-1` (no limit) or a positive number: what `retention_ms` and `retention_bytes` take.
 fn minus_one_or_positive() -> utoipa::openapi::schema::Schema {
     use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};

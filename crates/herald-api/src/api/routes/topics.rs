@@ -6,10 +6,9 @@ use axum::Json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::dto::topic::{
-    check_topic_name, CreateTopicRequest, TopicDto, TopicListDto, UpdateTopicRequest,
-};
-use crate::api::extract::{ApiJson, ApiPath};
+use crate::api::dto::topic::{check_topic_name, CreateTopicRequest, TopicDto, UpdateTopicRequest};
+use crate::api::dto::topic_list::{page_token, TopicListDto, TopicListQuery};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::problem::{ApiResult, Problem};
 use crate::api::AppState;
 use crate::broker::Broker;
@@ -48,20 +47,46 @@ async fn create_topic(
     Ok((status, Json(answer.topic.into())))
 }
 
-/// List all topics.
+/// List topics: every one, or a page of them.
+///
+/// Without `limit`, every topic. With it, at most `limit` topics in name order and, while more
+/// follow, `next_page_token`: pass it as `page_token` (with the same `limit` and `prefix`) for
+/// the next page. `prefix` keeps the topics whose name starts with it.
 #[utoipa::path(
     get,
     path = "/v1/topics",
     tag = "topics",
+    params(TopicListQuery),
     responses(
-        (status = 200, description = "Every topic", body = TopicListDto),
+        (status = 200, description = "The topics (a page of them with `limit`)", body = TopicListDto),
+        (status = 400, description = "`invalid_request`: `limit` out of range, a `page_token` this API did not give, or one without `limit`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`no_leader` or `unavailable`", body = Problem, content_type = "application/problem+json"),
     )
 )]
-async fn list_topics(State(broker): State<Broker>) -> ApiResult<Json<TopicListDto>> {
-    let topics = broker.topics().list_topics().await?;
+async fn list_topics(
+    State(broker): State<Broker>,
+    ApiQuery(query): ApiQuery<TopicListQuery>,
+) -> ApiResult<Json<TopicListDto>> {
+    let page = query.into_page()?;
+    let topics = broker.topics();
+    let (listed, more) = match page.limit {
+        Some(limit) => {
+            topics
+                .list_topics_page(page.after.as_deref(), page.prefix.as_deref(), limit)
+                .await?
+        }
+        None => {
+            topics
+                .list_topics_page(None, page.prefix.as_deref(), usize::MAX)
+                .await?
+        }
+    };
+    let next_page_token = more
+        .then(|| listed.last().map(|topic| page_token(&topic.name)))
+        .flatten();
     Ok(Json(TopicListDto {
-        topics: topics.into_iter().map(TopicDto::from).collect(),
+        topics: listed.into_iter().map(TopicDto::from).collect(),
+        next_page_token,
     }))
 }
 
