@@ -205,6 +205,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         founders: config.founding_members()?,
         catch_up_bytes_per_sec: config.raft.catch_up_bytes_per_sec,
         quiesce_after: Duration::from_millis(config.raft.quiesce_after_ms),
+        zone: config.zone.clone(),
         join: config.join,
         metadata_voters: config.metadata_voters,
         rpc_limits: RpcLimits {

@@ -146,6 +146,10 @@ struct ServeArgs {
     /// How many nodes vote in the metadata group: 1, 3 or 5 [default: 3].
     #[arg(long, env = "HERALD_METADATA_VOTERS")]
     metadata_voters: Option<usize>,
+    /// This node's zone (availability zone, rack): replicas and metadata voters spread over
+    /// zones.
+    #[arg(long, env = "HERALD_ZONE")]
+    zone: Option<String>,
     /// The replicas of a topic created without a replication factor, capped at the nodes that
     /// take replicas [default: 3].
     #[arg(long, env = "HERALD_DEFAULT_REPLICATION_FACTOR")]
@@ -323,6 +327,9 @@ impl ServeArgs {
         config.join |= self.join;
         if let Some(voters) = self.metadata_voters {
             config.metadata_voters = voters;
+        }
+        if let Some(zone) = self.zone {
+            config.zone = Some(zone);
         }
         if let Some(factor) = self.default_replication_factor {
             config.default_replication_factor = factor;

@@ -58,6 +58,10 @@ pub struct Config {
     pub join: bool,
     /// How many nodes vote in the metadata group (the rest follow it as learners): 1, 3 or 5.
     pub metadata_voters: usize,
+    /// The failure domain this node is in (an availability zone, a rack): partitions' replicas
+    /// and the metadata group's voters spread over as many zones as there are. 1 to 64 of
+    /// `A-Za-z0-9._-`. None: a zone of its own.
+    pub zone: Option<String>,
     /// The replicas of each partition of a topic created without a `replication_factor`,
     /// capped at the nodes that take replicas when it is created: 3 on a cluster of three or
     /// more, 1 on a node alone. At least 1.
@@ -246,6 +250,7 @@ impl Default for Config {
             initial_cluster: String::new(),
             join: false,
             metadata_voters: 3,
+            zone: None,
             max_body_bytes: 16 << 20,
             fetch_max_bytes: 16 << 20,
             leader_wait_ms: 10_000,
@@ -450,6 +455,10 @@ impl Config {
         self.audit.validate()?;
         self.quotas.validate()?;
         self.telemetry.validate().map_err(ConfigError::Invalid)?;
+        if let Some(zone) = &self.zone {
+            herald_domain::zones::validate_zone(zone)
+                .map_err(|reason| ConfigError::Invalid(format!("zone: {reason}")))?;
+        }
         if ![1, 3, 5].contains(&self.metadata_voters) {
             return Err(ConfigError::Invalid(
                 "metadata_voters must be 1, 3 or 5".into(),

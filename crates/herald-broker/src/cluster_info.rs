@@ -49,6 +49,7 @@ impl NodeService {
                     .filter_map(|group| partitions.get(group).cloned())
                     .collect(),
                 wire_version: node.wire_version.map(|version| version.get()),
+                zone: node.zone,
             })
             .collect();
         Ok(ClusterInfo {

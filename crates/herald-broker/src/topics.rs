@@ -154,6 +154,7 @@ impl TopicService {
             .unwrap_or_else(|| self.default_replication_factor(nodes.len()));
         let replicas = place_partitions(
             &nodes,
+            &self.core.cluster().metadata().current().zones,
             self.placement_rotation(),
             request.partitions,
             replication_factor,
@@ -269,6 +270,7 @@ impl TopicService {
                 }
                 place_partitions(
                     &self.placement_nodes(),
+                    &self.core.cluster().metadata().current().zones,
                     self.placement_rotation(),
                     wanted - current,
                     topic.replication_factor,

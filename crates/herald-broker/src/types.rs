@@ -239,6 +239,8 @@ pub struct NodeInfo {
     /// The wire version it reported last (`None`: not heard yet; 0: a release before wire
     /// versions).
     pub wire_version: Option<u16>,
+    /// Its zone (`None`: it named none).
+    pub zone: Option<String>,
 }
 
 /// One partition of one topic.

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Cluster;
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, METADATA_GROUP};
+use herald_domain::zones::{ZoneKey, Zones};
 use herald_raft::NodeAddr;
 
 impl Cluster {
@@ -30,13 +31,24 @@ impl Cluster {
         let mut voters: BTreeSet<u64> = members.voters.difference(&draining).copied().collect();
         let active = state.active_nodes();
         let target = self.metadata_voters.min(active.len().max(1));
-        for candidate in active.iter().filter(|node| self.membership.is_up(**node)) {
+        // Candidates: up learners, those of zones no voter is in first.
+        let covered: BTreeSet<ZoneKey> = voters.iter().map(|id| state.zones.key(*id)).collect();
+        let mut candidates: Vec<u64> = active
+            .iter()
+            .copied()
+            .filter(|node| members.learners.contains(node) && self.membership.is_up(*node))
+            .collect();
+        candidates.sort_by_key(|node| (covered.contains(&state.zones.key(*node)), *node));
+        for candidate in &candidates {
             if voters.len() >= target {
                 break;
             }
-            if members.learners.contains(candidate) {
-                voters.insert(*candidate);
-            }
+            voters.insert(*candidate);
+        }
+        if let Some((out, into)) = zone_swap(&voters, &candidates, &state.zones) {
+            tracing::info!(out, into, "moving a metadata vote to a zone that had none");
+            voters.remove(&out);
+            voters.insert(into);
         }
         if voters.is_empty() {
             return;
@@ -110,5 +122,49 @@ impl Cluster {
                 Err(error) => tracing::warn!(node, %error, "could not remove a drained node"),
             }
         }
+    }
+}
+
+/// One voter to replace so the voters span one more zone: a voter whose zone another voter
+/// shares (the highest id), and a candidate of a zone no voter is in (the lowest id). Once
+/// per pass, so votes move one at a time.
+fn zone_swap(voters: &BTreeSet<u64>, candidates: &[u64], zones: &Zones) -> Option<(u64, u64)> {
+    let mut per_zone: BTreeMap<ZoneKey, Vec<u64>> = BTreeMap::new();
+    for voter in voters {
+        per_zone.entry(zones.key(*voter)).or_default().push(*voter);
+    }
+    let into = candidates
+        .iter()
+        .copied()
+        .filter(|node| !voters.contains(node) && !per_zone.contains_key(&zones.key(*node)))
+        .min()?;
+    let out = per_zone
+        .values()
+        .filter(|members| members.len() > 1)
+        .filter_map(|members| members.iter().max().copied())
+        .max()?;
+    Some((out, into))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vote_moves_from_a_shared_zone_to_an_empty_one() {
+        let zones = Zones(
+            [(1, "a"), (2, "a"), (3, "b"), (4, "c")]
+                .into_iter()
+                .map(|(n, z)| (n, z.to_string()))
+                .collect(),
+        );
+        let voters: BTreeSet<u64> = [1, 2, 3].into();
+        assert_eq!(zone_swap(&voters, &[4], &zones), Some((2, 4)));
+        // Every zone has a vote already, or no candidate in a new zone: nothing moves.
+        let spread: BTreeSet<u64> = [1, 3, 4].into();
+        assert_eq!(zone_swap(&spread, &[2], &zones), None);
+        assert_eq!(zone_swap(&voters, &[], &zones), None);
+        // Without zones every node is its own: nothing to move.
+        assert_eq!(zone_swap(&voters, &[4], &Zones::default()), None);
     }
 }

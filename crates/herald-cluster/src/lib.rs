@@ -99,6 +99,9 @@ pub struct ClusterOptions {
     /// A partition group with no write for this long, all followers caught up, goes quiet
     /// (`quiescence`); zero: never.
     pub quiesce_after: Duration,
+    /// This node's zone (`zone`), reported to the metadata: replicas and metadata voters
+    /// spread over zones.
+    pub zone: Option<String>,
 }
 
 /// The wall clock in ms since the Unix epoch: what retention and compaction plans are decided
@@ -139,6 +142,8 @@ pub struct NodeView {
     /// The wire version it last reported in a ping (this node's own, for itself); `None` when
     /// this node has not heard it yet. 0: a release before wire versions.
     pub wire_version: Option<WireVersion>,
+    /// Its zone, as it reported it.
+    pub zone: Option<String>,
 }
 
 /// The node's cluster layer: the parts the broker reaches through accessors, and what the
@@ -168,6 +173,8 @@ pub struct Cluster {
     wire_version: WireVersion,
     /// What the other nodes report of theirs.
     node_versions: Arc<NodeVersions>,
+    /// This node's zone.
+    zone: Option<String>,
 }
 
 impl Cluster {
@@ -282,6 +289,7 @@ impl Cluster {
             leaving: AtomicBool::new(false),
             wire_version: options.wire_version,
             node_versions,
+            zone: options.zone.clone(),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;

@@ -1,7 +1,7 @@
 //! The cluster's nodes: who may connect, who is up, adding nodes to a running cluster and
 //! draining them away, and what `GET /v1/cluster` shows of each.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::gossip;
@@ -12,6 +12,7 @@ use super::routing::Routing;
 use super::{ClusterError, NodeView};
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
 use herald_domain::wire_version::WireVersion;
+use herald_domain::zones::ZoneKey;
 use herald_domain::RaftGroupId;
 use herald_rpc::{PeerAdmission, RpcClient};
 
@@ -128,6 +129,7 @@ impl Membership {
                     groups.sort_unstable();
                     groups
                 },
+                zone: metadata.zones.of(id).map(str::to_string),
                 wire_version: if id == self.node_id {
                     Some(self.versions.0)
                 } else {
@@ -172,7 +174,8 @@ impl Membership {
 }
 
 /// For every partition on `node`, a replacement: the active node holding the fewest replicas
-/// that the partition does not already use. The replacement takes the drained node's position,
+/// that the partition does not already use, preferring one in a zone the partition's other
+/// replicas are not in. The replacement takes the drained node's position,
 /// so a drained preferred leader is replaced as preferred leader too.
 pub fn plan_drain(
     state: &MetadataState,
@@ -199,10 +202,20 @@ pub fn plan_drain(
             let Some(position) = assignment.replicas.iter().position(|id| *id == node) else {
                 continue;
             };
+            // Zones the partition keeps without the drained node: a replacement outside them
+            // keeps the partition spread over zones.
+            let kept_zones: BTreeSet<ZoneKey> = assignment
+                .replicas
+                .iter()
+                .filter(|id| **id != node)
+                .map(|id| state.zones.key(*id))
+                .collect();
             let replacement = load
                 .iter()
                 .filter(|(id, _)| !assignment.replicas.contains(id))
-                .min_by_key(|(id, count)| (**count, **id))
+                .min_by_key(|(id, count)| {
+                    (kept_zones.contains(&state.zones.key(**id)), **count, **id)
+                })
                 .map(|(id, _)| *id)
                 .ok_or_else(|| {
                     format!(

@@ -14,6 +14,7 @@ use super::operation::{ask, AskError};
 use super::service::{Ping, PingReport, VersionedPing};
 use super::{gossip, new_cluster_id, Cluster};
 use herald_domain::metadata::{MetadataCommand, MetadataState, PartitionAssignment};
+use herald_domain::wire_version::Feature;
 use herald_raft::{Bootstrap, NodeAddr, PartitionReplica};
 use herald_rpc::RpcError;
 
@@ -205,6 +206,21 @@ impl Cluster {
             match self.metadata.propose(command).await {
                 Ok(_) => tracing::info!(node = self.node_id, "registered in the cluster metadata"),
                 Err(error) => tracing::debug!(%error, "could not register yet"),
+            }
+            return;
+        }
+        // The zone, once registered and once every node knows zones (the cluster version).
+        let zone_known = metadata.zones.of(self.node_id) == self.zone.as_deref();
+        if !zone_known && metadata.cluster_version.allows(Feature::Zones) {
+            let command = MetadataCommand::SetNodeZone {
+                node_id: self.node_id,
+                zone: self.zone.clone(),
+            };
+            match self.metadata.propose(command).await {
+                Ok(_) => {
+                    tracing::info!(node = self.node_id, zone = ?self.zone, "zone set in the cluster metadata")
+                }
+                Err(error) => tracing::debug!(%error, "could not set the zone yet"),
             }
         }
     }

@@ -16,6 +16,7 @@ pub mod subscriptions;
 pub mod topic;
 pub mod urls;
 pub mod wire_version;
+pub mod zones;
 
 #[cfg(test)]
 mod wire_fixtures;

@@ -18,6 +18,7 @@ use super::subscriptions::{SubscriptionCommand, SubscriptionOutcome, Subscriptio
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 use crate::raft_group::RaftGroupId;
 use crate::wire_version::{ClusterVersion, Feature, WireVersion};
+use crate::zones::Zones;
 
 /// The raft group id of the metadata group; partition groups count up from 1.
 pub const METADATA_GROUP: RaftGroupId = RaftGroupId::METADATA;
@@ -83,6 +84,10 @@ pub struct MetadataState {
     /// extension as the cluster version.
     #[serde(skip)]
     pub schemas: SchemaRegistry,
+    /// The nodes' zones (wire version 3 on). Stored after the frozen encoding, in the same
+    /// extension as the cluster version.
+    #[serde(skip)]
+    pub zones: Zones,
 }
 
 /// How many deleted topic names the metadata remembers.
@@ -105,6 +110,7 @@ impl Default for MetadataState {
             auth: AuthState::default(),
             cluster_version: ClusterVersion::default(),
             schemas: SchemaRegistry::default(),
+            zones: Zones::default(),
         }
     }
 }
@@ -172,6 +178,9 @@ pub enum MetadataCommand {
     RaiseClusterVersion { version: WireVersion },
     /// A schema registry change (wire version 2 on).
     Schemas(SchemaCommand),
+    /// Sets (or clears) the zone of a registered node: the node reports its own (wire
+    /// version 3 on; see `zones`).
+    SetNodeZone { node_id: u64, zone: Option<String> },
 }
 
 impl MetadataCommand {
@@ -195,6 +204,7 @@ impl MetadataCommand {
             | MetadataCommand::Auth(_) => None,
             MetadataCommand::RaiseClusterVersion { .. } => Some(Feature::ClusterVersionCommand),
             MetadataCommand::Schemas(_) => Some(Feature::SchemaRegistry),
+            MetadataCommand::SetNodeZone { .. } => Some(Feature::Zones),
         }
     }
 
@@ -250,6 +260,10 @@ impl std::fmt::Display for MetadataCommand {
             MetadataCommand::Redrive(command) => write!(formatter, "{command}"),
             MetadataCommand::Auth(command) => write!(formatter, "{command}"),
             MetadataCommand::Schemas(command) => write!(formatter, "{command}"),
+            MetadataCommand::SetNodeZone { node_id, zone } => match zone {
+                Some(zone) => write!(formatter, "node {node_id} is in zone {zone}"),
+                None => write!(formatter, "node {node_id} is in no zone"),
+            },
             MetadataCommand::RaiseClusterVersion { version } => {
                 write!(formatter, "raise the cluster version to {version}")
             }
@@ -401,7 +415,18 @@ impl MetadataState {
                     ));
                 }
                 self.nodes.remove(node_id);
+                self.zones.set(*node_id, None);
                 self.removed_nodes.insert(*node_id);
+                MetadataOutcome::Done
+            }
+            MetadataCommand::SetNodeZone { node_id, zone } => {
+                if !self.nodes.contains_key(node_id) {
+                    return MetadataOutcome::NodeNotFound;
+                }
+                if let Some(Err(reason)) = zone.as_deref().map(crate::zones::validate_zone) {
+                    return MetadataOutcome::Invalid(reason);
+                }
+                self.zones.set(*node_id, zone.clone());
                 MetadataOutcome::Done
             }
             MetadataCommand::CreateTopic {

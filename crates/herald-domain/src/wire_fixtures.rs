@@ -139,6 +139,7 @@ fn metadata_command_name(command: &MetadataCommand) -> &'static str {
         MetadataCommand::Auth(_) => "auth",
         MetadataCommand::RaiseClusterVersion { .. } => "raise-cluster-version",
         MetadataCommand::Schemas(_) => "schemas",
+        MetadataCommand::SetNodeZone { .. } => "set-node-zone",
     }
 }
 
@@ -207,6 +208,10 @@ fn metadata_commands() -> Vec<MetadataCommand> {
             subject: "orders-value".into(),
             permanent: false,
         }),
+        MetadataCommand::SetNodeZone {
+            node_id: 2,
+            zone: Some("eu-west-1b".into()),
+        },
     ]
 }
 

@@ -58,8 +58,8 @@ impl std::fmt::Display for WireVersion {
     }
 }
 
-/// This release's wire version: 3 (quiescent groups' `QuiesceGroups` request; 2 brought the
-/// schema registry's metadata commands, 1 was the first release that reports one).
+/// This release's wire version: 3 (quiescent groups' `QuiesceGroups` request, nodes' zones; 2
+/// brought the schema registry's metadata commands, 1 was the first release that reports one).
 pub const WIRE_VERSION: WireVersion = WireVersion(3);
 
 /// Something that needs every replica (or every node) to know it before anyone uses it, with
@@ -77,6 +77,9 @@ pub enum Feature {
     /// Quiescent partition groups: the cluster service's `QuiesceGroups` request, which a node
     /// before wire version 3 does not serve.
     Quiescence,
+    /// Nodes' zones: the metadata command `SetNodeZone` and the metadata state extension that
+    /// stores them, which a node before wire version 3 could decode neither of.
+    Zones,
 }
 
 impl Feature {
@@ -85,6 +88,7 @@ impl Feature {
         Feature::ClusterVersionCommand,
         Feature::SchemaRegistry,
         Feature::Quiescence,
+        Feature::Zones,
     ];
 
     /// The wire version that introduced it: the lowest cluster version that allows it.
@@ -93,6 +97,7 @@ impl Feature {
             Feature::ClusterVersionCommand => WireVersion(1),
             Feature::SchemaRegistry => WireVersion(2),
             Feature::Quiescence => WireVersion(3),
+            Feature::Zones => WireVersion(3),
         }
     }
 }

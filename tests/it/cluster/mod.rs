@@ -29,4 +29,5 @@ mod cluster_stream_failover;
 mod cluster_subscriptions;
 mod cluster_subscriptions_remote;
 mod cluster_ws;
+mod cluster_zones;
 mod fault_schedule;

@@ -296,6 +296,8 @@ export interface ClusterNode {
   raft_addr: string;
   status: string;
   leader_of: { topic: string; partition: number }[];
+  /** The failure domain the node named (`zone`); replicas spread over zones. */
+  zone?: string | null;
 }
 
 export interface Cluster {

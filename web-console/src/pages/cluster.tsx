@@ -42,6 +42,7 @@ export function ClusterPage() {
                 <tr>
                   <th scope="col">Node</th>
                   <th scope="col">Status</th>
+                  <th scope="col">Zone</th>
                   <th scope="col">HTTP</th>
                   <th scope="col">Raft</th>
                   <th scope="col" class="num">Leads</th>
@@ -64,6 +65,7 @@ export function ClusterPage() {
                           </span>
                         )}
                       </td>
+                      <td>{n.zone ?? "—"}</td>
                       <td>{n.http_addr}</td>
                       <td>{n.raft_addr}</td>
                       <td class="num">{n.leader_of.length}</td>

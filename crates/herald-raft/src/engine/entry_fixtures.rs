@@ -174,6 +174,7 @@ fn extension_name(extension: &MetadataStateExtension) -> &'static str {
     match extension {
         MetadataStateExtension::V1 { .. } => "v1",
         MetadataStateExtension::V2 { .. } => "v2",
+        MetadataStateExtension::V3 { .. } => "v3",
     }
 }
 
@@ -233,7 +234,14 @@ fn the_metadata_state_extension_matches_its_golden_bytes() {
         },
         MetadataStateExtension::V2 {
             cluster_version: WireVersion(2),
+            schemas: registry.clone(),
+        },
+        MetadataStateExtension::V3 {
+            cluster_version: WireVersion(3),
             schemas: registry,
+            zones: herald_domain::zones::Zones(
+                [(1, "eu-west-1a".to_string()), (2, "eu-west-1b".to_string())].into(),
+            ),
         },
     ];
     check_enum("metadata-state-extension", &extensions, extension_name);

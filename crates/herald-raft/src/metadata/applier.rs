@@ -20,6 +20,7 @@ use herald_domain::groups::ConsumerGroups;
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
 use herald_domain::schemas::SchemaRegistry;
 use herald_domain::wire_version::{ClusterVersion, WireVersion};
+use herald_domain::zones::Zones;
 use herald_storage::{Store, WriteSet};
 
 pub struct MetadataApplier {
@@ -47,12 +48,27 @@ pub(crate) enum MetadataStateExtension {
         cluster_version: WireVersion,
         schemas: SchemaRegistry,
     },
+    /// Wire version 3: the cluster version, the schema registry and the nodes' zones.
+    V3 {
+        cluster_version: WireVersion,
+        schemas: SchemaRegistry,
+        zones: Zones,
+    },
 }
 
 impl MetadataStateExtension {
     /// `V1` while the registry was never used: a node can then still be rolled back to a
     /// release of wire version 1, which reads only `V1`.
     fn of(state: &MetadataState) -> MetadataStateExtension {
+        // The oldest variant that holds everything, so a rollback stays possible while the
+        // newer parts are unused.
+        if !state.zones.is_empty() {
+            return MetadataStateExtension::V3 {
+                cluster_version: state.cluster_version.version(),
+                schemas: state.schemas.clone(),
+                zones: state.zones.clone(),
+            };
+        }
         if state.schemas == SchemaRegistry::default() {
             return MetadataStateExtension::V1 {
                 cluster_version: state.cluster_version.version(),
@@ -77,6 +93,15 @@ impl MetadataStateExtension {
             }) => {
                 state.cluster_version = ClusterVersion(cluster_version);
                 state.schemas = schemas;
+            }
+            Some(MetadataStateExtension::V3 {
+                cluster_version,
+                schemas,
+                zones,
+            }) => {
+                state.cluster_version = ClusterVersion(cluster_version);
+                state.schemas = schemas;
+                state.zones = zones;
             }
             None => {}
         }

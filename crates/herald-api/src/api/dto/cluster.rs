@@ -20,6 +20,9 @@ pub struct NodeDto {
     /// entries its release knows (docs/clustering.md, "Mixed versions and the cluster
     /// version"). `0`: a release from before wire versions; `null`: not heard yet.
     pub wire_version: Option<u16>,
+    /// The node's zone (availability zone, rack), as it named it (`zone`); `null`: none.
+    /// Partitions' replicas spread over zones.
+    pub zone: Option<String>,
 }
 
 /// A partition of a topic.
@@ -89,6 +92,7 @@ impl From<NodeInfo> for NodeDto {
                 })
                 .collect(),
             wire_version: node.wire_version,
+            zone: node.zone,
         }
     }
 }
@@ -193,6 +197,7 @@ mod tests {
                     partition: 3,
                 }],
                 wire_version: Some(1),
+                zone: Some("eu-west-1a".into()),
             }],
             metadata_leader: None,
             cluster_version: 0,
@@ -202,7 +207,8 @@ mod tests {
             serde_json::json!({
                 "cluster_id": "c1",
                 "nodes": [{"id": 1, "http_addr": "127.0.0.1:8080", "raft_addr": "127.0.0.1:8081", "status": "up",
-                    "leader_of": [{"topic": "orders", "partition": 3}], "wire_version": 1}],
+                    "leader_of": [{"topic": "orders", "partition": 3}], "wire_version": 1,
+                    "zone": "eu-west-1a"}],
                 "metadata_leader": null,
                 "cluster_version": 0
             })
