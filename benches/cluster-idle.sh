@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Idle cost of partitions: a 3-node cluster on this machine with PARTITIONS partitions of
 # replication factor 3 (each node holds a replica of every partition and leads a third), no
-# traffic. Measures each node's CPU use over SECONDS seconds (from /proc/PID/stat) and its
-# resident memory, after the cluster settled.
+# traffic. Prints how long creating the topics (100 partitions each) and settling took, waits
+# until the idle groups went quiet (`herald_raft_quiet_groups`, docs/clustering.md "Quiescent
+# groups"), then measures each node's CPU use over SECONDS_MEASURED seconds (from
+# /proc/PID/stat) and its resident memory. With RESTART=1 it then restarts node 1 (SIGTERM,
+# start) and prints how long until it is ready and until every partition has 3 in-sync
+# replicas again.
 #
-#   benches/cluster-idle.sh                      # 300 partitions, default raft timing
-#   EXTRA_ARGS="--heartbeat-interval-ms 500 --election-timeout-min-ms 1500 --election-timeout-max-ms 2000" benches/cluster-idle.sh
+#   benches/cluster-idle.sh                              # 300 partitions, quiescence on
+#   PARTITIONS=1000 RESTART=1 benches/cluster-idle.sh
+#   QUIESCE_AFTER_MS=0 benches/cluster-idle.sh           # quiescence off: the baseline
+#   EXTRA_ARGS="--heartbeat-interval-ms 1000" benches/cluster-idle.sh
 set -euo pipefail
 
 PARTITIONS=${PARTITIONS:-300}
 SECONDS_MEASURED=${SECONDS_MEASURED:-20}
+QUIESCE_AFTER_MS=${QUIESCE_AFTER_MS:-2000}
+RESTART=${RESTART:-0}
 BASE_HTTP=${BASE_HTTP:-19280}
 BASE_RAFT=${BASE_RAFT:-19270}
 EXTRA_ARGS=${EXTRA_ARGS:-}
@@ -18,16 +26,34 @@ KEEP_LOGS=''                    # (not a knob of this bench)
 . "$(dirname "$0")/lib/cluster.sh" idle
 
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+metric() { curl -sf -m 10 "$(url "$1" /metrics)" | awk -v name="$2" '$1 == name {print $2}'; }
+
+printf '[raft]\nquiesce_after_ms = %s\n' "$QUIESCE_AFTER_MS" >"$DIR/herald.toml"
+EXTRA_ARGS="--config $DIR/herald.toml $EXTRA_ARGS"
 
 start_cluster 120
 topics=$(( (PARTITIONS + 99) / 100 ))
+started=$(now_ms)
 for topic in $(seq 1 "$topics"); do
     count=$(( PARTITIONS - (topic - 1) * 100 )); [ "$count" -gt 100 ] && count=100
     create_topic 1 "idle$topic" "$count" 3
 done
+created=$(now_ms)
+echo "created $topics topics, $PARTITIONS partitions, in $(( created - started )) ms ($(awk -v p="$PARTITIONS" -v ms="$(( created - started ))" 'BEGIN {printf "%.0f", p * 1000 / ms}') partitions/s)"
 # Settle: every partition has a leader and 3 in-sync replicas, leaders handed back.
 # shellcheck disable=SC2046
-wait_topics 120 1 "len(p['in_sync']) == 3" $(seq -f 'idle%.0f' 1 "$topics")
+wait_topics 600 1 "len(p['in_sync']) == 3" $(seq -f 'idle%.0f' 1 "$topics")
+echo "every partition had 3 in-sync replicas $(( $(now_ms) - created )) ms later"
+if [ "$QUIESCE_AFTER_MS" != 0 ]; then
+    deadline=$(( $(now_ms) + 300000 ))
+    for id in 1 2 3; do
+        # (internal topics' partitions count too: at least ours)
+        until [ "$(metric "$id" herald_raft_quiet_groups | cut -d. -f1)" -ge "$PARTITIONS" ] 2>/dev/null; do
+            [ "$(now_ms)" -lt "$deadline" ] || { echo "node $id: $(metric "$id" herald_raft_quiet_groups) of $PARTITIONS groups quiet" >&2; break; }
+            sleep 1
+        done
+    done
+fi
 sleep 12
 declare -A before
 for id in 1 2 3; do before[$id]=$(proc_ticks "${PIDS[$id]}"); done
@@ -38,6 +64,18 @@ for id in 1 2 3; do
     pct=$(awk -v t="$used" -v hz="$HZ" -v s="$SECONDS_MEASURED" 'BEGIN {printf "%.1f", 100 * t / hz / s}')
     total=$(awk -v a="$total" -v b="$pct" 'BEGIN {print a + b}')
     leads=$(curl -sf "$(url "$id" /v1/cluster)" | json "[len(n['leader_of']) for n in d['nodes'] if n['id'] == $id][0]")
-    echo "node $id: ${pct}% of one core, RSS $(rss_mib "${PIDS[$id]}") MiB, leads $leads partitions"
+    echo "node $id: ${pct}% of one core, RSS $(rss_mib "${PIDS[$id]}") MiB, leads $leads partitions, $(metric "$id" herald_raft_quiet_groups) quiet groups"
 done
-echo "idle: $PARTITIONS partitions x 3 replicas; mean CPU per node $(awk -v t="$total" 'BEGIN {printf "%.1f", t / 3}')% of one core over ${SECONDS_MEASURED}s (args: ${EXTRA_ARGS:-defaults})"
+echo "idle: $PARTITIONS partitions x 3 replicas; mean CPU per node $(awk -v t="$total" 'BEGIN {printf "%.1f", t / 3}')% of one core over ${SECONDS_MEASURED}s (quiesce_after_ms $QUIESCE_AFTER_MS; args: ${EXTRA_ARGS})"
+
+if [ "$RESTART" = 1 ]; then
+    kill -TERM "${PIDS[1]}"
+    wait "${PIDS[1]}" 2>/dev/null || true
+    restarted=$(now_ms)
+    start_node 1 --initial-cluster "$CLUSTER"
+    wait_ready 1
+    ready=$(now_ms)
+    # shellcheck disable=SC2046
+    wait_topics 600 2 "len(p['in_sync']) == 3" $(seq -f 'idle%.0f' 1 "$topics")
+    echo "restart of node 1 holding $PARTITIONS replicas: ready after $(( ready - restarted )) ms, every partition 3 in sync after $(( $(now_ms) - restarted )) ms; RSS $(rss_mib "${PIDS[1]}") MiB"
+fi
