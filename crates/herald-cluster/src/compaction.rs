@@ -6,6 +6,7 @@
 
 use herald_domain::RaftGroupId;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{now_ms, Cluster};
@@ -56,6 +57,12 @@ struct CompactedPartition {
     partition: u32,
     config: TopicConfig,
 }
+
+/// Every how many cleaner rounds the replicas of partitions that are not compacted are
+/// looked at for queued passes too.
+const SWEEP_EVERY: u64 = 60;
+/// Cleaner rounds so far.
+static SWEEPS: AtomicU64 = AtomicU64::new(0);
 
 impl Cluster {
     /// The partitions of compacted topics, by raft group.
@@ -127,9 +134,17 @@ impl Cluster {
     /// a restart, and a long pass shows as planned but not yet done).
     pub(super) async fn clean_queued(&self) {
         let partitions = self.compacted_partitions();
+        // Passes are planned on compacted partitions only; a topic whose policy changed since
+        // may still have one queued, so the others are looked at too, but rarely: a look is a
+        // storage read, and thousands of idle partitions made these reads most of an idle
+        // node's CPU.
+        let sweep = SWEEPS.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0;
         for replica in self.replicas.all() {
             let group = replica.group();
             let partition = partitions.get(&group);
+            if partition.is_none() && !sweep {
+                continue;
+            }
             if let Some(partition) = partition {
                 publish_progress(&replica, partition).await;
             }

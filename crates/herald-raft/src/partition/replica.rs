@@ -333,6 +333,14 @@ impl PartitionReplica {
             None if start >= watermarks.high_watermark => applied,
             None => return Ok(()),
         };
+        if watermarks.high_watermark == 0 {
+            // Never written to: the log holds only membership and leader entries, not worth a
+            // checkpoint, a snapshot and a compaction (tens of milliseconds together: thousands
+            // of new partitions spent minutes of CPU on them). Nothing is purged, so nothing
+            // relies on a snapshot yet.
+            self.checked_at.store(applied, Ordering::Relaxed);
+            return Ok(());
+        }
         let fatal = |error: openraft::errors::Fatal<TypeConfig>| RaftLayerError::Fatal {
             group: self.group,
             reason: error.to_string(),
