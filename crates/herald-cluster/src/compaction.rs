@@ -40,6 +40,8 @@ impl Default for CleanerOptions {
 pub(super) struct Cleaner {
     pub(super) options: CleanerOptions,
     pub(super) throttle: Arc<Mutex<Throttle>>,
+    /// Rounds of `clean_queued` so far (see [`SWEEP_EVERY`]).
+    rounds: AtomicU64,
 }
 
 impl Cleaner {
@@ -47,6 +49,7 @@ impl Cleaner {
         Cleaner {
             options,
             throttle: Arc::new(Mutex::new(Throttle::new(options.io_max_bytes_per_sec))),
+            rounds: AtomicU64::new(0),
         }
     }
 }
@@ -61,8 +64,6 @@ struct CompactedPartition {
 /// Every how many cleaner rounds the replicas of partitions that are not compacted are
 /// looked at for queued passes too.
 const SWEEP_EVERY: u64 = 60;
-/// Cleaner rounds so far.
-static SWEEPS: AtomicU64 = AtomicU64::new(0);
 
 impl Cluster {
     /// The partitions of compacted topics, by raft group.
@@ -138,7 +139,7 @@ impl Cluster {
         // may still have one queued, so the others are looked at too, but rarely: a look is a
         // storage read, and thousands of idle partitions made these reads most of an idle
         // node's CPU.
-        let sweep = SWEEPS.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0;
+        let sweep = self.cleaner.rounds.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == 0;
         for replica in self.replicas.all() {
             let group = replica.group();
             let partition = partitions.get(&group);

@@ -5,10 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::book::{batch, PRODUCE_DEADLINE};
-use crate::common::cluster::{
-    create_replicated, messages_url, produce_client, produce_retrying, TestCluster,
-};
+use crate::common::cluster::{create_replicated, TestCluster};
 use crate::common::poll;
 
 const PARTITIONS: u32 = 4;
@@ -51,32 +48,6 @@ async fn wait_quiet(cluster: &TestCluster, node: u64, ours: usize) {
 }
 
 /// Produces one message with id `id` to `partition` through any of `via`.
-async fn produce_to(cluster: &TestCluster, via: &[u64], topic: &str, partition: u32, id: &str) {
-    let urls: Vec<String> = via
-        .iter()
-        .map(|&node| messages_url(cluster, node, topic))
-        .collect();
-    let produced = produce_retrying(
-        &produce_client(),
-        &urls,
-        &batch(&[id.to_string()], partition),
-        PRODUCE_DEADLINE,
-    )
-    .await
-    .unwrap_or_else(|error| cluster.fail(&format!("produce {id}: {error}")));
-    assert!(produced.failures.is_empty(), "{produced:?}");
-}
-
-/// The ids stored in `partition` (each message's key is its id), read through `via`.
-async fn stored_ids(cluster: &TestCluster, via: u64, topic: &str, partition: u32) -> Vec<String> {
-    cluster
-        .node(via)
-        .read_all(topic, partition)
-        .await
-        .into_iter()
-        .map(|message| message.key.unwrap_or_default())
-        .collect()
-}
 
 #[tokio::test]
 async fn idle_groups_go_quiet_wake_for_writes_and_fail_over_when_their_leader_dies() {
@@ -85,14 +56,14 @@ async fn idle_groups_go_quiet_wake_for_writes_and_fail_over_when_their_leader_di
     create_replicated(&cluster, 1, topic, PARTITIONS, 3).await;
     for partition in 0..PARTITIONS {
         cluster.wait_until_in_sync(topic, partition, 3).await;
-        produce_to(
-            &cluster,
-            &cluster.ids(),
-            topic,
-            partition,
-            &format!("first-{partition}"),
-        )
-        .await;
+        cluster
+            .produce_id(
+                &cluster.ids(),
+                topic,
+                partition,
+                &format!("first-{partition}"),
+            )
+            .await;
     }
     for node in cluster.ids() {
         wait_quiet(&cluster, node, PARTITIONS as usize).await;
@@ -101,15 +72,12 @@ async fn idle_groups_go_quiet_wake_for_writes_and_fail_over_when_their_leader_di
     // A write wakes its group (the leader renews its lease first) and is acknowledged; the
     // group goes quiet again afterwards.
     let started = Instant::now();
-    produce_to(&cluster, &cluster.ids(), topic, 0, "woken").await;
+    cluster.produce_id(&cluster.ids(), topic, 0, "woken").await;
     eprintln!("a write to a quiet group took {:?}", started.elapsed());
     for node in cluster.ids() {
         wait_quiet(&cluster, node, PARTITIONS as usize).await;
     }
-    assert_eq!(
-        stored_ids(&cluster, 2, topic, 0).await,
-        ["first-0", "woken"]
-    );
+    assert_eq!(cluster.stored_keys(2, topic, 0).await, ["first-0", "woken"]);
 
     // The leader of quiet partition 0 dies: the survivors elect one of them at once.
     let leader = cluster.stable_leader(topic, 0).await;
@@ -122,16 +90,18 @@ async fn idle_groups_go_quiet_wake_for_writes_and_fail_over_when_their_leader_di
         killed_at.elapsed()
     );
     assert!(survivors.contains(&new_leader));
-    produce_to(&cluster, &survivors, topic, 0, "after-kill").await;
+    cluster.produce_id(&survivors, topic, 0, "after-kill").await;
     assert_eq!(
-        stored_ids(&cluster, survivors[0], topic, 0).await,
+        cluster.stored_keys(survivors[0], topic, 0).await,
         ["first-0", "woken", "after-kill"]
     );
     // The other partitions kept every acknowledged message too, and take writes.
     for partition in 1..PARTITIONS {
-        produce_to(&cluster, &survivors, topic, partition, "later").await;
+        cluster
+            .produce_id(&survivors, topic, partition, "later")
+            .await;
         assert_eq!(
-            stored_ids(&cluster, survivors[0], topic, partition).await,
+            cluster.stored_keys(survivors[0], topic, partition).await,
             [format!("first-{partition}"), "later".to_string()]
         );
     }
@@ -143,7 +113,7 @@ async fn a_quiet_group_whose_leader_is_cut_off_elects_another() {
     let topic = "quiet-cut";
     create_replicated(&cluster, 1, topic, 1, 3).await;
     cluster.wait_until_in_sync(topic, 0, 3).await;
-    produce_to(&cluster, &cluster.ids(), topic, 0, "before").await;
+    cluster.produce_id(&cluster.ids(), topic, 0, "before").await;
     for node in cluster.ids() {
         wait_quiet(&cluster, node, 1).await;
     }
@@ -158,11 +128,11 @@ async fn a_quiet_group_whose_leader_is_cut_off_elects_another() {
         cut_at.elapsed()
     );
     assert!(others.contains(&new_leader));
-    produce_to(&cluster, &others, topic, 0, "during").await;
+    cluster.produce_id(&others, topic, 0, "during").await;
     cluster.heal();
-    produce_to(&cluster, &cluster.ids(), topic, 0, "after").await;
+    cluster.produce_id(&cluster.ids(), topic, 0, "after").await;
     assert_eq!(
-        stored_ids(&cluster, leader, topic, 0).await,
+        cluster.stored_keys(leader, topic, 0).await,
         ["before", "during", "after"],
         "read through the old leader once healed"
     );

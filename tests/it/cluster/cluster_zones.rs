@@ -7,11 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::common::book::{batch, PRODUCE_DEADLINE};
-use crate::common::cluster::{
-    create_replicated, messages_url, produce_client, produce_retrying, sorted_ids, TestCluster,
-    CLUSTER_DEADLINE,
-};
+use crate::common::cluster::{create_replicated, sorted_ids, TestCluster, CLUSTER_DEADLINE};
 use crate::common::poll;
 
 const PARTITIONS: u32 = 6;
@@ -70,22 +66,6 @@ async fn wait_for_metadata_vote(cluster: &TestCluster, id: u64) {
     .unwrap_or_else(|seen| cluster.fail(&format!("node {id} never got a metadata vote: {seen}")));
 }
 
-async fn produce(cluster: &TestCluster, via: &[u64], topic: &str, partition: u32, id: &str) {
-    let urls: Vec<String> = via
-        .iter()
-        .map(|&node| messages_url(cluster, node, topic))
-        .collect();
-    let produced = produce_retrying(
-        &produce_client(),
-        &urls,
-        &batch(&[id.to_string()], partition),
-        PRODUCE_DEADLINE,
-    )
-    .await
-    .unwrap_or_else(|error| cluster.fail(&format!("produce {id}: {error}")));
-    assert!(produced.failures.is_empty(), "{produced:?}");
-}
-
 #[tokio::test]
 async fn replicas_span_zones_and_a_lost_zone_loses_nothing() {
     let env: Vec<(u64, &str, &str)> = (1..=6).map(|id| (id, "HERALD_ZONE", zone_of(id))).collect();
@@ -113,14 +93,14 @@ async fn replicas_span_zones_and_a_lost_zone_loses_nothing() {
     );
     for partition in 0..PARTITIONS {
         cluster.wait_until_in_sync(topic, partition, 3).await;
-        produce(
-            &cluster,
-            &cluster.ids(),
-            topic,
-            partition,
-            &format!("before-{partition}"),
-        )
-        .await;
+        cluster
+            .produce_id(
+                &cluster.ids(),
+                topic,
+                partition,
+                &format!("before-{partition}"),
+            )
+            .await;
     }
 
     // Zone a goes: both its nodes.
@@ -128,21 +108,10 @@ async fn replicas_span_zones_and_a_lost_zone_loses_nothing() {
     cluster.kill(2);
     let survivors = cluster.live_ids();
     for partition in 0..PARTITIONS {
-        produce(
-            &cluster,
-            &survivors,
-            topic,
-            partition,
-            &format!("after-{partition}"),
-        )
-        .await;
-        let stored: Vec<String> = cluster
-            .node(survivors[0])
-            .read_all(topic, partition)
-            .await
-            .into_iter()
-            .map(|message| message.key.unwrap_or_default())
-            .collect();
+        cluster
+            .produce_id(&survivors, topic, partition, &format!("after-{partition}"))
+            .await;
+        let stored = cluster.stored_keys(survivors[0], topic, partition).await;
         assert_eq!(
             stored,
             [format!("before-{partition}"), format!("after-{partition}")],

@@ -125,3 +125,34 @@ pub fn messages_url(cluster: &TestCluster, via: u64, topic: &str) -> String {
         .node(via)
         .url(&format!("/v1/topics/{topic}/messages?acks=all"))
 }
+
+impl TestCluster {
+    /// Produces one message, key and id `id`, to `partition` through any of `via` (retrying
+    /// round them); fails the test when an attempt before the acknowledged one failed (its
+    /// message may then be stored twice).
+    pub async fn produce_id(&self, via: &[u64], topic: &str, partition: u32, id: &str) {
+        let urls: Vec<String> = via
+            .iter()
+            .map(|&node| super::cluster::messages_url(self, node, topic))
+            .collect();
+        let produced = produce_retrying(
+            &produce_client(),
+            &urls,
+            &super::book::batch(&[id.to_string()], partition),
+            super::book::PRODUCE_DEADLINE,
+        )
+        .await
+        .unwrap_or_else(|error| self.fail(&format!("produce {id}: {error}")));
+        assert!(produced.failures.is_empty(), "{produced:?}");
+    }
+
+    /// The keys stored in `partition`, in offset order, read through `via`.
+    pub async fn stored_keys(&self, via: u64, topic: &str, partition: u32) -> Vec<String> {
+        self.node(via)
+            .read_all(topic, partition)
+            .await
+            .into_iter()
+            .map(|message| message.key.unwrap_or_default())
+            .collect()
+    }
+}
