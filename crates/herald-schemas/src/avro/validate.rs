@@ -36,6 +36,9 @@ pub(crate) const MAX_DEPTH: usize = 128;
 
 /// The one place where apache-avro is laxer than the spec: at the end of the input it reads
 /// a missing union index as branch 0. Java's decoder (and this one) call it truncated.
+/// Why an int encoded in more than 5 bytes is refused (see `Cursor::int`).
+pub(crate) const INT_TOO_LONG: &str = "malformed int: longer than 5 bytes";
+
 pub(crate) const UNION_INDEX_MISSING: &str = "truncated: the union branch index is missing";
 
 /// Named types by full name, to follow `Schema::Ref`.
@@ -129,8 +132,12 @@ impl<'a> Cursor<'a> {
                 return Err(Failure::new("truncated: a varint runs past the end"));
             };
             self.pos += 1;
-            if shift == 63 && byte > 1 {
-                return Err(Failure::new("malformed varint: longer than 64 bits"));
+            // The tenth byte holds the 64th bit. Java's BinaryDecoder and
+            // apache-avro both keep its lowest bit and drop the rest, and refuse
+            // only an eleventh byte; a consumer decodes what we accept, so we
+            // read it the same way.
+            if shift == 63 && byte & 0x80 != 0 {
+                return Err(Failure::new("malformed varint: longer than 10 bytes"));
             }
             value |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
@@ -144,7 +151,12 @@ impl<'a> Cursor<'a> {
     fn int(&mut self) -> Result<i32> {
         let start = self.pos;
         let value = self.long()?;
-        if self.pos - start > 5 || i32::try_from(value).is_err() {
+        if self.pos - start > 5 {
+            // Java's BinaryDecoder refuses an int longer than 5 bytes, which
+            // apache-avro reads; no encoder writes one, so we side with Java.
+            return Err(Failure::new(INT_TOO_LONG));
+        }
+        if i32::try_from(value).is_err() {
             return Err(failure(format_args!("int out of range: {value}")));
         }
         Ok(value as i32)
