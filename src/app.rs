@@ -206,6 +206,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         catch_up_bytes_per_sec: config.raft.catch_up_bytes_per_sec,
         quiesce_after: Duration::from_millis(config.raft.quiesce_after_ms),
         zone: config.zone.clone(),
+        rebalance: herald_cluster::RebalanceOptions {
+            auto: config.rebalance.auto,
+            settle: Duration::from_millis(config.rebalance.settle_ms),
+            max_moves: config.rebalance.max_moves,
+        },
         join: config.join,
         metadata_voters: config.metadata_voters,
         rpc_limits: RpcLimits {

@@ -91,6 +91,13 @@ enum Command {
         #[command(subcommand)]
         command: SchemasCommand,
     },
+    /// The cluster's nodes; rebalancing replicas and leaders over them.
+    Cluster {
+        #[command(flatten)]
+        server: ServerArg,
+        #[command(subcommand)]
+        command: cli::cluster::ClusterCommand,
+    },
     /// Takes an online backup of a node (or of every node) on its own disk; prints the manifest.
     Backup {
         #[command(flatten)]
@@ -238,6 +245,16 @@ struct ServeArgs {
     /// The most members one consumer group may have [default: 1000].
     #[arg(long, env = "HERALD_GROUP_MAX_MEMBERS")]
     group_max_members: Option<u32>,
+    /// Whether the metadata leader rebalances by itself (`true` or `false`) [default: true].
+    #[arg(long, env = "HERALD_REBALANCE_AUTO")]
+    rebalance_auto: Option<bool>,
+    /// How long the nodes must be unchanged, all up, before an automatic rebalance, ms
+    /// [default: 30000].
+    #[arg(long, env = "HERALD_REBALANCE_SETTLE_MS")]
+    rebalance_settle_ms: Option<u64>,
+    /// The most partitions a rebalance copies to new replicas at once [default: 4].
+    #[arg(long, env = "HERALD_REBALANCE_MAX_MOVES")]
+    rebalance_max_moves: Option<usize>,
     /// The most requests waiting for a reply on this node; past it 503 `overloaded`
     /// [default: 10000].
     #[arg(long, env = "HERALD_MAX_WAITING_REQUESTS")]
@@ -406,6 +423,15 @@ impl ServeArgs {
         if let Some(timeout) = self.group_max_session_timeout_ms {
             config.groups.max_session_timeout_ms = timeout;
         }
+        if let Some(auto) = self.rebalance_auto {
+            config.rebalance.auto = auto;
+        }
+        if let Some(settle) = self.rebalance_settle_ms {
+            config.rebalance.settle_ms = settle;
+        }
+        if let Some(moves) = self.rebalance_max_moves {
+            config.rebalance.max_moves = moves;
+        }
         if let Some(members) = self.group_max_members {
             config.groups.max_members = members;
         }
@@ -517,6 +543,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Schemas { server, command } => {
                 cli::schemas::run(&server.server, command).await
             }
+            Command::Cluster { server, command } => {
+                cli::cluster::run(&server.server, command).await
+            }
             Command::Restore(args) => args.run(),
         }
     })
@@ -537,7 +566,8 @@ impl Command {
             | Command::Auth { server, .. }
             | Command::Bench { server, .. }
             | Command::Backup { server, .. }
-            | Command::Schemas { server, .. } => Some(server),
+            | Command::Schemas { server, .. }
+            | Command::Cluster { server, .. } => Some(server),
         }
     }
 }

@@ -149,6 +149,7 @@ pub struct Config {
     /// nothing. At least 1.
     pub max_waiting_requests: usize,
     pub raft: RaftConfig,
+    pub rebalance: RebalanceConfig,
     pub storage: StorageConfig,
     pub groups: GroupsConfig,
     pub rpc: RpcConfig,
@@ -176,6 +177,33 @@ pub struct RaftConfig {
     /// goes quiet: no ticks, no heartbeats, until a write, a raft message or a silent peer
     /// wakes it. What lets a node hold thousands of idle partitions. 0: never.
     pub quiesce_after_ms: u64,
+}
+
+/// Rebalancing (`[rebalance]`): moving replicas and preferred leaderships so that nodes hold
+/// about equal shares, a few partitions at a time (docs/clustering.md "Balance").
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RebalanceConfig {
+    /// The metadata leader rebalances by itself once the cluster's nodes have settled (a node
+    /// that joined gets its share). False: only `POST /v1/cluster/rebalance` moves anything.
+    pub auto: bool,
+    /// How long the cluster's nodes must have been the same, every one up and none draining,
+    /// before an automatic rebalance moves anything: a node restarting is not a reason to move
+    /// its replicas away.
+    pub settle_ms: u64,
+    /// The most partitions copying to new replicas at once (the bytes they copy are held to
+    /// `raft.catch_up_bytes_per_sec`). At least 1.
+    pub max_moves: usize,
+}
+
+impl Default for RebalanceConfig {
+    fn default() -> Self {
+        RebalanceConfig {
+            auto: true,
+            settle_ms: 30_000,
+            max_moves: 4,
+        }
+    }
 }
 
 /// Consumer group limits (`[groups]`).
@@ -278,6 +306,7 @@ impl Default for Config {
             max_waiting_requests: 10_000,
             default_replication_factor: 3,
             raft: RaftConfig::default(),
+            rebalance: RebalanceConfig::default(),
             storage: StorageConfig::default(),
             groups: GroupsConfig::default(),
             rpc: RpcConfig::default(),
@@ -388,6 +417,11 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "raft timing must satisfy heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms"
                     .into(),
+            ));
+        }
+        if self.rebalance.max_moves == 0 {
+            return Err(ConfigError::Invalid(
+                "rebalance.max_moves must be at least 1".into(),
             ));
         }
         // Below it one raft entry of a few megabytes would hold a rebuild for seconds on end.

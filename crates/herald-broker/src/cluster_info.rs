@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use herald_domain::RaftGroupId;
 
-use super::{BrokerError, BrokerResult, ClusterInfo, ErrorCode, NodeInfo, PartitionRef, Readiness};
+use super::{
+    BrokerError, BrokerResult, ClusterInfo, ErrorCode, NodeInfo, NodeShareInfo, PartitionMove,
+    PartitionRef, Readiness, RebalanceInfo,
+};
 use crate::broker_core::Core;
 use herald_domain::metadata::MetadataOutcome;
 
@@ -124,6 +127,21 @@ impl NodeService {
         }
     }
 
+    /// What a rebalance would move now (`GET /v1/cluster/rebalance`): nothing moves.
+    pub fn rebalance_plan(&self) -> RebalanceInfo {
+        let (plan, moving) = self.core.cluster().rebalance_plan();
+        rebalance_info(plan, moving, false)
+    }
+
+    /// Starts a rebalance stepping from this node (`POST /v1/cluster/rebalance`); answers the
+    /// plan as it stands.
+    pub fn start_rebalance(&self) -> BrokerResult<RebalanceInfo> {
+        let plan = self.core.cluster.start_rebalance()?;
+        let (_, moving) = self.core.cluster().rebalance_plan();
+        let started = !plan.moves.is_empty();
+        Ok(rebalance_info(plan, moving, started))
+    }
+
     async fn node_info(&self, node_id: u64) -> BrokerResult<NodeInfo> {
         self.cluster_info()
             .await?
@@ -196,5 +214,38 @@ impl NodeService {
     /// Disk use, compaction debt and write stalls of this node's storage.
     pub fn storage_gauges(&self) -> crate::node_gauges::StorageGauges {
         self.core.cluster().storage_gauges()
+    }
+}
+
+fn rebalance_info(
+    plan: herald_cluster::RebalancePlan,
+    moving: usize,
+    started: bool,
+) -> RebalanceInfo {
+    RebalanceInfo {
+        moves: plan
+            .moves
+            .into_iter()
+            .map(|planned| PartitionMove {
+                copies_data: planned.copies_data(),
+                topic: planned.topic,
+                partition: planned.partition,
+                replicas_before: planned.from,
+                replicas_after: planned.to,
+            })
+            .collect(),
+        nodes: plan
+            .nodes
+            .into_iter()
+            .map(|share| NodeShareInfo {
+                node_id: share.node_id,
+                replicas_before: share.replicas_before,
+                replicas_after: share.replicas_after,
+                leaders_before: share.leaders_before,
+                leaders_after: share.leaders_after,
+            })
+            .collect(),
+        moving,
+        started,
     }
 }

@@ -84,6 +84,8 @@ error_codes! {
     NotEnoughNodes = ("not_enough_nodes", 409, "Not enough nodes"),
     /// 409: the node cannot be drained (the last one, or its replicas have nowhere to go).
     CannotDrain = ("cannot_drain", 409, "Cannot drain"),
+    /// 409: a rebalance cannot start now (a node is draining).
+    CannotRebalance = ("cannot_rebalance", 409, "Cannot rebalance"),
     /// 404: no node with this id.
     NodeNotFound = ("node_not_found", 404, "Node not found"),
     /// 421: the request is about another node, which must be asked itself (its address is in

@@ -256,6 +256,10 @@ impl From<ClusterError> for BrokerError {
                 code: ErrorCode::CannotDrain,
                 message: reason,
             },
+            ClusterError::CannotRebalance(reason) => BrokerError::Conflict {
+                code: ErrorCode::CannotRebalance,
+                message: reason,
+            },
             ClusterError::Listen { .. } => BrokerError::Internal(error.to_string()),
             ClusterError::FeatureNotEnabled { .. } => BrokerError::Unavailable(error.to_string()),
         }

@@ -217,6 +217,37 @@ pub struct FetchResult {
     pub log_start_offset: u64,
 }
 
+/// A rebalance plan (`GET` and `POST /v1/cluster/rebalance`).
+#[derive(Debug, Clone)]
+pub struct RebalanceInfo {
+    /// Partitions whose replicas move (or only reorder: a new preferred leader).
+    pub moves: Vec<PartitionMove>,
+    pub nodes: Vec<NodeShareInfo>,
+    /// Partitions still copying to new replicas from earlier steps.
+    pub moving: usize,
+    /// A rebalance was started by this request (POST), or is running on this node already.
+    pub started: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct PartitionMove {
+    pub topic: String,
+    pub partition: u32,
+    pub replicas_before: Vec<NodeId>,
+    pub replicas_after: Vec<NodeId>,
+    /// False when only the order (the preferred leader) changes.
+    pub copies_data: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct NodeShareInfo {
+    pub node_id: NodeId,
+    pub replicas_before: usize,
+    pub replicas_after: usize,
+    pub leaders_before: usize,
+    pub leaders_after: usize,
+}
+
 /// `GET /v1/cluster`.
 #[derive(Debug, Clone)]
 pub struct ClusterInfo {

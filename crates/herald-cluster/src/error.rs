@@ -23,6 +23,9 @@ pub enum ClusterError {
     Unavailable(String),
     #[error("{0}")]
     CannotDrain(String),
+    /// A rebalance cannot run now (a node is draining): nothing was moved.
+    #[error("{0}")]
+    CannotRebalance(String),
     /// A fault of this node, such as a request that could not be encoded: nothing was sent.
     #[error("{0}")]
     Internal(String),

@@ -33,6 +33,7 @@ mod operation;
 mod operation_fixtures;
 pub mod placement;
 mod quiescence;
+pub mod rebalance;
 mod reconcile;
 mod replicas;
 mod retention;
@@ -47,6 +48,7 @@ pub use handoff::HandoffReport;
 pub use metadata_group::MetadataGroup;
 pub use nodes::Membership;
 pub use quiescence::QUIET_GROUPS;
+pub use rebalance::{RebalanceOptions, RebalancePlan, RebalanceStep};
 pub use replicas::LocalReplicas;
 pub use routing::Routing;
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
@@ -102,6 +104,8 @@ pub struct ClusterOptions {
     /// This node's zone (`zone`), reported to the metadata: replicas and metadata voters
     /// spread over zones.
     pub zone: Option<String>,
+    /// How the cluster rebalances (`[rebalance]`).
+    pub rebalance: RebalanceOptions,
 }
 
 /// The wall clock in ms since the Unix epoch: what retention and compaction plans are decided
@@ -175,6 +179,8 @@ pub struct Cluster {
     node_versions: Arc<NodeVersions>,
     /// This node's zone.
     zone: Option<String>,
+    /// Rebalancing: its options, when the nodes last changed, a running operator's rebalance.
+    rebalancer: rebalance::Rebalancer,
 }
 
 impl Cluster {
@@ -290,6 +296,7 @@ impl Cluster {
             wire_version: options.wire_version,
             node_versions,
             zone: options.zone.clone(),
+            rebalancer: rebalance::Rebalancer::new(options.rebalance.clone()),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
         cluster.reconcile().await;

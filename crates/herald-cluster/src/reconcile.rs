@@ -52,6 +52,12 @@ pub(super) fn spawn_loops(cluster: &Arc<Cluster>, stopped: watch::Receiver<bool>
         stopped.clone(),
         |cluster| async move { cluster.groups.coordinate().await },
     ));
+    tokio::spawn(every(
+        Arc::downgrade(cluster),
+        super::rebalance::STEP_INTERVAL,
+        stopped.clone(),
+        |cluster| async move { cluster.auto_rebalance().await },
+    ));
     tokio::spawn(super::detector::watch_peers(
         Arc::downgrade(cluster),
         stopped.clone(),

@@ -11,6 +11,7 @@ pub mod producers;
 pub mod raft_group;
 pub mod record;
 pub mod redrive;
+pub mod replica_moves;
 pub mod schemas;
 pub mod subscriptions;
 pub mod topic;

@@ -17,6 +17,7 @@ use super::schemas::{SchemaCommand, SchemaOutcome, SchemaRegistry};
 use super::subscriptions::{SubscriptionCommand, SubscriptionOutcome, Subscriptions};
 use super::topic::{TopicConfig, TopicConfigPatch, MAX_PARTITIONS};
 use crate::raft_group::RaftGroupId;
+use crate::replica_moves::ReplicaMove;
 use crate::wire_version::{ClusterVersion, Feature, WireVersion};
 use crate::zones::Zones;
 
@@ -181,6 +182,10 @@ pub enum MetadataCommand {
     /// Sets (or clears) the zone of a registered node: the node reports its own (wire
     /// version 3 on; see `zones`).
     SetNodeZone { node_id: u64, zone: Option<String> },
+    /// Moves partitions' replicas between active nodes, all or none, each only while its
+    /// replicas are still those it was planned from (a rebalance; wire version 3 on; see
+    /// `replica_moves`).
+    MoveReplicas { moves: Vec<ReplicaMove> },
 }
 
 impl MetadataCommand {
@@ -205,6 +210,7 @@ impl MetadataCommand {
             MetadataCommand::RaiseClusterVersion { .. } => Some(Feature::ClusterVersionCommand),
             MetadataCommand::Schemas(_) => Some(Feature::SchemaRegistry),
             MetadataCommand::SetNodeZone { .. } => Some(Feature::Zones),
+            MetadataCommand::MoveReplicas { .. } => Some(Feature::ReplicaMoves),
         }
     }
 
@@ -264,6 +270,9 @@ impl std::fmt::Display for MetadataCommand {
                 Some(zone) => write!(formatter, "node {node_id} is in zone {zone}"),
                 None => write!(formatter, "node {node_id} is in no zone"),
             },
+            MetadataCommand::MoveReplicas { moves } => {
+                write!(formatter, "move the replicas of {} partitions", moves.len())
+            }
             MetadataCommand::RaiseClusterVersion { version } => {
                 write!(formatter, "raise the cluster version to {version}")
             }
@@ -370,6 +379,7 @@ impl MetadataState {
                 }
             },
             MetadataCommand::DrainNode { node_id, moves } => self.drain(*node_id, moves),
+            MetadataCommand::MoveReplicas { moves } => self.move_replicas(moves),
             MetadataCommand::Subscription(command) => {
                 let topics = &self.topics;
                 let outcome = self

@@ -18,6 +18,7 @@ use crate::groups::{GroupCommand, GroupOutcome, OffsetReset, OffsetSwap, TopicPa
 use crate::metadata::{MetadataCommand, MetadataOutcome};
 use crate::producers::ProducerRegistration;
 use crate::redrive::{RedriveCommand, RedriveJob, RedriveOutcome, RedrivePartition, RedriveState};
+use crate::replica_moves::ReplicaMove;
 use crate::schemas::{
     Compatibility, SchemaCommand, SchemaFormat, SchemaOutcome, SchemaReference, StoredSchema,
     TopicSchemas,
@@ -140,6 +141,7 @@ fn metadata_command_name(command: &MetadataCommand) -> &'static str {
         MetadataCommand::RaiseClusterVersion { .. } => "raise-cluster-version",
         MetadataCommand::Schemas(_) => "schemas",
         MetadataCommand::SetNodeZone { .. } => "set-node-zone",
+        MetadataCommand::MoveReplicas { .. } => "move-replicas",
     }
 }
 
@@ -211,6 +213,14 @@ fn metadata_commands() -> Vec<MetadataCommand> {
         MetadataCommand::SetNodeZone {
             node_id: 2,
             zone: Some("eu-west-1b".into()),
+        },
+        MetadataCommand::MoveReplicas {
+            moves: vec![ReplicaMove {
+                topic: "orders".into(),
+                partition: 1,
+                from: vec![2, 3, 1],
+                to: vec![4, 3, 1],
+            }],
         },
     ]
 }

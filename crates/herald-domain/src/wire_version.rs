@@ -58,7 +58,8 @@ impl std::fmt::Display for WireVersion {
     }
 }
 
-/// This release's wire version: 3 (quiescent groups' `QuiesceGroups` request, nodes' zones; 2
+/// This release's wire version: 3 (quiescent groups' `QuiesceGroups` request, nodes' zones,
+/// replica moves; 2
 /// brought the schema registry's metadata commands, 1 was the first release that reports one).
 pub const WIRE_VERSION: WireVersion = WireVersion(3);
 
@@ -80,6 +81,9 @@ pub enum Feature {
     /// Nodes' zones: the metadata command `SetNodeZone` and the metadata state extension that
     /// stores them, which a node before wire version 3 could decode neither of.
     Zones,
+    /// Rebalancing: the metadata command `MoveReplicas`, which a node before wire version 3
+    /// could not decode.
+    ReplicaMoves,
 }
 
 impl Feature {
@@ -89,6 +93,7 @@ impl Feature {
         Feature::SchemaRegistry,
         Feature::Quiescence,
         Feature::Zones,
+        Feature::ReplicaMoves,
     ];
 
     /// The wire version that introduced it: the lowest cluster version that allows it.
@@ -98,6 +103,7 @@ impl Feature {
             Feature::SchemaRegistry => WireVersion(2),
             Feature::Quiescence => WireVersion(3),
             Feature::Zones => WireVersion(3),
+            Feature::ReplicaMoves => WireVersion(3),
         }
     }
 }

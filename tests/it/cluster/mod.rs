@@ -19,6 +19,7 @@ mod cluster_node_replacement;
 mod cluster_partitions;
 mod cluster_pipeline;
 mod cluster_quiescence;
+mod cluster_rebalance;
 mod cluster_redrive;
 mod cluster_replication;
 mod cluster_retention;

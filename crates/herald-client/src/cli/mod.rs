@@ -11,6 +11,7 @@ pub mod auth;
 pub mod backup;
 mod batch_reads;
 pub mod client;
+pub mod cluster;
 pub mod consume;
 pub mod credentials;
 pub mod export;

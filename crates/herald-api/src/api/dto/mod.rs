@@ -16,6 +16,7 @@ pub mod produce_batch;
 mod produce_borrowed;
 pub mod produce_limits;
 pub mod producer;
+pub mod rebalance;
 pub mod redrive;
 pub mod requests;
 pub mod schemas;

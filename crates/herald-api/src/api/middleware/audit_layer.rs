@@ -58,6 +58,7 @@ pub const ADMIN_ACTIONS: &[(Method, &str, &str)] = &[
     ),
     (Method::POST, "/v1/cluster/nodes", "add node"),
     (Method::DELETE, "/v1/cluster/nodes/{id}", "remove node"),
+    (Method::POST, "/v1/cluster/rebalance", "rebalance"),
     (Method::POST, "/v1/auth/clients", "create client"),
     (
         Method::DELETE,

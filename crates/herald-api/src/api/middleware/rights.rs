@@ -58,6 +58,12 @@ pub const ROUTES: &[(&str, &str, Requirement)] = &[
     ("PUT", "/v1/auth/policies", Right(Admin, "auth:policies")),
     ("GET", "/v1/cluster", Right(View, "cluster:info")),
     ("POST", "/v1/cluster/nodes", Right(Admin, "cluster:nodes")),
+    ("GET", "/v1/cluster/rebalance", Right(View, "cluster:info")),
+    (
+        "POST",
+        "/v1/cluster/rebalance",
+        Right(Admin, "cluster:nodes"),
+    ),
     (
         "DELETE",
         "/v1/cluster/nodes/{id}",

@@ -7,6 +7,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::dto::cluster::{AddNodeDto, ClusterDto, NodeDto};
+use crate::api::dto::rebalance::RebalancePlanDto;
 use crate::api::extract::{ApiJson, ApiPath};
 use crate::api::problem::{ApiResult, Problem};
 use crate::api::AppState;
@@ -17,6 +18,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(cluster_info))
         .routes(routes!(add_node))
         .routes(routes!(drain_node))
+        .routes(routes!(rebalance_plan, start_rebalance))
 }
 
 /// The cluster's nodes, their status, what each leads, and the metadata leader.
@@ -84,4 +86,45 @@ async fn drain_node(
 ) -> ApiResult<(StatusCode, Json<NodeDto>)> {
     let node = broker.nodes().drain_node(id).await?;
     Ok((StatusCode::ACCEPTED, Json(node.into())))
+}
+
+/// What a rebalance would move now, and each node's share of replicas and preferred
+/// leaderships before and after (a dry run: nothing moves).
+#[utoipa::path(
+    get,
+    path = "/v1/cluster/rebalance",
+    tag = "cluster",
+    responses(
+        (status = 200, description = "The plan", body = RebalancePlanDto),
+    )
+)]
+async fn rebalance_plan(State(broker): State<Broker>) -> Json<RebalancePlanDto> {
+    Json(broker.nodes().rebalance_plan().into())
+}
+
+/// Rebalance now: moves replicas and preferred leaderships until nodes hold about equal
+/// shares, `rebalance.max_moves` partitions copying at a time, the copies held to
+/// `raft.catch_up_bytes_per_sec`. Answers the plan at once; the moves go on in the background
+/// (watch `moving` and the plan shrink with `GET`).
+#[utoipa::path(
+    post,
+    path = "/v1/cluster/rebalance",
+    tag = "cluster",
+    responses(
+        (status = 202, description = "Started (or already running): the plan being carried out", body = RebalancePlanDto),
+        (status = 200, description = "Nothing to move", body = RebalancePlanDto),
+        (status = 409, description = "`cannot_rebalance`: a node is draining", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`unavailable`: not every node runs a release that knows replica moves yet", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn start_rebalance(
+    State(broker): State<Broker>,
+) -> ApiResult<(StatusCode, Json<RebalancePlanDto>)> {
+    let plan = broker.nodes().start_rebalance()?;
+    let status = if plan.started {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(plan.into())))
 }
