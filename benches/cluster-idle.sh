@@ -21,7 +21,7 @@ RESTART=${RESTART:-0}
 BASE_HTTP=${BASE_HTTP:-19280}
 BASE_RAFT=${BASE_RAFT:-19270}
 EXTRA_ARGS=${EXTRA_ARGS:-}
-KEEP_LOGS=''                    # (not a knob of this bench)
+KEEP_LOGS=${KEEP_LOGS:-}          # a directory to keep the nodes' logs in
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/cluster.sh" idle
 

@@ -247,6 +247,7 @@ impl Cluster {
             catch_up: Arc::new(herald_raft::CatchUpThrottle::new(
                 options.catch_up_bytes_per_sec,
             )),
+            heartbeats: herald_raft::HeartbeatCoalescer::new(rpc.clone()),
         };
         let metadata = MetadataReplica::start(
             &context,

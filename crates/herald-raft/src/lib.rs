@@ -15,6 +15,9 @@ mod partition;
 pub use engine::catch_up_throttle::{CatchUpThrottle, DEFAULT_CATCH_UP_BYTES_PER_SEC};
 pub use engine::error::RaftLayerError;
 pub use engine::group::{Bootstrap, GroupContext, RaftTiming};
+pub use engine::heartbeats::{
+    HeartbeatCoalescer, HEARTBEATS_COALESCED_TOTAL, HEARTBEAT_BATCHES_TOTAL,
+};
 pub use engine::log_rank::LogRank;
 pub use engine::log_store::LogStore;
 pub use engine::membership::{GroupMembers, LeaderReport, MembershipStep};

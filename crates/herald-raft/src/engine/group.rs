@@ -3,6 +3,7 @@
 //! [`super::MetadataReplica`].
 
 use super::catch_up_throttle::CatchUpThrottle;
+use super::heartbeats::HeartbeatCoalescer;
 use herald_domain::RaftGroupId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub struct GroupContext {
     pub registry: Arc<GroupRegistry>,
     /// The rate limit on replication to followers far behind (a rebuilt replica).
     pub catch_up: Arc<CatchUpThrottle>,
+    /// The node's heartbeat batches, one queue per peer (`heartbeats`).
+    pub heartbeats: Arc<HeartbeatCoalescer>,
 }
 
 impl GroupContext {
@@ -111,7 +114,12 @@ pub(crate) async fn start_raft<A: GroupApplier>(
     let raft = Raft::new(
         context.node_id,
         raft_config(context.timing)?,
-        NetworkFactory::new(context.rpc.clone(), group, context.catch_up.clone()),
+        NetworkFactory::new(
+            context.rpc.clone(),
+            group,
+            context.catch_up.clone(),
+            context.heartbeats.clone(),
+        ),
         log_store,
         state_machine,
     )

@@ -40,6 +40,15 @@ fn append_request() -> AppendEntriesRequest<TypeConfig> {
     }
 }
 
+fn heartbeat_request() -> AppendEntriesRequest<TypeConfig> {
+    AppendEntriesRequest {
+        vote: vote(),
+        prev_log_id: Some(log_id(2, 8)),
+        entries: vec![],
+        leader_commit: Some(log_id(2, 8)),
+    }
+}
+
 fn message_name(envelope: &Envelope) -> &'static str {
     match envelope.message {
         RaftMessage::Append(_) => "append",
@@ -48,6 +57,7 @@ fn message_name(envelope: &Envelope) -> &'static str {
         RaftMessage::PreVote(_) => "pre-vote",
         RaftMessage::Snapshot { .. } => "snapshot",
         RaftMessage::TransferLeader(_) => "transfer-leader",
+        RaftMessage::Heartbeats(_) => "heartbeats",
     }
 }
 
@@ -70,6 +80,10 @@ fn messages() -> Vec<RaftMessage> {
             data: b"the state machine's state".to_vec(),
         },
         RaftMessage::TransferLeader(TransferLeaderRequest::new(vote(), 2, Some(log_id(2, 9)))),
+        RaftMessage::Heartbeats(vec![
+            (RaftGroupId::new(5), heartbeat_request()),
+            (RaftGroupId::new(9), heartbeat_request()),
+        ]),
     ]
 }
 
@@ -82,6 +96,7 @@ fn answer_name(answer: &Answer) -> &'static str {
             AppendEntriesResponse::HigherVote(_) => "append-higher-vote",
         },
         Ok(RaftReply::Vote(_)) => "vote",
+        Ok(RaftReply::Heartbeats(_)) => "heartbeats",
         Ok(RaftReply::Snapshot(_)) => "snapshot",
         Ok(RaftReply::TransferLeader(Ok(()))) => "transfer-leader",
         Ok(RaftReply::TransferLeader(Err(error))) => match error {
@@ -127,6 +142,10 @@ fn replies() -> Vec<RaftReply> {
     )));
     replies.push(RaftReply::Snapshot(SnapshotResponse::new(vote())));
     replies.push(RaftReply::TransferLeader(Ok(())));
+    replies.push(RaftReply::Heartbeats(vec![
+        Ok(AppendEntriesResponse::Success),
+        Err(RaftServiceError::UnknownGroup(RaftGroupId::new(9))),
+    ]));
     replies.extend(
         transfer_errors()
             .into_iter()

@@ -7,6 +7,7 @@ pub(crate) mod checkpoints;
 pub(crate) mod codec;
 pub(crate) mod error;
 pub(crate) mod group;
+pub(crate) mod heartbeats;
 pub(crate) mod log_rank;
 pub(crate) mod log_store;
 pub(crate) mod membership;

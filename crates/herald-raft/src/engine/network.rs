@@ -35,6 +35,7 @@ use openraft::{OptionalSend, RaftNetworkV2};
 use serde::{Deserialize, Serialize};
 
 use super::codec;
+use super::heartbeats::HeartbeatCoalescer;
 use super::registry::{GroupRegistry, RegisteredGroup};
 use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
 use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
@@ -64,7 +65,7 @@ pub(crate) struct Envelope {
 
 /// How many variants [`RaftMessage`] has: a message whose variant number is at or past it is
 /// of a newer release (checked against the derive by the golden fixtures' test).
-pub(crate) const RAFT_MESSAGE_VARIANTS: u32 = 6;
+pub(crate) const RAFT_MESSAGE_VARIANTS: u32 = 7;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum RaftMessage {
@@ -82,6 +83,9 @@ pub(crate) enum RaftMessage {
         data: Vec<u8>,
     },
     TransferLeader(TransferLeaderRequest<TypeConfig>),
+    /// Many groups' heartbeats (empty AppendEntries) to one node (wire version 3 on; see
+    /// `heartbeats`). The envelope's group is the first item's, and means nothing.
+    Heartbeats(Vec<(RaftGroupId, AppendEntriesRequest<TypeConfig>)>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -90,6 +94,8 @@ pub(crate) enum RaftReply {
     Vote(VoteResponse<TypeConfig>),
     Snapshot(SnapshotResponse<TypeConfig>),
     TransferLeader(TransferLeaderResponse<TypeConfig>),
+    /// Each heartbeat's answer, in the order of the batch.
+    Heartbeats(Vec<Result<AppendEntriesResponse<TypeConfig>, RaftServiceError>>),
 }
 
 /// Why the receiving node could not hand a message to its group.
@@ -108,14 +114,21 @@ pub struct NetworkFactory {
     rpc: RpcClient,
     group: RaftGroupId,
     catch_up: Arc<CatchUpThrottle>,
+    heartbeats: Arc<HeartbeatCoalescer>,
 }
 
 impl NetworkFactory {
-    pub fn new(rpc: RpcClient, group: RaftGroupId, catch_up: Arc<CatchUpThrottle>) -> Self {
+    pub fn new(
+        rpc: RpcClient,
+        group: RaftGroupId,
+        catch_up: Arc<CatchUpThrottle>,
+        heartbeats: Arc<HeartbeatCoalescer>,
+    ) -> Self {
         NetworkFactory {
             rpc,
             group,
             catch_up,
+            heartbeats,
         }
     }
 }
@@ -126,6 +139,7 @@ pub struct PeerClient {
     target: u64,
     group: RaftGroupId,
     catch_up: Arc<CatchUpThrottle>,
+    heartbeats: Arc<HeartbeatCoalescer>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -142,16 +156,17 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             target,
             group: self.group,
             catch_up: self.catch_up.clone(),
+            heartbeats: self.heartbeats.clone(),
         }
     }
 }
 
 /// Unreachable makes openraft back off from the peer at once; other failures only after a run.
-fn unreachable(error: &(impl std::error::Error + 'static)) -> RPCError<TypeConfig> {
+pub(crate) fn unreachable(error: &(impl std::error::Error + 'static)) -> RPCError<TypeConfig> {
     RPCError::Unreachable(Unreachable::new(error))
 }
 
-fn transport_error(error: RpcError) -> RPCError<TypeConfig> {
+pub(crate) fn transport_error(error: RpcError) -> RPCError<TypeConfig> {
     match error {
         // A peer that does not know the message (an older release) is as good as unreachable
         // for it: nothing was done.
@@ -169,6 +184,18 @@ impl PeerClient {
         message: RaftMessage,
         timeout: Duration,
     ) -> Result<RaftReply, RPCError<TypeConfig>> {
+        let message = match message {
+            RaftMessage::Append(request)
+                if request.entries.is_empty() && self.heartbeats.batches_to(self.target) =>
+            {
+                return self
+                    .heartbeats
+                    .heartbeat(self.target, self.group, request, timeout)
+                    .await
+                    .map(RaftReply::Append);
+            }
+            message => message,
+        };
         let catching_up = match &message {
             RaftMessage::Append(request) | RaftMessage::StreamAppend { request, .. } => {
                 is_catch_up(request)
@@ -400,6 +427,9 @@ impl RaftService {
             })?;
         let group_id = envelope.group;
         let reply = match (self.registry.get(group_id), envelope.message) {
+            (_, RaftMessage::Heartbeats(items)) => {
+                Ok(RaftReply::Heartbeats(self.heartbeats(items).await))
+            }
             (None, _) => Err(RaftServiceError::UnknownGroup(group_id)),
             (Some(group), RaftMessage::StreamAppend { position, request }) => self
                 .sequencer
@@ -417,6 +447,26 @@ impl RaftService {
         codec::encode(&reply)
             .map(Bytes::from)
             .map_err(|error| error.to_string())
+    }
+}
+
+impl RaftService {
+    /// Hands each heartbeat of a batch to its group, all at once; each group's answer or why it
+    /// could not take it, in the batch's order.
+    async fn heartbeats(
+        &self,
+        items: Vec<(RaftGroupId, AppendEntriesRequest<TypeConfig>)>,
+    ) -> Vec<Result<AppendEntriesResponse<TypeConfig>, RaftServiceError>> {
+        let handed = items.into_iter().map(|(group_id, request)| async move {
+            let Some(group) = self.registry.get(group_id) else {
+                return Err(RaftServiceError::UnknownGroup(group_id));
+            };
+            match dispatch(group, RaftMessage::Append(request)).await? {
+                RaftReply::Append(response) => Ok(response),
+                _ => Err(failed("unexpected answer to a heartbeat")),
+            }
+        });
+        futures::future::join_all(handed).await
     }
 }
 
@@ -479,6 +529,8 @@ async fn dispatch(
                     .await
                     .map(RaftReply::TransferLeader)
                     .map_err(failed),
+                // Split up by `RaftService::heartbeats` before it reaches a group.
+                RaftMessage::Heartbeats(_) => Err(failed("a heartbeat batch inside a batch")),
             }
         }};
     }
