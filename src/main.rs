@@ -170,6 +170,10 @@ struct ServeArgs {
     /// Longest raft election timeout in ms [default: 2500].
     #[arg(long, env = "HERALD_ELECTION_TIMEOUT_MAX_MS")]
     election_timeout_max_ms: Option<u64>,
+    /// An idle partition group goes quiet after this many ms without a write; 0: never
+    /// [default: 2000].
+    #[arg(long, env = "HERALD_QUIESCE_AFTER_MS")]
+    quiesce_after_ms: Option<u64>,
     /// How long a request waits for a partition leader before 503 `no_leader` [default: 10000].
     #[arg(long, env = "HERALD_LEADER_WAIT_MS")]
     leader_wait_ms: Option<u64>,
@@ -359,6 +363,9 @@ impl ServeArgs {
         }
         if let Some(timeout) = self.election_timeout_max_ms {
             config.raft.election_timeout_max_ms = timeout;
+        }
+        if let Some(after) = self.quiesce_after_ms {
+            config.raft.quiesce_after_ms = after;
         }
         if let Some(wait) = self.leader_wait_ms {
             config.leader_wait_ms = wait;

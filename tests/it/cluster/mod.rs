@@ -11,6 +11,7 @@ mod cluster_binary_batches;
 mod cluster_compaction;
 mod cluster_failover;
 mod cluster_groups;
+mod cluster_heartbeats;
 mod cluster_idempotency;
 mod cluster_membership;
 mod cluster_mixed_versions;
