@@ -62,11 +62,14 @@ run_setup() {
     sleep 1
     local each=$(( MESSAGES / ${#ids[@]} )) nodes0 started
     nodes0=$(node_ticks) started=$(now_ms)
+    local generators=()
     for id in "${ids[@]}"; do
         bench_produce "$id" --topic load --message-size 100 --batch-size "$BATCH" \
             --connections "$CONNECTIONS" --messages "$each" --acks all >"$DIR/out$id.json" &
+        generators+=($!)
     done
-    wait
+    # Only the generators: a bare `wait` would wait for the nodes too.
+    for id in "${generators[@]}"; do wait "$id" || { echo "a load generator failed" >&2; exit 1; }; done
     local cpu_ticks=$(( $(node_ticks) - nodes0 )) wall_ms=$(( $(now_ms) - started ))
     python3 - "$nodes" "$round" "$cpu_ticks" "$HZ" "$wall_ms" "$DIR"/out*.json >>"$DIR/results.tsv" <<'PY'
 import json, sys
