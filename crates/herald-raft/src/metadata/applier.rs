@@ -9,6 +9,7 @@
 use std::io;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -28,6 +29,10 @@ pub struct MetadataApplier {
     published: watch::Sender<Arc<MetadataState>>,
     dirty: bool,
     groups: GroupsStore,
+    /// The state's encoding while it has not changed. The state is persisted after every
+    /// applied batch, and most batches are consumer group commits that leave it as it was:
+    /// encoding 100,000 partitions takes about 10 ms, copying the bytes a tenth of that.
+    encoded: Mutex<Option<Vec<u8>>>,
 }
 
 /// What a metadata snapshot carries: the state, and the consumer groups kept in rows.
@@ -115,6 +120,7 @@ impl MetadataApplier {
             published: watch::Sender::new(Arc::default()),
             dirty: true,
             groups: GroupsStore::new(),
+            encoded: Mutex::new(None),
         }
     }
 
@@ -141,6 +147,7 @@ impl GroupApplier for MetadataApplier {
             }
             RaftRequest::Metadata(command) => {
                 self.dirty = true;
+                *self.encoded.get_mut() = None;
                 RaftResponse::Metadata(self.state.apply(command))
             }
             RaftRequest::Append { .. }
@@ -154,7 +161,13 @@ impl GroupApplier for MetadataApplier {
     }
 
     fn encode_state(&self) -> Result<Vec<u8>, io::Error> {
-        codec::encode_extended(&self.state, &MetadataStateExtension::of(&self.state))
+        let mut encoded = self.encoded.lock();
+        if let Some(bytes) = encoded.as_ref() {
+            return Ok(bytes.clone());
+        }
+        let bytes = codec::encode_extended(&self.state, &MetadataStateExtension::of(&self.state))?;
+        *encoded = Some(bytes.clone());
+        Ok(bytes)
     }
 
     fn restore_state(&mut self, bytes: &[u8]) -> Result<(), io::Error> {
@@ -162,6 +175,7 @@ impl GroupApplier for MetadataApplier {
         MetadataStateExtension::restore_into(extension, &mut state);
         self.state = state;
         self.dirty = true;
+        *self.encoded.get_mut() = None;
         Ok(())
     }
 
@@ -182,6 +196,7 @@ impl GroupApplier for MetadataApplier {
         MetadataStateExtension::restore_into(extension, &mut snapshot.state);
         self.state = snapshot.state;
         self.dirty = true;
+        *self.encoded.get_mut() = None;
         self.groups.restore(snapshot.groups, writes)
     }
 
@@ -283,5 +298,33 @@ mod tests {
             from_snapshot.state.cluster_version,
             ClusterVersion(WireVersion(1))
         );
+    }
+
+    #[test]
+    fn the_persisted_state_follows_every_change_and_is_not_encoded_again_without_one() {
+        let mut applier = MetadataApplier::new();
+        let mut writes = WriteSet::default();
+        let empty = applier.encode_state().unwrap();
+        let command = MetadataCommand::AddNode {
+            node_id: 2,
+            http_addr: "h2".into(),
+            raft_addr: "r2".into(),
+        };
+        applier.apply(1, &RaftRequest::Metadata(command), &mut writes);
+        let added = applier.encode_state().unwrap();
+        assert_ne!(added, empty, "a change is persisted");
+        let mut restored = MetadataApplier::new();
+        restored.restore_state(&added).unwrap();
+        assert_eq!(restored.state, applier.state);
+        // A consumer group command leaves the state, and its cached encoding, as they were.
+        let group = MetadataCommand::Groups(herald_domain::groups::GroupCommand::Delete {
+            group: "g".into(),
+        });
+        applier.apply(2, &RaftRequest::Metadata(group), &mut writes);
+        assert!(applier.encoded.lock().is_some());
+        assert_eq!(applier.encode_state().unwrap(), added);
+        // Restoring another state drops the cache.
+        applier.restore_state(&empty).unwrap();
+        assert_eq!(applier.encode_state().unwrap(), empty);
     }
 }
