@@ -136,8 +136,7 @@ impl NodeService {
     /// Starts a rebalance stepping from this node (`POST /v1/cluster/rebalance`); answers the
     /// plan as it stands.
     pub fn start_rebalance(&self) -> BrokerResult<RebalanceInfo> {
-        let plan = self.core.cluster.start_rebalance()?;
-        let (_, moving) = self.core.cluster().rebalance_plan();
+        let (plan, moving) = self.core.cluster.start_rebalance()?;
         let started = !plan.moves.is_empty();
         Ok(rebalance_info(plan, moving, started))
     }

@@ -9,20 +9,6 @@ use crate::common::cluster::{create_replicated, TestCluster};
 
 const PARTITIONS: u32 = 12;
 
-async fn counter(cluster: &TestCluster, node: u64, name: &str) -> f64 {
-    let text = cluster
-        .node(node)
-        .get("/metrics")
-        .await
-        .text()
-        .await
-        .unwrap_or_default();
-    text.lines()
-        .filter(|line| line.starts_with(name))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test]
 async fn heartbeats_travel_in_batches_and_keep_every_leader() {
     let mut cluster = TestCluster::start_with(3, &["--quiesce-after-ms", "0"]).await;
@@ -40,16 +26,28 @@ async fn heartbeats_travel_in_batches_and_keep_every_leader() {
         before.insert(
             node,
             (
-                counter(&cluster, node, "herald_raft_heartbeat_batches_total").await,
-                counter(&cluster, node, "herald_raft_vote_requests_total").await,
+                cluster
+                    .node(node)
+                    .metric_total("herald_raft_heartbeat_batches_total")
+                    .await,
+                cluster
+                    .node(node)
+                    .metric_total("herald_raft_vote_requests_total")
+                    .await,
             ),
         );
     }
     // Four election timeouts: a follower whose heartbeats were lost would have campaigned.
     tokio::time::sleep(Duration::from_secs(6)).await;
     for node in cluster.ids() {
-        let batches = counter(&cluster, node, "herald_raft_heartbeat_batches_total").await;
-        let votes = counter(&cluster, node, "herald_raft_vote_requests_total").await;
+        let batches = cluster
+            .node(node)
+            .metric_total("herald_raft_heartbeat_batches_total")
+            .await;
+        let votes = cluster
+            .node(node)
+            .metric_total("herald_raft_vote_requests_total")
+            .await;
         let (batches_before, votes_before) = before[&node];
         // Every node leads some group (preferred leaders are spread), which heartbeats its two
         // followers every 500 ms.

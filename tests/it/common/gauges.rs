@@ -25,6 +25,20 @@ impl Server {
             .and_then(|value| value.parse::<f64>().ok())
     }
 
+    /// The sum of every series of metric `name` on this node (a counter over all its labels);
+    /// 0 when the node does not publish it.
+    pub async fn metric_total(&self, name: &str) -> f64 {
+        let text = self.get("/metrics").await.text().await.unwrap_or_default();
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter(|line| {
+                let series = line.split(' ').next().unwrap_or_default();
+                series.split('{').next() == Some(name)
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// A per-partition gauge of `topic`/`partition` on this node.
     pub async fn partition_gauge(&self, name: &str, topic: &str, partition: u32) -> Option<u64> {
         let partition = partition.to_string();

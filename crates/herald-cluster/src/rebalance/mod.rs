@@ -26,7 +26,6 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
-use herald_domain::wire_version::Feature;
 
 use super::{Cluster, ClusterError};
 
@@ -44,16 +43,6 @@ pub struct RebalanceOptions {
     pub settle: Duration,
     /// The most partitions copying to new replicas at once.
     pub max_moves: usize,
-}
-
-impl Default for RebalanceOptions {
-    fn default() -> Self {
-        RebalanceOptions {
-            auto: true,
-            settle: Duration::from_secs(30),
-            max_moves: 4,
-        }
-    }
 }
 
 /// A rebalance's state on this node.
@@ -136,15 +125,10 @@ impl Cluster {
             .count()
     }
 
-    /// Proposes the plan's next moves, as many as `max_moves` leaves room for.
+    /// Proposes the plan's next moves, as many as `max_moves` leaves room for. (Before every
+    /// node knows replica moves, `propose` refuses them: `FeatureNotEnabled`.)
     pub async fn rebalance_step(&self) -> Result<RebalanceStep, ClusterError> {
         let state = self.metadata.current();
-        if !state.cluster_version.allows(Feature::ReplicaMoves) {
-            return Err(ClusterError::FeatureNotEnabled {
-                feature: Feature::ReplicaMoves,
-                cluster_version: state.cluster_version,
-            });
-        }
         let plan = plan_rebalance(&state, &self.rebalance_eligible(&state));
         let moving = self.partitions_moving(&state);
         let room = self.rebalancer.options.max_moves.saturating_sub(moving);
@@ -199,23 +183,26 @@ impl Cluster {
     }
 
     /// Starts stepping through the plan from this node (`POST /v1/cluster/rebalance`), unless
-    /// it is already; returns the plan as it stands.
-    pub fn start_rebalance(self: &Arc<Self>) -> Result<RebalancePlan, ClusterError> {
+    /// it is already; returns the plan as it stands and the partitions still copying.
+    pub fn start_rebalance(self: &Arc<Self>) -> Result<(RebalancePlan, usize), ClusterError> {
         let state = self.metadata.current();
-        if !state.cluster_version.allows(Feature::ReplicaMoves) {
-            return Err(ClusterError::FeatureNotEnabled {
-                feature: Feature::ReplicaMoves,
+        // Refused now, as `propose` would refuse every step in the background.
+        let no_moves = MetadataCommand::MoveReplicas { moves: Vec::new() };
+        no_moves
+            .may_propose(state.cluster_version)
+            .map_err(|feature| ClusterError::FeatureNotEnabled {
+                feature,
                 cluster_version: state.cluster_version,
-            });
-        }
+            })?;
         if state.nodes.values().any(|record| record.draining) {
             return Err(ClusterError::CannotRebalance(
                 "a node is draining: rebalance once it has left".into(),
             ));
         }
         let plan = plan_rebalance(&state, &self.rebalance_eligible(&state));
+        let moving = self.partitions_moving(&state);
         if plan.moves.is_empty() || self.rebalancer.manual.swap(true, Ordering::AcqRel) {
-            return Ok(plan);
+            return Ok((plan, moving));
         }
         let cluster = Arc::downgrade(self);
         let mut stopped = self.stopping();
@@ -241,6 +228,6 @@ impl Cluster {
                 tracing::info!("rebalance finished");
             }
         });
-        Ok(plan)
+        Ok((plan, moving))
     }
 }

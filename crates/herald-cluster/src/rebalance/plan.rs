@@ -219,44 +219,77 @@ fn spread_zones(slots: &mut [Slot], eligible: &BTreeSet<u64>, zones: &ZoneIndex)
     }
 }
 
-/// Which slots each node holds a replica of (or leads): the passes look a node's partitions
-/// up instead of scanning every partition for each move.
-fn slots_by_node(slots: &[Slot], leaders_only: bool) -> BTreeMap<u64, BTreeSet<usize>> {
-    let mut by_node: BTreeMap<u64, BTreeSet<usize>> = BTreeMap::new();
-    for (index, slot) in slots.iter().enumerate() {
-        let held = if leaders_only {
-            &slot.replicas[..slot.replicas.len().min(1)]
-        } else {
-            &slot.replicas[..]
-        };
-        for node in held {
-            by_node.entry(*node).or_default().insert(index);
-        }
-    }
-    by_node
+/// Which slots each node holds a replica of (or leads), and where the last search on each
+/// node stopped: the passes look a node's partitions up instead of scanning every partition
+/// for each move, and a search starts where the last one stopped, so the partitions passed
+/// over are not examined again on every move.
+struct NodeSlots {
+    by_node: BTreeMap<u64, BTreeSet<usize>>,
+    cursors: BTreeMap<u64, usize>,
 }
 
-/// A node's slots from its cursor on, then those before it.
-fn from_cursor<'a>(
-    by_node: &'a BTreeMap<u64, BTreeSet<usize>>,
-    cursors: &BTreeMap<u64, usize>,
-    node: u64,
-) -> impl Iterator<Item = usize> + 'a {
-    let cursor = cursors.get(&node).copied().unwrap_or(0);
-    let held = by_node.get(&node);
-    let after = held.into_iter().flat_map(move |set| set.range(cursor..));
-    let before = held.into_iter().flat_map(move |set| set.range(..cursor));
-    after.chain(before).copied()
+impl NodeSlots {
+    fn new(slots: &[Slot], leaders_only: bool) -> NodeSlots {
+        let mut by_node: BTreeMap<u64, BTreeSet<usize>> = BTreeMap::new();
+        for (index, slot) in slots.iter().enumerate() {
+            let held = if leaders_only {
+                &slot.replicas[..slot.replicas.len().min(1)]
+            } else {
+                &slot.replicas[..]
+            };
+            for node in held {
+                by_node.entry(*node).or_default().insert(index);
+            }
+        }
+        NodeSlots {
+            by_node,
+            cursors: BTreeMap::new(),
+        }
+    }
+
+    /// `node`'s slots from its cursor on, then those before it.
+    fn of(&self, node: u64) -> impl Iterator<Item = usize> + '_ {
+        let cursor = self.cursors.get(&node).copied().unwrap_or(0);
+        let held = self.by_node.get(&node);
+        let after = held.into_iter().flat_map(move |set| set.range(cursor..));
+        let before = held.into_iter().flat_map(move |set| set.range(..cursor));
+        after.chain(before).copied()
+    }
+
+    /// Slot `index` went from `from` to `to`.
+    fn moved(&mut self, index: usize, from: u64, to: u64) {
+        self.by_node.entry(from).or_default().remove(&index);
+        self.cursors.insert(from, index);
+        self.by_node.entry(to).or_default().insert(index);
+    }
+}
+
+/// The next move of a pass: for the nodes by `counts`, heaviest first and lightest first,
+/// the first pair at least two apart for which `find` names a slot, as (slot, heavy, light).
+fn next_move(
+    counts: &BTreeMap<u64, usize>,
+    mut find: impl FnMut(u64, u64) -> Option<usize>,
+) -> Option<(usize, u64, u64)> {
+    let mut by_count: Vec<u64> = counts.keys().copied().collect();
+    by_count.sort_by_key(|node| (counts[node], *node));
+    for heavy in by_count.iter().rev() {
+        for light in &by_count {
+            if counts[heavy] < counts[light] + 2 {
+                break;
+            }
+            if let Some(index) = find(*heavy, *light) {
+                return Some((index, *heavy, *light));
+            }
+        }
+    }
+    None
 }
 
 /// Pass 2: replica counts within one of each other, and within each topic as near as the
 /// moves allow (a hot topic's partitions spread over the nodes too).
 fn balance_replicas(slots: &mut [Slot], eligible: &BTreeSet<u64>, zones: &ZoneIndex) {
     let mut load = replica_load(slots, eligible);
-    let mut by_node = slots_by_node(slots, false);
-    // Where the last search on each node stopped: the next starts there, so the partitions
-    // passed over are not examined again on every move.
-    let mut cursors: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut held = NodeSlots::new(slots, false);
     let mut per_topic: BTreeMap<(usize, u64), usize> = BTreeMap::new();
     for slot in slots.iter() {
         for node in &slot.replicas {
@@ -266,22 +299,10 @@ fn balance_replicas(slots: &mut [Slot], eligible: &BTreeSet<u64>, zones: &ZoneIn
     // Each move narrows the gap between two nodes: more moves than replicas cannot be needed.
     let bound: usize = load.values().sum::<usize>() + 1;
     for _ in 0..bound {
-        let mut by_load: Vec<u64> = load.keys().copied().collect();
-        by_load.sort_by_key(|node| (load[node], *node));
-        let mut moved = None;
-        'pairs: for heavy in by_load.iter().rev() {
-            for light in &by_load {
-                if load[heavy] < load[light] + 2 {
-                    break;
-                }
-                let held = from_cursor(&by_node, &cursors, *heavy);
-                if let Some(index) = movable(slots, held, (*heavy, *light), zones, &per_topic) {
-                    moved = Some((index, *heavy, *light));
-                    break 'pairs;
-                }
-            }
-        }
-        let Some((index, heavy, light)) = moved else {
+        let found = next_move(&load, |heavy, light| {
+            movable(slots, held.of(heavy), (heavy, light), zones, &per_topic)
+        });
+        let Some((index, heavy, light)) = found else {
             return;
         };
         let slot = &mut slots[index];
@@ -294,9 +315,7 @@ fn balance_replicas(slots: &mut [Slot], eligible: &BTreeSet<u64>, zones: &ZoneIn
         let topic = slots[index].topic_index;
         *per_topic.entry((topic, heavy)).or_default() -= 1;
         *per_topic.entry((topic, light)).or_default() += 1;
-        by_node.entry(heavy).or_default().remove(&index);
-        cursors.insert(heavy, index);
-        by_node.entry(light).or_default().insert(index);
+        held.moved(index, heavy, light);
     }
 }
 
@@ -358,28 +377,13 @@ fn balance_leaders(slots: &mut [Slot], eligible: &BTreeSet<u64>) {
         .into_iter()
         .map(|(node, (_, leads))| (node, leads))
         .collect();
-    let mut led_by = slots_by_node(slots, true);
-    let mut cursors: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut led = NodeSlots::new(slots, true);
     let bound = slots.len() + 1;
     for _ in 0..bound {
-        let mut by_leads: Vec<u64> = leaders.keys().copied().collect();
-        by_leads.sort_by_key(|node| (leaders[node], *node));
-        let mut found = None;
-        'pairs: for heavy in by_leads.iter().rev() {
-            for light in &by_leads {
-                if leaders[heavy] < leaders[light] + 2 {
-                    break;
-                }
-                let led = from_cursor(&led_by, &cursors, *heavy);
-                if let Some(index) = led
-                    .into_iter()
-                    .find(|index| slots[*index].replicas.contains(light))
-                {
-                    found = Some((index, *heavy, *light));
-                    break 'pairs;
-                }
-            }
-        }
+        let found = next_move(&leaders, |heavy, light| {
+            led.of(heavy)
+                .find(|index| slots[*index].replicas.contains(&light))
+        });
         let Some((index, heavy, light)) = found else {
             return;
         };
@@ -390,8 +394,6 @@ fn balance_leaders(slots: &mut [Slot], eligible: &BTreeSet<u64>) {
         }
         *leaders.entry(heavy).or_default() -= 1;
         *leaders.entry(light).or_default() += 1;
-        led_by.entry(heavy).or_default().remove(&index);
-        cursors.insert(heavy, index);
-        led_by.entry(light).or_default().insert(index);
+        led.moved(index, heavy, light);
     }
 }
