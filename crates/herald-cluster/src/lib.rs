@@ -248,6 +248,7 @@ impl Cluster {
                 options.catch_up_bytes_per_sec,
             )),
             heartbeats: herald_raft::HeartbeatCoalescer::new(rpc.clone()),
+            dormant_restarts: !options.quiesce_after.is_zero(),
         };
         let metadata = MetadataReplica::start(
             &context,

@@ -6,11 +6,23 @@
 //! follows: thousands of idle groups cost a handful of messages, once. A group goes quiet when
 //! all its followers agreed.
 //!
+//! A follower that is down does not keep a group awake: the offer goes to the followers that
+//! are up, and the group goes quiet without the others when the rest make a quorum (they are
+//! *absent*, not in sync). So a node that stops or dies wakes only the groups it led, which
+//! must elect.
+//!
 //! Quiet groups exchange nothing, so their liveness is this node's pings to each peer (one per
 //! second, `gossip`): when a peer has not answered for the election timeout, the quiet groups
-//! it leads wake here (their followers' election timers then elect a new leader at once) and so
-//! do those this node leads with it as a follower. A peer whose process is gone is noticed
-//! sooner (`detector`), and its groups woken and taken over there.
+//! it leads wake here (their followers' election timers then elect a new leader at once), and
+//! the quiet groups this node leads record it absent (or wake, when the others are no quorum).
+//! A peer whose process is gone is noticed sooner (`detector`), and its groups woken and taken
+//! over there.
+//!
+//! When an absent peer answers again, the groups that went quiet without it wake here, at most
+//! [`RETURN_WAKES_PER_CHECK`] a check, so a returning node holding thousands of replicas is
+//! caught up in waves instead of all at once; its own replicas started dormant
+//! (`herald_raft`'s `engine::quiescence`) and wait for those leaders. A quiet replica whose
+//! group nobody claims to lead for [`UNCLAIMED_GRACE`] wakes to elect.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Weak;
@@ -29,6 +41,11 @@ use herald_domain::RaftGroupId;
 const CHECK_INTERVAL: Duration = Duration::from_millis(1000);
 /// How long a follower node gets to answer an offer.
 const OFFER_TIMEOUT: Duration = Duration::from_millis(1000);
+/// How many quiet groups that went quiet without a peer wake per check once it answers again.
+pub(crate) const RETURN_WAKES_PER_CHECK: usize = 1000;
+/// How long a quiet follower waits for a claim that its group has a leader (the leaders'
+/// gossip reports come every second and last three) before it wakes to elect one.
+const UNCLAIMED_GRACE: Duration = Duration::from_secs(5);
 
 /// Gauge of this node's partition replicas that are quiet.
 pub const QUIET_GROUPS: &str = "herald_raft_quiet_groups";
@@ -74,6 +91,7 @@ pub(super) async fn quiesce_idle_groups(
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut silent: HashSet<u64> = HashSet::new();
+    let mut unclaimed: HashMap<RaftGroupId, Instant> = HashMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(CHECK_INTERVAL) => {}
@@ -83,6 +101,8 @@ pub(super) async fn quiesce_idle_groups(
             return;
         };
         cluster.wake_for_silent_peers(&mut silent);
+        cluster.wake_for_returned_peers();
+        cluster.wake_unclaimed(&mut unclaimed);
         if !idle_after.is_zero()
             && cluster.cluster_version().allows(Feature::Quiescence)
             && !cluster.is_leaving()
@@ -150,23 +170,73 @@ impl Cluster {
         }
     }
 
+    /// Wakes quiet groups this node leads that went quiet without a peer that is up again, at
+    /// most [`RETURN_WAKES_PER_CHECK`].
+    fn wake_for_returned_peers(&self) {
+        let mut woken = 0;
+        let mut up: HashMap<u64, bool> = HashMap::new();
+        for replica in self.replicas.all() {
+            if woken >= RETURN_WAKES_PER_CHECK {
+                break;
+            }
+            let absent = replica.absent_followers();
+            let returned = absent.iter().copied().find(|peer| {
+                *up.entry(*peer)
+                    .or_insert_with(|| self.membership.is_up(*peer))
+            });
+            if let Some(peer) = returned {
+                if replica.wake_for_return(peer) {
+                    woken += 1;
+                }
+            }
+        }
+        if woken > 0 {
+            tracing::info!(
+                groups = woken,
+                "peers answer again: woke quiet groups that went quiet without them"
+            );
+        }
+    }
+
+    /// Wakes quiet followers whose group no node has claimed to lead for [`UNCLAIMED_GRACE`]
+    /// (a dormant replica whose leader of old leads no more, and nobody else does).
+    fn wake_unclaimed(&self, unclaimed: &mut HashMap<RaftGroupId, Instant>) {
+        let now = Instant::now();
+        let leaders = self.routing.leader_map();
+        let mut seen = HashSet::new();
+        for replica in self.replicas.all() {
+            if !replica.is_quiet() || replica.is_leader() {
+                continue;
+            }
+            let group = replica.group();
+            let claimed = leaders
+                .get(group)
+                .is_some_and(|(leader, _)| self.membership.is_up(leader));
+            if claimed {
+                continue;
+            }
+            seen.insert(group);
+            let since = *unclaimed.entry(group).or_insert(now);
+            if now.duration_since(since) >= UNCLAIMED_GRACE && replica.wake_to_elect() {
+                tracing::info!(
+                    group = group.get(),
+                    "no node claims to lead this quiet group: woke it to elect"
+                );
+            }
+        }
+        unclaimed.retain(|group, _| seen.contains(group));
+    }
+
     /// Offers every idle group this node leads to its followers and settles each.
     async fn offer_quiescence(&self, idle_after: Duration) {
         let mut offers = Vec::new();
         let mut by_follower: BTreeMap<u64, Vec<QuietGroup>> = BTreeMap::new();
         for replica in self.replicas.all() {
-            let Some(offer) = replica.quiesce_offer(idle_after) else {
+            // Followers that are down are left out: the group goes quiet without them.
+            let Some(offer) = replica.quiesce_offer(idle_after, |node| self.membership.is_up(node))
+            else {
                 continue;
             };
-            // Every follower must be answering: a silent one is what waking is for.
-            if !offer
-                .followers
-                .iter()
-                .all(|follower| self.membership.is_up(*follower))
-            {
-                replica.settle_quiesce(&offer, false);
-                continue;
-            }
             for follower in &offer.followers {
                 by_follower.entry(*follower).or_default().push(QuietGroup {
                     group: replica.group(),

@@ -22,7 +22,7 @@ pub use engine::log_rank::LogRank;
 pub use engine::log_store::LogStore;
 pub use engine::membership::{GroupMembers, LeaderReport, MembershipStep};
 pub use engine::network::{RaftService, RAFT_SERVICE};
-pub use engine::quiescence::{QuiesceOffer, QUIESCENCE_WAKES_TOTAL};
+pub use engine::quiescence::{QuiesceOffer, DORMANT_STARTS_TOTAL, QUIESCENCE_WAKES_TOTAL};
 pub use engine::recent_entries::{
     node_bytes as recent_entries_bytes, NODE_BUDGET_BYTES as RECENT_ENTRIES_BUDGET_BYTES,
 };

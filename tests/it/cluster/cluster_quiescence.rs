@@ -1,7 +1,9 @@
 //! Quiescent partition groups on three nodes: idle groups go quiet on every replica (no ticks,
 //! no heartbeats), a write wakes its group and is acknowledged as usual, and a quiet group
 //! whose leader is killed (SIGKILL) or cut off from the others elects a new leader and loses
-//! nothing acknowledged. The node-to-node pings are what notices a silent leader then.
+//! nothing acknowledged. The node-to-node pings are what notices a silent leader then. A
+//! follower that is down does not keep its groups awake, and when it returns its replicas wait,
+//! quiet, for their leaders instead of campaigning.
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +49,14 @@ async fn wait_quiet(cluster: &TestCluster, node: u64, ours: usize) {
     .unwrap_or_else(|seen| cluster.fail(&format!("node {node}: not all quiet: {seen}")));
 }
 
-/// Produces one message with id `id` to `partition` through any of `via`.
+/// Pre-votes `node` sent since it started: what a replica whose election timer ran out sends.
+async fn pre_votes(cluster: &TestCluster, node: u64) -> f64 {
+    cluster
+        .node(node)
+        .metric("herald_raft_vote_requests_total", &[("kind", "pre_vote")])
+        .await
+        .unwrap_or(0.0)
+}
 
 #[tokio::test]
 async fn idle_groups_go_quiet_wake_for_writes_and_fail_over_when_their_leader_dies() {
@@ -135,5 +144,87 @@ async fn a_quiet_group_whose_leader_is_cut_off_elects_another() {
         cluster.stored_keys(leader, topic, 0).await,
         ["before", "during", "after"],
         "read through the old leader once healed"
+    );
+}
+
+#[tokio::test]
+async fn groups_go_quiet_without_a_follower_that_is_down_and_its_replicas_wait_for_their_leaders_when_it_returns(
+) {
+    let mut cluster = TestCluster::start(3).await;
+    let topic = "quiet-absent";
+    create_replicated(&cluster, 1, topic, PARTITIONS, 3).await;
+    for partition in 0..PARTITIONS {
+        cluster.wait_until_in_sync(topic, partition, 3).await;
+        cluster
+            .produce_id(
+                &cluster.ids(),
+                topic,
+                partition,
+                &format!("first-{partition}"),
+            )
+            .await;
+    }
+    for node in cluster.ids() {
+        wait_quiet(&cluster, node, PARTITIONS as usize).await;
+    }
+
+    // Node 3 stops. The groups it led elect on the survivors; then every group goes quiet
+    // again without it, and reports it out of sync.
+    let away = 3;
+    let survivors = cluster.others_than(away);
+    cluster.kill(away);
+    for partition in 0..PARTITIONS {
+        cluster.wait_until_in_sync(topic, partition, 2).await;
+    }
+    for &node in &survivors {
+        wait_quiet(&cluster, node, PARTITIONS as usize).await;
+    }
+    for partition in 0..PARTITIONS {
+        let view = cluster.wait_until_in_sync(topic, partition, 2).await;
+        let in_sync: Vec<u64> = serde_json::from_value(view["in_sync"].clone()).unwrap_or_default();
+        assert!(!in_sync.contains(&away), "{topic}/{partition}: {view}");
+    }
+    // A write while it is away wakes its group only; the group goes quiet again without it.
+    cluster.produce_id(&survivors, topic, 0, "while-away").await;
+    for &node in &survivors {
+        wait_quiet(&cluster, node, PARTITIONS as usize).await;
+    }
+    let survivors_pre_votes: Vec<f64> = {
+        let mut counts = Vec::new();
+        for &node in &survivors {
+            counts.push(pre_votes(&cluster, node).await);
+        }
+        counts
+    };
+
+    // It returns: its replicas start quiet and wait for their leaders, which wake the groups
+    // that went quiet without it; it catches up without a single election.
+    cluster.restart(away).await;
+    let dormant = cluster
+        .node(away)
+        .metric_total("herald_raft_dormant_starts_total")
+        .await;
+    assert!(dormant >= 1.0, "no replica of node {away} started dormant");
+    for partition in 0..PARTITIONS {
+        cluster.wait_until_in_sync(topic, partition, 3).await;
+    }
+    for node in cluster.ids() {
+        wait_quiet(&cluster, node, PARTITIONS as usize).await;
+    }
+    assert_eq!(
+        pre_votes(&cluster, away).await,
+        0.0,
+        "a replica of the returning node campaigned"
+    );
+    for (index, &node) in survivors.iter().enumerate() {
+        assert_eq!(
+            pre_votes(&cluster, node).await,
+            survivors_pre_votes[index],
+            "node {node} campaigned when node {away} returned"
+        );
+    }
+    assert_eq!(
+        cluster.stored_keys(away, topic, 0).await,
+        ["first-0", "while-away"]
     );
 }

@@ -57,6 +57,9 @@ pub struct GroupContext {
     pub catch_up: Arc<CatchUpThrottle>,
     /// The node's heartbeat batches, one queue per peer (`heartbeats`).
     pub heartbeats: Arc<HeartbeatCoalescer>,
+    /// Whether a partition replica that restarts knowing another node as its leader starts
+    /// quiet and waits to be woken (see `quiescence`): on when groups quiesce.
+    pub dormant_restarts: bool,
 }
 
 impl GroupContext {

@@ -78,7 +78,8 @@ pub(crate) fn leader_report<SM>(
     raft: &Raft<TypeConfig, SM>,
     node_id: u64,
     max_ack_age: Duration,
-    quiet: bool,
+    // When the group is quiet: the followers it went quiet without.
+    quiet: Option<&[u64]>,
 ) -> Option<LeaderReport>
 where
     SM: RaftStateMachine<TypeConfig>,
@@ -104,17 +105,20 @@ where
                 .and_then(|replication| replication.get(voter).cloned().flatten())
                 .map(|log_id| log_id.index);
             let close = lag(last_index, matched).is_some_and(|lag| lag <= IN_SYNC_MAX_LAG_ENTRIES);
-            // A quiet group's followers all held the whole log when it went quiet, and it
-            // wakes (acks fresh again) as soon as one stops answering: no ack is expected.
-            let recent = quiet
-                || match metrics.heartbeat.as_ref() {
+            // A quiet group's followers held the whole log when it went quiet, but for those
+            // it went quiet without or that stopped answering since (absent): no ack is
+            // expected.
+            let recent = match quiet {
+                Some(absent) => !absent.contains(voter),
+                None => match metrics.heartbeat.as_ref() {
                     Some(heartbeats) => heartbeats
                         .get(voter)
                         .cloned()
                         .flatten()
                         .is_some_and(|acked| openraft::Instant::elapsed(&*acked) <= max_ack_age),
                     None => true,
-                };
+                },
+            };
             close && recent
         })
         .collect();

@@ -18,12 +18,29 @@
 //!   as they are). Liveness of quiet groups thus comes from the node-to-node pings, one per
 //!   peer pair, not from one heartbeat per group.
 //!
+//! Followers that are down (the failure detector's view, `is_up`) do not keep a group awake:
+//! as CockroachDB quiesces ranges past dead followers, a leader goes quiet when a quorum of
+//! voters (itself included) holds its whole log and every follower that is up agreed; the
+//! others are recorded as *absent*. They are not in sync while absent, and a follower that
+//! dies while its group is quiet is only added to the list (nothing to do while nobody
+//! writes). When an absent follower answers again the cluster layer wakes the group (paced),
+//! and its first heartbeat catches the follower up. So a node's absence does not wake every
+//! group it takes part in, and its return does not wake them all at once.
+//!
+//! A replica that restarts on a node starts *dormant* (quiet, no ticks) when it knows another
+//! node as its leader: it waits to be woken by a message from its group (the leader's
+//! heartbeat once the leader's node saw this node back) instead of campaigning when its
+//! election timer, started before any leader could reach it, runs out. If that leader is
+//! silent, or nobody claims the group, the cluster layer wakes it to elect.
+//!
 //! Races: a write marks activity before it looks at the quiet flag; a leader going quiet sets
 //! the flag, stops its ticks and then checks activity again, so one of the two always sees the
 //! other and the group never stays quiet with a write in flight.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::LazyLock;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use openraft::rt::watch::WatchReceiver;
@@ -45,6 +62,8 @@ pub struct Quiescence {
     quiet: AtomicBool,
     /// When the group last had a write or was woken, in ms from [`EPOCH`].
     active_at_ms: AtomicU64,
+    /// On a quiet leader: the followers that were down when it went quiet, or died since.
+    absent: Mutex<Vec<u64>>,
 }
 
 impl Default for Quiescence {
@@ -52,8 +71,14 @@ impl Default for Quiescence {
         Quiescence {
             quiet: AtomicBool::new(false),
             active_at_ms: AtomicU64::new(now_ms()),
+            absent: Mutex::new(Vec::new()),
         }
     }
+}
+
+/// Whether `present` voters out of `voters` are a majority.
+fn is_quorum(present: usize, voters: usize) -> bool {
+    present * 2 > voters
 }
 
 /// A leader's proposal to its followers that the group go quiet, valid while nothing changes.
@@ -62,8 +87,10 @@ pub struct QuiesceOffer {
     pub term: u64,
     /// The leader's last log index, which every follower must hold, committed and applied.
     pub last_index: u64,
-    /// The voters other than the leader: every one must agree.
+    /// The voters other than the leader that are up: every one must agree.
     pub followers: Vec<u64>,
+    /// The voters that are down: the group goes quiet without them.
+    pub absent: Vec<u64>,
     /// The leader's activity mark when the offer was made.
     active_at_ms: u64,
 }
@@ -88,6 +115,7 @@ impl Quiescence {
         SM: RaftStateMachine<TypeConfig>,
     {
         if self.quiet.swap(false, Ordering::SeqCst) {
+            self.absent.lock().clear();
             self.touch();
             raft.runtime_config().tick(true);
             metrics::counter!(QUIESCENCE_WAKES_TOTAL).increment(1);
@@ -97,14 +125,68 @@ impl Quiescence {
         }
     }
 
-    /// On the leader: an offer to go quiet when the group was idle for `idle_after`, every
-    /// voter holds the leader's whole log committed and applied, and no membership change is
-    /// under way. Marks the group quiet (ticks still on) until [`Self::settle`].
+    /// The followers a quiet leader went quiet without (empty when awake).
+    pub fn absent(&self) -> Vec<u64> {
+        if self.is_quiet() {
+            self.absent.lock().clone()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// On a quiet leader whose follower `peer` stopped answering: records it absent when the
+    /// others still make a quorum, so the group stays quiet. Answers whether it did (else the
+    /// caller wakes the group).
+    pub(crate) fn mark_absent(&self, peer: u64, voters: &[u64]) -> bool {
+        let mut absent = self.absent.lock();
+        if !self.is_quiet() {
+            return false;
+        }
+        if absent.contains(&peer) {
+            return true;
+        }
+        let present = voters
+            .iter()
+            .filter(|voter| **voter != peer && !absent.contains(voter))
+            .count();
+        if !is_quorum(present, voters.len()) {
+            return false;
+        }
+        absent.push(peer);
+        true
+    }
+
+    /// On a replica that restarted: when it knows another node as its leader (the committed
+    /// vote it kept), quiet from the start (see the module docs); a message from its group or
+    /// the cluster layer wakes it. Answers whether it went quiet.
+    pub(crate) async fn start_dormant<SM>(&self, raft: &Raft<TypeConfig, SM>, node_id: u64) -> bool
+    where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        // Asked of the core: the metrics may not show the stored state yet.
+        let led_elsewhere = raft
+            .current_leader()
+            .await
+            .is_some_and(|leader| leader != node_id);
+        if !led_elsewhere {
+            return false;
+        }
+        self.quiet.store(true, Ordering::SeqCst);
+        raft.runtime_config().tick(false);
+        metrics::counter!(DORMANT_STARTS_TOTAL).increment(1);
+        true
+    }
+
+    /// On the leader: an offer to go quiet when the group was idle for `idle_after`, a quorum
+    /// of voters holds the leader's whole log committed and applied, every follower `is_up`
+    /// says is up among them, and no membership change is under way. Marks the group quiet
+    /// (ticks still on) until [`Self::settle`].
     pub(crate) fn offer<SM>(
         &self,
         raft: &Raft<TypeConfig, SM>,
         node_id: u64,
         idle_after: Duration,
+        is_up: impl Fn(u64) -> bool,
     ) -> Option<QuiesceOffer>
     where
         SM: RaftStateMachine<TypeConfig>,
@@ -127,7 +209,14 @@ impl Quiescence {
         if config.get_joint_config().len() > 1 || config.learner_ids().next().is_some() {
             return None;
         }
-        let followers: Vec<u64> = config.voter_ids().filter(|id| *id != node_id).collect();
+        let voters = config.voter_ids().count();
+        let (followers, absent): (Vec<u64>, Vec<u64>) = config
+            .voter_ids()
+            .filter(|id| *id != node_id)
+            .partition(|id| is_up(*id));
+        if !is_quorum(followers.len() + 1, voters) {
+            return None;
+        }
         let replication = metrics.replication.as_ref()?;
         let all_matched = followers.iter().all(|follower| {
             replication
@@ -144,6 +233,7 @@ impl Quiescence {
             term: metrics.current_term,
             last_index,
             followers,
+            absent,
             active_at_ms,
         })
     }
@@ -168,6 +258,7 @@ impl Quiescence {
             // A write woke it while the offer was out.
             return false;
         }
+        *self.absent.lock() = offer.absent.clone();
         raft.runtime_config().tick(false);
         let last_index = raft.metrics().borrow_watched().last_log_index;
         let changed = self.active_at_ms.load(Ordering::SeqCst) != offer.active_at_ms
@@ -213,6 +304,9 @@ impl Quiescence {
         true
     }
 }
+
+/// Counter of partition replicas that restarted quiet, waiting for their leader.
+pub const DORMANT_STARTS_TOTAL: &str = "herald_raft_dormant_starts_total";
 
 /// Counter of quiet groups woken (a write, a raft message, a peer that stopped answering).
 pub const QUIESCENCE_WAKES_TOTAL: &str = "herald_raft_quiescence_wakes_total";

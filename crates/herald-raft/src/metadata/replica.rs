@@ -151,7 +151,7 @@ impl MetadataReplica {
     }
 
     pub fn leader_report(&self) -> Option<LeaderReport> {
-        leader_report(&self.raft, self.node_id, self.max_ack_age, false)
+        leader_report(&self.raft, self.node_id, self.max_ack_age, None)
     }
 
     pub fn members(&self) -> GroupMembers {

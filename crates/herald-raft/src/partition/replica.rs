@@ -108,7 +108,10 @@ impl PartitionReplica {
             group,
             RegisteredGroup::Partition(raft.clone(), quiescence.clone()),
         );
-        let _initialized = bootstrap_raft(&raft, group, &bootstrap).await?;
+        let initialized = bootstrap_raft(&raft, group, &bootstrap).await?;
+        if context.dormant_restarts && !initialized {
+            quiescence.start_dormant(&raft, context.node_id).await;
+        }
         Ok(PartitionReplica {
             group,
             node_id: context.node_id,
@@ -159,9 +162,20 @@ impl PartitionReplica {
     }
 
     /// On the leader: an offer to go quiet, when the group was idle for `idle_after` and every
-    /// follower holds the whole log (see [`crate::engine::quiescence`]).
-    pub fn quiesce_offer(&self, idle_after: Duration) -> Option<QuiesceOffer> {
-        self.quiescence.offer(&self.raft, self.node_id, idle_after)
+    /// follower `is_up` says is up (a quorum with the leader) holds the whole log (see
+    /// [`crate::engine::quiescence`]).
+    pub fn quiesce_offer(
+        &self,
+        idle_after: Duration,
+        is_up: impl Fn(u64) -> bool,
+    ) -> Option<QuiesceOffer> {
+        self.quiescence
+            .offer(&self.raft, self.node_id, idle_after, is_up)
+    }
+
+    /// On a quiet leader: the followers it went quiet without, which are not in sync.
+    pub fn absent_followers(&self) -> Vec<u64> {
+        self.quiescence.absent()
     }
 
     /// On the leader, with the followers' answers to `offer`: answers whether it went quiet.
@@ -175,16 +189,37 @@ impl PartitionReplica {
         self.quiescence.accept(&self.raft, leader, term, last_index)
     }
 
-    /// Wakes the group when it is quiet and `peer` (which stopped answering) leads it or is
-    /// one of the voters this node leads; answers whether it did.
+    /// `peer` stopped answering. A quiet group it leads wakes (its election timer, long run
+    /// out, elects at once); a quiet group this node leads with it as a follower records it
+    /// absent, or wakes when the others are no quorum. Answers whether the group woke.
     pub fn wake_for_peer(&self, peer: u64) -> bool {
         if !self.quiescence.is_quiet() {
             return false;
         }
         let leader = self.leader();
-        let involved = leader == Some(peer)
-            || (leader == Some(self.node_id) && self.members().voters.contains(&peer));
-        involved && self.quiescence.wake(&self.raft)
+        if leader == Some(peer) {
+            return self.quiescence.wake(&self.raft);
+        }
+        if leader != Some(self.node_id) {
+            return false;
+        }
+        let voters: Vec<u64> = self.members().voters.into_iter().collect();
+        if !voters.contains(&peer) || self.quiescence.mark_absent(peer, &voters) {
+            return false;
+        }
+        self.quiescence.wake(&self.raft)
+    }
+
+    /// Wakes a quiet group this node leads that went quiet without `peer`, which answers
+    /// again: the leader's heartbeat catches it up. Answers whether it did.
+    pub fn wake_for_return(&self, peer: u64) -> bool {
+        self.quiescence.absent().contains(&peer) && self.quiescence.wake(&self.raft)
+    }
+
+    /// Wakes a quiet group (its election timer runs at once): nothing will wake it otherwise,
+    /// e.g. a dormant replica whose group nobody leads. Answers whether it was quiet.
+    pub fn wake_to_elect(&self) -> bool {
+        self.quiescence.wake(&self.raft)
     }
 
     pub fn group(&self) -> RaftGroupId {
@@ -436,12 +471,8 @@ impl PartitionReplica {
 
     /// Leader, voters and in-sync replicas, when this node leads the group.
     pub fn leader_report(&self) -> Option<LeaderReport> {
-        leader_report(
-            &self.raft,
-            self.node_id,
-            self.max_ack_age,
-            self.quiescence.is_quiet(),
-        )
+        let quiet = self.quiescence.is_quiet().then(|| self.quiescence.absent());
+        leader_report(&self.raft, self.node_id, self.max_ack_age, quiet.as_deref())
     }
 
     pub fn members(&self) -> GroupMembers {
