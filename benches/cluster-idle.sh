@@ -6,7 +6,9 @@
 # groups"), then measures each node's CPU use over SECONDS_MEASURED seconds (from
 # /proc/PID/stat) and its resident memory. With RESTART=1 it then restarts node 1 (SIGTERM,
 # start) and prints how long until it is ready and until every partition has 3 in-sync
-# replicas again.
+# replicas again. AWAY_S=N keeps it stopped N seconds first and prints the other nodes' CPU
+# use meanwhile (their groups go quiet without it). PERF=1 records node 1 with `perf` while
+# idle and prints the hottest functions (perf_event_paranoid permitting).
 #
 #   benches/cluster-idle.sh                              # 300 partitions, quiescence on
 #   PARTITIONS=1000 RESTART=1 benches/cluster-idle.sh
@@ -18,6 +20,8 @@ PARTITIONS=${PARTITIONS:-300}
 SECONDS_MEASURED=${SECONDS_MEASURED:-20}
 QUIESCE_AFTER_MS=${QUIESCE_AFTER_MS:-2000}
 RESTART=${RESTART:-0}
+AWAY_S=${AWAY_S:-0}
+PERF=${PERF:-0}
 BASE_HTTP=${BASE_HTTP:-19280}
 BASE_RAFT=${BASE_RAFT:-19270}
 EXTRA_ARGS=${EXTRA_ARGS:-}
@@ -68,9 +72,27 @@ for id in 1 2 3; do
 done
 echo "idle: $PARTITIONS partitions x 3 replicas; mean CPU per node $(awk -v t="$total" 'BEGIN {printf "%.1f", t / 3}')% of one core over ${SECONDS_MEASURED}s (quiesce_after_ms $QUIESCE_AFTER_MS; args: ${EXTRA_ARGS})"
 
+if [ "$PERF" = 1 ]; then
+    perf record -F 499 -g -o "$DIR/perf.data" -p "${PIDS[1]}" -- sleep "$SECONDS_MEASURED" >/dev/null 2>&1
+    echo "node 1, idle: the hottest functions (perf, self time)"
+    perf report -i "$DIR/perf.data" --no-children --sort symbol --stdio 2>/dev/null \
+        | grep -E '^ +[0-9]' | head -40
+    [ -z "$KEEP_LOGS" ] || cp "$DIR/perf.data" "$KEEP_LOGS/"
+fi
+
 if [ "$RESTART" = 1 ]; then
     kill -TERM "${PIDS[1]}"
     wait "${PIDS[1]}" 2>/dev/null || true
+    if [ "$AWAY_S" -gt 0 ]; then
+        # Let the groups it led elect elsewhere and go quiet without it, then measure.
+        sleep "$(( AWAY_S / 2 ))"
+        for id in 2 3; do before[$id]=$(proc_ticks "${PIDS[$id]}"); done
+        sleep "$(( AWAY_S - AWAY_S / 2 ))"
+        for id in 2 3; do
+            used=$(( $(proc_ticks "${PIDS[$id]}") - before[$id] ))
+            echo "node 1 away: node $id used $(awk -v t="$used" -v hz="$HZ" -v s="$(( AWAY_S - AWAY_S / 2 ))" 'BEGIN {printf "%.1f", 100 * t / hz / s}')% of one core, $(metric "$id" herald_raft_quiet_groups) quiet groups"
+        done
+    fi
     restarted=$(now_ms)
     start_node 1 --initial-cluster "$CLUSTER"
     wait_ready 1
