@@ -5,6 +5,7 @@
 //! decided by the proposer and carried in the command), so every replica ends in the same state.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -53,11 +54,18 @@ pub struct NodeRecord {
     pub draining: bool,
 }
 
+/// Every applied change is published to the node's watchers as a new `Arc<MetadataState>`, a
+/// clone of the applier's copy. So that the clone stays cheap with 100,000 partitions, the large
+/// parts are shared with the versions already published: each topic, and the schema registry,
+/// is behind an `Arc`, and a change copies only what it touches (`Arc::make_mut`, see
+/// [`MetadataState::topic_mut`]). An `Arc<T>` encodes exactly as `T` (serde's `rc`), so the
+/// encoding is that of the plain values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataState {
     /// Chosen once, by the node that bootstraps the cluster.
     pub cluster_id: Option<String>,
-    pub topics: BTreeMap<String, TopicMeta>,
+    /// Shared with the published versions: change one through [`MetadataState::topic_mut`].
+    pub topics: BTreeMap<String, Arc<TopicMeta>>,
     pub nodes: BTreeMap<u64, NodeRecord>,
     pub next_group_id: RaftGroupId,
     /// Ids of nodes drained and removed. Never reused: a node that comes back with one must
@@ -82,9 +90,10 @@ pub struct MetadataState {
     #[serde(skip)]
     pub cluster_version: ClusterVersion,
     /// The schema registry (wire version 2 on). Stored after the frozen encoding, in the same
-    /// extension as the cluster version.
+    /// extension as the cluster version. Shared with the published versions: a change copies
+    /// it (`Arc::make_mut`).
     #[serde(skip)]
-    pub schemas: SchemaRegistry,
+    pub schemas: Arc<SchemaRegistry>,
     /// The nodes' zones (wire version 3 on). Stored after the frozen encoding, in the same
     /// extension as the cluster version.
     #[serde(skip)]
@@ -110,7 +119,7 @@ impl Default for MetadataState {
             redrives: Redrives::default(),
             auth: AuthState::default(),
             cluster_version: ClusterVersion::default(),
-            schemas: SchemaRegistry::default(),
+            schemas: Arc::default(),
             zones: Zones::default(),
         }
     }
@@ -395,7 +404,7 @@ impl MetadataState {
             MetadataCommand::Schemas(command) => {
                 let topics = &self.topics;
                 MetadataOutcome::Schemas(
-                    self.schemas
+                    Arc::make_mut(&mut self.schemas)
                         .apply(command, |topic| topics.contains_key(topic)),
                 )
             }
@@ -458,13 +467,13 @@ impl MetadataState {
                 self.deleted_topics.remove(name);
                 self.topics.insert(
                     name.clone(),
-                    TopicMeta {
+                    Arc::new(TopicMeta {
                         name: name.clone(),
                         config: config.clone(),
                         replication_factor: *replication_factor,
                         partitions,
                         created_at_ms: *created_at_ms,
-                    },
+                    }),
                 );
                 MetadataOutcome::Done
             }
@@ -499,7 +508,7 @@ impl MetadataState {
                     );
                 }
                 let added = self.assign_groups(new_replicas);
-                let Some(topic) = self.topics.get_mut(name) else {
+                let Some(topic) = self.topic_mut(name) else {
                     return MetadataOutcome::TopicNotFound;
                 };
                 topic.config = next_config;
@@ -512,7 +521,10 @@ impl MetadataState {
             } => match self.topics.remove(name) {
                 Some(_) => {
                     self.subscriptions.topic_deleted(name);
-                    self.schemas.forget_topic(name);
+                    // Only a bound topic copies the shared registry.
+                    if self.schemas.topics.contains_key(name) {
+                        Arc::make_mut(&mut self.schemas).forget_topic(name);
+                    }
                     self.redrives.retain_subscriptions(&self.subscriptions);
                     self.deleted_topics.insert(name.clone(), *deleted_at_ms);
                     if self.deleted_topics.len() > MAX_DELETED_TOPICS {
@@ -575,8 +587,7 @@ impl MetadataState {
         }
         for (topic, partition, replicas) in moves {
             if let Some(assignment) = self
-                .topics
-                .get_mut(topic)
+                .topic_mut(topic)
                 .and_then(|meta| meta.partitions.get_mut(*partition as usize))
             {
                 assignment.replicas = replicas.clone();
@@ -588,9 +599,15 @@ impl MetadataState {
         MetadataOutcome::Done
     }
 
+    /// The topic `name` to change: copied first if a published version shares it, so no
+    /// published version changes.
+    pub fn topic_mut(&mut self, name: &str) -> Option<&mut TopicMeta> {
+        self.topics.get_mut(name).map(Arc::make_mut)
+    }
+
     /// Every partition of every topic: its topic, its index, where it is placed.
     pub fn partitions(&self) -> impl Iterator<Item = (&TopicMeta, u32, &PartitionAssignment)> {
-        self.topics.values().flat_map(|topic| {
+        self.topics.values().map(Arc::as_ref).flat_map(|topic| {
             topic
                 .partitions
                 .iter()
@@ -804,6 +821,166 @@ mod tests {
             MetadataOutcome::Invalid(_)
         ));
         assert_eq!(state, before, "a refused registration changes nothing");
+    }
+
+    /// The bytes of a state as a published version's watchers would see it, deep (topics and
+    /// registry encoded, not compared through shared `Arc`s).
+    fn deep_bytes(state: &MetadataState) -> (Vec<u8>, Vec<u8>) {
+        (
+            postcard::to_allocvec(state).unwrap(),
+            postcard::to_allocvec(&state.schemas).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_change_never_reaches_a_published_version() {
+        use crate::replica_moves::ReplicaMove;
+        use crate::schemas::{SchemaCommand, SchemaFormat, StoredSchema, TopicSchemas};
+        let mut state = MetadataState::default();
+        for node in 1..=4 {
+            state.apply(&add(node));
+        }
+        for name in ["a", "b", "c"] {
+            state.apply(&MetadataCommand::CreateTopic {
+                name: name.into(),
+                replication_factor: 2,
+                config: TopicConfig::default(),
+                replicas: vec![vec![1, 2], vec![2, 3]],
+                created_at_ms: 0,
+            });
+        }
+        let register = MetadataCommand::Schemas(SchemaCommand::Register {
+            subject: "a-value".into(),
+            schema: StoredSchema {
+                format: SchemaFormat::Json,
+                text: r#"{"type":"object"}"#.into(),
+                references: Vec::new(),
+            },
+            checked_against: None,
+        });
+        assert!(matches!(
+            state.apply(&register),
+            MetadataOutcome::Schemas(_)
+        ));
+        let bind = MetadataCommand::Schemas(SchemaCommand::BindTopic {
+            topic: "a".into(),
+            schemas: TopicSchemas {
+                key_subject: None,
+                value_subject: Some("a-value".into()),
+            },
+        });
+        state.apply(&bind);
+        assert!(state.schemas.topics.contains_key("a"));
+
+        // Published as the metadata applier does: a clone that shares the topics and registry.
+        let published = Arc::new(state.clone());
+        let seen = deep_bytes(&published);
+        assert!(Arc::ptr_eq(&published.topics["a"], &state.topics["a"]));
+        assert!(Arc::ptr_eq(&published.schemas, &state.schemas));
+
+        let grow = MetadataCommand::UpdateTopic {
+            name: "a".into(),
+            partitions: Some(3),
+            config: TopicConfigPatch {
+                retention_ms: Some(1000),
+                ..Default::default()
+            },
+            new_replicas: vec![vec![3, 4]],
+        };
+        assert_eq!(state.apply(&grow), MetadataOutcome::Done);
+        let rebalance = MetadataCommand::MoveReplicas {
+            moves: vec![ReplicaMove {
+                topic: "b".into(),
+                partition: 0,
+                from: vec![1, 2],
+                to: vec![3, 4],
+            }],
+        };
+        assert_eq!(state.apply(&rebalance), MetadataOutcome::Done);
+        let drain = MetadataCommand::DrainNode {
+            node_id: 1,
+            moves: vec![("c".into(), 0, vec![4, 2])],
+        };
+        assert_eq!(state.apply(&drain), MetadataOutcome::Done);
+        assert_eq!(state.apply(&delete("a", 9)), MetadataOutcome::Done);
+        assert!(!state.schemas.topics.contains_key("a"), "the binding went");
+
+        assert_eq!(
+            deep_bytes(&published),
+            seen,
+            "the published version is as it was"
+        );
+        assert_eq!(published.topics["a"].partitions.len(), 2);
+        assert_eq!(published.topics["b"].partitions[0].replicas, vec![1, 2]);
+        assert_eq!(published.topics["c"].partitions[0].replicas, vec![1, 2]);
+        assert!(published.schemas.topics.contains_key("a"));
+        assert_eq!(state.topics["b"].partitions[0].replicas, vec![3, 4]);
+        assert_eq!(state.topics["c"].partitions[0].replicas, vec![4, 2]);
+        // What a change did not touch is still shared.
+        let again = Arc::new(state.clone());
+        let mut untouched = MetadataState::default();
+        untouched.apply(&add(1));
+        let before_create = Arc::new(untouched.clone());
+        untouched.apply(&create("d", 1));
+        assert!(before_create.topics.is_empty());
+        assert!(Arc::ptr_eq(&again.topics["b"], &state.topics["b"]));
+        assert!(!Arc::ptr_eq(&again.topics["b"], &published.topics["b"]));
+    }
+
+    #[test]
+    fn shared_topics_and_registry_encode_as_the_plain_values() {
+        use crate::schemas::{SchemaCommand, SchemaFormat, StoredSchema};
+        let mut state = MetadataState::default();
+        state.apply(&add(1));
+        state.apply(&create("orders", 3));
+        state.apply(&create("payments", 1));
+        state.apply(&MetadataCommand::Schemas(SchemaCommand::Register {
+            subject: "orders-value".into(),
+            schema: StoredSchema {
+                format: SchemaFormat::Avro,
+                text: r#""string""#.into(),
+                references: Vec::new(),
+            },
+            checked_against: None,
+        }));
+        // The shape of the state before its topics were shared (format 11's encoding).
+        #[derive(Serialize, Deserialize)]
+        struct Plain {
+            cluster_id: Option<String>,
+            topics: BTreeMap<String, TopicMeta>,
+            nodes: BTreeMap<u64, NodeRecord>,
+            next_group_id: RaftGroupId,
+            removed_nodes: BTreeSet<u64>,
+            producers: ProducerRegistry,
+            deleted_topics: BTreeMap<String, i64>,
+            subscriptions: Subscriptions,
+            redrives: Redrives,
+            auth: AuthState,
+        }
+        let plain = Plain {
+            cluster_id: state.cluster_id.clone(),
+            topics: state
+                .topics
+                .iter()
+                .map(|(name, topic)| (name.clone(), TopicMeta::clone(topic)))
+                .collect(),
+            nodes: state.nodes.clone(),
+            next_group_id: state.next_group_id,
+            removed_nodes: state.removed_nodes.clone(),
+            producers: state.producers.clone(),
+            deleted_topics: state.deleted_topics.clone(),
+            subscriptions: state.subscriptions.clone(),
+            redrives: state.redrives.clone(),
+            auth: state.auth.clone(),
+        };
+        let bytes = postcard::to_allocvec(&plain).unwrap();
+        assert_eq!(postcard::to_allocvec(&state).unwrap(), bytes);
+        let decoded: MetadataState = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(decoded.topics, state.topics);
+        assert_eq!(
+            postcard::to_allocvec(&state.schemas).unwrap(),
+            postcard::to_allocvec(&*state.schemas).unwrap()
+        );
     }
 
     fn add(node_id: u64) -> MetadataCommand {

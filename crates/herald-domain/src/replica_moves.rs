@@ -77,8 +77,7 @@ impl MetadataState {
         }
         for planned in moves {
             if let Some(assignment) = self
-                .topics
-                .get_mut(&planned.topic)
+                .topic_mut(&planned.topic)
                 .and_then(|meta| meta.partitions.get_mut(planned.partition as usize))
             {
                 assignment.replicas = planned.to.clone();

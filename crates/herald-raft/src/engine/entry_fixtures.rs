@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use openraft::vote::leader_id_adv::LeaderId;
@@ -234,11 +235,11 @@ fn the_metadata_state_extension_matches_its_golden_bytes() {
         },
         MetadataStateExtension::V2 {
             cluster_version: WireVersion(2),
-            schemas: registry.clone(),
+            schemas: Arc::new(registry.clone()),
         },
         MetadataStateExtension::V3 {
             cluster_version: WireVersion(3),
-            schemas: registry,
+            schemas: Arc::new(registry),
             zones: herald_domain::zones::Zones(
                 [(1, "eu-west-1a".to_string()), (2, "eu-west-1b".to_string())].into(),
             ),

@@ -51,12 +51,13 @@ pub(crate) enum MetadataStateExtension {
     /// Wire version 2: the cluster version and the schema registry.
     V2 {
         cluster_version: WireVersion,
-        schemas: SchemaRegistry,
+        /// Shared with the state (encoded as the registry itself).
+        schemas: Arc<SchemaRegistry>,
     },
     /// Wire version 3: the cluster version, the schema registry and the nodes' zones.
     V3 {
         cluster_version: WireVersion,
-        schemas: SchemaRegistry,
+        schemas: Arc<SchemaRegistry>,
         zones: Zones,
     },
 }
@@ -74,7 +75,7 @@ impl MetadataStateExtension {
                 zones: state.zones.clone(),
             };
         }
-        if state.schemas == SchemaRegistry::default() {
+        if *state.schemas == SchemaRegistry::default() {
             return MetadataStateExtension::V1 {
                 cluster_version: state.cluster_version.version(),
             };
