@@ -27,12 +27,15 @@ struct Claim {
 #[derive(Default)]
 pub(super) struct LeaderMap {
     claims: RwLock<HashMap<RaftGroupId, Claim>>,
+    /// When each node's last report came in.
+    reported: RwLock<HashMap<u64, Instant>>,
 }
 
 impl LeaderMap {
     /// Takes in what `report.node_id` leads now; drops what it no longer claims.
     pub(super) fn absorb(&self, report: PingReport) {
         let now = Instant::now();
+        self.reported.write().insert(report.node_id, now);
         let mut claims = self.claims.write();
         claims.retain(|group, claim| {
             claim.leader != report.node_id || report.leads.iter().any(|led| led.group == *group)
@@ -60,6 +63,22 @@ impl LeaderMap {
         let claims = self.claims.read();
         let claim = claims.get(&group)?;
         (claim.seen.elapsed() <= REPORT_TTL).then(|| (claim.leader, claim.leadership.clone()))
+    }
+
+    /// The node that recently claimed to lead `group`, if any (no copy of the claim).
+    pub(super) fn claimant(&self, group: RaftGroupId) -> Option<u64> {
+        let claims = self.claims.read();
+        let claim = claims.get(&group)?;
+        (claim.seen.elapsed() <= REPORT_TTL).then_some(claim.leader)
+    }
+
+    /// Whether `node` reported what it leads recently: a group missing from its report is
+    /// one it does not lead.
+    pub(super) fn has_fresh_report(&self, node: u64) -> bool {
+        self.reported
+            .read()
+            .get(&node)
+            .is_some_and(|at| at.elapsed() <= REPORT_TTL)
     }
 
     /// Forgets a node's claims (e.g. it answered that it does not lead a group any more).

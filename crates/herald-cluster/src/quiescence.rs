@@ -199,7 +199,10 @@ impl Cluster {
     }
 
     /// Wakes quiet followers whose group no node has claimed to lead for [`UNCLAIMED_GRACE`]
-    /// (a dormant replica whose leader of old leads no more, and nobody else does).
+    /// while the leader they know reports, fresh, that it does not lead it (a dormant replica
+    /// whose leader of old leads no more, and nobody else does). A leader whose reports are
+    /// late is left to [`Self::wake_for_silent_peers`]: an overloaded node's late answers must
+    /// not wake groups to campaign.
     fn wake_unclaimed(&self, unclaimed: &mut HashMap<RaftGroupId, Instant>) {
         let now = Instant::now();
         let leaders = self.routing.leader_map();
@@ -208,13 +211,16 @@ impl Cluster {
             if !replica.is_quiet() || replica.is_leader() {
                 continue;
             }
-            let group = replica.group();
-            let claimed = leaders
-                .get(group)
-                .is_some_and(|(leader, _)| self.membership.is_up(leader));
-            if claimed {
+            let disowned = match replica.leader() {
+                Some(known) => {
+                    leaders.has_fresh_report(known) && leaders.claimant(replica.group()).is_none()
+                }
+                None => leaders.claimant(replica.group()).is_none(),
+            };
+            if !disowned {
                 continue;
             }
+            let group = replica.group();
             seen.insert(group);
             let since = *unclaimed.entry(group).or_insert(now);
             if now.duration_since(since) >= UNCLAIMED_GRACE && replica.wake_to_elect() {

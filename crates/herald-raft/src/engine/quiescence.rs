@@ -310,3 +310,49 @@ pub const DORMANT_STARTS_TOTAL: &str = "herald_raft_dormant_starts_total";
 
 /// Counter of quiet groups woken (a write, a raft message, a peer that stopped answering).
 pub const QUIESCENCE_WAKES_TOTAL: &str = "herald_raft_quiescence_wakes_total";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quiet() -> Quiescence {
+        let quiescence = Quiescence::default();
+        quiescence.quiet.store(true, Ordering::SeqCst);
+        quiescence
+    }
+
+    #[test]
+    fn an_awake_group_records_nobody_absent() {
+        let quiescence = Quiescence::default();
+        assert!(!quiescence.mark_absent(3, &[1, 2, 3]));
+        assert!(quiescence.absent().is_empty());
+    }
+
+    #[test]
+    fn a_quiet_group_stays_quiet_without_followers_while_the_rest_make_a_majority() {
+        let quiescence = quiet();
+        assert!(quiescence.mark_absent(3, &[1, 2, 3]));
+        assert!(quiescence.mark_absent(3, &[1, 2, 3]), "already absent");
+        assert_eq!(quiescence.absent(), [3]);
+        assert!(
+            !quiescence.mark_absent(2, &[1, 2, 3]),
+            "one of three is no majority: the group must wake"
+        );
+        assert_eq!(quiescence.absent(), [3]);
+
+        let five = quiet();
+        assert!(five.mark_absent(4, &[1, 2, 3, 4, 5]));
+        assert!(five.mark_absent(5, &[1, 2, 3, 4, 5]));
+        assert!(!five.mark_absent(3, &[1, 2, 3, 4, 5]));
+        assert_eq!(five.absent(), [4, 5]);
+    }
+
+    #[test]
+    fn a_majority_is_more_than_half() {
+        assert!(is_quorum(2, 3));
+        assert!(!is_quorum(1, 3));
+        assert!(!is_quorum(2, 4));
+        assert!(is_quorum(3, 5));
+        assert!(is_quorum(1, 1));
+    }
+}
