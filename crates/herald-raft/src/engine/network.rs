@@ -431,17 +431,20 @@ impl RaftService {
                 Ok(RaftReply::Heartbeats(self.heartbeats(items).await))
             }
             (None, _) => Err(RaftServiceError::UnknownGroup(group_id)),
-            (Some(group), RaftMessage::StreamAppend { position, request }) => self
-                .sequencer
-                .in_turn(
-                    from,
-                    group_id,
-                    position,
-                    APPEND_TIMEOUT,
-                    dispatch(group, RaftMessage::Append(request)),
-                )
-                .await
-                .unwrap_or_else(|out_of_turn| Err(failed(out_of_turn))),
+            (Some(group), RaftMessage::StreamAppend { position, request }) => {
+                self.sequencer
+                    .forget_groups(|group| self.registry.get(group).is_some());
+                self.sequencer
+                    .in_turn(
+                        from,
+                        group_id,
+                        position,
+                        APPEND_TIMEOUT,
+                        dispatch(group, RaftMessage::Append(request)),
+                    )
+                    .await
+                    .unwrap_or_else(|out_of_turn| Err(failed(out_of_turn)))
+            }
             (Some(group), message) => dispatch(group, message).await,
         };
         codec::encode(&reply)

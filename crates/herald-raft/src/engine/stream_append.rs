@@ -42,9 +42,6 @@ pub const MAX_PIPELINED: usize = 8;
 /// else of its stream in flight) or `pipelined` (sent while earlier ones were).
 pub const APPENDS_SENT_TOTAL: &str = "herald_raft_appends_sent_total";
 
-/// A stream's session on the receiver is forgotten once idle this long.
-const SESSION_IDLE: Duration = Duration::from_secs(30);
-
 /// Stream ids: unique within a process, and, starting from the clock, unlikely to repeat
 /// those of the same node's previous run.
 fn next_stream_id() -> u64 {
@@ -203,7 +200,16 @@ where
     }
 }
 
-/// The receiver's order of requests, per (sender, group, stream) (see the module doc).
+/// The receiver's order of requests: one session per (sender, group), for the sender's
+/// latest stream (see the module doc).
+///
+/// A session lives as long as its stream, however long that stream stays idle: a group whose
+/// writes stopped (a quiet group above all) keeps its leader's stream open for hours, and its
+/// next request must find the session where it was. (Sessions used to be forgotten after 30 s
+/// idle; the next request then waited for predecessors handed over long before, until the
+/// sender's 10 s timeout.) The sender's next stream replaces the session, so there is one per
+/// (sender, group); sessions of groups this node no longer hosts are dropped by
+/// [`Sequencer::forget_groups`].
 #[derive(Default)]
 pub struct Sequencer {
     sessions: Mutex<Sessions>,
@@ -211,17 +217,20 @@ pub struct Sequencer {
 
 #[derive(Default)]
 struct Sessions {
-    by_stream: HashMap<(u64, RaftGroupId, u64), Session>,
+    by_sender: HashMap<(u64, RaftGroupId), Session>,
     last_sweep: Option<Instant>,
 }
 
 struct Session {
+    stream: u64,
     /// The sequence number of the next request to hand to raft.
     next: u64,
     /// Requests that arrived before their turn: woken when it comes.
     waiting: BTreeMap<u64, oneshot::Sender<()>>,
-    touched: Instant,
 }
+
+/// How often sessions of groups that left this node are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Why a request was not handed to raft.
 #[derive(Debug, thiserror::Error)]
@@ -248,20 +257,28 @@ impl Sequencer {
         F: Future<Output = T>,
     {
         let StreamPosition { stream, seq } = position;
+        let key = (from, group);
         if seq == 0 {
             // The first request of a stream goes alone: nothing to wait for.
             return Ok(append.await);
         }
-        let key = (from, group, stream);
         let turn = {
             let mut sessions = self.sessions.lock();
-            sessions.sweep();
-            let session = sessions.by_stream.entry(key).or_insert_with(|| Session {
+            let session = sessions.by_sender.entry(key).or_insert_with(|| Session {
+                stream,
                 next: 1,
                 waiting: BTreeMap::new(),
-                touched: Instant::now(),
             });
-            session.touched = Instant::now();
+            if stream != session.stream {
+                // The sender's next stream: the earlier one ended before it started, and its
+                // requests still waiting are refused (their wakers are dropped). Not ordered
+                // by id: a sender that restarts with its clock set back starts lower.
+                *session = Session {
+                    stream,
+                    next: 1,
+                    waiting: BTreeMap::new(),
+                };
+            }
             if seq < session.next {
                 return Err(OutOfTurn::Stale { stream, seq });
             }
@@ -281,6 +298,7 @@ impl Sequencer {
         let next = NextTurn {
             sequencer: self,
             key,
+            stream,
             seq,
         };
         let mut append = std::pin::pin!(append);
@@ -292,41 +310,46 @@ impl Sequencer {
         Ok(append.await)
     }
 
-    /// Streams with a session now (for tests).
-    #[cfg(test)]
-    pub fn sessions(&self) -> usize {
-        self.sessions.lock().by_stream.len()
+    /// Drops the sessions of groups `hosted` says this node no longer has (at most once a
+    /// minute; cheap to call on every request).
+    pub fn forget_groups(&self, hosted: impl Fn(RaftGroupId) -> bool) {
+        self.forget_groups_at(Instant::now(), hosted);
     }
-}
 
-impl Sessions {
-    /// Forgets sessions idle for [`SESSION_IDLE`] (at most once a second).
-    fn sweep(&mut self) {
-        let now = Instant::now();
-        if self
+    fn forget_groups_at(&self, now: Instant, hosted: impl Fn(RaftGroupId) -> bool) {
+        let mut sessions = self.sessions.lock();
+        if sessions
             .last_sweep
-            .is_some_and(|last| now.duration_since(last) < Duration::from_secs(1))
+            .is_some_and(|last| now.duration_since(last) < SWEEP_EVERY)
         {
             return;
         }
-        self.last_sweep = Some(now);
-        self.by_stream.retain(|_, session| {
-            !session.waiting.is_empty() || now.duration_since(session.touched) < SESSION_IDLE
-        });
+        sessions.last_sweep = Some(now);
+        sessions.by_sender.retain(|(_, group), _| hosted(*group));
+    }
+
+    /// Streams with a session now (for tests).
+    #[cfg(test)]
+    pub fn sessions(&self) -> usize {
+        self.sessions.lock().by_sender.len()
     }
 }
 
 /// Gives the next request of a stream its turn when dropped.
 struct NextTurn<'a> {
     sequencer: &'a Sequencer,
-    key: (u64, RaftGroupId, u64),
+    key: (u64, RaftGroupId),
+    stream: u64,
     seq: u64,
 }
 
 impl Drop for NextTurn<'_> {
     fn drop(&mut self) {
         let mut sessions = self.sequencer.sessions.lock();
-        if let Some(session) = sessions.by_stream.get_mut(&self.key) {
+        if let Some(session) = sessions.by_sender.get_mut(&self.key) {
+            if session.stream != self.stream {
+                return;
+            }
             if session.next <= self.seq {
                 session.next = self.seq + 1;
             }
@@ -424,5 +447,89 @@ mod tests {
             .await;
         assert!(matches!(stale, Err(OutOfTurn::Stale { .. })), "{stale:?}");
         assert_eq!(sequencer.sessions(), 1);
+    }
+
+    async fn hand(
+        sequencer: &Sequencer,
+        group: u64,
+        stream: u64,
+        seq: u64,
+        patience: Duration,
+    ) -> Result<u64, OutOfTurn> {
+        sequencer
+            .in_turn(
+                1,
+                RaftGroupId::new(group),
+                StreamPosition { stream, seq },
+                patience,
+                async move { seq },
+            )
+            .await
+    }
+
+    /// A stream idle for an hour (a quiet group's) still hands its next request over at once:
+    /// its session was kept. (Forgetting it made that request wait for its predecessors, handed
+    /// over an hour before, until the sender timed out.)
+    #[tokio::test]
+    async fn a_long_idle_stream_goes_on_where_it_was() {
+        let sequencer = Sequencer::default();
+        for seq in 1..=3 {
+            hand(&sequencer, 2, 9, seq, Duration::from_secs(1))
+                .await
+                .expect("in turn");
+        }
+        // An hour later, as the sweep sees it.
+        sequencer.forget_groups_at(Instant::now() + Duration::from_secs(3600), |_| true);
+        let next = hand(&sequencer, 2, 9, 4, Duration::from_millis(1)).await;
+        assert_eq!(next.expect("handed over at once"), 4);
+        assert_eq!(sequencer.sessions(), 1);
+    }
+
+    /// The sender's next stream replaces its session: what still waited in the earlier one is
+    /// refused at once, and the new stream starts from its first pipelined request.
+    #[tokio::test]
+    async fn a_new_stream_replaces_the_senders_earlier_one() {
+        let sequencer = Arc::new(Sequencer::default());
+        hand(&sequencer, 2, 9, 1, Duration::from_secs(1))
+            .await
+            .expect("in turn");
+        let waiting = tokio::spawn({
+            let sequencer = sequencer.clone();
+            async move { hand(&sequencer, 2, 9, 3, Duration::from_secs(30)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // A later stream, even with a lower id (a sender restarted with its clock set back).
+        hand(&sequencer, 2, 5, 1, Duration::from_secs(1))
+            .await
+            .expect("the new stream's first");
+        let refused = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("refused at once, not after its patience")
+            .expect("no panic");
+        assert!(
+            matches!(refused, Err(OutOfTurn::Missing { .. })),
+            "{refused:?}"
+        );
+        hand(&sequencer, 2, 5, 2, Duration::from_millis(100))
+            .await
+            .expect("in turn");
+        // Another group and another sender have sessions of their own.
+        hand(&sequencer, 3, 5, 1, Duration::from_secs(1))
+            .await
+            .expect("in turn");
+        assert_eq!(sequencer.sessions(), 2);
+    }
+
+    /// Sessions of groups the node no longer hosts are dropped.
+    #[tokio::test]
+    async fn sessions_of_departed_groups_are_dropped() {
+        let sequencer = Sequencer::default();
+        for group in [2, 3, 4] {
+            hand(&sequencer, group, 9, 1, Duration::from_secs(1))
+                .await
+                .expect("in turn");
+        }
+        sequencer.forget_groups(|group| group != RaftGroupId::new(3));
+        assert_eq!(sequencer.sessions(), 2);
     }
 }
