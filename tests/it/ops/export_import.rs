@@ -43,8 +43,9 @@ async fn a_topic_exported_from_three_nodes_imports_equal_once_and_after_an_inter
             "replication_factor": 3,
             // No pass while a partition is half written: a pass between its batches would clean
             // by the keys seen so far, and with little left dirty the next pass may not come
-            // before the deadline. 5 s: a loaded machine (the whole suite alongside a compile)
-            // stretched one partition's five writes past 2 s.
+            // before the deadline. Its messages share one timestamp (data::fill_changelog), so
+            // the lag ends for all its batches at once; 5 s: a loaded machine (the whole suite
+            // alongside a compile) stretched one partition's five writes past 2 s.
             "config": {"cleanup_policy": "compact", "retention_ms": -1, "min_compaction_lag_ms": 5000},
         }))
         .await;

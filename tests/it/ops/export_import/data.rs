@@ -82,7 +82,14 @@ pub async fn fill_orders(node: &Server, partitions: u32, base_ts: i64) {
 
 /// One request of `changelog` to `partition`: `keys` with `round`'s value (`null` for a key in
 /// `deleted`).
-async fn write_keys(node: &Server, partition: u32, round: &str, keys: &[u32], deleted: &[u32]) {
+async fn write_keys(
+    node: &Server,
+    partition: u32,
+    round: &str,
+    keys: &[u32],
+    deleted: &[u32],
+    timestamp: i64,
+) {
     let messages: Vec<Value> = keys
         .iter()
         .map(|key| {
@@ -91,7 +98,7 @@ async fn write_keys(node: &Server, partition: u32, round: &str, keys: &[u32], de
             } else {
                 json!({"round": round, "key": key})
             };
-            json!({"partition": partition, "key": format!("k{key}"), "value": value})
+            json!({"partition": partition, "key": format!("k{key}"), "value": value, "timestamp": timestamp})
         })
         .collect();
     let body = json!({ "messages": messages }).to_string().into_bytes();
@@ -108,13 +115,23 @@ async fn write_keys(node: &Server, partition: u32, round: &str, keys: &[u32], de
 /// D k2-k4, then a tail. Cleaned, A keeps k5-k9 (offsets 5-9: a gap before them), B nothing,
 /// C both, D all three, and the tail stays (the active batch is never cleaned). Answers the
 /// keys each partition holds once cleaned, in offset order.
+///
+/// Every message carries the same timestamp, so the compaction lag ends for all of a
+/// partition's batches at once and the one pass cleans them all. (With the time of each write,
+/// the cleaner, looking every 200 ms, could pass between the end of the first batch's lag and
+/// the second's: it then cleaned the first batch alone, left too little dirty for another pass,
+/// and the partition stayed half cleaned.)
 pub async fn fill_changelog(node: &Server, partitions: u32) -> Vec<String> {
+    let written_at = crate::common::now_ms();
     for partition in 0..partitions {
-        write_keys(node, partition, "a", &(0..10).collect::<Vec<_>>(), &[]).await;
-        write_keys(node, partition, "b", &[0, 1], &[]).await;
-        write_keys(node, partition, "c", &[0, 1], &[1]).await;
-        write_keys(node, partition, "d", &[2, 3, 4], &[]).await;
-        let body = json!({"messages": [{"partition": partition, "key": "tail", "value": "end"}]});
+        let keys: Vec<u32> = (0..10).collect();
+        write_keys(node, partition, "a", &keys, &[], written_at).await;
+        write_keys(node, partition, "b", &[0, 1], &[], written_at).await;
+        write_keys(node, partition, "c", &[0, 1], &[1], written_at).await;
+        write_keys(node, partition, "d", &[2, 3, 4], &[], written_at).await;
+        let tail =
+            json!({"partition": partition, "key": "tail", "value": "end", "timestamp": written_at});
+        let body = json!({ "messages": [tail] });
         post(
             node,
             "/v1/topics/changelog/messages",
