@@ -60,6 +60,75 @@ async function waitForText(locator, check, what, waitMs = WAIT_MS) {
   assert.fail(`${what}: last seen ${JSON.stringify(text)}`);
 }
 
+/** Waits until `locator` matches `count` elements; fails with the last count seen. */
+async function waitForCount(locator, count, what, waitMs = WAIT_MS) {
+  const deadline = Date.now() + waitMs;
+  let seen;
+  for (let i = 0; i < 4000 && Date.now() < deadline; i++) {
+    seen = await locator.count();
+    if (seen === count) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.fail(`${what}: ${seen} instead of ${count}`);
+}
+
+/**
+ * The topic list a page at a time: 23 topics of one prefix, 10 a page; Next and Previous show
+ * the right ones, and coming back from a topic's page keeps the page. Then the message
+ * browser's topic picker suggests names by prefix.
+ */
+async function pagesOfTopics(page) {
+  const names = Array.from({ length: 23 }, (_, i) => `paged-${String(i).padStart(2, "0")}`);
+  for (const name of names) await ok("POST", "/v1/topics", { name, partitions: 1 });
+  // Over the API too: 10 a page, the last one without a token.
+  const first = await ok("GET", "/v1/topics?limit=10&prefix=paged-");
+  assert.equal(first.topics.length, 10);
+  assert.ok(first.next_page_token, "a first page of 10 says where the next starts");
+
+  await page.goto(`${base}/console/topics`);
+  await page.getByLabel("Per page").selectOption("10");
+  await page.getByLabel("Name starts with").fill("paged-");
+  const count = page.getByTestId("topic-count");
+  const previous = page.getByRole("button", { name: "Previous", exact: true });
+  const next = page.getByRole("button", { name: "Next", exact: true });
+  const expectPage = async (number, from, to, last) => {
+    const summary = `Page ${number} · topics ${from + 1}–${to} starting with "paged-" · ${last ? "last page" : "more follow"}`;
+    await waitForText(count, (t) => t === summary, `page ${number} of the topics`);
+    const listed = await page.getByTestId("topics-table").locator("tbody tr td:first-child").allTextContents();
+    assert.deepEqual(listed, names.slice(from, to), `page ${number} lists its topics`);
+    assert.equal(await previous.isDisabled(), number === 1, `Previous on page ${number}`);
+    assert.equal(await next.isDisabled(), last, `Next on page ${number}`);
+  };
+  await expectPage(1, 0, 10, false);
+  await next.click();
+  await expectPage(2, 10, 20, false);
+  await page.getByRole("link", { name: "paged-12", exact: true }).click();
+  await page.waitForURL("**/console/topics/paged-12", { timeout: WAIT_MS });
+  await page.getByTestId("partitions-table").waitFor({ timeout: WAIT_MS });
+  await page.goBack();
+  await page.waitForURL("**/console/topics", { timeout: WAIT_MS });
+  await expectPage(2, 10, 20, false);
+  await next.click();
+  await expectPage(3, 20, 23, true);
+  await previous.click();
+  await expectPage(2, 10, 20, false);
+  await previous.click();
+  await expectPage(1, 0, 10, false);
+  await page.getByLabel("Name starts with").fill("paged-nothing");
+  await waitForText(count, (t) => t === 'No topics start with "paged-nothing"', "no topic has the prefix");
+  assert.equal(await next.isDisabled(), true);
+
+  // The message browser suggests the first names with what was typed, and opens one.
+  await page.goto(`${base}/console/messages`);
+  const picker = page.getByLabel("Topic", { exact: true });
+  await picker.fill("paged-1");
+  await waitForCount(page.getByTestId("topic-suggestions").locator("option"), 10, "names starting with paged-1 suggested");
+  await picker.fill("paged-12");
+  await picker.press("Enter");
+  await page.waitForURL("**/console/messages?topic=paged-12", { timeout: WAIT_MS });
+  await page.getByRole("button", { name: "Find" }).waitFor({ timeout: WAIT_MS });
+}
+
 /** The page's errors: console errors and uncaught exceptions. */
 function watchErrors(page, errors) {
   page.on("console", (message) => {
@@ -208,8 +277,9 @@ async function withoutAuth(browser, errors) {
   await dialog.getByRole("button", { name: "Delete topic" }).click();
   await page.waitForURL("**/console/topics", { timeout: WAIT_MS });
   assert.equal((await api("GET", "/v1/topics/console-doomed")).status, 404);
-  await waitForText(page.getByTestId("topic-count"), (t) => /^\d+ of \d+ topics$/.test(t), "the topic list");
+  await waitForText(page.getByTestId("topic-count"), (t) => /^\d+ topics?$/.test(t), "the topic list");
   await shot(page, "topics");
+  await pagesOfTopics(page);
 
   // A subscription whose message is dead-lettered, then redriven from the page.
   await ok("POST", "/v1/topics", { name: "console-jobs", partitions: 1 });
@@ -267,6 +337,9 @@ async function withoutAuth(browser, errors) {
   // Cluster and security.
   await page.goto(`${base}/console/cluster`);
   await page.getByTestId("nodes-table").locator("tbody tr").first().waitFor({ timeout: WAIT_MS });
+  // The rebalance plan (a dry run): one node has nothing to move.
+  await waitForText(page.getByTestId("rebalance-summary"), (t) => t.startsWith("Balanced"), "one node's rebalance plan moves nothing");
+  assert.match(await page.getByTestId("rebalance-nodes").locator("tbody tr").first().textContent(), /^1\d+\d+$/);
   await page.goto(`${base}/console/security`);
   await page.getByTestId("audit-table").locator("tbody tr", { hasText: "create topic" }).first().waitFor({ timeout: WAIT_MS });
   await page.getByRole("cell", { name: "admin", exact: true }).first().waitFor({ timeout: WAIT_MS });
@@ -387,6 +460,8 @@ async function addAndDrain(browser, errors) {
   // them all (the default factor would put a replica of every partition on both nodes).
   await ok("POST", "/v1/topics", { name: "console-spread", partitions: 4, replication_factor: 1 });
   await waitForText(row.locator("td.num").nth(1), (t) => Number(t) > 0, `node ${id} holds replicas`, MEMBERSHIP_WAIT_MS);
+  // The rebalance plan counts both nodes' shares.
+  await waitForCount(page.getByTestId("rebalance-nodes").locator("tbody tr"), 2, "both nodes in the rebalance plan");
   await shot(page, "cluster");
 
   await row.getByRole("button", { name: `Drain node ${id}` }).click();

@@ -306,6 +306,16 @@ export interface Cluster {
   metadata_leader: number | null;
 }
 
+/** `GET /v1/cluster/rebalance`: what a rebalance would move now (a dry run). */
+export interface RebalancePlan {
+  /** Zone fixes first, then replica moves, then preferred-leader swaps. */
+  moves: { topic: string; partition: number; replicas_before: number[]; replicas_after: number[]; copies_data: boolean }[];
+  nodes: { node_id: number; replicas_before: number; replicas_after: number; leaders_before: number; leaders_after: number }[];
+  /** Partitions still copying to new replicas from earlier steps. */
+  moving: number;
+  started: boolean;
+}
+
 export interface GroupSummary {
   group: string;
   state: string;

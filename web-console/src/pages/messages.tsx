@@ -4,49 +4,87 @@ import { api } from "../lib/client";
 import { displayKey, formatTime, partitionForKey, previewValue, renderValue } from "../lib/format";
 import { navigate } from "../lib/router";
 import { schemaLabel } from "../lib/schemas";
+import { listTopics } from "../lib/topics";
 import { ErrorText, Field, useAction, useLoad } from "../components/ui";
 
 /** A key search reads at most this many messages per partition (newest kept). */
 const KEY_SCAN_LIMIT = 10_000;
 const PAGE = 500;
 const TAIL_KEEP = 200;
+/** The topic picker suggests at most this many names. */
+const SUGGESTIONS = 100;
 
 type Mode = "offset" | "timestamp" | "key";
 
 export function Messages({ topic }: { topic: string }) {
-  const topics = useLoad(() => api.get<{ topics: Topic[] }>("/v1/topics"), []);
-  const current = topics.data?.topics.find((t) => t.name === topic);
+  // The topic itself, not the list of every topic (a cluster may have thousands).
+  const current = useLoad(() => (topic ? api.get<Topic>(`/v1/topics/${enc(topic)}`) : Promise.resolve(undefined)), [topic]);
+  const shown = current.data?.name === topic ? current.data : undefined;
   return (
     <>
       <h1>Messages</h1>
-      <div class="toolbar">
-        <Field label="Topic">
-          {(id) => (
-            <select id={id} value={topic} onChange={(e) => navigate(`/messages?topic=${enc(e.currentTarget.value)}`)}>
-              <option value="">choose a topic…</option>
-              {(topics.data?.topics ?? [])
-                .map((t) => t.name)
-                .sort()
-                .map((name) => (
-                  <option key={name} value={name}>
-                    {name}
-                  </option>
-                ))}
-            </select>
-          )}
-        </Field>
-      </div>
-      <ErrorText error={topics.error} />
-      {current && (
+      <TopicPicker topic={topic} />
+      {topic && <ErrorText error={current.error} />}
+      {shown && (
         <div key={topic}>
-          <Browse topic={current} />
+          <Browse topic={shown} />
           <div class="columns">
-            <Produce topic={current} />
-            <LiveTail topic={current.name} />
+            <Produce topic={shown} />
+            <LiveTail topic={shown.name} />
           </div>
         </div>
       )}
     </>
+  );
+}
+
+/** Suggests the first names that start with what is typed, a page of them, not every topic. */
+function TopicPicker({ topic }: { topic: string }) {
+  const [typed, setTyped] = useState(topic);
+  useEffect(() => setTyped(topic), [topic]);
+  const suggestions = useLoad(() => listTopics(api, { limit: SUGGESTIONS, prefix: typed }), [typed]);
+  const names = (suggestions.data?.topics ?? []).map((t) => t.name);
+  const open = (name: string) => {
+    if (name && name !== topic) navigate(`/messages?topic=${enc(name)}`);
+  };
+  return (
+    <form
+      class="toolbar"
+      aria-label="Choose a topic"
+      onSubmit={(event) => {
+        event.preventDefault();
+        open(typed.trim());
+      }}
+    >
+      <Field label="Topic" hint={`names starting with what you type (the first ${SUGGESTIONS})`}>
+        {(id) => (
+          <>
+            <input
+              id={id}
+              list={`${id}-names`}
+              required
+              autocomplete="off"
+              placeholder="choose a topic…"
+              value={typed}
+              onInput={(e) => {
+                const value = e.currentTarget.value;
+                setTyped(value);
+                // A name picked from the suggestions (not typed) opens at once.
+                const kind = (e as unknown as InputEvent).inputType;
+                if ((kind === undefined || kind === "insertReplacementText") && names.includes(value)) open(value);
+              }}
+            />
+            <datalist id={`${id}-names`} data-testid="topic-suggestions">
+              {names.map((name) => (
+                <option key={name} value={name} />
+              ))}
+            </datalist>
+          </>
+        )}
+      </Field>
+      <button type="submit">Open</button>
+      <ErrorText error={suggestions.error} />
+    </form>
   );
 }
 

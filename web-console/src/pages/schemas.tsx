@@ -1,8 +1,10 @@
 import { useState } from "preact/hooks";
-import { ApiError, enc, type Topic } from "../lib/api";
+import { ApiError, enc } from "../lib/api";
 import { api } from "../lib/client";
 import { diffLines, diffStats, sideBySide, splitLines } from "../lib/diff";
+import { formatNumber } from "../lib/format";
 import { navigate } from "../lib/router";
+import { ALL_TOPICS_CAP, listAllTopics } from "../lib/topics";
 import {
   COMPATIBILITY_LEVELS,
   REGISTRY,
@@ -52,6 +54,12 @@ async function loadSubjects(withDeleted: boolean): Promise<SubjectSummary[]> {
   );
 }
 
+/** Where the topics a subject is used by were not all read (more than ALL_TOPICS_CAP). */
+function PartialTopics({ complete }: { complete: boolean | undefined }) {
+  if (complete !== false) return null;
+  return <p class="note">The topics using a subject are looked for among the first {formatNumber(ALL_TOPICS_CAP)} topics only.</p>;
+}
+
 function UsedBy({ uses }: { uses: SubjectUse[] | undefined }) {
   if (!uses || uses.length === 0) return <span class="note">no topic</span>;
   return (
@@ -71,7 +79,7 @@ export function Schemas() {
   const [showDeleted, setShowDeleted] = useState(false);
   const subjects = useLoad(() => loadSubjects(showDeleted), [showDeleted]);
   const registry = useLoad(() => api.get<Level>(`${REGISTRY}/config`), []);
-  const topics = useLoad(() => api.get<{ topics: Topic[] }>("/v1/topics"), []);
+  const topics = useLoad(() => listAllTopics(api), []);
   const uses = subjectUses(topics.data?.topics ?? []);
   const all = subjects.data ?? [];
   const shown = all.filter((s) => s.subject.includes(filter)).sort((a, b) => a.subject.localeCompare(b.subject));
@@ -97,6 +105,7 @@ export function Schemas() {
       <ErrorText error={subjects.error} />
       <ErrorText error={registry.error} />
       <ErrorText error={topics.error} />
+      <PartialTopics complete={topics.data?.complete} />
       {subjects.data && all.length === 0 ? (
         <NoSubjects />
       ) : (
@@ -190,7 +199,7 @@ async function loadVersions(subject: string): Promise<Versions> {
 
 export function SchemaDetail({ name }: { name: string }) {
   const versions = useLoad(() => loadVersions(name), [name]);
-  const topics = useLoad(() => api.get<{ topics: Topic[] }>("/v1/topics"), []);
+  const topics = useLoad(() => listAllTopics(api), []);
   const uses = subjectUses(topics.data?.topics ?? []).get(name);
   const v = versions.data;
   const latest = v && v.all.length > 0 ? v.all[v.all.length - 1] : undefined;
@@ -210,6 +219,7 @@ export function SchemaDetail({ name }: { name: string }) {
             {v.all.length} {v.all.length === 1 ? "version" : "versions"} · latest v{latest} · used by <UsedBy uses={uses} />
           </p>
           <ErrorText error={topics.error} />
+          <PartialTopics complete={topics.data?.complete} />
           <Compare key={name} subject={name} versions={v} />
           <div class="columns">
             <Compatibility subject={name} />

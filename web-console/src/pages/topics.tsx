@@ -1,9 +1,10 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { enc, type Topic } from "../lib/api";
 import { api } from "../lib/client";
 import { formatBytes, formatDuration, formatNumber, formatRate } from "../lib/format";
-import { isInternal, ratesByLabel } from "../lib/metrics";
+import { ratesByLabel } from "../lib/metrics";
 import { navigate } from "../lib/router";
+import { firstPage, listTopics, nextPage, pageSummary, previousPage, restorePager, topicsPath, TOPIC_PAGE_SIZES, type Pager } from "../lib/topics";
 import { ConfirmButton, ErrorText, Field, Link, useAction, useLoad } from "../components/ui";
 import { useMetrics } from "./overview";
 
@@ -13,33 +14,46 @@ export function messageCount(topic: Topic): number {
 }
 
 export function Topics() {
-  const topics = useLoad(() => api.get<{ topics: Topic[] }>("/v1/topics"), [], 5000);
+  // Where the operator was (page, size, prefix) survives going to a topic and back, and a reload.
+  const [pager, setPager] = useState<Pager>(() => restorePager(history.state?.topics));
+  useEffect(() => {
+    history.replaceState({ ...(history.state ?? {}), topics: pager }, "");
+  }, [pager]);
+  const query = { limit: pager.limit, pageToken: pager.token, prefix: pager.prefix };
+  const key = topicsPath(query);
+  const topics = useLoad(async () => ({ key, page: await listTopics(api, query) }), [key], 5000);
   const { scrape, previous } = useMetrics();
   const rates = scrape ? ratesByLabel(previous, scrape, "herald_produced_messages_total", "topic") : new Map<string, number>();
-  const [filter, setFilter] = useState("");
-  const [showInternal, setShowInternal] = useState(false);
-  const all = topics.data?.topics ?? [];
-  const shown = all
-    .filter((t) => (showInternal || !isInternal(t.name)) && t.name.includes(filter))
-    .sort((a, b) => a.name.localeCompare(b.name));
+  // The rows of the page asked for; while another loads, the last one's stay (marked busy).
+  const loaded = topics.data?.key === key ? topics.data.page : undefined;
+  const shown = topics.data?.page.topics ?? [];
+  const nextToken = loaded?.next_page_token ?? undefined;
   return (
     <>
       <h1>Topics</h1>
       <CreateTopic onCreated={(name) => navigate(`/topics/${enc(name)}`)} />
       <div class="toolbar">
-        <Field label="Filter by name">
-          {(id) => <input id={id} type="search" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} />}
+        <Field label="Name starts with">
+          {(id) => <input id={id} type="search" value={pager.prefix} onInput={(e) => setPager(firstPage(pager.limit, e.currentTarget.value))} />}
         </Field>
-        <label class="check">
-          <input type="checkbox" checked={showInternal} onChange={(e) => setShowInternal(e.currentTarget.checked)} /> Internal topics
-        </label>
-        <span class="note" data-testid="topic-count">
-          {topics.data ? `${shown.length} of ${all.length} topics` : "loading…"}
+        <Field label="Per page">
+          {(id) => (
+            <select id={id} value={String(pager.limit)} onChange={(e) => setPager(firstPage(Number(e.currentTarget.value), pager.prefix))}>
+              {TOPIC_PAGE_SIZES.map((size) => (
+                <option key={size} value={String(size)}>
+                  {size}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <span class="note" data-testid="topic-count" aria-live="polite">
+          {loaded ? pageSummary(pager, loaded.topics.length, nextToken !== undefined) : "loading…"}
         </span>
       </div>
       <ErrorText error={topics.error} />
       <div class="table-wrap">
-        <table data-testid="topics-table">
+        <table data-testid="topics-table" aria-busy={loaded ? "false" : "true"}>
           <thead>
             <tr>
               <th scope="col">Name</th>
@@ -73,7 +87,18 @@ export function Topics() {
           </tbody>
         </table>
       </div>
-      <p class="note">Messages: what the partitions hold now (high watermark minus log start). Produce rate: this node's metrics.</p>
+      <nav class="pager" aria-label="Topic pages">
+        <button type="button" disabled={pager.before.length === 0} onClick={() => setPager(previousPage(pager))}>
+          Previous
+        </button>
+        <button type="button" disabled={nextToken === undefined} onClick={() => nextToken !== undefined && setPager(nextPage(pager, nextToken))}>
+          Next
+        </button>
+      </nav>
+      <p class="note">
+        Topics in name order, a page at a time. Messages: what the partitions hold now (high watermark minus log start). Produce rate: this node's
+        metrics.
+      </p>
     </>
   );
 }
