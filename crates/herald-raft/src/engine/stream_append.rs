@@ -210,15 +210,27 @@ where
 /// sender's 10 s timeout.) The sender's next stream replaces the session, so there is one per
 /// (sender, group); sessions of groups this node no longer hosts are dropped by
 /// [`Sequencer::forget_groups`].
-#[derive(Default)]
 pub struct Sequencer {
     sessions: Mutex<Sessions>,
+    /// When the sweep of departed groups is next due, in ms from `epoch`: checked without the
+    /// lock, since it is asked on every pipelined request.
+    next_sweep_ms: AtomicU64,
+    epoch: Instant,
+}
+
+impl Default for Sequencer {
+    fn default() -> Self {
+        Sequencer {
+            sessions: Mutex::default(),
+            next_sweep_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 #[derive(Default)]
 struct Sessions {
     by_sender: HashMap<(u64, RaftGroupId), Session>,
-    last_sweep: Option<Instant>,
 }
 
 struct Session {
@@ -317,15 +329,22 @@ impl Sequencer {
     }
 
     fn forget_groups_at(&self, now: Instant, hosted: impl Fn(RaftGroupId) -> bool) {
-        let mut sessions = self.sessions.lock();
-        if sessions
-            .last_sweep
-            .is_some_and(|last| now.duration_since(last) < SWEEP_EVERY)
+        let now_ms = now.saturating_duration_since(self.epoch).as_millis() as u64;
+        let due_ms = self.next_sweep_ms.load(Ordering::Relaxed);
+        let next_ms = now_ms + SWEEP_EVERY.as_millis() as u64;
+        if now_ms < due_ms
+            || self
+                .next_sweep_ms
+                .compare_exchange(due_ms, next_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
         {
+            // Not due, or another request sweeps now.
             return;
         }
-        sessions.last_sweep = Some(now);
-        sessions.by_sender.retain(|(_, group), _| hosted(*group));
+        self.sessions
+            .lock()
+            .by_sender
+            .retain(|(_, group), _| hosted(*group));
     }
 
     /// Streams with a session now (for tests).
