@@ -10,6 +10,9 @@
 #   3. describes every topic (GET /v1/topics/{name}) with CONCURRENCY clients over the nodes;
 #   4. deletes every topic (DELETE /v1/topics/{name}) with CONCURRENCY clients over the nodes,
 #      then checks that the list is empty.
+# After the creation it prints the vote requests the nodes sent (elections of the new groups)
+# and the raft messages that found their group not yet running on the receiver (`started`
+# within the wait, or `refused`).
 # Each phase prints operations/s, p50/p99/max per request, the CPU the nodes spent and the
 # machine's busy share outside the nodes and the load tool (`outside`: another build running
 # alongside shows here and spoils the figures); the
@@ -253,6 +256,18 @@ PY
 # running PID: the process runs (a child that exited and was not waited for yet is a zombie).
 running() { local state; state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ -n "$state" ] && [ "$state" != Z ]; }
 
+# Summed over the nodes: vote requests sent (pre-votes and votes: elections), and raft messages
+# for a group not yet running on the receiver that waited for it to start or were refused.
+raft_counters() {
+    local id
+    for id in "${IDS[@]}"; do curl -sf -m 10 "$(url "$id" /metrics)" || true; done | awk '
+        /^herald_raft_vote_requests_total\{.*kind="pre_vote"/ { pre += $2 }
+        /^herald_raft_vote_requests_total\{.*kind="vote"/ { vote += $2 }
+        /^herald_raft_absent_group_messages_total\{.*outcome="started"/ { started += $2 }
+        /^herald_raft_absent_group_messages_total\{.*outcome="refused"/ { refused += $2 }
+        END { printf "%d pre-votes, %d votes; %d messages waited for their group to start, %d refused (group not running)", pre, vote, started, refused }'
+}
+
 run_round() {
     local round=$1 id members deadline
     if [ "$NODES" = 1 ]; then
@@ -274,6 +289,7 @@ run_round() {
     URLS=$(for id in "${IDS[@]}"; do url "$id" ""; done | paste -sd,)
     sleep "$SETTLE_S"
     phase "$round" create
+    echo "  create: elections and votes over the nodes: $(raft_counters)"
     sleep "$SETTLE_S"
     phase "$round" list
     phase "$round" describe

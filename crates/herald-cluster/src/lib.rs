@@ -42,7 +42,7 @@ mod service;
 
 pub use compaction::CleanerOptions;
 pub use error::ClusterError;
-pub use gauges::GroupRaftStatus;
+pub use gauges::{GroupRaftStatus, ReplicaOffsets};
 pub use groups::{topic_partition_counts, GroupCoordinator, MemberView};
 pub use handoff::HandoffReport;
 pub use metadata_group::MetadataGroup;
@@ -202,7 +202,7 @@ impl Cluster {
         }
         let registry = Arc::new(GroupRegistry::default());
         let dispatcher = Arc::new(Dispatcher {
-            raft: RaftService::new(registry.clone()),
+            raft: RaftService::new(registry.clone(), options.timing),
             cluster: OnceLock::new(),
             broker: OnceLock::new(),
         });

@@ -243,9 +243,15 @@ pub fn decode_postcard<T: Serialize + DeserializeOwned + Debug>(
     Ok(format!("{decoded:?}"))
 }
 
-/// `migrations/wire/` of the repository.
+/// `migrations/wire/` of the repository. Found from the crate whose tests run (cargo sets
+/// `CARGO_MANIFEST_DIR` for them; every crate is at `crates/<name>`), not from where this crate
+/// was compiled: a target directory shared by two clones (CI's and a working copy) keeps the
+/// path of whichever built it first.
 fn default_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations/wire")
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    crate_dir.join("../../migrations/wire")
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -22,6 +22,7 @@ use herald_domain::RaftGroupId;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use openraft::base::{BoxFuture, BoxStream};
@@ -35,6 +36,7 @@ use openraft::{OptionalSend, RaftNetworkV2};
 use serde::{Deserialize, Serialize};
 
 use super::codec;
+use super::group::RaftTiming;
 use super::heartbeats::HeartbeatCoalescer;
 use super::registry::{GroupRegistry, RegisteredGroup};
 use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
@@ -49,6 +51,9 @@ pub const RAFT_SERVICE: ServiceId = 1;
 /// `vote`: it only grows while some group looks for a leader, so a steady value means no
 /// election started (what tests watch to prove heartbeats keep arriving).
 pub const VOTE_REQUESTS_TOTAL: &str = "herald_raft_vote_requests_total";
+/// Raft messages from peers for a group that did not run here when they came, by whether it
+/// started within the grace (`started`) or the message was refused (`refused`).
+pub const ABSENT_GROUP_MESSAGES_TOTAL: &str = "herald_raft_absent_group_messages_total";
 
 /// How long an AppendEntries carrying entries may take: up to 16 MiB plus the follower's
 /// fsync. Heartbeats (no entries) use openraft's own, much shorter, time-to-live.
@@ -406,14 +411,27 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
 pub struct RaftService {
     registry: Arc<GroupRegistry>,
     sequencer: Arc<Sequencer>,
+    /// How long a message for a group that does not run here waits for it to start before it
+    /// is refused (see [`RaftService::start_grace`]).
+    start_grace: Duration,
 }
 
 impl RaftService {
-    pub fn new(registry: Arc<GroupRegistry>) -> Self {
+    pub fn new(registry: Arc<GroupRegistry>, timing: RaftTiming) -> Self {
         RaftService {
             registry,
             sequencer: Arc::default(),
+            start_grace: Self::start_grace(timing),
         }
+    }
+
+    /// Half the shortest election timeout. A new partition's preferred leader campaigns as soon
+    /// as its own node applied the topic's creation, often before its peers did; refused, it
+    /// would wait out an election timeout while the others' timers run, and the three then
+    /// compete. Held this long, the vote is answered once the peer's replica starts, still
+    /// inside the candidate's vote timeout (the whole election timeout).
+    pub(crate) fn start_grace(timing: RaftTiming) -> Duration {
+        Duration::from_millis(timing.election_timeout_min_ms / 2)
     }
 
     /// Serves one message from node `from`; the answer is an encoded
@@ -426,7 +444,12 @@ impl RaftService {
                 None => error.to_string(),
             })?;
         let group_id = envelope.group;
-        let reply = match (self.registry.get(group_id), envelope.message) {
+        let group = match &envelope.message {
+            // Each item of a batch is its own group's; a missing one is answered alone.
+            RaftMessage::Heartbeats(_) => None,
+            _ => self.group_or_wait(group_id).await,
+        };
+        let reply = match (group, envelope.message) {
             (_, RaftMessage::Heartbeats(items)) => {
                 Ok(RaftReply::Heartbeats(self.heartbeats(items).await))
             }
@@ -454,6 +477,24 @@ impl RaftService {
 }
 
 impl RaftService {
+    /// The group, when it runs here or starts within the grace.
+    async fn group_or_wait(&self, group_id: RaftGroupId) -> Option<RegisteredGroup> {
+        if let Some(group) = self.registry.get(group_id) {
+            return Some(group);
+        }
+        let started = self
+            .registry
+            .wait_for(group_id, Instant::now() + self.start_grace)
+            .await;
+        let outcome = if started.is_some() {
+            "started"
+        } else {
+            "refused"
+        };
+        metrics::counter!(ABSENT_GROUP_MESSAGES_TOTAL, "outcome" => outcome).increment(1);
+        started
+    }
+
     /// Hands each heartbeat of a batch to its group, all at once; each group's answer or why it
     /// could not take it, in the batch's order.
     async fn heartbeats(
