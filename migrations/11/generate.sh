@@ -17,15 +17,18 @@
 set -euo pipefail
 export LC_ALL=C
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-FORMAT=11
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCRIPT_DIR/../.." && pwd)
+# A later format that stores the same kinds of state runs this script for its own fixtures
+# (its generate.sh sets both): which format, and the folder the fixtures go to.
+FORMAT=${FIXTURE_FORMAT:-11}
+HERE=${FIXTURE_DIR:-$SCRIPT_DIR}
 HERALD=${HERALD:-${CARGO_TARGET_DIR:-target}/debug/herald}
 case $HERALD in /*) ;; *) HERALD=$REPO/$HERALD ;; esac
 FIXTURES=${FIXTURES:-one-node three-node}
 
 # The cluster secret of both fixtures: the signing keys in them are sealed under it.
-CLUSTER_SECRET=herald-format-11-fixture-cluster-secret-not-for-production
+CLUSTER_SECRET=herald-format-$FORMAT-fixture-cluster-secret-not-for-production
 # Far ahead: the longest a message can wait for its delivery (9999-12-31T23:59:59Z).
 DELIVER_AT_FOREVER=253402300799000
 # The longest ack deadline and nack delay a subscription allows.

@@ -43,6 +43,9 @@ pub const FIRST_SUPPORTED_FORMAT: u64 = 11;
 /// subscriptions. 8: subscription ordering, per-message delivery details, redrive jobs. 9: OAuth2
 /// clients, signing keys and the authorization policy. 10: a group member's owner. 11: signing
 /// keys sealed under the cluster secret: the first supported format.
+///
+/// Since then (one migration step each, `steps`): 12: the metadata's topics in rows of their
+/// own.
 pub const FORMAT_VERSION: u64 = FIRST_SUPPORTED_FORMAT + MIGRATIONS.len() as u64;
 
 /// What a node found in its data directory and did about it.

@@ -605,6 +605,26 @@ impl MetadataState {
         self.topics.get_mut(name).map(Arc::make_mut)
     }
 
+    /// A copy of everything but the topics: what the metadata state machine persists after
+    /// each change, the topics being stored one row each (see the raft layer's `topic_rows`).
+    pub fn without_topics(&self) -> MetadataState {
+        MetadataState {
+            cluster_id: self.cluster_id.clone(),
+            topics: BTreeMap::new(),
+            nodes: self.nodes.clone(),
+            next_group_id: self.next_group_id,
+            removed_nodes: self.removed_nodes.clone(),
+            producers: self.producers.clone(),
+            deleted_topics: self.deleted_topics.clone(),
+            subscriptions: self.subscriptions.clone(),
+            redrives: self.redrives.clone(),
+            auth: self.auth.clone(),
+            cluster_version: self.cluster_version,
+            schemas: self.schemas.clone(),
+            zones: self.zones.clone(),
+        }
+    }
+
     /// Every partition of every topic: its topic, its index, where it is placed.
     pub fn partitions(&self) -> impl Iterator<Item = (&TopicMeta, u32, &PartitionAssignment)> {
         self.topics.values().map(Arc::as_ref).flat_map(|topic| {

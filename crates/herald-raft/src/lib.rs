@@ -31,6 +31,7 @@ pub use engine::status::{RaftStatus, ROLES as RAFT_ROLES};
 pub use engine::types::{CompactionPlan, DedupClaim, DedupLimits, NodeAddr};
 pub use metadata::consumer_groups::ConsumerGroupsView;
 pub use metadata::replica::MetadataReplica;
+pub use metadata::topic_rows::move_topics_to_rows;
 pub use partition::applier::{DeliveryView, Watermarks};
 pub use partition::cleaner_state::CleanTally;
 pub use partition::cleaning::CompactionCheck;

@@ -18,7 +18,7 @@ use super::types::{
 };
 use herald_storage::{keys, Cf, Store, WriteSet};
 
-const TAG_STATE: u8 = 10;
+pub(crate) const TAG_STATE: u8 = 10;
 
 /// Snapshots this node installed from a leader (a replica that fell behind the purged log).
 pub const SNAPSHOT_INSTALLS_TOTAL: &str = "herald_raft_snapshot_installs_total";
@@ -37,6 +37,11 @@ pub trait GroupApplier: Send + Sync + 'static {
     /// as they change, so a large state does not cost a full rewrite per apply. Runs on a
     /// blocking thread.
     fn load_rows(&mut self, _store: &Store) -> Result<(), io::Error> {
+        Ok(())
+    }
+    /// Adds to an applied batch's writes the rows its commands changed, for an applier that
+    /// keeps rows in step with its state only once per batch (the metadata's topics).
+    fn write_rows(&mut self, _writes: &mut WriteSet) -> Result<(), io::Error> {
         Ok(())
     }
     /// What a snapshot carries: the small state and whatever the applier keeps in rows.
@@ -60,10 +65,10 @@ pub trait GroupApplier: Send + Sync + 'static {
 
 /// What is persisted of a state machine, and what a snapshot carries.
 #[derive(Serialize, Deserialize, Default, Clone)]
-pub(super) struct StateRecord {
+pub(crate) struct StateRecord {
     last_applied: Option<LogId>,
     membership: StoredMembership,
-    state: Vec<u8>,
+    pub(crate) state: Vec<u8>,
 }
 
 pub struct GroupStateMachine<A: GroupApplier> {
@@ -175,6 +180,7 @@ impl<A: GroupApplier> RaftStateMachine<TypeConfig> for GroupStateMachine<A> {
                 ));
             }
         }
+        self.applier.write_rows(&mut writes)?;
         if self.checkpoints.note_applied(batch_bytes) {
             self.put_checkpoint(&mut writes)?;
         }

@@ -4,3 +4,4 @@
 pub(crate) mod applier;
 pub(crate) mod consumer_groups;
 pub(crate) mod replica;
+pub(crate) mod topic_rows;
