@@ -6,7 +6,7 @@
 //! tell which nodes are up, without a round of RPCs per request.
 
 use herald_domain::RaftGroupId;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
@@ -36,10 +36,10 @@ impl LeaderMap {
     pub(super) fn absorb(&self, report: PingReport) {
         let now = Instant::now();
         self.reported.write().insert(report.node_id, now);
+        // A set: a node reports thousands of groups, and each of its claims is looked up.
+        let led: HashSet<RaftGroupId> = report.leads.iter().map(|led| led.group).collect();
         let mut claims = self.claims.write();
-        claims.retain(|group, claim| {
-            claim.leader != report.node_id || report.leads.iter().any(|led| led.group == *group)
-        });
+        claims.retain(|group, claim| claim.leader != report.node_id || led.contains(group));
         for leadership in report.leads {
             let newer = claims.get(&leadership.group).is_none_or(|claim| {
                 leadership.term >= claim.leadership.term

@@ -10,7 +10,7 @@ use super::node_versions::NodeVersions;
 use super::replicas::LocalReplicas;
 use super::routing::Routing;
 use super::{ClusterError, NodeView};
-use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState};
+use herald_domain::metadata::{MetadataCommand, MetadataOutcome, MetadataState, NodeRecord};
 use herald_domain::wire_version::WireVersion;
 use herald_domain::zones::ZoneKey;
 use herald_domain::RaftGroupId;
@@ -93,21 +93,42 @@ impl Membership {
                 .is_some_and(|answered| answered.elapsed() <= gossip::REPORT_TTL)
     }
 
+    /// Each node's status (`up`, `down`, `draining`), without what it leads.
+    pub fn node_statuses(&self) -> Vec<&'static str> {
+        let metadata = self.metadata.current();
+        metadata
+            .nodes
+            .iter()
+            .map(|(&id, record)| self.status_of(id, record))
+            .collect()
+    }
+
+    fn status_of(&self, id: u64, record: &NodeRecord) -> &'static str {
+        if record.draining {
+            "draining"
+        } else if self.is_up(id) {
+            "up"
+        } else {
+            "down"
+        }
+    }
+
     /// The nodes with their status and what each leads.
     pub fn nodes_view(&self) -> Vec<NodeView> {
         let metadata = self.metadata.current();
-        let mut leads: HashMap<u64, Vec<RaftGroupId>> = HashMap::new();
+        // Sets: a node leads thousands of groups, and each is looked up as it is added.
+        let mut leads: HashMap<u64, BTreeSet<RaftGroupId>> = HashMap::new();
         for (group, leader) in self.routing.leader_map().leaders() {
             if !group.is_metadata() {
-                leads.entry(leader).or_default().push(group);
+                leads.entry(leader).or_default().insert(group);
             }
         }
         for replica in self.replicas.all() {
             if replica.is_leader() {
-                let groups = leads.entry(self.node_id).or_default();
-                if !groups.contains(&replica.group()) {
-                    groups.push(replica.group());
-                }
+                leads
+                    .entry(self.node_id)
+                    .or_default()
+                    .insert(replica.group());
             }
         }
         metadata
@@ -117,18 +138,8 @@ impl Membership {
                 id,
                 http_addr: record.http_addr.clone(),
                 raft_addr: record.raft_addr.clone(),
-                status: if record.draining {
-                    "draining"
-                } else if self.is_up(id) {
-                    "up"
-                } else {
-                    "down"
-                },
-                leads: {
-                    let mut groups = leads.remove(&id).unwrap_or_default();
-                    groups.sort_unstable();
-                    groups
-                },
+                status: self.status_of(id, record),
+                leads: leads.remove(&id).unwrap_or_default().into_iter().collect(),
                 zone: metadata.zones.of(id).map(str::to_string),
                 wire_version: if id == self.node_id {
                     Some(self.versions.0)

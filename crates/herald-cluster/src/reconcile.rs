@@ -450,29 +450,8 @@ impl Cluster {
                 }
             }
         }
-        // This node's own view of each partition it holds: on a follower it may trail the
-        // leader's; retention moves every replica's log start at the same point of the log.
-        let state = self.metadata.current();
-        for topic in state.topics.values() {
-            for (index, assignment) in topic.partitions.iter().enumerate() {
-                let Some(replica) = self.replicas.get(assignment.group_id) else {
-                    continue;
-                };
-                let marks = replica.watermarks();
-                let labels = [
-                    ("topic", topic.name.clone()),
-                    ("partition", index.to_string()),
-                ];
-                metrics::gauge!("herald_replica_log_start_offset", &labels)
-                    .set(marks.log_start_offset as f64);
-                metrics::gauge!("herald_replica_high_watermark", &labels)
-                    .set(marks.high_watermark as f64);
-                metrics::gauge!("herald_replica_purged_offset", &labels)
-                    .set(replica.purged_offset() as f64);
-                metrics::gauge!("herald_replica_checkpointed_offset", &labels)
-                    .set(replica.checkpointed_offset() as f64);
-            }
-        }
+        // (Each replica's `herald_replica_*` gauges are read when metrics are scraped: see
+        // `gauges`.)
         metrics::gauge!("herald_raft_recent_entries_bytes")
             .set(herald_raft::recent_entries_bytes() as f64);
         metrics::gauge!("herald_cluster_partition_replicas").set(replicas.len() as f64);
@@ -483,9 +462,9 @@ impl Cluster {
         } else {
             0.0
         });
-        let views = self.membership.nodes_view();
+        let statuses = self.membership.node_statuses();
         for status in ["up", "down", "draining"] {
-            let count = views.iter().filter(|node| node.status == status).count();
+            let count = statuses.iter().filter(|node| **node == status).count();
             metrics::gauge!("herald_cluster_nodes", "status" => status).set(count as f64);
         }
     }

@@ -84,7 +84,10 @@ pub(crate) fn leader_report<SM>(
 where
     SM: RaftStateMachine<TypeConfig>,
 {
-    let metrics = raft.metrics().borrow_watched().clone();
+    // Read under the watch's lock, not cloned: every loop of the cluster layer asks each
+    // replica once a second, and a clone copies the replication and heartbeat maps.
+    let receiver = raft.metrics();
+    let metrics = receiver.borrow_watched();
     if metrics.state != ServerState::Leader || metrics.current_leader != Some(node_id) {
         return None;
     }

@@ -349,8 +349,17 @@ impl PartitionReplica {
     pub async fn purge_trimmed(&self) -> Result<(), RaftLayerError> {
         let _one_at_a_time = self.purge_lock.lock().await;
         let watermarks = self.watermarks();
-        let metrics = self.raft.metrics().borrow_watched().clone();
-        let Some(applied) = metrics.last_applied.as_ref().map(|log_id| log_id.index) else {
+        // Two indexes read under the watch's lock rather than a clone of every metric: this
+        // runs for each replica every second.
+        let (applied, purged_before) = {
+            let receiver = self.raft.metrics();
+            let metrics = receiver.borrow_watched();
+            (
+                metrics.last_applied.as_ref().map(|log_id| log_id.index),
+                metrics.purged.as_ref().map(|purged| purged.index),
+            )
+        };
+        let Some(applied) = applied else {
             return Ok(());
         };
         let start = watermarks.log_start_offset;
@@ -416,7 +425,7 @@ impl PartitionReplica {
                 .as_ref()
                 .is_some_and(|purged| purged.index >= upto)
         };
-        if !purged(&metrics) {
+        if purged_before.is_none_or(|index| index < upto) {
             self.raft.trigger().purge_log(upto).await.map_err(fatal)?;
             self.wait_metrics(purged).await?;
             let (store, group) = (self.store.clone(), self.group);

@@ -6,11 +6,12 @@
 use std::fmt::Write as _;
 
 use crate::api::routes::groups::label;
-use crate::broker::node_gauges::{GroupRaftStatus, StorageGauges, RAFT_ROLES};
+use crate::broker::node_gauges::{GroupRaftStatus, ReplicaOffsets, StorageGauges, RAFT_ROLES};
 use crate::broker::GroupLagAge;
 
 /// A per-group raft gauge: its name, help text and how to read it off a status.
 type RaftSeries = (&'static str, &'static str, fn(&GroupRaftStatus) -> u64);
+type ReplicaSeries = (&'static str, &'static str, fn(&ReplicaOffsets) -> u64);
 
 fn family(text: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -80,6 +81,40 @@ pub(in crate::api) fn render_raft(statuses: &[GroupRaftStatus]) -> String {
                 text,
                 "herald_raft_follower_lag_entries{{raft_group=\"{}\",follower=\"{follower}\"}} {behind}",
                 label(&group.raft_group)
+            );
+        }
+    }
+    let replica_series: [ReplicaSeries; 4] = [
+        (
+            "herald_replica_log_start_offset",
+            "This replica's view of the partition's first retained offset",
+            |offsets| offsets.log_start_offset,
+        ),
+        (
+            "herald_replica_high_watermark",
+            "This replica's view of the partition's high watermark",
+            |offsets| offsets.high_watermark,
+        ),
+        (
+            "herald_replica_purged_offset",
+            "The log start whose prefix this replica purged from its raft log",
+            |offsets| offsets.purged_offset,
+        ),
+        (
+            "herald_replica_checkpointed_offset",
+            "The high watermark as of the newest checkpoint of this replica's state",
+            |offsets| offsets.checkpointed_offset,
+        ),
+    ];
+    for (name, help, value) in replica_series {
+        family(&mut text, name, "gauge", help);
+        for offsets in statuses.iter().filter_map(|group| group.replica.as_ref()) {
+            let _ = writeln!(
+                text,
+                "{name}{{topic=\"{}\",partition=\"{}\"}} {}",
+                label(&offsets.topic),
+                offsets.partition,
+                value(offsets)
             );
         }
     }
