@@ -20,6 +20,7 @@
 use super::catch_up_throttle::{CatchUpThrottle, CATCH_UP_LAG_ENTRIES};
 use herald_domain::RaftGroupId;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -414,7 +415,15 @@ pub struct RaftService {
     /// How long a message for a group that does not run here waits for it to start before it
     /// is refused (see [`RaftService::start_grace`]).
     start_grace: Duration,
+    /// Messages waiting for their group now, at most [`MAX_WAITING_FOR_START`].
+    waiting: Arc<AtomicUsize>,
 }
+
+/// How many messages may wait for their group to start at once. Each holds one of its
+/// connection's request permits while it waits; past this many (a restart of thousands of
+/// groups, or a peer still talking to replicas deleted here) the rest are refused at once, as
+/// before the grace existed.
+const MAX_WAITING_FOR_START: usize = 1024;
 
 impl RaftService {
     pub fn new(registry: Arc<GroupRegistry>, timing: RaftTiming) -> Self {
@@ -422,6 +431,7 @@ impl RaftService {
             registry,
             sequencer: Arc::default(),
             start_grace: Self::start_grace(timing),
+            waiting: Arc::default(),
         }
     }
 
@@ -482,10 +492,15 @@ impl RaftService {
         if let Some(group) = self.registry.get(group_id) {
             return Some(group);
         }
-        let started = self
-            .registry
-            .wait_for(group_id, Instant::now() + self.start_grace)
-            .await;
+        let waiting = Waiting::enter(&self.waiting);
+        let started = if waiting.ahead < MAX_WAITING_FOR_START {
+            self.registry
+                .wait_for(group_id, Instant::now() + self.start_grace)
+                .await
+        } else {
+            None
+        };
+        drop(waiting);
         let outcome = if started.is_some() {
             "started"
         } else {
@@ -511,6 +526,27 @@ impl RaftService {
             }
         });
         futures::future::join_all(handed).await
+    }
+}
+
+/// One message counted among those waiting for their group, until it is dropped (answered, or
+/// abandoned with its request).
+struct Waiting<'a> {
+    count: &'a AtomicUsize,
+    /// How many were waiting before this one.
+    ahead: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        let ahead = count.fetch_add(1, Ordering::Relaxed);
+        Waiting { count, ahead }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
