@@ -200,15 +200,21 @@ pub(crate) async fn converge<SM>(
 where
     SM: RaftStateMachine<TypeConfig>,
 {
-    let metrics = raft.metrics().borrow_watched().clone();
-    if metrics.state != ServerState::Leader || metrics.current_leader != Some(node_id) {
-        return Ok(MembershipStep::NotLeader);
+    {
+        // Asked of every led group each second: read under the lock, copied only below, when
+        // there is something to change.
+        let receiver = raft.metrics();
+        let metrics = receiver.borrow_watched();
+        if metrics.state != ServerState::Leader || metrics.current_leader != Some(node_id) {
+            return Ok(MembershipStep::NotLeader);
+        }
     }
     let current = members_of(raft);
     let wanted_all: BTreeSet<u64> = voters.union(learners).copied().collect();
     if current.voters == *voters && current.learners == *learners && !current.joint {
         return Ok(MembershipStep::Settled);
     }
+    let metrics = raft.metrics().borrow_watched().clone();
     if voters.is_empty() {
         return Err(RaftLayerError::Rejected(format!(
             "group {group}: refusing to remove every voter"

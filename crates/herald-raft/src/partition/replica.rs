@@ -480,6 +480,10 @@ impl PartitionReplica {
 
     /// Leader, voters and in-sync replicas, when this node leads the group.
     pub fn leader_report(&self) -> Option<LeaderReport> {
+        // Most replicas are followers: answered before the quiet list is copied.
+        if !self.is_leader() {
+            return None;
+        }
         let quiet = self.quiescence.is_quiet().then(|| self.quiescence.absent());
         leader_report(&self.raft, self.node_id, self.max_ack_age, quiet.as_deref())
     }
