@@ -21,8 +21,8 @@ use super::subscriptions::{DeliveryCommand, DeliveryOutcome};
 use crate::engine::checkpoints::CheckpointStatus;
 use crate::engine::error::RaftLayerError;
 use crate::engine::group::{
-    blocking, bootstrap_raft, start_raft, transfer_leadership, wait_for_leader, write_error,
-    Bootstrap, GroupContext,
+    blocking, bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader,
+    write_error, Bootstrap, GroupContext,
 };
 use crate::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
@@ -33,9 +33,6 @@ use crate::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use crate::engine::state_machine::GroupStateMachine;
 use crate::engine::status::{status_of, RaftStatus};
 use crate::engine::types::{NodeAddr, RaftRequest, RaftResponse, TypeConfig};
-
-type RaftMetricsReceiver =
-    openraft::type_config::alias::WatchReceiverOf<TypeConfig, openraft::RaftMetrics<TypeConfig>>;
 use herald_storage::Store;
 
 /// This node's replica of one partition.
@@ -43,10 +40,6 @@ pub struct PartitionReplica {
     group: RaftGroupId,
     node_id: u64,
     pub(crate) raft: PartitionRaft,
-    /// The group's raft metrics, kept: the cluster layer asks every replica who leads it
-    /// several times a second, and a receiver fetched for each question (`Raft::metrics`)
-    /// cost more than the reading.
-    raft_metrics: RaftMetricsReceiver,
     watermarks: watch::Receiver<Watermarks>,
     pub(crate) store: Store,
     registry: Arc<GroupRegistry>,
@@ -120,7 +113,6 @@ impl PartitionReplica {
             quiescence.start_dormant(&raft, context.node_id).await;
         }
         Ok(PartitionReplica {
-            raft_metrics: raft.metrics(),
             group,
             node_id: context.node_id,
             raft,
@@ -451,7 +443,7 @@ impl PartitionReplica {
     }
 
     pub fn leader(&self) -> Option<u64> {
-        self.raft_metrics.borrow_watched().current_leader
+        leader_of(&self.raft)
     }
 
     pub fn is_leader(&self) -> bool {
