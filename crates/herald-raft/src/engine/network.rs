@@ -20,9 +20,9 @@
 use super::catch_up_throttle::{CatchUpThrottle, CATCH_UP_LAG_ENTRIES};
 use herald_domain::RaftGroupId;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use bytes::Bytes;
@@ -415,8 +415,8 @@ pub struct RaftService {
     /// How long a message for a group that does not run here waits for it to start before it
     /// is refused (see [`RaftService::start_grace`]).
     start_grace: Duration,
-    /// Messages waiting for their group now, at most [`MAX_WAITING_FOR_START`].
-    waiting: Arc<AtomicUsize>,
+    /// One permit per message waiting for its group, [`MAX_WAITING_FOR_START`] in all.
+    waiting: Arc<Semaphore>,
 }
 
 /// How many messages may wait for their group to start at once. Each holds one of its
@@ -431,7 +431,7 @@ impl RaftService {
             registry,
             sequencer: Arc::default(),
             start_grace: Self::start_grace(timing),
-            waiting: Arc::default(),
+            waiting: Arc::new(Semaphore::new(MAX_WAITING_FOR_START)),
         }
     }
 
@@ -439,8 +439,9 @@ impl RaftService {
     /// as its own node applied the topic's creation, often before its peers did; refused, it
     /// would wait out an election timeout while the others' timers run, and the three then
     /// compete. Held this long, the vote is answered once the peer's replica starts, still
-    /// inside the candidate's vote timeout (the whole election timeout).
-    pub(crate) fn start_grace(timing: RaftTiming) -> Duration {
+    /// inside the candidate's vote timeout (openraft gives a vote the shortest election
+    /// timeout, and the transport three quarters of that).
+    fn start_grace(timing: RaftTiming) -> Duration {
         Duration::from_millis(timing.election_timeout_min_ms / 2)
     }
 
@@ -492,15 +493,15 @@ impl RaftService {
         if let Some(group) = self.registry.get(group_id) {
             return Some(group);
         }
-        let waiting = Waiting::enter(&self.waiting);
-        let started = if waiting.ahead < MAX_WAITING_FOR_START {
-            self.registry
-                .wait_for(group_id, Instant::now() + self.start_grace)
-                .await
-        } else {
-            None
+        // Held until the wait ends, or the request is abandoned with it.
+        let started = match self.waiting.try_acquire() {
+            Ok(_waiting) => {
+                self.registry
+                    .wait_for(group_id, Instant::now() + self.start_grace)
+                    .await
+            }
+            Err(_) => None,
         };
-        drop(waiting);
         let outcome = if started.is_some() {
             "started"
         } else {
@@ -526,27 +527,6 @@ impl RaftService {
             }
         });
         futures::future::join_all(handed).await
-    }
-}
-
-/// One message counted among those waiting for their group, until it is dropped (answered, or
-/// abandoned with its request).
-struct Waiting<'a> {
-    count: &'a AtomicUsize,
-    /// How many were waiting before this one.
-    ahead: usize,
-}
-
-impl<'a> Waiting<'a> {
-    fn enter(count: &'a AtomicUsize) -> Self {
-        let ahead = count.fetch_add(1, Ordering::Relaxed);
-        Waiting { count, ahead }
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

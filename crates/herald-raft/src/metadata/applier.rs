@@ -215,7 +215,6 @@ impl GroupApplier for MetadataApplier {
         } else {
             self.topics_changed = true;
         }
-        self.dirty = true;
         self.groups.load_rows(store)
     }
 
