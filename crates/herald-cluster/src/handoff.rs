@@ -10,6 +10,12 @@
 //! it campaigns, so they commit and their requests are answered; requests arriving meanwhile
 //! are refused with "not the leader" and sent on to the new one.
 //!
+//! The transfers run a bounded number at a time ([`HANDOFF_IN_FLIGHT`]), groups with recent
+//! writes first: each costs its target an election (a vote written to disk, a blank entry
+//! replicated), and a node leading thousands of groups that asked for all of them at once had
+//! its peers time out on most of them, so that most groups then failed over by election after
+//! it exited, on peers already overloaded.
+//!
 //! From the start of the hand-off the node counts as leaving: it reports no replica progress,
 //! so its peers do not hand leadership back to it, and it never picks itself to take over a
 //! dead peer's groups.
@@ -17,7 +23,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::future::join_all;
+use futures::stream::{self, StreamExt};
 use herald_domain::RaftGroupId;
 use tokio::time::Instant;
 
@@ -28,6 +34,8 @@ use herald_raft::PartitionReplica;
 const LEADER_CHECK_INTERVAL: Duration = Duration::from_millis(20);
 /// How long before the replicas of a group that none could take yet are asked again.
 const RETRY_INTERVAL: Duration = Duration::from_millis(50);
+/// How many groups are being handed off at once.
+const HANDOFF_IN_FLIGHT: usize = 64;
 
 /// What a hand-off did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -51,7 +59,7 @@ impl Cluster {
         self.leaving.store(true, Ordering::Relaxed);
         let deadline = Instant::now() + within;
         let mut report = HandoffReport::default();
-        let led: Vec<(Vec<u64>, std::sync::Arc<PartitionReplica>)> = {
+        let mut led: Vec<(Vec<u64>, std::sync::Arc<PartitionReplica>)> = {
             let state = self.metadata.current();
             state
                 .topics
@@ -65,18 +73,23 @@ impl Cluster {
                 })
                 .collect()
         };
-        let outcomes = join_all(
-            led.iter()
-                .map(|(replicas, replica)| self.hand_off_partition(replica, replicas, deadline)),
-        )
-        .await;
-        for ((_, replica), outcome) in led.iter().zip(outcomes) {
+        // Groups with clients first: a quiet group has nobody waiting on it.
+        led.sort_by_key(|(_, replica)| replica.is_quiet());
+        let outcomes: Vec<(RaftGroupId, Result<Option<u64>, String>)> = stream::iter(&led)
+            .map(|(replicas, replica)| async move {
+                let outcome = self.hand_off_partition(replica, replicas, deadline).await;
+                (replica.group(), outcome)
+            })
+            .buffer_unordered(HANDOFF_IN_FLIGHT)
+            .collect()
+            .await;
+        for (group, outcome) in outcomes {
             match outcome {
-                Ok(Some(to)) => report.moved.push((replica.group(), to)),
+                Ok(Some(to)) => report.moved.push((group, to)),
                 // One replica only: nobody to hand it to, and nothing a client loses by it
                 // that a restart of a one-replica group would not lose anyway.
                 Ok(None) => {}
-                Err(reason) => report.kept.push((replica.group(), reason)),
+                Err(reason) => report.kept.push((group, reason)),
             }
         }
         match self.hand_off_metadata(deadline).await {
@@ -100,6 +113,9 @@ impl Cluster {
     ) -> Result<Option<u64>, String> {
         if assignment.iter().all(|node| *node == self.node_id) {
             return Ok(None);
+        }
+        if Instant::now() >= deadline {
+            return Err("its turn came after the time for the hand-off was up".into());
         }
         loop {
             let Some(report) = replica.leader_report() else {

@@ -102,6 +102,23 @@ pub fn args_for(common_args: &[String], id: u64) -> Vec<String> {
         .collect()
 }
 
+impl Drop for TestCluster {
+    /// In a failed test: every node's log tail (as each is dropped), then the failure once more,
+    /// last, where a reader of the output's end finds it.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for node in self.nodes.values_mut() {
+            node.repeats_failure = false;
+        }
+        drop(std::mem::take(&mut self.nodes));
+        if let Some(failure) = super::failure::this_threads_failure() {
+            eprintln!("---- the test failed {failure}");
+        }
+    }
+}
+
 impl TestCluster {
     /// Starts `n` nodes with default settings and waits until they form one cluster.
     pub async fn start(n: u64) -> TestCluster {

@@ -42,6 +42,7 @@ mod cluster_partitions;
 mod cluster_produce;
 mod cluster_reads;
 mod cluster_topics;
+pub mod failure;
 pub mod fault_consumer;
 pub mod fault_queue;
 pub mod fault_stream_group;

@@ -38,6 +38,9 @@ pub struct Server {
     extra_args: Vec<String>,
     /// Environment variables the process gets (besides the harness's own).
     env: Vec<(String, String)>,
+    /// Whether dropping it in a failed test repeats the failure after the log tail (a
+    /// cluster repeats it once, after all its nodes').
+    pub(super) repeats_failure: bool,
     /// The file mode creation mask the process starts with (the runner's own when `None`).
     umask: Option<u32>,
     /// Logs of this and earlier runs (one file per start), newest last.
@@ -182,6 +185,7 @@ impl Server {
             raft_port,
             extra_args,
             env: Vec::new(),
+            repeats_failure: true,
             umask: None,
             logs: Vec::new(),
             client: client(),
@@ -286,6 +290,7 @@ impl Server {
 
     /// Starts the process (its output goes to a new log file) without waiting for anything.
     pub fn spawn(&mut self) {
+        super::failure::record_panics();
         assert!(
             self.child.is_none(),
             "node {} is already running",
@@ -516,6 +521,11 @@ impl Drop for Server {
                 self.data_dir().display(),
                 self.log_tail()
             );
+            if self.repeats_failure {
+                if let Some(failure) = super::failure::this_threads_failure() {
+                    eprintln!("---- the test failed {failure}");
+                }
+            }
         }
     }
 }

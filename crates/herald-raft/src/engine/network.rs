@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::codec;
 use super::group::RaftTiming;
 use super::heartbeats::HeartbeatCoalescer;
-use super::registry::{GroupRegistry, RegisteredGroup};
+use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
 use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
 use herald_rpc::operation_tag::unknown_operation;
@@ -545,6 +545,16 @@ fn failed(error: impl std::fmt::Display) -> RaftServiceError {
     RaftServiceError::Failed(error.to_string())
 }
 
+/// Whether `message` is an append from a leader whose vote is older than the one `raft` holds.
+fn is_stale_append(raft: &PartitionRaft, message: &RaftMessage) -> bool {
+    use openraft::rt::watch::WatchReceiver;
+    let vote = match message {
+        RaftMessage::Append(request) | RaftMessage::StreamAppend { request, .. } => &request.vote,
+        _ => return false,
+    };
+    *vote < raft.metrics().borrow_watched().vote
+}
+
 async fn dispatch(
     group: RegisteredGroup,
     message: RaftMessage,
@@ -598,8 +608,12 @@ async fn dispatch(
         RegisteredGroup::Metadata(raft) => on_raft!(raft),
         RegisteredGroup::Partition(raft, quiescence) => {
             // Whatever a peer sends a quiet group (its leader's first heartbeat after a write,
-            // a candidate's vote) needs the group awake to be answered in time.
-            quiescence.wake(&raft);
+            // a candidate's vote) needs the group awake to be answered in time; but not an
+            // append from a leader of old (a node back from a stop, see `engine::quiescence`),
+            // answered with the newer vote, which needs no ticks.
+            if !is_stale_append(&raft, &message) {
+                quiescence.wake(&raft);
+            }
             on_raft!(raft)
         }
     }

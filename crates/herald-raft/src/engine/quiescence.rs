@@ -33,6 +33,15 @@
 //! election timer, started before any leader could reach it, runs out. If that leader is
 //! silent, or nobody claims the group, the cluster layer wakes it to elect.
 //!
+//! A replica that led its group before it stopped restarts as its leader (openraft's leader
+//! restore), which is right when nobody elected another meanwhile (a whole cluster restarting).
+//! When somebody did, its first heartbeat meets the newer vote and it steps down, knowing the
+//! new leader: it then goes dormant too ([`Quiescence::dormant_after_step_down`]) instead of
+//! campaigning against a group that has a leader, which may be quiet and only send heartbeats
+//! once its node notices this one is back. And a heartbeat from such a stale leader does not
+//! wake a quiet replica (the `dispatch` of `engine::network`): the answer, the newer vote, needs
+//! no ticks, and a woken follower of a quiet leader would campaign.
+//!
 //! Races: a write marks activity before it looks at the quiet flag; a leader going quiet sets
 //! the flag, stops its ticks and then checks activity again, so one of the two always sees the
 //! other and the group never stays quiet with a write in flight.
@@ -175,6 +184,50 @@ impl Quiescence {
         raft.runtime_config().tick(false);
         metrics::counter!(DORMANT_STARTS_TOTAL).increment(1);
         true
+    }
+
+    /// On a replica that restarted and did not start dormant: if it restored its leadership and
+    /// then, within `within`, stepped down to follow another node (which had been elected
+    /// while it was away), it goes quiet to wait for that leader's heartbeat, as if it had
+    /// restarted knowing it (see the module docs). Watches in a task of its own.
+    pub(crate) fn dormant_after_step_down<SM>(
+        self: &std::sync::Arc<Self>,
+        raft: &Raft<TypeConfig, SM>,
+        node_id: u64,
+        within: Duration,
+    ) where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        let quiescence = self.clone();
+        let mut metrics = raft.metrics();
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + within;
+            let mut led = false;
+            loop {
+                let (state, leader) = {
+                    let metrics = metrics.borrow_watched();
+                    (metrics.state, metrics.current_leader)
+                };
+                match state {
+                    ServerState::Leader => led = true,
+                    // (Until the new leader is known: a vote it granted names none yet.)
+                    ServerState::Follower if led && leader.is_some_and(|id| id != node_id) => {
+                        if !quiescence.quiet.swap(true, Ordering::SeqCst) {
+                            raft.runtime_config().tick(false);
+                            metrics::counter!(DORMANT_STARTS_TOTAL).increment(1);
+                        }
+                        return;
+                    }
+                    ServerState::Candidate | ServerState::Shutdown => return,
+                    _ => {}
+                }
+                match tokio::time::timeout_at(deadline, metrics.changed()).await {
+                    Ok(Ok(())) => {}
+                    _ => return,
+                }
+            }
+        });
     }
 
     /// On the leader: an offer to go quiet when the group was idle for `idle_after`, a quorum

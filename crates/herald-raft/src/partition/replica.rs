@@ -86,6 +86,10 @@ fn maintain_checkpoints(
     })
 }
 
+/// How long a replica that restarted as its group's leader is watched for a step-down that
+/// sends it dormant (see `engine::quiescence`).
+const RESTORED_LEADER_WATCH: Duration = Duration::from_secs(30);
+
 /// How long a snapshot and a purge may take before the next retention pass retries.
 const PURGE_WAIT: Duration = Duration::from_secs(30);
 
@@ -109,8 +113,11 @@ impl PartitionReplica {
             RegisteredGroup::Partition(raft.clone(), quiescence.clone()),
         );
         let initialized = bootstrap_raft(&raft, group, &bootstrap).await?;
-        if context.dormant_restarts && !initialized {
-            quiescence.start_dormant(&raft, context.node_id).await;
+        if context.dormant_restarts
+            && !initialized
+            && !quiescence.start_dormant(&raft, context.node_id).await
+        {
+            quiescence.dormant_after_step_down(&raft, context.node_id, RESTORED_LEADER_WATCH);
         }
         Ok(PartitionReplica {
             group,
