@@ -555,6 +555,12 @@ fn is_stale_append(raft: &PartitionRaft, message: &RaftMessage) -> bool {
     *vote < raft.metrics().borrow_watched().vote
 }
 
+/// The vote `raft` holds now.
+fn current_vote(raft: &PartitionRaft) -> openraft::alias::VoteOf<TypeConfig> {
+    use openraft::rt::watch::WatchReceiver;
+    raft.metrics().borrow_watched().vote.clone()
+}
+
 async fn dispatch(
     group: RegisteredGroup,
     message: RaftMessage,
@@ -607,14 +613,23 @@ async fn dispatch(
     match group {
         RegisteredGroup::Metadata(raft) => on_raft!(raft),
         RegisteredGroup::Partition(raft, quiescence) => {
-            // Whatever a peer sends a quiet group (its leader's first heartbeat after a write,
-            // a candidate's vote) needs the group awake to be answered in time; but not an
-            // append from a leader of old (a node back from a stop, see `engine::quiescence`),
-            // answered with the newer vote, which needs no ticks.
-            if !is_stale_append(&raft, &message) {
+            // What a leader sends a quiet group (its first heartbeat after a write, a snapshot,
+            // a transfer) wakes it first: the group is active again. Not an append from a
+            // leader of old (a node back from a stop, see `engine::quiescence`), answered with
+            // the newer vote. And a vote or pre-vote wakes it only if it granted it (its vote
+            // changed, which restarts its election timer): a woken follower of a quiet leader
+            // would find its timer long run out and campaign, and one candidate's refused
+            // ballots would set off the elections of every follower they reached.
+            let is_ballot = matches!(message, RaftMessage::Vote(_) | RaftMessage::PreVote(_));
+            if !is_ballot && !is_stale_append(&raft, &message) {
                 quiescence.wake(&raft);
             }
-            on_raft!(raft)
+            let vote_before = is_ballot.then(|| current_vote(&raft));
+            let reply = on_raft!(&raft);
+            if vote_before.is_some_and(|before| before != current_vote(&raft)) {
+                quiescence.wake(&raft);
+            }
+            reply
         }
     }
 }
