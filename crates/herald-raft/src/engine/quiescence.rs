@@ -10,8 +10,8 @@
 //! What wakes a group (ticks back on):
 //! - a write or a membership change on the leader, which first sends a heartbeat and waits for
 //!   a quorum to answer it, so the leader's lease is valid again before it proposes;
-//! - any raft message reaching a quiet replica (an append, a vote, a snapshot, a transfer): a
-//!   woken leader's first heartbeat wakes its followers;
+//! - a raft message reaching a quiet replica (an append, a snapshot, a transfer; a vote or
+//!   pre-vote only when granted): a woken leader's first heartbeat wakes its followers;
 //! - the cluster layer, when a peer stops answering: the followers of a group that peer leads
 //!   (their election timer then runs out at once, since the leader was last heard long ago, and
 //!   they elect), and the leader of a group the peer follows (so in-sync replicas are reported
