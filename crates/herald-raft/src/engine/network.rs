@@ -558,7 +558,7 @@ fn is_stale_append(raft: &PartitionRaft, message: &RaftMessage) -> bool {
 /// The vote `raft` holds now.
 fn current_vote(raft: &PartitionRaft) -> openraft::alias::VoteOf<TypeConfig> {
     use openraft::rt::watch::WatchReceiver;
-    raft.metrics().borrow_watched().vote.clone()
+    raft.metrics().borrow_watched().vote
 }
 
 async fn dispatch(
