@@ -21,6 +21,12 @@ use herald_rpc::RpcError;
 const CHECK_INTERVAL: Duration = Duration::from_millis(50);
 /// How long the confirming ping may take.
 const CONFIRM_TIMEOUT: Duration = Duration::from_millis(500);
+/// How many elections this node starts at a time when it takes over a dead peer's groups...
+const TAKEOVER_WAVE: usize = 100;
+/// ...and the pause between two waves: 2,000 a second. Each costs a vote written on every
+/// replica and a blank entry; thousands started at once overloaded the survivors until their
+/// ballots timed out and the elections repeated.
+const TAKEOVER_PAUSE: Duration = Duration::from_millis(50);
 
 pub(super) async fn watch_peers(cluster: Weak<Cluster>, mut stopped: watch::Receiver<bool>) {
     let mut connected: HashMap<u64, bool> = HashMap::new();
@@ -87,13 +93,27 @@ impl Cluster {
                     .await;
             }
         }
+        // Where another survivor campaigns, only the lease goes (at once, so the candidate's
+        // vote is granted); where this node does, the elections start in waves.
+        let mut campaigns = Vec::new();
         for replica in self.replicas.all() {
             if replica.leader() != Some(dead) {
                 continue;
             }
-            if let Some(candidate) = replica.members().voters.iter().copied().find(alive) {
+            let Some(candidate) = replica.members().voters.iter().copied().find(alive) else {
+                continue;
+            };
+            if candidate == self.node_id {
+                campaigns.push(replica);
+            } else {
                 replica.take_over_from(dead, candidate).await;
             }
+        }
+        for (index, replica) in campaigns.iter().enumerate() {
+            if index > 0 && index % TAKEOVER_WAVE == 0 {
+                tokio::time::sleep(TAKEOVER_PAUSE).await;
+            }
+            replica.take_over_from(dead, self.node_id).await;
         }
     }
 }

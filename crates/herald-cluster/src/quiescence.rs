@@ -200,7 +200,8 @@ impl Cluster {
 
     /// Wakes quiet followers whose group no node has claimed to lead for [`UNCLAIMED_GRACE`]
     /// while the leader they know reports, fresh, that it does not lead it (a dormant replica
-    /// whose leader of old leads no more, and nobody else does). A leader whose reports are
+    /// whose leader of old leads no more, and nobody else does), or while they wait for a
+    /// takeover's candidate that has not won. A leader whose reports are
     /// late is left to [`Self::wake_for_silent_peers`]: an overloaded node's late answers must
     /// not wake groups to campaign.
     fn wake_unclaimed(&self, unclaimed: &mut HashMap<RaftGroupId, Instant>) {
@@ -211,9 +212,12 @@ impl Cluster {
             if !replica.is_quiet() || replica.is_leader() {
                 continue;
             }
+            // (One waiting for a takeover's candidate knows its leader is gone: if nobody
+            // claims the group within the grace, the candidate did not win.)
             let disowned = match replica.leader() {
                 Some(known) => {
-                    leaders.has_fresh_report(known) && leaders.claimant(replica.group()).is_none()
+                    (leaders.has_fresh_report(known) || replica.is_awaiting_candidate())
+                        && leaders.claimant(replica.group()).is_none()
                 }
                 None => leaders.claimant(replica.group()).is_none(),
             };

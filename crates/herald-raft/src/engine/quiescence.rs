@@ -73,6 +73,9 @@ pub struct Quiescence {
     active_at_ms: AtomicU64,
     /// On a quiet leader: the followers that were down when it went quiet, or died since.
     absent: Mutex<Vec<u64>>,
+    /// On a quiet follower whose dead leader's group another survivor was picked to take over:
+    /// it stays quiet until that candidate's vote reaches it (see [`Self::await_candidate`]).
+    awaiting_candidate: AtomicBool,
 }
 
 impl Default for Quiescence {
@@ -81,6 +84,7 @@ impl Default for Quiescence {
             quiet: AtomicBool::new(false),
             active_at_ms: AtomicU64::new(now_ms()),
             absent: Mutex::new(Vec::new()),
+            awaiting_candidate: AtomicBool::new(false),
         }
     }
 }
@@ -125,6 +129,7 @@ impl Quiescence {
     {
         if self.quiet.swap(false, Ordering::SeqCst) {
             self.absent.lock().clear();
+            self.awaiting_candidate.store(false, Ordering::SeqCst);
             self.touch();
             raft.runtime_config().tick(true);
             metrics::counter!(QUIESCENCE_WAKES_TOTAL).increment(1);
@@ -132,6 +137,24 @@ impl Quiescence {
         } else {
             false
         }
+    }
+
+    /// On a quiet follower whose leader is gone and whose group another survivor takes over:
+    /// stays quiet (answers whether it is) instead of waking with the others, whose election
+    /// timers, long run out, would campaign against the candidate at once. The candidate's
+    /// vote, once granted, wakes it (`engine::network`); if nobody wins, the cluster layer's
+    /// check for unclaimed groups does.
+    pub(crate) fn await_candidate(&self) -> bool {
+        if self.is_quiet() {
+            self.awaiting_candidate.store(true, Ordering::SeqCst);
+        }
+        self.is_quiet()
+    }
+
+    /// Whether this quiet replica waits for a takeover's candidate (see
+    /// [`Self::await_candidate`]).
+    pub fn is_awaiting_candidate(&self) -> bool {
+        self.is_quiet() && self.awaiting_candidate.load(Ordering::SeqCst)
     }
 
     /// The followers a quiet leader went quiet without (empty when awake).

@@ -168,6 +168,12 @@ impl PartitionReplica {
         self.quiescence.is_quiet()
     }
 
+    /// Whether this quiet replica waits for another survivor's takeover of its dead leader's
+    /// group (see [`Self::take_over_from`]).
+    pub fn is_awaiting_candidate(&self) -> bool {
+        self.quiescence.is_awaiting_candidate()
+    }
+
     /// On the leader: an offer to go quiet, when the group was idle for `idle_after` and every
     /// follower `is_up` says is up (a quorum with the leader) holds the whole log (see
     /// [`crate::engine::quiescence`]).
@@ -205,6 +211,10 @@ impl PartitionReplica {
         }
         let leader = self.leader();
         if leader == Some(peer) {
+            // Unless another survivor was picked to take over: its vote wakes this one.
+            if self.quiescence.is_awaiting_candidate() {
+                return false;
+            }
             return self.quiescence.wake(&self.raft);
         }
         if leader != Some(self.node_id) {
@@ -529,10 +539,16 @@ impl PartitionReplica {
         transfer_leadership(&self.raft, self.group, to).await
     }
 
-    /// The group's leader `dead` is gone: elect `candidate` now (see [`take_over_from`]).
+    /// The group's leader `dead` is gone: elect `candidate` now (see [`take_over_from`]). The
+    /// candidate's replica wakes (no heartbeat to wait for, only the election timer to
+    /// restart); a quiet replica elsewhere stays quiet until the candidate's vote reaches it
+    /// (see `engine::quiescence`), so each group has one campaign, not one per survivor.
     pub async fn take_over_from(&self, dead: u64, candidate: u64) {
-        // The leader is gone: no heartbeat to wait for, only the election timer to restart.
-        self.quiescence.wake(&self.raft);
+        if candidate == self.node_id {
+            self.quiescence.wake(&self.raft);
+        } else {
+            self.quiescence.await_candidate();
+        }
         take_over_from(&self.raft, self.group, dead, candidate).await
     }
 
