@@ -140,15 +140,14 @@ impl Quiescence {
     }
 
     /// On a quiet follower whose leader is gone and whose group another survivor takes over:
-    /// stays quiet (answers whether it is) instead of waking with the others, whose election
-    /// timers, long run out, would campaign against the candidate at once. The candidate's
-    /// vote, once granted, wakes it (`engine::network`); if nobody wins, the cluster layer's
-    /// check for unclaimed groups does.
-    pub(crate) fn await_candidate(&self) -> bool {
+    /// stays quiet instead of waking with the others, whose election timers, long run out,
+    /// would campaign against the candidate at once. The candidate's vote, once granted, wakes
+    /// it (`engine::network`); if nobody wins, the cluster layer's check for unclaimed groups
+    /// does. An awake replica is left as it is.
+    pub(crate) fn await_candidate(&self) {
         if self.is_quiet() {
             self.awaiting_candidate.store(true, Ordering::SeqCst);
         }
-        self.is_quiet()
     }
 
     /// Whether this quiet replica waits for a takeover's candidate (see
@@ -203,10 +202,19 @@ impl Quiescence {
         if !led_elsewhere {
             return false;
         }
-        self.quiet.store(true, Ordering::SeqCst);
-        raft.runtime_config().tick(false);
-        metrics::counter!(DORMANT_STARTS_TOTAL).increment(1);
+        self.go_dormant(raft);
         true
+    }
+
+    /// Quiet, no ticks, waiting to be woken (counted once, however often it is asked).
+    fn go_dormant<SM>(&self, raft: &Raft<TypeConfig, SM>)
+    where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        if !self.quiet.swap(true, Ordering::SeqCst) {
+            raft.runtime_config().tick(false);
+            metrics::counter!(DORMANT_STARTS_TOTAL).increment(1);
+        }
     }
 
     /// On a replica that restarted and did not start dormant: if it restored its leadership and
@@ -228,20 +236,23 @@ impl Quiescence {
             let deadline = tokio::time::Instant::now() + within;
             let mut led = false;
             loop {
-                let (state, leader) = {
+                let (state, leader, alone) = {
                     let metrics = metrics.borrow_watched();
-                    (metrics.state, metrics.current_leader)
+                    let voters = metrics.membership_config.membership().voter_ids().count();
+                    (metrics.state, metrics.current_leader, voters <= 1)
                 };
+                let led_elsewhere = leader.is_some_and(|id| id != node_id);
                 match state {
+                    // The only voter: nobody else can have been elected.
+                    ServerState::Leader if alone => return,
                     ServerState::Leader => led = true,
                     // (Until the new leader is known: a vote it granted names none yet.)
-                    ServerState::Follower if led && leader.is_some_and(|id| id != node_id) => {
-                        if !quiescence.quiet.swap(true, Ordering::SeqCst) {
-                            raft.runtime_config().tick(false);
-                            metrics::counter!(DORMANT_STARTS_TOTAL).increment(1);
-                        }
+                    ServerState::Follower if led && led_elsewhere => {
+                        quiescence.go_dormant(&raft);
                         return;
                     }
+                    // A follower of a leader it knows without having led: not restored.
+                    ServerState::Follower if led_elsewhere => return,
                     ServerState::Candidate | ServerState::Shutdown => return,
                     _ => {}
                 }
