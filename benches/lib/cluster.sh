@@ -78,7 +78,9 @@ start_node() {
 wait_ready() {
     local id=$1 deadline=$(( $(now_ms) + 60000 ))
     until curl -sf -m 5 "$(url "$id" /readyz)" >/dev/null; do
-        [ "$(now_ms)" -lt "$deadline" ] || { echo "node $id not ready" >&2; tail -20 "${LOGS[$id]}" >&2; exit 1; }
+        [ "$(now_ms)" -lt "$deadline" ] || {
+            echo "node $id not ready: $(curl -s -m 10 "$(url "$id" /readyz)" | json "str(len(d.get('reasons', []))) + ' reasons, first: ' + '; '.join(d.get('reasons', [])[:5])" 2>/dev/null)" >&2
+            tail -20 "${LOGS[$id]}" >&2; exit 1; }
         sleep 0.1
     done
 }

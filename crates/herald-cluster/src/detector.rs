@@ -4,6 +4,10 @@
 //! Every node keeps a connection to every peer (the gossip pings keep them open). When one
 //! drops, a single ping tells a dead process (connection refused: nothing listens) from a slow
 //! or unreachable one (timeout: left to raft's own timers, as a pause or a partition must be).
+//!
+//! When the connection to a peer comes back, the groups this node leads stop backing off
+//! their replication to it (`herald_raft`'s `engine::replication_backoff`), so a returning
+//! node is caught up at once instead of after the longest wait.
 
 use std::collections::HashMap;
 use std::sync::Weak;
@@ -48,10 +52,16 @@ pub(super) async fn watch_peers(cluster: Weak<Cluster>, mut stopped: watch::Rece
             .collect();
         for peer in peers {
             let now = cluster.rpc.is_connected(peer);
-            let before = connected.insert(peer, now).unwrap_or(false);
-            if before && !now {
-                let cluster = cluster.clone();
-                tokio::spawn(async move { cluster.confirm_gone(peer).await });
+            match connected.insert(peer, now) {
+                Some(true) if !now => {
+                    let cluster = cluster.clone();
+                    tokio::spawn(async move { cluster.confirm_gone(peer).await });
+                }
+                Some(false) if now => {
+                    let cluster = cluster.clone();
+                    tokio::spawn(async move { cluster.replicate_again_to(peer).await });
+                }
+                _ => {}
             }
         }
     }
@@ -66,6 +76,18 @@ impl Cluster {
             self.take_over_from(peer).await;
             // Groups it followed in that this node leads: awake, they report it out of sync.
             self.wake_groups_of(peer);
+        }
+    }
+
+    /// Ends the replication backoff to `peer` of every group this node leads: its connection
+    /// is back.
+    async fn replicate_again_to(&self, peer: u64) {
+        self.metadata
+            .replica()
+            .reset_replication_backoff(peer)
+            .await;
+        for replica in self.replicas.all() {
+            replica.reset_replication_backoff(peer).await;
         }
     }
 

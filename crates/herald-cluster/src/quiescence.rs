@@ -39,8 +39,10 @@ use herald_domain::RaftGroupId;
 
 /// How often leaders look for idle groups, and how often peers' answers are checked.
 const CHECK_INTERVAL: Duration = Duration::from_millis(1000);
-/// How long a follower node gets to answer an offer.
-const OFFER_TIMEOUT: Duration = Duration::from_millis(1000);
+/// How long a follower node gets to answer an offer: long enough for a busy one (a survivor
+/// that just took over a dead node's groups answered a second late, so the groups that most
+/// needed to go quiet never did), short enough that a group is not held half-quiet for long.
+const OFFER_TIMEOUT: Duration = Duration::from_millis(3000);
 /// How many quiet groups that went quiet without a peer wake per check once it answers again.
 pub(crate) const RETURN_WAKES_PER_CHECK: usize = 1000;
 /// How long a quiet follower waits for a claim that its group has a leader (the leaders'
@@ -84,12 +86,20 @@ impl ClusterOperation for QuiesceGroups {
     }
 }
 
-/// The loop: offers, then checks peers, every [`CHECK_INTERVAL`].
+/// The loops: peers' answers checked every [`CHECK_INTERVAL`], and apart from them (so a slow
+/// follower's answer to an offer never delays noticing a silent peer) idle groups offered.
 pub(super) async fn quiesce_idle_groups(
     cluster: Weak<Cluster>,
     idle_after: Duration,
     mut stopped: watch::Receiver<bool>,
 ) {
+    if !idle_after.is_zero() {
+        tokio::spawn(offer_idle_groups(
+            cluster.clone(),
+            idle_after,
+            stopped.clone(),
+        ));
+    }
     let mut silent: HashSet<u64> = HashSet::new();
     let mut unclaimed: HashMap<RaftGroupId, Instant> = HashMap::new();
     loop {
@@ -103,12 +113,6 @@ pub(super) async fn quiesce_idle_groups(
         cluster.wake_for_silent_peers(&mut silent);
         cluster.wake_for_returned_peers();
         cluster.wake_unclaimed(&mut unclaimed);
-        if !idle_after.is_zero()
-            && cluster.cluster_version().allows(Feature::Quiescence)
-            && !cluster.is_leaving()
-        {
-            cluster.offer_quiescence(idle_after).await;
-        }
         let quiet = cluster
             .replicas
             .all()
@@ -116,6 +120,27 @@ pub(super) async fn quiesce_idle_groups(
             .filter(|replica| replica.is_quiet())
             .count();
         metrics::gauge!(QUIET_GROUPS).set(quiet as f64);
+    }
+}
+
+/// Offers the groups idle for `idle_after` to go quiet, [`CHECK_INTERVAL`] after the last
+/// offers were settled.
+async fn offer_idle_groups(
+    cluster: Weak<Cluster>,
+    idle_after: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(CHECK_INTERVAL) => {}
+            _ = stopped.wait_for(|stopped| *stopped) => return,
+        }
+        let Some(cluster) = cluster.upgrade() else {
+            return;
+        };
+        if cluster.cluster_version().allows(Feature::Quiescence) && !cluster.is_leaving() {
+            cluster.offer_quiescence(idle_after).await;
+        }
     }
 }
 

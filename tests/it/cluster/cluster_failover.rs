@@ -395,3 +395,69 @@ async fn leadership_returns_to_the_preferred_replica() {
         }
     }
 }
+
+/// A follower that was down while its partition kept being written is caught up as soon as it
+/// is back, though its leader's retries to it had backed off to seconds apart meanwhile: the
+/// leader's node resets that backoff when its connection to the follower returns. (Quiescence
+/// is off: waking a group that went quiet without the follower would hide a missing reset.)
+#[tokio::test]
+async fn a_follower_back_from_a_long_absence_is_caught_up_at_once() {
+    /// Writes while the follower is away: long enough for the retries to it to back off to
+    /// their longest wait (5 s, reached after about 6 s).
+    const WRITES: usize = 40;
+    const WRITE_EVERY: Duration = Duration::from_millis(250);
+    /// From the follower's readiness to its holding the leader's log: 70 ms on this machine.
+    /// Without the reset it took 1.2 s (replication restarted once a heartbeat's answer
+    /// showed the follower behind), and a quiet group sends no heartbeats.
+    const CAUGHT_UP_WITHIN: Duration = Duration::from_millis(800);
+
+    let mut cluster = TestCluster::start_with(3, &["--quiesce-after-ms", "0"]).await;
+    let topic = "back-from-away";
+    create_replicated(&cluster, 1, topic, 1, 3).await;
+    cluster.wait_until_in_sync(topic, 0, 3).await;
+    let leader = cluster.stable_leader(topic, 0).await;
+    let away = cluster
+        .others_than(leader)
+        .into_iter()
+        .max()
+        .unwrap_or_else(|| cluster.fail("no follower"));
+    cluster.kill(away);
+    let survivors = cluster.others_than(away);
+    for index in 0..WRITES {
+        cluster
+            .produce_id(&survivors, topic, 0, &format!("away-{index}"))
+            .await;
+        tokio::time::sleep(WRITE_EVERY).await;
+    }
+
+    let group = [("raft_group", format!("{topic}/0"))];
+    let group: Vec<(&str, &str)> = group.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let leader_last = cluster
+        .node(leader)
+        .metric("herald_raft_last_log_index", &group)
+        .await
+        .unwrap_or_else(|| cluster.fail("the leader reports no last log index"));
+    cluster.restart(away).await;
+    let ready_at = Instant::now();
+    poll(CATCH_UP_DEADLINE, Duration::from_millis(20), || async {
+        match cluster
+            .node(away)
+            .metric("herald_raft_last_log_index", &group)
+            .await
+        {
+            Some(last) if last >= leader_last => Ok(()),
+            seen => Err(format!(
+                "last log index {seen:?}, the leader's {leader_last}"
+            )),
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| cluster.fail(&format!("node {away} never caught up: {seen}")));
+    let caught_up = ready_at.elapsed();
+    assert!(
+        caught_up <= CAUGHT_UP_WITHIN,
+        "node {away} held the leader's log {caught_up:?} after it was ready (at most {CAUGHT_UP_WITHIN:?})"
+    );
+    let expected: Vec<String> = (0..WRITES).map(|index| format!("away-{index}")).collect();
+    assert_eq!(cluster.stored_keys(away, topic, 0).await, expected);
+}

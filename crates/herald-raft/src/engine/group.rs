@@ -243,6 +243,33 @@ pub(crate) async fn transfer_leadership<SM>(
     }
 }
 
+/// Ends the leader's replication backoff to `peer` (see `replication_backoff`): called when
+/// the peer's connection comes back, so a follower that was down is caught up at once rather
+/// than after the longest wait. Nothing on a replica that does not lead.
+pub(crate) async fn reset_replication_backoff<SM>(
+    raft: &Raft<TypeConfig, SM>,
+    group: RaftGroupId,
+    peer: u64,
+) where
+    SM: openraft::storage::RaftStateMachine<TypeConfig>,
+{
+    let leads_peer = {
+        let metrics = raft.metrics();
+        let metrics = metrics.borrow_watched();
+        metrics.state == openraft::ServerState::Leader
+            && metrics
+                .replication
+                .as_ref()
+                .is_some_and(|followers| followers.contains_key(&peer))
+    };
+    if !leads_peer {
+        return;
+    }
+    if let Err(error) = raft.trigger().reset_backoff([peer]).await {
+        tracing::debug!(group = group.get(), peer, %error, "could not reset the replication backoff");
+    }
+}
+
 /// Writes `set` without sync: on this thread when RocksDB takes it at once (small sets, no
 /// stall), else on a blocking thread, so an async worker never sleeps in a write stall.
 pub(crate) async fn write_unsynced(store: &Store, set: WriteSet) -> Result<(), std::io::Error> {

@@ -15,6 +15,7 @@ pub(crate) mod network;
 pub(crate) mod quiescence;
 pub(crate) mod recent_entries;
 pub(crate) mod registry;
+pub(crate) mod replication_backoff;
 pub(crate) mod state_machine;
 pub(crate) mod status;
 pub(crate) mod stream_append;

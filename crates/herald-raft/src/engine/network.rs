@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
     TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
@@ -40,6 +40,7 @@ use super::codec;
 use super::group::RaftTiming;
 use super::heartbeats::HeartbeatCoalescer;
 use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
+use super::replication_backoff::replication_backoff;
 use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
 use super::types::{NodeAddr, Snapshot, SnapshotMeta, TypeConfig, Vote};
 use herald_rpc::operation_tag::unknown_operation;
@@ -404,6 +405,11 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
             RaftReply::TransferLeader(response) => Ok(response),
             _ => Err(unexpected("transfer-leader")),
         }
+    }
+
+    /// Doubling waits to an unreachable follower (see [`super::replication_backoff`]).
+    fn backoff(&self) -> Option<Backoff> {
+        Some(replication_backoff(self.group, self.target))
     }
 }
 

@@ -10,8 +10,8 @@ use super::applier::MetadataApplier;
 use super::consumer_groups::ConsumerGroupsView;
 use crate::engine::error::RaftLayerError;
 use crate::engine::group::{
-    bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader, write_error,
-    Bootstrap, GroupContext,
+    bootstrap_raft, leader_of, reset_replication_backoff, start_raft, transfer_leadership,
+    wait_for_leader, write_error, Bootstrap, GroupContext,
 };
 use crate::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
@@ -178,6 +178,11 @@ impl MetadataReplica {
 
     pub async fn take_over_from(&self, dead: u64, candidate: u64) {
         take_over_from(&self.raft, METADATA_GROUP, dead, candidate).await
+    }
+
+    /// Ends this leader's replication backoff to `peer`, whose connection came back.
+    pub async fn reset_replication_backoff(&self, peer: u64) {
+        reset_replication_backoff(&self.raft, METADATA_GROUP, peer).await
     }
 
     /// Asks this leader to hand the metadata group's leadership to `to` (before a graceful

@@ -21,8 +21,8 @@ use super::subscriptions::{DeliveryCommand, DeliveryOutcome};
 use crate::engine::checkpoints::CheckpointStatus;
 use crate::engine::error::RaftLayerError;
 use crate::engine::group::{
-    blocking, bootstrap_raft, leader_of, start_raft, transfer_leadership, wait_for_leader,
-    write_error, Bootstrap, GroupContext,
+    blocking, bootstrap_raft, leader_of, reset_replication_backoff, start_raft,
+    transfer_leadership, wait_for_leader, write_error, Bootstrap, GroupContext,
 };
 use crate::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
@@ -550,6 +550,12 @@ impl PartitionReplica {
             self.quiescence.await_candidate();
         }
         take_over_from(&self.raft, self.group, dead, candidate).await
+    }
+
+    /// Ends this leader's replication backoff to `peer`, whose connection came back (see
+    /// `engine::replication_backoff`).
+    pub async fn reset_replication_backoff(&self, peer: u64) {
+        reset_replication_backoff(&self.raft, self.group, peer).await
     }
 
     /// Batches from `from_offset` to the high watermark, within `limits`.
