@@ -7,7 +7,9 @@
 //!
 //! When the connection to a peer comes back, the groups this node leads stop backing off
 //! their replication to it (`herald_raft`'s `engine::replication_backoff`), so a returning
-//! node is caught up at once instead of after the longest wait.
+//! node is caught up at once: not when a heartbeat's answer shows it behind (a second later in
+//! `cluster_failover`'s test) nor, in a quiet group, which heartbeats nobody, after the longest
+//! wait.
 
 use std::collections::HashMap;
 use std::sync::Weak;

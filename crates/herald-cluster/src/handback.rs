@@ -10,6 +10,7 @@
 //! without the retained messages was made leader and answered 416 for acknowledged data).
 
 use herald_domain::RaftGroupId;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -25,6 +26,11 @@ use herald_raft::PartitionReplica;
 const TRANSFER_PAUSE: Duration = Duration::from_secs(10);
 /// How long the target gets to report its progress.
 const PROGRESS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How many groups this node hands back per pass (one a second): each is an election on the
+/// target, and a node returning to a cluster of 10,000 partitions is the preferred replica of
+/// thousands, which its peers otherwise handed back within a few seconds, overloading it
+/// while it was still catching up.
+const HANDBACKS_PER_PASS: usize = 100;
 
 /// A replica's progress on a partition group: asked by the group's leader before it hands
 /// leadership to it.
@@ -67,8 +73,9 @@ pub(super) fn incomplete(
 impl Cluster {
     /// This node's progress on `group`, for a leader deciding whether this node may lead it.
     fn replica_progress(&self, group: RaftGroupId) -> Option<ReplicaProgress> {
-        // A node handing off its leadership to stop must not be handed any.
-        if self.is_leaving() {
+        // A node handing off its leadership to stop must not be handed any, nor one still
+        // starting its replicas: each hand-back costs an election, on a node that is busy.
+        if self.is_leaving() || !self.started.load(Ordering::Relaxed) {
             return None;
         }
         let replica = self.replicas.get(group)?;
@@ -102,20 +109,24 @@ impl Cluster {
         .await
         {
             Ok(Some(progress)) => incomplete(&progress, log_start, committed),
-            Ok(None) => Some("it has no replica here".into()),
+            Ok(None) => Some("it has no replica here, or is starting or stopping".into()),
             Err(error) => Some(format!("it did not answer: {error}")),
         }
     }
 
     /// Hands leadership back to each group's preferred replica once it is up, in sync and
-    /// complete.
+    /// complete, at most [`HANDBACKS_PER_PASS`] groups.
     pub(super) async fn hand_back_leadership(&self) {
         if self.is_leaving() {
             return;
         }
         let state = self.metadata.current();
+        let mut handed_back = 0;
         for topic in state.topics.values() {
             for assignment in &topic.partitions {
+                if handed_back >= HANDBACKS_PER_PASS {
+                    return;
+                }
                 let Some(&preferred) = assignment.replicas.first() else {
                     continue;
                 };
@@ -157,6 +168,7 @@ impl Cluster {
                     "handing leadership back to the preferred replica"
                 );
                 replica.transfer_leadership(preferred).await;
+                handed_back += 1;
             }
         }
     }

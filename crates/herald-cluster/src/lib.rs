@@ -54,7 +54,7 @@ pub use routing::Routing;
 pub use service::{BrokerService, GroupLeadership, BROKER_SERVICE};
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -173,6 +173,10 @@ pub struct Cluster {
     cleaner: compaction::Cleaner,
     /// Set once a graceful stop began handing leadership off (`handoff`).
     leaving: AtomicBool,
+    /// Set once the replicas this node held when it started are running (the first
+    /// reconcile): until then it reports no replica progress, so no peer hands it leadership
+    /// while it is still starting thousands of groups (`handback`).
+    started: AtomicBool,
     /// The wire version this node speaks and reports.
     wire_version: WireVersion,
     /// What the other nodes report of theirs.
@@ -295,13 +299,21 @@ impl Cluster {
             transfers: Mutex::new(HashMap::new()),
             cleaner: compaction::Cleaner::new(options.cleaner),
             leaving: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             wire_version: options.wire_version,
             node_versions,
             zone: options.zone.clone(),
             rebalancer: rebalance::Rebalancer::new(options.rebalance.clone()),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
+        let starting = std::time::Instant::now();
         cluster.reconcile().await;
+        cluster.started.store(true, Ordering::Relaxed);
+        tracing::info!(
+            replicas = cluster.replicas.all().len(),
+            took_ms = starting.elapsed().as_millis() as u64,
+            "started this node's partition replicas"
+        );
         tokio::spawn(reconcile::every(
             Arc::downgrade(&cluster),
             options.retention_check_interval,
