@@ -83,8 +83,14 @@ pub enum Bootstrap {
     Join,
 }
 
-pub(crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerError> {
+/// Raft's configuration for a group. `ticking`: whether its timers run from the start (a
+/// replica that may start dormant starts without, see [`start_raft`]).
+pub(crate) fn raft_config(
+    timing: RaftTiming,
+    ticking: bool,
+) -> Result<Arc<Config>, RaftLayerError> {
     let config = Config {
+        enable_tick: ticking,
         cluster_name: "herald".into(),
         heartbeat_interval: timing.heartbeat_interval_ms,
         election_timeout_min: timing.election_timeout_min_ms,
@@ -105,18 +111,23 @@ pub(crate) fn raft_config(timing: RaftTiming) -> Result<Arc<Config>, RaftLayerEr
     Ok(Arc::new(config))
 }
 
+/// Starts a group's raft. With `ticking` false its timers stay off until the caller turns
+/// them on (`runtime_config().tick(true)`): a restarting partition replica decides first
+/// whether to wait dormant, and on a node starting thousands of replicas that decision can
+/// come after an election timeout, when the replica would already have campaigned.
 pub(crate) async fn start_raft<A: GroupApplier>(
     context: &GroupContext,
     group: RaftGroupId,
     applier: A,
     log_lock: Arc<std::sync::Mutex<()>>,
     recent: Arc<RecentEntries>,
+    ticking: bool,
 ) -> Result<(Raft<TypeConfig, GroupStateMachine<A>>, Duration), RaftLayerError> {
     let state_machine = GroupStateMachine::open(group, context.store.clone(), applier).await?;
     let log_store = LogStore::with_recent(group, context.store.clone(), log_lock, recent);
     let raft = Raft::new(
         context.node_id,
-        raft_config(context.timing)?,
+        raft_config(context.timing, ticking)?,
         NetworkFactory::new(
             context.rpc.clone(),
             group,

@@ -27,10 +27,11 @@
 //! and its first heartbeat catches the follower up. So a node's absence does not wake every
 //! group it takes part in, and its return does not wake them all at once.
 //!
-//! A replica that restarts on a node starts *dormant* (quiet, no ticks) when it knows another
-//! node as its leader: it waits to be woken by a message from its group (the leader's
-//! heartbeat once the leader's node saw this node back) instead of campaigning when its
-//! election timer, started before any leader could reach it, runs out. If that leader is
+//! A replica that restarts on a node starts *dormant* (quiet, no ticks) when the vote it kept
+//! is for another node, its leader or a candidate it voted for (the target of a hand-off whose
+//! first append came after the stop): it waits to be woken by a message from its group (the
+//! leader's heartbeat once the leader's node saw this node back) instead of campaigning when
+//! its election timer, started before any leader could reach it, runs out. If that leader is
 //! silent, or nobody claims the group, the cluster layer wakes it to elect.
 //!
 //! A replica that led its group before it stopped restarts as its leader (openraft's leader
@@ -187,18 +188,27 @@ impl Quiescence {
         true
     }
 
-    /// On a replica that restarted: when it knows another node as its leader (the committed
-    /// vote it kept), quiet from the start (see the module docs); a message from its group or
-    /// the cluster layer wakes it. Answers whether it went quiet.
+    /// On a replica that restarted: when the vote it kept is for another node (its leader, or
+    /// a candidate it voted for), quiet from the start (see the module docs); a message from
+    /// its group or the cluster layer wakes it. Answers whether it went quiet.
     pub(crate) async fn start_dormant<SM>(&self, raft: &Raft<TypeConfig, SM>, node_id: u64) -> bool
     where
         SM: RaftStateMachine<TypeConfig>,
     {
-        // Asked of the core: the metrics may not show the stored state yet.
+        // Asked of the core, not read off the metrics: until the core has published its
+        // first metrics they name no leader, and on a node starting 10,000 replicas many were
+        // read that early, so those replicas campaigned instead of waiting.
+        // A vote for another node that is not committed counts too: it was granted to a
+        // candidate (a hand-off's target, typically) whose first append did not arrive before
+        // the stop. That candidate most likely leads now; if nobody claims the group, the
+        // cluster layer wakes this replica to elect.
         let led_elsewhere = raft
-            .current_leader()
+            .with_raft_state(move |state| {
+                let voted_for = state.vote_ref().leader_id();
+                voted_for.term > 0 && voted_for.node_id != node_id
+            })
             .await
-            .is_some_and(|leader| leader != node_id);
+            .unwrap_or(false);
         if !led_elsewhere {
             return false;
         }
@@ -315,7 +325,7 @@ impl Quiescence {
         if !all_matched {
             return None;
         }
-        self.quiet.store(true, Ordering::SeqCst);
+        self.begin_offer();
         Some(QuiesceOffer {
             term: metrics.current_term,
             last_index,
@@ -323,6 +333,28 @@ impl Quiescence {
             absent,
             active_at_ms,
         })
+    }
+
+    /// Marks the group quiet while its offer is out, with nobody absent yet: a follower that
+    /// stops answering meanwhile is recorded by [`Self::mark_absent`] (the cluster layer checks
+    /// its peers while offers are out) and kept by [`Self::settle_absent`].
+    fn begin_offer(&self) {
+        let mut absent = self.absent.lock();
+        absent.clear();
+        self.quiet.store(true, Ordering::SeqCst);
+    }
+
+    /// Adds the followers that were down when `offer` was made to those that stopped answering
+    /// while it was out. Answers whether the rest, the leader included, still make a majority.
+    fn settle_absent(&self, offer: &QuiesceOffer) -> bool {
+        let mut absent = self.absent.lock();
+        for peer in &offer.absent {
+            if !absent.contains(peer) {
+                absent.push(*peer);
+            }
+        }
+        let voters = offer.followers.len() + offer.absent.len() + 1;
+        is_quorum(voters - absent.len(), voters)
     }
 
     /// On the leader, once the followers answered `offer`: ticks off when all agreed and
@@ -345,7 +377,10 @@ impl Quiescence {
             // A write woke it while the offer was out.
             return false;
         }
-        *self.absent.lock() = offer.absent.clone();
+        if !self.settle_absent(offer) {
+            self.quiet.store(false, Ordering::SeqCst);
+            return false;
+        }
         raft.runtime_config().tick(false);
         let last_index = raft.metrics().borrow_watched().last_log_index;
         let changed = self.active_at_ms.load(Ordering::SeqCst) != offer.active_at_ms
@@ -432,6 +467,45 @@ mod tests {
         assert!(five.mark_absent(5, &[1, 2, 3, 4, 5]));
         assert!(!five.mark_absent(3, &[1, 2, 3, 4, 5]));
         assert_eq!(five.absent(), [4, 5]);
+    }
+
+    fn offer(followers: Vec<u64>, absent: Vec<u64>) -> QuiesceOffer {
+        QuiesceOffer {
+            term: 1,
+            last_index: 1,
+            followers,
+            absent,
+            active_at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_follower_that_stops_answering_while_an_offer_is_out_stays_absent() {
+        let quiescence = quiet();
+        assert!(quiescence.mark_absent(2, &[1, 2, 3]));
+        // Woken since; a new offer starts with nobody absent.
+        quiescence.quiet.store(false, Ordering::SeqCst);
+        quiescence.begin_offer();
+        assert!(
+            quiescence.absent().is_empty(),
+            "an old absence outlived a wake"
+        );
+        // Node 3 stops answering while the offer (to 2 and 3) is out.
+        assert!(quiescence.mark_absent(3, &[1, 2, 3]));
+        assert!(quiescence.settle_absent(&offer(vec![2, 3], vec![])));
+        assert_eq!(quiescence.absent(), [3]);
+
+        // Five voters, 5 down at the offer, 4 stops answering meanwhile: 3 of 5 remain.
+        let five = Quiescence::default();
+        five.begin_offer();
+        assert!(five.mark_absent(4, &[1, 2, 3, 4, 5]));
+        assert!(five.settle_absent(&offer(vec![2, 3, 4], vec![5])));
+        assert_eq!(five.absent(), [4, 5]);
+        // Two more would leave no majority.
+        let three = Quiescence::default();
+        three.begin_offer();
+        assert!(three.mark_absent(2, &[1, 2, 3]));
+        assert!(!three.settle_absent(&offer(vec![2], vec![3])));
     }
 
     #[test]

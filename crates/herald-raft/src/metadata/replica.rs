@@ -47,6 +47,7 @@ impl MetadataReplica {
             applier,
             Default::default(),
             Default::default(),
+            true,
         )
         .await?;
         // Read before the group is registered, so no peer's message can have reached it: what

@@ -105,19 +105,34 @@ impl PartitionReplica {
         let queues = applier.delivery_view();
         let log_lock = Arc::new(std::sync::Mutex::new(()));
         let recent = Arc::new(RecentEntries::default());
-        let (raft, leader_wait) =
-            start_raft(context, group, applier, log_lock.clone(), recent.clone()).await?;
+        let (raft, leader_wait) = start_raft(
+            context,
+            group,
+            applier,
+            log_lock.clone(),
+            recent.clone(),
+            !context.dormant_restarts,
+        )
+        .await?;
         let quiescence = Arc::new(Quiescence::default());
         context.registry.insert(
             group,
             RegisteredGroup::Partition(raft.clone(), quiescence.clone()),
         );
         let initialized = bootstrap_raft(&raft, group, &bootstrap).await?;
-        if context.dormant_restarts
-            && !initialized
-            && !quiescence.start_dormant(&raft, context.node_id).await
-        {
-            quiescence.dormant_after_step_down(&raft, context.node_id, RESTORED_LEADER_WATCH);
+        // Ticks are off until here when the replica may start dormant (see `start_raft`).
+        if context.dormant_restarts {
+            let restarted = !initialized;
+            if !(restarted && quiescence.start_dormant(&raft, context.node_id).await) {
+                raft.runtime_config().tick(true);
+                if restarted {
+                    quiescence.dormant_after_step_down(
+                        &raft,
+                        context.node_id,
+                        RESTORED_LEADER_WATCH,
+                    );
+                }
+            }
         }
         Ok(PartitionReplica {
             group,
