@@ -94,10 +94,12 @@ pub(super) async fn quiesce_idle_groups(
     mut stopped: watch::Receiver<bool>,
 ) {
     if !idle_after.is_zero() {
-        tokio::spawn(offer_idle_groups(
+        // Each pass waits for its offers' answers; the next begins a check interval later.
+        tokio::spawn(super::reconcile::every(
             cluster.clone(),
-            idle_after,
+            CHECK_INTERVAL,
             stopped.clone(),
+            move |cluster| async move { cluster.offer_idle_groups(idle_after).await },
         ));
     }
     let mut silent: HashSet<u64> = HashSet::new();
@@ -120,27 +122,6 @@ pub(super) async fn quiesce_idle_groups(
             .filter(|replica| replica.is_quiet())
             .count();
         metrics::gauge!(QUIET_GROUPS).set(quiet as f64);
-    }
-}
-
-/// Offers the groups idle for `idle_after` to go quiet, [`CHECK_INTERVAL`] after the last
-/// offers were settled.
-async fn offer_idle_groups(
-    cluster: Weak<Cluster>,
-    idle_after: Duration,
-    mut stopped: watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(CHECK_INTERVAL) => {}
-            _ = stopped.wait_for(|stopped| *stopped) => return,
-        }
-        let Some(cluster) = cluster.upgrade() else {
-            return;
-        };
-        if cluster.cluster_version().allows(Feature::Quiescence) && !cluster.is_leaving() {
-            cluster.offer_quiescence(idle_after).await;
-        }
     }
 }
 
@@ -260,6 +241,14 @@ impl Cluster {
             }
         }
         unclaimed.retain(|group, _| seen.contains(group));
+    }
+
+    /// Offers the groups idle for `idle_after`, once every node can quiesce and while this
+    /// one is not leaving.
+    async fn offer_idle_groups(&self, idle_after: Duration) {
+        if self.cluster_version().allows(Feature::Quiescence) && !self.is_leaving() {
+            self.offer_quiescence(idle_after).await;
+        }
     }
 
     /// Offers every idle group this node leads to its followers and settles each.

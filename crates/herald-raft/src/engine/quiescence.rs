@@ -190,30 +190,40 @@ impl Quiescence {
 
     /// On a replica that restarted: when the vote it kept is for another node (its leader, or
     /// a candidate it voted for), quiet from the start (see the module docs); a message from
-    /// its group or the cluster layer wakes it. Answers whether it went quiet.
-    pub(crate) async fn start_dormant<SM>(&self, raft: &Raft<TypeConfig, SM>, node_id: u64) -> bool
+    /// its group or the cluster layer wakes it. Answers what the kept vote made it.
+    pub(crate) async fn start_dormant<SM>(
+        &self,
+        raft: &Raft<TypeConfig, SM>,
+        node_id: u64,
+    ) -> RestartedAs
     where
         SM: RaftStateMachine<TypeConfig>,
     {
         // Asked of the core, not read off the metrics: until the core has published its
         // first metrics they name no leader, and on a node starting 10,000 replicas many were
-        // read that early, so those replicas campaigned instead of waiting.
-        // A vote for another node that is not committed counts too: it was granted to a
-        // candidate (a hand-off's target, typically) whose first append did not arrive before
-        // the stop. That candidate most likely leads now; if nobody claims the group, the
-        // cluster layer wakes this replica to elect.
-        let led_elsewhere = raft
+        // read that early, so those replicas campaigned instead of waiting. A vote for another
+        // node that is not committed counts too: it was granted to a candidate (a hand-off's
+        // target, typically) whose first append did not arrive before the stop. That candidate
+        // most likely leads now; if nobody claims the group, the cluster layer wakes this
+        // replica to elect.
+        let kept = raft
             .with_raft_state(move |state| {
-                let voted_for = state.vote_ref().leader_id();
-                voted_for.term > 0 && voted_for.node_id != node_id
+                let vote = state.vote_ref();
+                let voted_for = vote.leader_id();
+                if voted_for.term > 0 && voted_for.node_id != node_id {
+                    RestartedAs::Dormant
+                } else if voted_for.node_id == node_id && vote.is_committed() {
+                    RestartedAs::Leader
+                } else {
+                    RestartedAs::Follower
+                }
             })
             .await
-            .unwrap_or(false);
-        if !led_elsewhere {
-            return false;
+            .unwrap_or(RestartedAs::Follower);
+        if kept == RestartedAs::Dormant {
+            self.go_dormant(raft);
         }
-        self.go_dormant(raft);
-        true
+        kept
     }
 
     /// Quiet, no ticks, waiting to be woken (counted once, however often it is asked).
@@ -235,6 +245,7 @@ impl Quiescence {
         self: &std::sync::Arc<Self>,
         raft: &Raft<TypeConfig, SM>,
         node_id: u64,
+        restored_leader: bool,
         within: Duration,
     ) where
         SM: RaftStateMachine<TypeConfig>,
@@ -244,7 +255,9 @@ impl Quiescence {
         let raft = raft.clone();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + within;
-            let mut led = false;
+            // Known from the kept vote: the metrics may show the leadership only after it
+            // was already lost.
+            let mut led = restored_leader;
             loop {
                 let (state, leader, alone) = {
                     let metrics = metrics.borrow_watched();
@@ -256,8 +269,11 @@ impl Quiescence {
                     // The only voter: nobody else can have been elected.
                     ServerState::Leader if alone => return,
                     ServerState::Leader => led = true,
-                    // (Until the new leader is known: a vote it granted names none yet.)
-                    ServerState::Follower if led && led_elsewhere => {
+                    // Stepped down at a newer vote: waits for that leader even before it is
+                    // known (a vote it granted names none yet): campaigning while the newer
+                    // leader's group is quiet would only disrupt it, and on a loaded node the
+                    // election timer ran out before the leader's first heartbeat came.
+                    ServerState::Follower if led => {
                         quiescence.go_dormant(&raft);
                         return;
                     }
@@ -425,6 +441,17 @@ impl Quiescence {
         }
         true
     }
+}
+
+/// What a restarted replica's kept vote made it ([`Quiescence::start_dormant`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RestartedAs {
+    /// Voted for another node: quiet, waiting for it.
+    Dormant,
+    /// Led the group (openraft restores the leadership).
+    Leader,
+    /// Neither (it had voted for itself without winning, or never voted).
+    Follower,
 }
 
 /// Counter of partition replicas that restarted quiet, waiting for their leader.

@@ -27,7 +27,7 @@ use crate::engine::group::{
 use crate::engine::membership::{
     converge, leader_report, members_of, take_over_from, GroupMembers, LeaderReport, MembershipStep,
 };
-use crate::engine::quiescence::{QuiesceOffer, Quiescence};
+use crate::engine::quiescence::{QuiesceOffer, Quiescence, RestartedAs};
 use crate::engine::recent_entries::RecentEntries;
 use crate::engine::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use crate::engine::state_machine::GroupStateMachine;
@@ -122,13 +122,16 @@ impl PartitionReplica {
         let initialized = bootstrap_raft(&raft, group, &bootstrap).await?;
         // Ticks are off until here when the replica may start dormant (see `start_raft`).
         if context.dormant_restarts {
-            let restarted = !initialized;
-            if !(restarted && quiescence.start_dormant(&raft, context.node_id).await) {
+            if initialized {
                 raft.runtime_config().tick(true);
-                if restarted {
+            } else {
+                let kept = quiescence.start_dormant(&raft, context.node_id).await;
+                if kept != RestartedAs::Dormant {
+                    raft.runtime_config().tick(true);
                     quiescence.dormant_after_step_down(
                         &raft,
                         context.node_id,
+                        kept == RestartedAs::Leader,
                         RESTORED_LEADER_WATCH,
                     );
                 }
