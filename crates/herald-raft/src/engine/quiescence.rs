@@ -213,7 +213,9 @@ impl Quiescence {
                 if voted_for.term > 0 && voted_for.node_id != node_id {
                     RestartedAs::Dormant
                 } else if voted_for.node_id == node_id && vote.is_committed() {
-                    RestartedAs::Leader
+                    RestartedAs::Leader {
+                        term: voted_for.term,
+                    }
                 } else {
                     RestartedAs::Follower
                 }
@@ -237,15 +239,14 @@ impl Quiescence {
         }
     }
 
-    /// On a replica that restarted and did not start dormant: if it restored its leadership and
-    /// then, within `within`, stepped down to follow another node (which had been elected
-    /// while it was away), it goes quiet to wait for that leader's heartbeat, as if it had
-    /// restarted knowing it (see the module docs). Watches in a task of its own.
+    /// On a replica whose kept vote made it the leader again (openraft's leader restore) in
+    /// `restored_term`: if within `within` it steps down at a newer term (another node was
+    /// elected while it was away), it goes quiet to wait for that leader's heartbeat, as if it
+    /// had restarted voting for it (see the module docs). Watches in a task of its own.
     pub(crate) fn dormant_after_step_down<SM>(
         self: &std::sync::Arc<Self>,
         raft: &Raft<TypeConfig, SM>,
-        node_id: u64,
-        restored_leader: bool,
+        restored_term: u64,
         within: Duration,
     ) where
         SM: RaftStateMachine<TypeConfig>,
@@ -255,30 +256,25 @@ impl Quiescence {
         let raft = raft.clone();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + within;
-            // Known from the kept vote: the metrics may show the leadership only after it
-            // was already lost.
-            let mut led = restored_leader;
             loop {
-                let (state, leader, alone) = {
+                let (state, term, alone) = {
                     let metrics = metrics.borrow_watched();
                     let voters = metrics.membership_config.membership().voter_ids().count();
-                    (metrics.state, metrics.current_leader, voters <= 1)
+                    (metrics.state, metrics.current_term, voters <= 1)
                 };
-                let led_elsewhere = leader.is_some_and(|id| id != node_id);
                 match state {
                     // The only voter: nobody else can have been elected.
                     ServerState::Leader if alone => return,
-                    ServerState::Leader => led = true,
-                    // Stepped down at a newer vote: waits for that leader even before it is
-                    // known (a vote it granted names none yet): campaigning while the newer
-                    // leader's group is quiet would only disrupt it, and on a loaded node the
-                    // election timer ran out before the leader's first heartbeat came.
-                    ServerState::Follower if led => {
+                    // Stepped down at a newer term (by the term, not by a leadership seen in
+                    // the metrics first: they are published late, and begin as a follower's):
+                    // waits for the newer leader even before it is known (a vote it granted
+                    // names none yet). Campaigning while that leader's group is quiet would
+                    // only disrupt it, and on a loaded node the election timer ran out before
+                    // the leader's first heartbeat came.
+                    ServerState::Follower if term > restored_term => {
                         quiescence.go_dormant(&raft);
                         return;
                     }
-                    // A follower of a leader it knows without having led: not restored.
-                    ServerState::Follower if led_elsewhere => return,
                     ServerState::Candidate | ServerState::Shutdown => return,
                     _ => {}
                 }
@@ -448,8 +444,8 @@ impl Quiescence {
 pub(crate) enum RestartedAs {
     /// Voted for another node: quiet, waiting for it.
     Dormant,
-    /// Led the group (openraft restores the leadership).
-    Leader,
+    /// Led the group in `term` (openraft restores the leadership).
+    Leader { term: u64 },
     /// Neither (it had voted for itself without winning, or never voted).
     Follower,
 }

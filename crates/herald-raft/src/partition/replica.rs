@@ -128,12 +128,9 @@ impl PartitionReplica {
                 let kept = quiescence.start_dormant(&raft, context.node_id).await;
                 if kept != RestartedAs::Dormant {
                     raft.runtime_config().tick(true);
-                    quiescence.dormant_after_step_down(
-                        &raft,
-                        context.node_id,
-                        kept == RestartedAs::Leader,
-                        RESTORED_LEADER_WATCH,
-                    );
+                }
+                if let RestartedAs::Leader { term } = kept {
+                    quiescence.dormant_after_step_down(&raft, term, RESTORED_LEADER_WATCH);
                 }
             }
         }
