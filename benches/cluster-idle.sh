@@ -6,7 +6,7 @@
 # groups"), then measures each node's CPU use over SECONDS_MEASURED seconds (from
 # /proc/PID/stat) and its resident memory. With RESTART=1 it then restarts node 1 (SIGTERM,
 # start) and prints how long until it is ready and until every partition has 3 in-sync
-# replicas again. AWAY_S=N keeps it stopped N seconds first and prints the other nodes' CPU
+# replicas again; RESTARTS=N does that N times. AWAY_S=N keeps it stopped N seconds first and prints the other nodes' CPU
 # use meanwhile (their groups go quiet without it). PERF=1 records node 1 with `perf` while
 # idle and prints the hottest functions (perf_event_paranoid permitting).
 #
@@ -25,6 +25,9 @@ PERF=${PERF:-0}
 BASE_HTTP=${BASE_HTTP:-19280}
 BASE_RAFT=${BASE_RAFT:-19270}
 EXTRA_ARGS=${EXTRA_ARGS:-}
+RESTARTS=${RESTARTS:-1}           # with RESTART=1: how many times node 1 is restarted
+READY_S=${READY_S:-60}            # a restart not ready within this long is reported as such,
+READY_LATE_S=${READY_LATE_S:-240} # and waited for this much longer before the bench gives up
 KEEP_LOGS=${KEEP_LOGS:-}          # a directory to keep the nodes' logs in
 # shellcheck source-path=SCRIPTDIR
 . "$(dirname "$0")/lib/cluster.sh" idle
@@ -81,7 +84,17 @@ if [ "$PERF" = 1 ]; then
     [ -z "$KEEP_LOGS" ] || cp "$DIR/perf.data" "$KEEP_LOGS/"
 fi
 
+# ready_within ID SECONDS: waits up to SECONDS for /readyz; answers whether it came.
+ready_within() {
+    local deadline=$(( $(now_ms) + $2 * 1000 ))
+    until curl -sf -m 5 "$(url "$1" /readyz)" >/dev/null; do
+        [ "$(now_ms)" -lt "$deadline" ] || return 1
+        sleep 0.1
+    done
+}
+
 if [ "$RESTART" = 1 ]; then
+  for round in $(seq 1 "$RESTARTS"); do
     kill -TERM "${PIDS[1]}"
     wait "${PIDS[1]}" 2>/dev/null || true
     if [ "$AWAY_S" -gt 0 ]; then
@@ -96,9 +109,25 @@ if [ "$RESTART" = 1 ]; then
     fi
     restarted=$(now_ms)
     start_node 1 --initial-cluster "$CLUSTER"
-    wait_ready 1
-    ready=$(now_ms)
+    if ready_within 1 "$READY_S"; then
+        ready="$(( $(now_ms) - restarted )) ms"
+    elif ready_within 1 "$READY_LATE_S"; then
+        ready="not within ${READY_S} s, after $(( $(now_ms) - restarted )) ms"
+    else
+        echo "restart $round of node 1: not ready within $(( READY_S + READY_LATE_S )) s" >&2
+        exit 1
+    fi
     # shellcheck disable=SC2046
     wait_topics 600 2 "len(p['in_sync']) == 3" $(seq -f 'idle%.0f' 1 "$topics")
-    echo "restart of node 1 holding $PARTITIONS replicas: ready after $(( ready - restarted )) ms, every partition 3 in sync after $(( $(now_ms) - restarted )) ms; RSS $(rss_mib "${PIDS[1]}") MiB"
+    echo "restart $round of node 1 holding $PARTITIONS replicas: ready $ready, every partition 3 in sync after $(( $(now_ms) - restarted )) ms; RSS $(rss_mib "${PIDS[1]}") MiB"
+    if [ "$round" -lt "$RESTARTS" ] && [ "$QUIESCE_AFTER_MS" != 0 ]; then
+        # The next restart begins from quiet groups, as the first did.
+        deadline=$(( $(now_ms) + 300000 ))
+        until [ "$(metric 1 herald_raft_quiet_groups | cut -d. -f1)" -ge "$PARTITIONS" ] 2>/dev/null; do
+            [ "$(now_ms)" -lt "$deadline" ] || break
+            sleep 1
+        done
+        sleep 5
+    fi
+  done
 fi

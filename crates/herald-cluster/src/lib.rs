@@ -253,6 +253,7 @@ impl Cluster {
             )),
             heartbeats: herald_raft::HeartbeatCoalescer::new(rpc.clone()),
             dormant_restarts: !options.quiesce_after.is_zero(),
+            leader_liveness: Arc::new(herald_raft::LeaderLiveness::default()),
         };
         let metadata = MetadataReplica::start(
             &context,
@@ -306,6 +307,13 @@ impl Cluster {
             rebalancer: rebalance::Rebalancer::new(options.rebalance.clone()),
         });
         let _ = cluster.dispatcher.cluster.set(Arc::downgrade(&cluster));
+        let liveness_of = Arc::downgrade(&cluster);
+        cluster.context.leader_liveness.set(move |group, leader| {
+            liveness_of
+                .upgrade()
+                .is_some_and(|cluster| cluster.leader_is_alive(group, leader))
+        });
+        reconcile::spawn_gossip(&cluster, stopped.clone());
         let starting = std::time::Instant::now();
         cluster.reconcile().await;
         cluster.started.store(true, Ordering::Relaxed);

@@ -19,8 +19,9 @@
 //! over there.
 //!
 //! When an absent peer answers again, the groups that went quiet without it wake here, at most
-//! [`RETURN_WAKES_PER_CHECK`] a check, so a returning node holding thousands of replicas is
-//! caught up in waves instead of all at once; its own replicas started dormant
+//! [`RETURN_WAKES_PER_CHECK`] a check and [`RETURN_IN_FLIGHT`] catching it up at a time, so a
+//! returning node holding thousands of replicas is caught up in waves, at its own pace, instead
+//! of all at once; its own replicas started dormant
 //! (`herald_raft`'s `engine::quiescence`) and wait for those leaders. A quiet replica whose
 //! group nobody claims to lead for [`UNCLAIMED_GRACE`] wakes to elect.
 
@@ -45,6 +46,12 @@ const CHECK_INTERVAL: Duration = Duration::from_millis(1000);
 const OFFER_TIMEOUT: Duration = Duration::from_millis(3000);
 /// How many quiet groups that went quiet without a peer wake per check once it answers again.
 pub(crate) const RETURN_WAKES_PER_CHECK: usize = 1000;
+/// How many of the groups woken for one returned peer may be catching it up at once: the next
+/// wake for it waits until some are done (the peer in sync, or the group quiet again). A node
+/// back from a stop answers everything late while it starts thousands of replicas; waking all
+/// the groups that went quiet without it then (1,000 a second) had them all heartbeat it at
+/// once, and its replicas' election timers ran out behind the queue.
+pub(crate) const RETURN_IN_FLIGHT: usize = 500;
 /// How long a quiet follower waits for a claim that its group has a leader (the leaders'
 /// gossip reports come every second and last three) before it wakes to elect one.
 const UNCLAIMED_GRACE: Duration = Duration::from_secs(5);
@@ -104,6 +111,7 @@ pub(super) async fn quiesce_idle_groups(
     }
     let mut silent: HashSet<u64> = HashSet::new();
     let mut unclaimed: HashMap<RaftGroupId, Instant> = HashMap::new();
+    let mut catching_up: HashMap<u64, HashSet<RaftGroupId>> = HashMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(CHECK_INTERVAL) => {}
@@ -113,7 +121,7 @@ pub(super) async fn quiesce_idle_groups(
             return;
         };
         cluster.wake_for_silent_peers(&mut silent);
-        cluster.wake_for_returned_peers();
+        cluster.wake_for_returned_peers(&mut catching_up);
         cluster.wake_unclaimed(&mut unclaimed);
         let quiet = cluster
             .replicas
@@ -130,6 +138,21 @@ impl Cluster {
     /// the election timeout, the time raft itself would give a silent leader.
     fn silence_limit(&self) -> Duration {
         Duration::from_millis(self.context.timing.election_timeout_min_ms)
+    }
+
+    /// Whether `leader`, a peer, is alive and leads `group` (asked before a replica here
+    /// campaigns, `herald_raft`'s `leader_liveness`): its connection is open, it answered
+    /// within the silence limit (the same limit after which its quiet groups wake here, so a
+    /// replica that stood down for a leader is woken when that leader falls silent), and its
+    /// latest report claims the group.
+    pub(super) fn leader_is_alive(&self, group: RaftGroupId, leader: u64) -> bool {
+        leader != self.node_id
+            && self.rpc.is_connected(leader)
+            && self
+                .rpc
+                .last_answer(leader)
+                .is_some_and(|answered| answered.elapsed() <= self.silence_limit())
+            && self.routing.leader_map().claimant(group) == Some(leader)
     }
 
     /// Wakes the quiet groups of peers that stopped answering (once per silence).
@@ -177,8 +200,21 @@ impl Cluster {
     }
 
     /// Wakes quiet groups this node leads that went quiet without a peer that is up again, at
-    /// most [`RETURN_WAKES_PER_CHECK`].
-    fn wake_for_returned_peers(&self) {
+    /// most [`RETURN_WAKES_PER_CHECK`], and while fewer than [`RETURN_IN_FLIGHT`] woken for
+    /// that peer are still catching it up (`catching_up`, by peer, kept between checks).
+    fn wake_for_returned_peers(&self, catching_up: &mut HashMap<u64, HashSet<RaftGroupId>>) {
+        // Done: the group is quiet again, is led elsewhere now, or has the peer in sync.
+        catching_up.retain(|peer, groups| {
+            groups.retain(|group| {
+                self.replicas.get(*group).is_some_and(|replica| {
+                    !replica.is_quiet()
+                        && replica
+                            .leader_report()
+                            .is_some_and(|report| !report.in_sync.contains(peer))
+                })
+            });
+            !groups.is_empty()
+        });
         let mut woken = 0;
         let mut up: HashMap<u64, bool> = HashMap::new();
         for replica in self.replicas.all() {
@@ -189,10 +225,12 @@ impl Cluster {
             let returned = absent.iter().copied().find(|peer| {
                 *up.entry(*peer)
                     .or_insert_with(|| self.membership.is_up(*peer))
+                    && catching_up.get(peer).map_or(0, HashSet::len) < RETURN_IN_FLIGHT
             });
             if let Some(peer) = returned {
                 if replica.wake_for_return(peer) {
                     woken += 1;
+                    catching_up.entry(peer).or_default().insert(replica.group());
                 }
             }
         }

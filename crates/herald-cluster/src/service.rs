@@ -202,9 +202,13 @@ impl Cluster {
                 Watermarks::default(),
             ));
         }
+        // A leader handing its group over does not claim it: it neither heartbeats nor
+        // proposes until somebody is elected, and followers must not wait for it.
         for replica in self.replicas.all() {
             if let Some(report) = replica.leader_report() {
-                leads.push(leadership(replica.group(), report, replica.watermarks()));
+                if !replica.is_handing_over() {
+                    leads.push(leadership(replica.group(), report, replica.watermarks()));
+                }
             }
         }
         PingReport {

@@ -18,6 +18,7 @@ pub use engine::group::{Bootstrap, GroupContext, RaftTiming};
 pub use engine::heartbeats::{
     HeartbeatCoalescer, HEARTBEATS_COALESCED_TOTAL, HEARTBEAT_BATCHES_TOTAL,
 };
+pub use engine::leader_liveness::LeaderLiveness;
 pub use engine::log_rank::LogRank;
 pub use engine::log_store::LogStore;
 pub use engine::membership::{GroupMembers, LeaderReport, MembershipStep};

@@ -3,7 +3,8 @@
 //! whose leader is killed (SIGKILL) or cut off from the others elects a new leader and loses
 //! nothing acknowledged. The node-to-node pings are what notices a silent leader then. A
 //! follower that is down does not keep its groups awake, and when it returns its replicas wait,
-//! quiet, for their leaders instead of campaigning.
+//! quiet, for their leaders instead of campaigning. Nor does a follower whose election timer
+//! runs out campaign while its leader's node is alive.
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,15 @@ async fn wait_quiet(cluster: &TestCluster, node: u64, ours: usize) {
     })
     .await
     .unwrap_or_else(|seen| cluster.fail(&format!("node {node}: not all quiet: {seen}")));
+}
+
+/// Campaigns `node`'s replicas withheld since it started, their leader being alive.
+async fn withheld(cluster: &TestCluster, node: u64) -> f64 {
+    cluster
+        .node(node)
+        .metric("herald_raft_campaigns_withheld_total", &[])
+        .await
+        .unwrap_or(0.0)
 }
 
 /// Pre-votes `node` sent since it started: what a replica whose election timer ran out sends.
@@ -240,4 +250,75 @@ async fn groups_go_quiet_without_a_follower_that_is_down_and_its_replicas_wait_f
         cluster.stored_keys(away, topic, 0).await,
         ["first-0", "while-away"]
     );
+}
+
+/// A follower whose election timer runs out while its leader's node is alive waits, quiet, for
+/// the leader's next message instead of campaigning (what kept a restarted node holding
+/// 10,000 replicas, too loaded to take its leaders' heartbeats in time, campaigning for
+/// minutes). Here node 3's election timeout is shorter than the others' heartbeat interval,
+/// so its timer runs out between every two heartbeats of a group it follows; it is the
+/// metadata group's learner (one metadata voter), so only partition replicas could campaign.
+#[tokio::test]
+async fn a_follower_does_not_campaign_against_a_leader_that_is_alive() {
+    let slow_heartbeats = [
+        ("HERALD_HEARTBEAT_INTERVAL_MS", "5000"),
+        ("HERALD_ELECTION_TIMEOUT_MIN_MS", "10000"),
+        ("HERALD_ELECTION_TIMEOUT_MAX_MS", "11000"),
+    ];
+    // A follower campaigns once its leader lease (the maximum election timeout) and an
+    // election timeout have passed since the last heartbeat: 3.1-3.2 s here, under 5 s.
+    let short_timeout = [
+        ("HERALD_HEARTBEAT_INTERVAL_MS", "500"),
+        ("HERALD_ELECTION_TIMEOUT_MIN_MS", "1500"),
+        ("HERALD_ELECTION_TIMEOUT_MAX_MS", "1600"),
+    ];
+    let env: Vec<(u64, &str, &str)> = [1, 2]
+        .into_iter()
+        .flat_map(|node| slow_heartbeats.map(|(name, value)| (node, name, value)))
+        .chain(short_timeout.map(|(name, value)| (3, name, value)))
+        .collect();
+    // Groups stay awake: the leaders' heartbeats are what node 3 waits for.
+    let cluster = TestCluster::start_with_env(
+        3,
+        &["--quiesce-after-ms", "0", "--metadata-voters", "1"],
+        &env,
+    )
+    .await;
+    let topic = "live-leaders";
+    create_replicated(&cluster, 1, topic, PARTITIONS, 3).await;
+    let mut leaders = Vec::new();
+    for partition in 0..PARTITIONS {
+        cluster.wait_until_in_sync(topic, partition, 3).await;
+        leaders.push(cluster.stable_leader(topic, partition).await);
+    }
+    assert!(
+        leaders.iter().any(|leader| *leader != 3),
+        "node 3 follows no group: {leaders:?}"
+    );
+    let pre_votes_before = pre_votes(&cluster, 3).await;
+    let withheld_before = withheld(&cluster, 3).await;
+    // Several of the leaders' heartbeat intervals, each longer than node 3's timeout.
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    assert_eq!(
+        pre_votes(&cluster, 3).await,
+        pre_votes_before,
+        "node 3 campaigned against a live leader"
+    );
+    assert!(
+        withheld(&cluster, 3).await > withheld_before,
+        "node 3's timers never ran out: the test shows nothing"
+    );
+    for partition in 0..PARTITIONS {
+        assert_eq!(
+            cluster.leader_of(topic, partition).await,
+            leaders[partition as usize],
+            "{topic}/{partition}: the leadership moved"
+        );
+        // A follower waiting quiet still takes its leader's entries.
+        cluster
+            .produce_id(&cluster.ids(), topic, partition, "later")
+            .await;
+        let stored = cluster.stored_keys(3, topic, partition).await;
+        assert_eq!(stored, ["later"], "{topic}/{partition} on node 3");
+    }
 }

@@ -4,6 +4,7 @@
 
 use super::catch_up_throttle::CatchUpThrottle;
 use super::heartbeats::HeartbeatCoalescer;
+use super::leader_liveness::LeaderLiveness;
 use herald_domain::RaftGroupId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,6 +61,9 @@ pub struct GroupContext {
     /// Whether a partition replica that restarts knowing another node as its leader starts
     /// quiet and waits to be woken (see `quiescence`): on when groups quiesce.
     pub dormant_restarts: bool,
+    /// Asked before a partition replica campaigns whether its leader is alive (see
+    /// `leader_liveness`); set by the cluster layer once it exists.
+    pub leader_liveness: Arc<LeaderLiveness>,
 }
 
 impl GroupContext {
@@ -128,12 +132,7 @@ pub(crate) async fn start_raft<A: GroupApplier>(
     let raft = Raft::new(
         context.node_id,
         raft_config(context.timing, ticking)?,
-        NetworkFactory::new(
-            context.rpc.clone(),
-            group,
-            context.catch_up.clone(),
-            context.heartbeats.clone(),
-        ),
+        NetworkFactory::new(context, group),
         log_store,
         state_machine,
     )
@@ -241,16 +240,22 @@ where
     raft.metrics().borrow_watched().current_leader
 }
 
-/// Asks the leader to hand leadership to `to` (e.g. back to the preferred replica).
+/// Asks the leader to hand leadership to `to` (e.g. back to the preferred replica); answers
+/// whether raft took the request.
 pub(crate) async fn transfer_leadership<SM>(
     raft: &Raft<TypeConfig, SM>,
     group: RaftGroupId,
     to: u64,
-) where
+) -> bool
+where
     SM: openraft::storage::RaftStateMachine<TypeConfig>,
 {
-    if let Err(error) = raft.trigger().transfer_leader(to).await {
-        tracing::debug!(group = group.get(), to, %error, "could not transfer leadership");
+    match raft.trigger().transfer_leader(to).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::debug!(group = group.get(), to, %error, "could not transfer leadership");
+            false
+        }
     }
 }
 

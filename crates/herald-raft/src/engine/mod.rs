@@ -8,6 +8,7 @@ pub(crate) mod codec;
 pub(crate) mod error;
 pub(crate) mod group;
 pub(crate) mod heartbeats;
+pub(crate) mod leader_liveness;
 pub(crate) mod log_rank;
 pub(crate) mod log_store;
 pub(crate) mod membership;

@@ -33,12 +33,14 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
     TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
+use openraft::rt::watch::WatchReceiver;
 use openraft::{OptionalSend, RaftNetworkV2};
 use serde::{Deserialize, Serialize};
 
 use super::codec;
-use super::group::RaftTiming;
+use super::group::{GroupContext, RaftTiming};
 use super::heartbeats::HeartbeatCoalescer;
+use super::leader_liveness::LeaderLiveness;
 use super::registry::{GroupRegistry, PartitionRaft, RegisteredGroup};
 use super::replication_backoff::replication_backoff;
 use super::stream_append::{pipeline, SendAppend, Sequencer, StreamPosition};
@@ -56,6 +58,9 @@ pub const VOTE_REQUESTS_TOTAL: &str = "herald_raft_vote_requests_total";
 /// Raft messages from peers for a group that did not run here when they came, by whether it
 /// started within the grace (`started`) or the message was refused (`refused`).
 pub const ABSENT_GROUP_MESSAGES_TOTAL: &str = "herald_raft_absent_group_messages_total";
+/// Counter of partition replicas whose election timer ran out while their leader was alive
+/// and that went quiet to wait for it instead of campaigning (see `leader_liveness`).
+pub const CAMPAIGNS_WITHHELD_TOTAL: &str = "herald_raft_campaigns_withheld_total";
 
 /// How long an AppendEntries carrying entries may take: up to 16 MiB plus the follower's
 /// fsync. Heartbeats (no entries) use openraft's own, much shorter, time-to-live.
@@ -122,20 +127,19 @@ pub struct NetworkFactory {
     group: RaftGroupId,
     catch_up: Arc<CatchUpThrottle>,
     heartbeats: Arc<HeartbeatCoalescer>,
+    registry: Arc<GroupRegistry>,
+    leader_liveness: Arc<LeaderLiveness>,
 }
 
 impl NetworkFactory {
-    pub fn new(
-        rpc: RpcClient,
-        group: RaftGroupId,
-        catch_up: Arc<CatchUpThrottle>,
-        heartbeats: Arc<HeartbeatCoalescer>,
-    ) -> Self {
+    pub(crate) fn new(context: &GroupContext, group: RaftGroupId) -> Self {
         NetworkFactory {
-            rpc,
+            rpc: context.rpc.clone(),
             group,
-            catch_up,
-            heartbeats,
+            catch_up: context.catch_up.clone(),
+            heartbeats: context.heartbeats.clone(),
+            registry: context.registry.clone(),
+            leader_liveness: context.leader_liveness.clone(),
         }
     }
 }
@@ -147,6 +151,8 @@ pub struct PeerClient {
     group: RaftGroupId,
     catch_up: Arc<CatchUpThrottle>,
     heartbeats: Arc<HeartbeatCoalescer>,
+    registry: Arc<GroupRegistry>,
+    leader_liveness: Arc<LeaderLiveness>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -164,6 +170,8 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             group: self.group,
             catch_up: self.catch_up.clone(),
             heartbeats: self.heartbeats.clone(),
+            registry: self.registry.clone(),
+            leader_liveness: self.leader_liveness.clone(),
         }
     }
 }
@@ -186,6 +194,37 @@ pub(crate) fn transport_error(error: RpcError) -> RPCError<TypeConfig> {
 }
 
 impl PeerClient {
+    /// On a partition replica about to campaign whose leader is alive (see
+    /// `leader_liveness`): goes quiet instead, to wait for the leader's next message, and
+    /// answers the pre-vote refused on this replica's own behalf (its own vote and log: openraft
+    /// learns nothing from it, and logs no failure). None: the campaign goes on.
+    fn stand_down_for_live_leader(
+        &self,
+        request: &VoteRequest<TypeConfig>,
+    ) -> Option<VoteResponse<TypeConfig>> {
+        let Some(RegisteredGroup::Partition(raft, quiescence)) = self.registry.get(self.group)
+        else {
+            return None;
+        };
+        let (leader, vote) = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow_watched();
+            (metrics.current_leader?, metrics.vote)
+        };
+        if !self.leader_liveness.is_alive(self.group, leader) {
+            return None;
+        }
+        if quiescence.stand_down(&raft) {
+            metrics::counter!(CAMPAIGNS_WITHHELD_TOTAL).increment(1);
+            tracing::debug!(
+                group = self.group.get(),
+                leader,
+                "election timeout with the leader alive: waiting quiet for it instead of campaigning"
+            );
+        }
+        Some(VoteResponse::new(vote, request.last_log_id, false))
+    }
+
     async fn send(
         &self,
         message: RaftMessage,
@@ -351,6 +390,9 @@ impl RaftNetworkV2<TypeConfig> for PeerClient {
         rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        if let Some(refused) = self.stand_down_for_live_leader(&rpc) {
+            return Ok(refused);
+        }
         metrics::counter!(VOTE_REQUESTS_TOTAL, "kind" => "pre_vote").increment(1);
         match self
             .send(RaftMessage::PreVote(rpc), option.soft_ttl())

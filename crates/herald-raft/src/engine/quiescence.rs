@@ -43,6 +43,10 @@
 //! wake a quiet replica (the `dispatch` of `engine::network`): the answer, the newer vote, needs
 //! no ticks, and a woken follower of a quiet leader would campaign.
 //!
+//! A follower whose election timer runs out while its leader is alive (the cluster layer's
+//! view: connected, answering, claiming the group) stands down the same way instead of
+//! campaigning ([`Quiescence::stand_down`], asked in `network`, see `leader_liveness`).
+//!
 //! Races: a write marks activity before it looks at the quiet flag; a leader going quiet sets
 //! the flag, stops its ticks and then checks activity again, so one of the two always sees the
 //! other and the group never stays quiet with a write in flight.
@@ -226,6 +230,21 @@ impl Quiescence {
             self.go_dormant(raft);
         }
         kept
+    }
+
+    /// On a follower whose election timer ran out while its leader is alive (see
+    /// `leader_liveness`): quiet, no ticks, until its leader's next message (or the cluster
+    /// layer, when that leader falls silent or stops claiming the group) wakes it. Answers
+    /// whether it was awake.
+    pub(crate) fn stand_down<SM>(&self, raft: &Raft<TypeConfig, SM>) -> bool
+    where
+        SM: RaftStateMachine<TypeConfig>,
+    {
+        if self.quiet.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        raft.runtime_config().tick(false);
+        true
     }
 
     /// Quiet, no ticks, waiting to be woken (counted once, however often it is asked).

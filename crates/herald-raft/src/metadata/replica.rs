@@ -189,7 +189,7 @@ impl MetadataReplica {
     /// Asks this leader to hand the metadata group's leadership to `to` (before a graceful
     /// stop).
     pub async fn transfer_leadership(&self, to: u64) {
-        transfer_leadership(&self.raft, METADATA_GROUP, to).await
+        transfer_leadership(&self.raft, METADATA_GROUP, to).await;
     }
 
     pub async fn shutdown(&self) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use openraft::errors::{LinearizableReadError, RaftError};
 use openraft::rt::watch::WatchReceiver;
-use openraft::ReadPolicy;
+use openraft::{ReadPolicy, ServerState};
 use tokio::sync::watch;
 
 use super::applier::{CompactionProgress, DeliveryView, PartitionApplier, Watermarks};
@@ -69,6 +69,9 @@ pub struct PartitionReplica {
     /// Whether the group is quiet (see [`crate::engine::quiescence`]); shared with the
     /// registry, where incoming raft messages wake it.
     quiescence: Arc<Quiescence>,
+    /// The term in which this replica, leading, asked raft to transfer its leadership (0:
+    /// never); see [`Self::is_handing_over`].
+    handing_over_in_term: AtomicU64,
 }
 
 /// Runs in the state-machine worker, between applies (see `engine::checkpoints`). Also
@@ -155,6 +158,7 @@ impl PartitionReplica {
             recent,
             predictions: SharedPredictions::default(),
             quiescence,
+            handing_over_in_term: AtomicU64::new(0),
         })
     }
 
@@ -551,7 +555,26 @@ impl PartitionReplica {
 
     pub async fn transfer_leadership(&self, to: u64) {
         self.awake().await;
-        transfer_leadership(&self.raft, self.group, to).await
+        let term = self.raft.metrics().borrow_watched().current_term;
+        if transfer_leadership(&self.raft, self.group, to).await {
+            self.handing_over_in_term.store(term, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether this replica leads and is handing its leadership over (a transfer asked in its
+    /// current term). Openraft's leader then neither heartbeats nor proposes until the target,
+    /// or another replica, is elected; if the target died meanwhile, only the followers'
+    /// election ends that. So such a leader does not claim the group in its reports to peers,
+    /// whose followers would otherwise wait for it as a live leader (see
+    /// `engine::leader_liveness`).
+    pub fn is_handing_over(&self) -> bool {
+        let term = self.handing_over_in_term.load(Ordering::SeqCst);
+        if term == 0 {
+            return false;
+        }
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        metrics.state == ServerState::Leader && metrics.current_term == term
     }
 
     /// The group's leader `dead` is gone: elect `candidate` now (see [`take_over_from`]). The
