@@ -6,12 +6,14 @@
 # groups"), then measures each node's CPU use over SECONDS_MEASURED seconds (from
 # /proc/PID/stat) and its resident memory. With RESTART=1 it then restarts node 1 (SIGTERM,
 # start) and prints how long until it is ready and until every partition has 3 in-sync
-# replicas again; RESTARTS=N does that N times. AWAY_S=N keeps it stopped N seconds first and prints the other nodes' CPU
-# use meanwhile (their groups go quiet without it). PERF=1 records node 1 with `perf` while
-# idle and prints the hottest functions (perf_event_paranoid permitting).
+# replicas again; RESTARTS=N does that N times. AWAY_S=N keeps it stopped N seconds first and
+# prints the other nodes' CPU use meanwhile (their groups go quiet without it). PERF=1 records
+# node 1 with `perf` while idle and prints the hottest functions (perf_event_paranoid
+# permitting).
 #
 #   benches/cluster-idle.sh                              # 300 partitions, quiescence on
 #   PARTITIONS=1000 RESTART=1 benches/cluster-idle.sh
+#   PARTITIONS=10000 RESTART=1 RESTARTS=3 AWAY_S=30 benches/cluster-idle.sh
 #   QUIESCE_AFTER_MS=0 benches/cluster-idle.sh           # quiescence off: the baseline
 #   EXTRA_ARGS="--heartbeat-interval-ms 1000" benches/cluster-idle.sh
 set -euo pipefail
