@@ -36,6 +36,14 @@ KEEP_LOGS=${KEEP_LOGS:-}          # a directory to keep the nodes' logs in
 
 rss_mib() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 metric() { curl -sf -m 10 "$(url "$1" /metrics)" | awk -v name="$2" '$1 == name {print $2}'; }
+# wait_quiet ID DEADLINE_MS: until node ID has at least PARTITIONS quiet groups (internal topics'
+# count too), or the deadline passed (then says how many).
+wait_quiet() {
+    until [ "$(metric "$1" herald_raft_quiet_groups | cut -d. -f1)" -ge "$PARTITIONS" ] 2>/dev/null; do
+        [ "$(now_ms)" -lt "$2" ] || { echo "node $1: $(metric "$1" herald_raft_quiet_groups) of $PARTITIONS groups quiet" >&2; return; }
+        sleep 1
+    done
+}
 
 printf '[raft]\nquiesce_after_ms = %s\n' "$QUIESCE_AFTER_MS" >"$DIR/herald.toml"
 EXTRA_ARGS="--config $DIR/herald.toml $EXTRA_ARGS"
@@ -55,13 +63,7 @@ wait_topics 600 1 "len(p['in_sync']) == 3" $(seq -f 'idle%.0f' 1 "$topics")
 echo "every partition had 3 in-sync replicas $(( $(now_ms) - created )) ms later"
 if [ "$QUIESCE_AFTER_MS" != 0 ]; then
     deadline=$(( $(now_ms) + 300000 ))
-    for id in 1 2 3; do
-        # (internal topics' partitions count too: at least ours)
-        until [ "$(metric "$id" herald_raft_quiet_groups | cut -d. -f1)" -ge "$PARTITIONS" ] 2>/dev/null; do
-            [ "$(now_ms)" -lt "$deadline" ] || { echo "node $id: $(metric "$id" herald_raft_quiet_groups) of $PARTITIONS groups quiet" >&2; break; }
-            sleep 1
-        done
-    done
+    for id in 1 2 3; do wait_quiet "$id" "$deadline"; done
 fi
 sleep 12
 declare -A before
@@ -85,15 +87,6 @@ if [ "$PERF" = 1 ]; then
         | grep -E '^ +[0-9]' | sed 's/  *- *- *$//' | head -40 || true
     [ -z "$KEEP_LOGS" ] || cp "$DIR/perf.data" "$KEEP_LOGS/"
 fi
-
-# ready_within ID SECONDS: waits up to SECONDS for /readyz; answers whether it came.
-ready_within() {
-    local deadline=$(( $(now_ms) + $2 * 1000 ))
-    until curl -sf -m 5 "$(url "$1" /readyz)" >/dev/null; do
-        [ "$(now_ms)" -lt "$deadline" ] || return 1
-        sleep 0.1
-    done
-}
 
 if [ "$RESTART" = 1 ]; then
   for round in $(seq 1 "$RESTARTS"); do
@@ -124,11 +117,7 @@ if [ "$RESTART" = 1 ]; then
     echo "restart $round of node 1 holding $PARTITIONS replicas: ready $ready, every partition 3 in sync after $(( $(now_ms) - restarted )) ms; RSS $(rss_mib "${PIDS[1]}") MiB"
     if [ "$round" -lt "$RESTARTS" ] && [ "$QUIESCE_AFTER_MS" != 0 ]; then
         # The next restart begins from quiet groups, as the first did.
-        deadline=$(( $(now_ms) + 300000 ))
-        until [ "$(metric 1 herald_raft_quiet_groups | cut -d. -f1)" -ge "$PARTITIONS" ] 2>/dev/null; do
-            [ "$(now_ms)" -lt "$deadline" ] || break
-            sleep 1
-        done
+        wait_quiet 1 $(( $(now_ms) + 300000 ))
         sleep 5
     fi
   done

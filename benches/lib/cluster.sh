@@ -23,7 +23,8 @@
 #   start_node_at ID DATA LOG [FLAGS...] starts node ID on data directory DATA, appending its output
 #                                        to LOG; node 0 is a single node (node id 1, ports BASE+0)
 #   start_node ID [FLAGS...]             the same with DATA $DIR/dID and LOG $DIR/logID
-#   wait_ready ID                        waits until node ID is ready (60 s at most)
+#   ready_within ID SECONDS              waits up to SECONDS until node ID is ready; fails if not
+#   wait_ready ID                        waits until node ID is ready (60 s at most), else exits
 #   wait_cluster [SECONDS]               waits until nodes 1, 2 and 3 are ready and node 1 reports
 #                                        all three up (SECONDS, 60 by default, at most)
 #   start_cluster [SECONDS]              start_node 1, 2 and 3 with --initial-cluster, wait_cluster
@@ -75,14 +76,18 @@ start_node() {
     start_node_at "$id" "$DIR/d$id" "$DIR/log$id" "$@"
 }
 
-wait_ready() {
-    local id=$1 deadline=$(( $(now_ms) + 60000 ))
-    until curl -sf -m 5 "$(url "$id" /readyz)" >/dev/null; do
-        [ "$(now_ms)" -lt "$deadline" ] || {
-            echo "node $id not ready: $(curl -s -m 10 "$(url "$id" /readyz)" | json "str(len(d.get('reasons', []))) + ' reasons, first: ' + '; '.join(d.get('reasons', [])[:5])" 2>/dev/null)" >&2
-            tail -20 "${LOGS[$id]}" >&2; exit 1; }
+ready_within() {
+    local deadline=$(( $(now_ms) + $2 * 1000 ))
+    until curl -sf -m 5 "$(url "$1" /readyz)" >/dev/null; do
+        [ "$(now_ms)" -lt "$deadline" ] || return 1
         sleep 0.1
     done
+}
+wait_ready() {
+    local id=$1
+    ready_within "$id" 60 || {
+        echo "node $id not ready: $(curl -s -m 10 "$(url "$id" /readyz)" | json "str(len(d.get('reasons', []))) + ' reasons, first: ' + '; '.join(d.get('reasons', [])[:5])" 2>/dev/null)" >&2
+        tail -20 "${LOGS[$id]}" >&2; exit 1; }
 }
 wait_cluster() {
     local id deadline

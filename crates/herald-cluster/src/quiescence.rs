@@ -148,16 +148,19 @@ impl Cluster {
     pub(super) fn leader_is_alive(&self, group: RaftGroupId, leader: u64) -> bool {
         leader != self.node_id
             && self.rpc.is_connected(leader)
-            && self
-                .rpc
-                .last_answer(leader)
-                .is_some_and(|answered| answered.elapsed() <= self.silence_limit())
+            && !self.is_silent(leader)
             && self.routing.leader_map().claimant(group) == Some(leader)
+    }
+
+    /// Whether `peer` has not answered within the [silence limit](Self::silence_limit).
+    fn is_silent(&self, peer: u64) -> bool {
+        self.rpc
+            .last_answer(peer)
+            .is_none_or(|answered| answered.elapsed() > self.silence_limit())
     }
 
     /// Wakes the quiet groups of peers that stopped answering (once per silence).
     fn wake_for_silent_peers(&self, silent: &mut HashSet<u64>) {
-        let limit = self.silence_limit();
         let peers: Vec<u64> = self
             .metadata
             .current()
@@ -168,11 +171,7 @@ impl Cluster {
             .collect();
         silent.retain(|peer| peers.contains(peer));
         for peer in peers {
-            let answered = self
-                .rpc
-                .last_answer(peer)
-                .is_some_and(|at| at.elapsed() <= limit);
-            if answered {
+            if !self.is_silent(peer) {
                 silent.remove(&peer);
                 continue;
             }

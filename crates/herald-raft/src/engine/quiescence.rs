@@ -232,10 +232,10 @@ impl Quiescence {
         kept
     }
 
-    /// On a follower whose election timer ran out while its leader is alive (see
-    /// `leader_liveness`): quiet, no ticks, until its leader's next message (or the cluster
-    /// layer, when that leader falls silent or stops claiming the group) wakes it. Answers
-    /// whether it was awake.
+    /// Quiet, no ticks, until something wakes it (its leader's next message, or the cluster
+    /// layer when that leader falls silent or stops claiming the group): on a follower whose
+    /// election timer ran out while its leader is alive (see `leader_liveness`), and under
+    /// [`Self::go_dormant`]. Answers whether it was awake.
     pub(crate) fn stand_down<SM>(&self, raft: &Raft<TypeConfig, SM>) -> bool
     where
         SM: RaftStateMachine<TypeConfig>,
@@ -252,8 +252,7 @@ impl Quiescence {
     where
         SM: RaftStateMachine<TypeConfig>,
     {
-        if !self.quiet.swap(true, Ordering::SeqCst) {
-            raft.runtime_config().tick(false);
+        if self.stand_down(raft) {
             metrics::counter!(DORMANT_STARTS_TOTAL).increment(1);
         }
     }
